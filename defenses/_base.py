@@ -1,0 +1,55 @@
+"""Defense plugin contract.
+
+A defense sees each outgoing envelope of the parties it protects and returns a *new* envelope
+(``on_send``); it records what it did in the privacy ledger. Defenses that are protocol knobs
+(random t, smaller support, ...) instead return ``protocol_overrides()`` applied to the
+protocol's parameters before the run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from testbed.bus import SERVER, Envelope
+from testbed.ledger import PrivacyLedger
+from testbed.registry import Plugin, PluginConfig
+
+__all__ = ["Defense", "DefenseConfig"]
+
+
+class DefenseConfig(PluginConfig):
+    senders: list[str] | None = Field(
+        None, description="parties whose messages are defended (default: every non-server party)"
+    )
+    kinds: list[str] = Field(
+        default_factory=lambda: ["*"], description="message kinds (globs) to defend"
+    )
+
+
+class Defense(Plugin):
+    """Base class of defense plugins."""
+
+    Config = DefenseConfig
+
+    def applies_to(self, env: Envelope) -> bool:
+        senders = getattr(self.config, "senders", None)
+        if senders is None:
+            ok_sender = env.sender != SERVER
+        else:
+            ok_sender = env.sender in senders
+        kinds = getattr(self.config, "kinds", ["*"])
+        return ok_sender and any(fnmatch.fnmatchcase(env.kind, k) for k in kinds)
+
+    def on_send(
+        self, env: Envelope, rng: np.random.Generator, ledger: PrivacyLedger | None
+    ) -> Envelope:
+        """Return a new envelope (default: a copy marked as seen). Must never mutate ``env``."""
+        return env.with_payload(env.payload)
+
+    def protocol_overrides(self, protocol_name: str) -> dict[str, Any]:
+        """Protocol parameters this defense sets (knob defenses); empty for message defenses."""
+        return {}

@@ -1,0 +1,71 @@
+"""Protocol plugin contract.
+
+A protocol runs between parties that talk only through the bus, returns a
+:class:`ProtocolResult`, and provides :meth:`Protocol.reference`: the same quantities computed
+centrally with POT, against which accuracy is measured.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from testbed.bus import Bus
+from testbed.data import PartyData
+from testbed.registry import Plugin
+
+__all__ = ["Protocol", "ProtocolResult"]
+
+
+@dataclass(frozen=True)
+class ProtocolResult:
+    """What a protocol run produced.
+
+    estimates : scalar results by name (e.g. ``{"wasserstein": 3.2}``), compared with the
+        reference of the same name.
+    history : per-round series (e.g. the estimate and the bound A^(k) at each round).
+    outputs : other results (arrays allowed: contribution scores, detection scores, ...).
+    mode : which variant ran (e.g. ``"paper"`` or ``"accurate"``), shown in every report.
+    deviations : named deviations from the paper, shown in every report.
+    diagnostics : instrumentation computed by the testbed, not part of the protocol (never sent).
+    """
+
+    estimates: Mapping[str, float]
+    history: Mapping[str, list[float]] = field(default_factory=dict)
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    mode: str = "paper"
+    deviations: tuple[str, ...] = ()
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Protocol(Plugin):
+    """Base class of protocol plugins. ``__init__`` stores the config and nothing else."""
+
+    #: protocol step kinds that legitimately carry raw rows (none for the built-ins)
+    raw_row_kinds: tuple[str, ...] = ()
+
+    @abstractmethod
+    def run(
+        self, parties: Mapping[str, PartyData], bus: Bus, rng: np.random.Generator
+    ) -> ProtocolResult:
+        """Run the protocol; every inter-party value goes through ``bus``."""
+
+    @abstractmethod
+    def reference(self, parties: Mapping[str, PartyData]) -> dict[str, float]:
+        """The same quantities computed centrally (exact POT), keyed like ``estimates``."""
+
+    def public_params(self) -> dict[str, Any]:
+        """Parameters everyone knows (default: the whole config)."""
+        return self.config.model_dump(mode="json")
+
+    def roles(self, parties: Mapping[str, PartyData]) -> dict[str, str]:
+        """Party name -> role, for reports (default: every party is a client)."""
+        return {p: "client" for p in parties}
+
+    def private_arrays(self, parties: Mapping[str, PartyData]) -> dict[str, np.ndarray]:
+        """Arrays the bus guard must never see in a payload (default: each party's features)."""
+        return {p: d.X for p, d in parties.items()}

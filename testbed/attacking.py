@@ -1,0 +1,48 @@
+"""Attack stage of a run: build each attack's view from the transcript, run it and its
+prior-only baseline, and hand outputs plus ground truth to the scorer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.bus import Transcript
+from testbed.registry import ATTACKS
+from testbed.seeding import component_rng
+
+__all__ = ["run_attacks"]
+
+
+def run_attacks(world, transcript: Transcript) -> list[dict[str, Any]]:
+    """Run every attack of the scenario on what its observer saw; return scored rows."""
+    sc = world.scenario
+    rows: list[dict[str, Any]] = []
+    if not sc.attacks:
+        return rows
+    from testbed.metrics import score_attack
+
+    tm = sc.threat_model
+    own = {p: d.X for p, d in world.parties.items()}
+    view = transcript.view(tm.observer, tm.colluders, own_data=own, public=world.public)
+    for i, spec in enumerate(sc.attacks):
+        cls = ATTACKS.get(spec.name)
+        attack = cls(cls.Config(**world.resolved["attacks"][i]["params"]))
+        rng = component_rng(sc.seed, "attack", i, spec.name)
+        outputs = attack.run(view, world.public, rng)
+        baseline = attack.baseline(
+            view, world.public, component_rng(sc.seed, "baseline", i, spec.name)
+        )
+        for out in outputs:
+            if spec.target is not None and out.target != spec.target:
+                continue
+            base = next(
+                (b for b in baseline if b.target == out.target and b.kind == out.kind), None
+            )
+            rows.append(
+                {
+                    "attack": spec.name,
+                    "target": out.target,
+                    "observer": tm.observer,
+                    **score_attack(out, base, world),
+                }
+            )
+    return rows

@@ -1,0 +1,205 @@
+"""Command line: ``testbed run | validate | plugins | transcript``.
+
+Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from testbed.errors import TestbedError
+
+__all__ = ["main"]
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join([line, sep, *body])
+
+
+def cmd_run(args) -> int:
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    sc = load_scenario(args.scenario)
+    out = run_scenario(sc, out_dir=args.out, progress=not args.quiet)
+    r = out.results
+    rows = []
+    for k, acc in r["accuracy"].items():
+        rows.append(
+            [
+                k,
+                f"{acc['estimate']:.6g}",
+                f"{acc['exact']:.6g}",
+                f"{100 * acc['relative_error']:.3f} %",
+                r["transcript"]["rounds"],
+                r["transcript"]["messages"],
+                _fmt_bytes(r["transcript"]["bytes"]),
+                f"{out.elapsed:.2f} s",
+            ]
+        )
+    print(f"{sc.name}: protocol {r['protocol']['name']} ({r['protocol']['mode']}), seed {sc.seed}")
+    print(
+        _table(
+            rows,
+            ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
+        )
+    )
+    for a in r.get("attacks", []):
+        keys = [
+            k for k in ("leakage", "w2_ratio", "coverage", "matching_rate", "auc", "tv") if k in a
+        ]
+        print(
+            f"attack {a['attack']} on {a['target']} (observer {a['observer']}): "
+            + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
+        )
+    print(f"results: {out.out_dir / 'results.json'}")
+    report = out.out_dir / "report.html"
+    if report.exists():
+        print(f"report:  {report}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from testbed.config import config_hash, load_scenario, resolve
+
+    sc = load_scenario(args.scenario)
+    print(
+        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, config hash {config_hash(resolve(sc))[:12]})"
+    )
+    return 0
+
+
+def cmd_plugins(args) -> int:
+    from testbed.registry import ATTACKS, DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+
+    for title, reg in [
+        ("protocols", PROTOCOLS),
+        ("attacks", ATTACKS),
+        ("defenses", DEFENSES),
+        ("datasets", DATASETS),
+        ("partitioners", PARTITIONERS),
+        ("transforms", TRANSFORMS),
+    ]:
+        print(f"{title}:")
+        items = reg.items()
+        if not items:
+            print("  (none)")
+        width = max((len(n) for n, _ in items), default=0)
+        for name, cls in items:
+            print(f"  {name.ljust(width)}  {cls.describe()}")
+    return 0
+
+
+def _payload_summary(p) -> str:
+    from collections.abc import Mapping
+
+    import numpy as np
+
+    from testbed.measure import Measure
+
+    if isinstance(p, Measure):
+        return f"measure {p.n}x{p.d}"
+    if isinstance(p, np.ndarray):
+        return f"array {'x'.join(map(str, p.shape))}"
+    if isinstance(p, Mapping):
+        return "{" + ", ".join(f"{k}: {_payload_summary(v)}" for k, v in p.items()) + "}"
+    if isinstance(p, float):
+        return f"{p:.6g}"
+    return repr(p)
+
+
+def cmd_transcript(args) -> int:
+    from collections import defaultdict
+
+    from testbed.bus import Transcript
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise TestbedError(f"{run_dir}: run directory not found")
+    tr = Transcript.load(run_dir)
+    envs = list(tr)
+    shown = envs if args.all or len(envs) <= args.limit else envs[: args.limit]
+    rows = [
+        [
+            e.seq,
+            e.round,
+            f"{e.sender} -> {e.receiver}",
+            e.kind,
+            _payload_summary(e.payload),
+            _fmt_bytes(e.nbytes),
+        ]
+        for e in shown
+    ]
+    print(_table(rows, ["#", "round", "route", "kind", "payload", "size"]))
+    if len(shown) < len(envs):
+        print(f"... {len(envs) - len(shown)} more (use --all)")
+    by = defaultdict(lambda: [0, 0])
+    for e in envs:
+        by[(e.kind, e.sender, e.receiver)][0] += 1
+        by[(e.kind, e.sender, e.receiver)][1] += e.nbytes
+    print()
+    print(
+        _table(
+            [[k, f"{s} -> {r}", n, _fmt_bytes(b)] for (k, s, r), (n, b) in sorted(by.items())],
+            ["kind", "route", "messages", "bytes"],
+        )
+    )
+    print(
+        f"total: {len(envs)} messages, {_fmt_bytes(tr.nbytes)}, transcript digest {tr.digest()[:16]}"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="testbed",
+        description="Privacy-auditing testbed for federated optimal-transport protocols.",
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run a scenario and write its run directory")
+    p.add_argument("scenario")
+    p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("validate", help="check a scenario without running it")
+    p.add_argument("scenario")
+    p.set_defaults(fn=cmd_validate)
+    p = sub.add_parser("plugins", help="list registered protocols, attacks, defenses, datasets")
+    p.set_defaults(fn=cmd_plugins)
+    p = sub.add_parser("transcript", help="show what was exchanged in a run")
+    p.add_argument("run_dir")
+    p.add_argument("--limit", type=int, default=40)
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(fn=cmd_transcript)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except TestbedError as exc:
+        msg = " ".join(str(exc).split())  # one line, always
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

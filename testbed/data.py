@@ -1,0 +1,531 @@
+"""Datasets, partitioners and noise injection. All offline: scikit-learn's bundled sets, synthetic
+Gaussians, and the user's own CSV/NPY files.
+
+A dataset plugin returns a :class:`Dataset` (features ``X``, optional labels ``y``). A partitioner
+splits its rows among named parties. Noise injection corrupts some parties' rows for valuation and
+detection work and records which rows it touched (ground truth that only the scorer sees).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, ValidationInfo, field_validator
+
+from testbed.errors import DataError
+from testbed.registry import DATASETS, PARTITIONERS, Plugin, PluginConfig
+
+__all__ = [
+    "Dataset",
+    "PartyData",
+    "build_parties",
+    "check_matrix",
+    "inject_noise",
+]
+
+
+# ----------------------------------------------------------------------------- containers
+@dataclass(frozen=True)
+class Dataset:
+    """A pool of rows to partition. ``meta`` carries facts such as closed-form parameters."""
+
+    X: np.ndarray
+    y: np.ndarray | None = None
+    name: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+
+@dataclass(frozen=True)
+class PartyData:
+    """One party's private data. ``X`` and ``y`` are read-only."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray | None = None
+    source_index: np.ndarray | None = None  # row indices in the pooled dataset
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+
+def _ro(a):
+    if a is None:
+        return None
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+def check_matrix(X: np.ndarray, where: str) -> np.ndarray:
+    """Validate a feature matrix: 2-D, non-empty, finite. Raises DataError naming ``where``."""
+    X = np.asarray(X)
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise DataError(f"{where}: expected a 2-D array, got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise DataError(f"{where}: no rows")
+    if not np.issubdtype(X.dtype, np.number):
+        raise DataError(f"{where}: non-numeric data")
+    bad = ~np.isfinite(X.astype(np.float64))
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise DataError(f"{where}: NaN or inf at row {r}, column {c}")
+    return X.astype(np.float64)
+
+
+# ----------------------------------------------------------------------------- datasets
+class DatasetPlugin(Plugin):
+    """Base class of dataset plugins."""
+
+    def load(self, rng: np.random.Generator) -> Dataset:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class GaussianComponent(PluginConfig):
+    n: int = Field(gt=0, description="number of points")
+    mean: float | list[float] = 0.0
+    std: float = Field(1.0, gt=0, description="isotropic std (ignored when cov is given)")
+    cov: list[list[float]] | None = None
+
+
+class GaussiansConfig(PluginConfig):
+    d: int = Field(2, gt=0)
+    components: list[GaussianComponent] = Field(min_length=1)
+
+
+@DATASETS.register
+class Gaussians(DatasetPlugin):
+    """Synthetic Gaussian components (label = component index); W2 between them has a closed form."""
+
+    name = "gaussians"
+    Config = GaussiansConfig
+
+    def params(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        c, d = self.config.components[k], self.config.d
+        mean = np.full(d, float(c.mean)) if np.isscalar(c.mean) else np.asarray(c.mean, float)
+        if mean.shape != (d,):
+            raise DataError(f"gaussians component {k}: mean has {mean.size} entries, d = {d}")
+        if c.cov is not None:
+            cov = np.asarray(c.cov, float)
+            if cov.shape != (d, d):
+                raise DataError(f"gaussians component {k}: cov must be {d}x{d}")
+        else:
+            cov = np.eye(d) * c.std**2
+        return mean, cov
+
+    def load(self, rng):
+        Xs, ys, means, covs = [], [], [], []
+        for k, c in enumerate(self.config.components):
+            mean, cov = self.params(k)
+            Xs.append(rng.multivariate_normal(mean, cov, size=c.n, method="cholesky"))
+            ys.append(np.full(c.n, k))
+            means.append(mean.tolist())
+            covs.append(cov.tolist())
+        return Dataset(
+            np.vstack(Xs), np.concatenate(ys), "gaussians", {"means": means, "covs": covs}
+        )
+
+
+class SklearnConfig(PluginConfig):
+    scale: Literal["none", "standard", "minmax"] = "none"
+    n_samples: int | None = Field(None, gt=0, description="random subsample of this many rows")
+
+
+def _sklearn_loader(loader_name: str, label_kind: str):
+    def load(self, rng):
+        import sklearn.datasets as skd
+
+        bunch = getattr(skd, loader_name)()
+        X = bunch.data.astype(np.float64)
+        y = bunch.target
+        if label_kind == "ordinal5":  # diabetes: disease progression binned into 5 quantile levels
+            edges = np.quantile(y, [0.2, 0.4, 0.6, 0.8])
+            y = np.searchsorted(edges, y, side="right")
+        if self.config.n_samples is not None:
+            if self.config.n_samples > X.shape[0]:
+                raise DataError(
+                    f"{self.name}: n_samples={self.config.n_samples} but only {X.shape[0]} rows exist"
+                )
+            idx = np.sort(rng.choice(X.shape[0], self.config.n_samples, replace=False))
+            X, y = X[idx], y[idx]
+        if self.config.scale == "standard":
+            X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
+        elif self.config.scale == "minmax":
+            span = X.max(0) - X.min(0)
+            X = (X - X.min(0)) / np.where(span > 0, span, 1.0)
+        return Dataset(X, np.asarray(y).astype(np.int64), self.name)
+
+    return load
+
+
+for _name, _loader, _labels, _doc in [
+    (
+        "digits",
+        "load_digits",
+        "class",
+        "scikit-learn digits: 1797 x 64 pixel images (0..16), 10 classes.",
+    ),
+    ("wine", "load_wine", "class", "scikit-learn wine: 178 x 13, 3 classes."),
+    (
+        "breast_cancer",
+        "load_breast_cancer",
+        "class",
+        "scikit-learn breast cancer: 569 x 30, 2 classes.",
+    ),
+    ("iris", "load_iris", "class", "scikit-learn iris: 150 x 4, 3 classes."),
+    (
+        "diabetes",
+        "load_diabetes",
+        "ordinal5",
+        "scikit-learn diabetes: 442 x 10, progression binned into 5 ordinal levels.",
+    ),
+]:
+    _cls = type(
+        _name.title().replace("_", ""),
+        (DatasetPlugin,),
+        {
+            "__doc__": _doc,
+            "name": _name,
+            "Config": SklearnConfig,
+            "load": _sklearn_loader(_loader, _labels),
+        },
+    )
+    DATASETS.register(_cls)
+
+
+class FileConfig(PluginConfig):
+    path: str = Field(
+        description="CSV or NPY file; relative paths are resolved against the scenario's folder"
+    )
+    label_column: int | str | None = Field(
+        None, description="column holding labels (index or CSV header name)"
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, v: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        p = Path(v)
+        if not p.is_absolute():
+            p = base / p
+        if not p.is_file():
+            raise ValueError(f"data file not found: {p}")
+        return str(p.resolve())
+
+
+def _split_labels(arr: np.ndarray, col: int | None, where: str):
+    if col is None:
+        return arr, None
+    if not -arr.shape[1] <= col < arr.shape[1]:
+        raise DataError(f"{where}: label_column {col} out of range for {arr.shape[1]} columns")
+    col = col % arr.shape[1]
+    y = arr[:, col]
+    X = np.delete(arr, col, axis=1)
+    return X, y
+
+
+@DATASETS.register
+class CsvFile(DatasetPlugin):
+    """Your own CSV file (numeric columns; optional header; optional label column)."""
+
+    name = "csv"
+    Config = FileConfig
+
+    def load(self, rng):
+        path = Path(self.config.path)
+        with path.open(newline="") as f:
+            rows = list(csv.reader(f))
+        if not rows:
+            raise DataError(f"{path}: empty file")
+        header = None
+        try:
+            float(rows[0][0])
+        except (ValueError, IndexError):
+            header, rows = rows[0], rows[1:]
+        data = []
+        for lineno, row in enumerate(rows, 2 if header else 1):
+            if not row:
+                continue
+            try:
+                vals = [float(v) for v in row]
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: non-numeric value") from None
+            if data and len(vals) != len(data[0]):
+                raise DataError(
+                    f"{path}:{lineno}: expected {len(data[0])} columns, got {len(vals)}"
+                )
+            bad = [j for j, v in enumerate(vals) if not np.isfinite(v)]
+            if bad and (self.config.label_column is None or True):
+                raise DataError(f"{path}:{lineno}: NaN or inf in column {bad[0]}")
+            data.append(vals)
+        if not data:
+            raise DataError(f"{path}: no data rows")
+        arr = np.asarray(data, dtype=np.float64)
+        col = self.config.label_column
+        if isinstance(col, str):
+            if header is None or col not in header:
+                raise DataError(f"{path}: label_column {col!r} not in header")
+            col = header.index(col)
+        X, y = _split_labels(arr, col, str(path))
+        return Dataset(X, None if y is None else y.astype(np.int64), path.name)
+
+
+@DATASETS.register
+class NpyFile(DatasetPlugin):
+    """Your own NPY file (2-D numeric array; optional label column index)."""
+
+    name = "npy"
+    Config = FileConfig
+
+    def load(self, rng):
+        path = Path(self.config.path)
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except ValueError as exc:
+            raise DataError(f"{path}: not a plain numeric .npy file ({exc})") from None
+        col = self.config.label_column
+        if isinstance(col, str):
+            raise DataError(f"{path}: label_column must be an integer for .npy files")
+        arr = check_matrix(arr, str(path))
+        X, y = _split_labels(arr, col, str(path))
+        return Dataset(X, None if y is None else y.astype(np.int64), path.name)
+
+
+# ----------------------------------------------------------------------------- partitioners
+class PartitionerPlugin(Plugin):
+    """Base class: ``split(dataset, parties, rng) -> {party: row indices}``."""
+
+    def split(
+        self, ds: Dataset, parties: Sequence[str], rng
+    ) -> dict[str, np.ndarray]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _sizes_or_equal(total: int, k: int, sizes: list[int] | None, where: str) -> list[int]:
+    if sizes is None:
+        base = [total // k] * k
+        for i in range(total - sum(base)):
+            base[i] += 1
+        return base
+    if len(sizes) != k:
+        raise DataError(f"{where}: {len(sizes)} sizes for {k} parties")
+    if sum(sizes) > total:
+        raise DataError(f"{where}: requested {sum(sizes)} rows but the dataset has only {total}")
+    return list(sizes)
+
+
+class IidConfig(PluginConfig):
+    sizes: list[int] | None = Field(
+        None, description="rows per party (default: equal split of all rows)"
+    )
+
+    @field_validator("sizes")
+    @classmethod
+    def _pos(cls, v):
+        if v is not None and any(s <= 0 for s in v):
+            raise ValueError("every size must be positive")
+        return v
+
+
+@PARTITIONERS.register
+class Iid(PartitionerPlugin):
+    """Uniformly random disjoint split (optionally with given sizes)."""
+
+    name = "iid"
+    Config = IidConfig
+
+    def split(self, ds, parties, rng):
+        sizes = _sizes_or_equal(ds.n, len(parties), self.config.sizes, "partition iid")
+        perm = rng.permutation(ds.n)
+        out, start = {}, 0
+        for p, s in zip(parties, sizes):
+            out[p] = np.sort(perm[start : start + s])
+            start += s
+        return out
+
+
+class QuantityConfig(PluginConfig):
+    fractions: list[float] | None = Field(
+        None, description="share of rows per party (sums to <= 1)"
+    )
+    beta: float = Field(
+        1.0, gt=0, description="Dirichlet concentration when fractions are not given"
+    )
+
+    @field_validator("fractions")
+    @classmethod
+    def _frac(cls, v):
+        if v is not None and (any(f <= 0 for f in v) or sum(v) > 1 + 1e-9):
+            raise ValueError("fractions must be positive and sum to at most 1")
+        return v
+
+
+@PARTITIONERS.register
+class QuantitySkew(PartitionerPlugin):
+    """Random split with unequal sizes (given fractions, or Dirichlet(beta) fractions)."""
+
+    name = "quantity_skew"
+    Config = QuantityConfig
+
+    def split(self, ds, parties, rng):
+        fr = self.config.fractions
+        if fr is None:
+            fr = rng.dirichlet(np.full(len(parties), self.config.beta))
+        elif len(fr) != len(parties):
+            raise DataError(
+                f"partition quantity_skew: {len(fr)} fractions for {len(parties)} parties"
+            )
+        sizes = [max(1, int(np.floor(f * ds.n))) for f in fr]
+        return Iid(IidConfig(sizes=sizes)).split(ds, parties, rng)
+
+
+class DirichletConfig(PluginConfig):
+    alpha: float = Field(0.5, gt=0, description="label-skew concentration (small = more skew)")
+    min_size: int = Field(1, ge=1)
+
+
+@PARTITIONERS.register
+class DirichletLabel(PartitionerPlugin):
+    """Label skew: each class is spread over parties with Dirichlet(alpha) proportions."""
+
+    name = "dirichlet"
+    Config = DirichletConfig
+
+    def split(self, ds, parties, rng):
+        if ds.y is None:
+            raise DataError("partition dirichlet needs labels")
+        k = len(parties)
+        for _ in range(100):
+            buckets = [[] for _ in range(k)]
+            for c in np.unique(ds.y):
+                idx = rng.permutation(np.flatnonzero(ds.y == c))
+                props = rng.dirichlet(np.full(k, self.config.alpha))
+                cuts = (np.cumsum(props) * len(idx)).astype(int)[:-1]
+                for b, part in zip(buckets, np.split(idx, cuts)):
+                    b.extend(part.tolist())
+            if min(len(b) for b in buckets) >= self.config.min_size:
+                return {p: np.sort(np.asarray(b, dtype=np.int64)) for p, b in zip(parties, buckets)}
+        raise DataError(
+            f"partition dirichlet: could not give every party {self.config.min_size} rows"
+        )
+
+
+class ClassSubsetsConfig(PluginConfig):
+    classes: list[list[int]] = Field(description="labels held by each party, one list per party")
+    sizes: list[int] | None = Field(
+        None,
+        description="rows per party (default: all rows of its classes, shared evenly when classes overlap)",
+    )
+
+
+@PARTITIONERS.register
+class ClassSubsets(PartitionerPlugin):
+    """Each party holds only the listed classes (shared classes are split evenly)."""
+
+    name = "class_subsets"
+    Config = ClassSubsetsConfig
+
+    def split(self, ds, parties, rng):
+        if ds.y is None:
+            raise DataError("partition class_subsets needs labels")
+        cl = self.config.classes
+        if len(cl) != len(parties):
+            raise DataError(
+                f"partition class_subsets: {len(cl)} class lists for {len(parties)} parties"
+            )
+        owners: dict[int, list[int]] = {}
+        for pi, cs in enumerate(cl):
+            for c in cs:
+                if not np.any(ds.y == c):
+                    raise DataError(f"partition class_subsets: class {c} has no rows")
+                owners.setdefault(int(c), []).append(pi)
+        buckets = [[] for _ in parties]
+        for c, ps in owners.items():
+            idx = rng.permutation(np.flatnonzero(ds.y == c))
+            for pi, part in zip(ps, np.array_split(idx, len(ps))):
+                buckets[pi].extend(part.tolist())
+        out = {}
+        for i, (p, b) in enumerate(zip(parties, buckets)):
+            b = np.asarray(b, dtype=np.int64)
+            if self.config.sizes is not None:
+                s = self.config.sizes[i] if i < len(self.config.sizes) else len(b)
+                if s > len(b):
+                    raise DataError(
+                        f"partition class_subsets: party {p!r} asked for {s} rows, its classes have {len(b)}"
+                    )
+                b = rng.choice(b, s, replace=False)
+            out[p] = np.sort(b)
+        return out
+
+
+# ----------------------------------------------------------------------------- noise
+class NoiseSpec(PluginConfig):
+    party: str
+    kind: Literal["features", "labels"]
+    rate: float = Field(ge=0, le=1, description="share of the party's rows to corrupt")
+    scale: float = Field(1.0, ge=0, description="feature noise std, in units of the feature's std")
+
+
+def inject_noise(
+    party: PartyData, spec: NoiseSpec, rng, n_classes: int | None
+) -> tuple[PartyData, np.ndarray]:
+    """Corrupt ``rate`` of a party's rows; returns the new data and the boolean mask of touched rows."""
+    n = party.n
+    k = int(round(spec.rate * n))
+    mask = np.zeros(n, dtype=bool)
+    mask[rng.choice(n, k, replace=False)] = True
+    X = np.array(party.X, copy=True)
+    y = None if party.y is None else np.array(party.y, copy=True)
+    if spec.kind == "features":
+        std = X.std(0)
+        std = np.where(std > 0, std, 1.0)
+        X[mask] += rng.normal(size=(k, X.shape[1])) * std * spec.scale
+    else:
+        if y is None:
+            raise DataError(f"noise on party {party.name!r}: label noise needs labels")
+        classes = np.arange(n_classes) if n_classes else np.unique(y)
+        for i in np.flatnonzero(mask):
+            others = classes[classes != y[i]]
+            y[i] = rng.choice(others)
+    return PartyData(party.name, _ro(X), _ro(y), party.source_index), mask
+
+
+# ----------------------------------------------------------------------------- assembly
+def build_parties(
+    ds: Dataset,
+    partition: PartitionerPlugin,
+    party_names: Sequence[str],
+    rng_partition,
+    noise: Sequence[NoiseSpec] = (),
+    rng_noise=None,
+) -> tuple[dict[str, PartyData], dict[str, np.ndarray]]:
+    """Partition a dataset and apply noise. Returns parties and the noise masks (ground truth)."""
+    X = check_matrix(ds.X, f"dataset {ds.name}")
+    if ds.y is not None and len(ds.y) != X.shape[0]:
+        raise DataError(f"dataset {ds.name}: {X.shape[0]} rows but {len(ds.y)} labels")
+    split = partition.split(Dataset(X, ds.y, ds.name, ds.meta), list(party_names), rng_partition)
+    parties: dict[str, PartyData] = {}
+    for p in party_names:
+        idx = split.get(p)
+        if idx is None or len(idx) == 0:
+            raise DataError(f"party {p!r} received no rows from partition {partition.name!r}")
+        parties[p] = PartyData(p, _ro(X[idx]), _ro(None if ds.y is None else ds.y[idx]), _ro(idx))
+    masks: dict[str, np.ndarray] = {}
+    n_classes = None if ds.y is None else int(np.max(ds.y)) + 1
+    for spec in noise:
+        if spec.party not in parties:
+            raise DataError(f"noise: unknown party {spec.party!r}; parties: {', '.join(parties)}")
+        parties[spec.party], m = inject_noise(parties[spec.party], spec, rng_noise, n_classes)
+        masks[spec.party] = masks.get(spec.party, np.zeros(parties[spec.party].n, bool)) | m
+    return parties, masks

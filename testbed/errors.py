@@ -1,0 +1,30 @@
+"""Error types. Every user-facing error is a :class:`TestbedError`; the CLI prints its message
+on one line and exits with code 2."""
+
+from __future__ import annotations
+
+
+class TestbedError(Exception):
+    """A user-facing error: bad input, unknown plugin, invalid data. One line, no traceback."""
+
+    __test__ = False  # not a pytest test class
+
+
+class ScenarioError(TestbedError):
+    """The scenario file is malformed or refers to something that does not exist."""
+
+
+class DataError(TestbedError):
+    """A dataset is invalid (NaN/inf, empty party, dimension mismatch, too few points)."""
+
+
+class UnknownPluginError(TestbedError):
+    """A plugin name is not registered; the message lists the known names."""
+
+
+class PrivacyGuardError(TestbedError):
+    """The bus guard found a row of a party's private data in an outgoing payload."""
+
+
+class OTSolverError(TestbedError):
+    """POT's exact solver did not reach optimality (numItermax reached) or failed."""

@@ -1,0 +1,86 @@
+"""Discrete probability measures: a support (n x d) and nonnegative weights summing to one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from testbed.errors import DataError
+
+_WEIGHT_TOL = 1e-8
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=np.float64, copy=True, order="C")
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Measure:
+    """A discrete measure :math:`\\sum_i w_i \\delta_{x_i}`.
+
+    Parameters
+    ----------
+    support : array of shape (n, d)
+        Atom locations. Copied, stored as read-only float64.
+    weights : array of shape (n,), optional
+        Nonnegative masses summing to 1 (within 1e-8; they are renormalised exactly).
+        Uniform when omitted.
+    """
+
+    support: np.ndarray
+    weights: np.ndarray
+
+    def __init__(self, support, weights=None):
+        x = np.asarray(support, dtype=np.float64)
+        if x.ndim == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[0] == 0:
+            raise DataError(
+                f"Measure support must be a non-empty (n, d) array, got shape {x.shape}"
+            )
+        if not np.all(np.isfinite(x)):
+            raise DataError("Measure support contains NaN or inf")
+        n = x.shape[0]
+        if weights is None:
+            w = np.full(n, 1.0 / n)
+        else:
+            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+            if w.shape[0] != n:
+                raise DataError(f"Measure has {n} atoms but {w.shape[0]} weights")
+            if not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise DataError("Measure weights must be finite and nonnegative")
+            total = w.sum()
+            if abs(total - 1.0) > _WEIGHT_TOL * max(1, n):
+                raise DataError(f"Measure weights must sum to 1, got {total:.12g}")
+            w = w / total
+        object.__setattr__(self, "support", _frozen(x))
+        object.__setattr__(self, "weights", _frozen(w))
+
+    @property
+    def n(self) -> int:
+        """Number of atoms."""
+        return self.support.shape[0]
+
+    @property
+    def d(self) -> int:
+        """Dimension of the support."""
+        return self.support.shape[1]
+
+    @property
+    def is_uniform(self) -> bool:
+        return bool(np.allclose(self.weights, 1.0 / self.n, rtol=0, atol=1e-15))
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.weights @ self.support
+
+    def __repr__(self) -> str:
+        kind = "uniform" if self.is_uniform else "weighted"
+        return f"Measure(n={self.n}, d={self.d}, {kind})"
+
+    @classmethod
+    def uniform(cls, support) -> Measure:
+        return cls(support)

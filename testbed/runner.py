@@ -1,0 +1,261 @@
+"""Run one scenario along the single data path of DESIGN.md and write its run directory.
+
+scenario -> data -> protocol.run(parties, bus, rng) -> result + reference -> accuracy
+         -> view(observer) -> attacks -> scorer -> results.json (+ transcript, resolved.yaml)
+
+``results.json`` holds only seed-determined values, so the same seed gives byte-identical files;
+wall-clock times and versions go to ``run_info.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from testbed.bus import Bus, PrivacyGuard, PublicInfo, Transcript, atomic_write_bytes
+from testbed.config import Scenario, config_hash, resolve
+from testbed.data import NoiseSpec, PartyData, build_parties
+from testbed.ledger import PrivacyLedger
+from testbed.metrics import relative_error
+from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+from testbed.seeding import component_rng
+
+__all__ = ["RunOutput", "build_world", "jsonable", "run_scenario", "write_json"]
+
+DELTA = 1e-5
+
+
+def jsonable(x: Any) -> Any:
+    """Convert to JSON-safe values: arrays to lists, NaN to null, +-inf to the strings 'inf'/'-inf'."""
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        if math.isnan(f):
+            return None
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    return x
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(jsonable(obj), indent=2, sort_keys=True) + "\n").encode())
+
+
+@dataclass
+class World:
+    """Everything a run needs, built from a scenario (no protocol output yet)."""
+
+    scenario: Scenario
+    resolved: dict
+    config_hash: str
+    parties: dict[str, PartyData]
+    noise_masks: dict[str, np.ndarray]
+    protocol: Any
+    defenses: list
+    ledger: PrivacyLedger
+    public: PublicInfo
+    meta: dict = field(default_factory=dict)
+
+
+def build_world(sc: Scenario) -> World:
+    """Load data, partition, inject noise, transform; instantiate protocol and defenses."""
+    resolved = resolve(sc)
+    h = config_hash(resolved)
+    seed = sc.seed
+    ds_cls = DATASETS.get(sc.data.dataset.name)
+    dataset = ds_cls(ds_cls.Config(**resolved["data"]["dataset"]["params"])).load(
+        component_rng(seed, "data")
+    )
+    part_cls = PARTITIONERS.get(sc.data.partition.name)
+    partitioner = part_cls(part_cls.Config(**resolved["data"]["partition"]["params"]))
+    noise = [NoiseSpec.model_validate(n) for n in sc.data.noise]
+    parties, masks = build_parties(
+        dataset,
+        partitioner,
+        sc.data.party_names(),
+        component_rng(seed, "partition"),
+        noise,
+        component_rng(seed, "noise"),
+    )
+    if sc.data.transform is not None:
+        tr_cls = TRANSFORMS.get(sc.data.transform.name)
+        tr = tr_cls(tr_cls.Config(**resolved["data"]["transform"]["params"]))
+        parties = {p: tr.apply(d) for p, d in parties.items()}
+    defenses = []
+    overrides: dict[str, Any] = {}
+    for i, spec in enumerate(sc.defenses):
+        cls = DEFENSES.get(spec.name)
+        dfn = cls(cls.Config(**resolved["defenses"][i]["params"]))
+        defenses.append(dfn)
+        overrides.update(dfn.protocol_overrides(sc.protocol.name))
+    proto_cls = PROTOCOLS.get(sc.protocol.name)
+    proto_params = {**resolved["protocol"]["params"], **overrides}
+    protocol = proto_cls(proto_cls.Config(**proto_params))
+    d = next(iter(parties.values())).X.shape[1]
+    public = PublicInfo(
+        protocol=sc.protocol.name,
+        params=protocol.public_params(),
+        parties=tuple(parties),
+        dim=d,
+        extra={"dataset": sc.data.dataset.name, "sizes": {p: v.n for p, v in parties.items()}},
+    )
+    return World(
+        sc,
+        resolved,
+        h,
+        parties,
+        masks,
+        protocol,
+        defenses,
+        PrivacyLedger(),
+        public,
+        {"dataset_meta": dict(dataset.meta)},
+    )
+
+
+@dataclass
+class RunOutput:
+    out_dir: Path
+    results: dict
+    transcript: Transcript
+    elapsed: float
+
+
+class _Progress:
+    """A tqdm bar over messages (only when stderr is a terminal and ``enabled``)."""
+
+    def __init__(self, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            import sys
+
+            from tqdm import tqdm
+
+            if sys.stderr.isatty():
+                self.bar = tqdm(desc=desc, unit="msg", leave=False, dynamic_ncols=True)
+
+    def __call__(self, env) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"round {env.round}", refresh=False)
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, float]:
+    """Run the protocol on the bus; return (results, transcript, seconds)."""
+    sc = world.scenario
+    seed = sc.seed
+    guard = PrivacyGuard(world.protocol.private_arrays(world.parties)) if sc.guard else None
+    defs = [
+        (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
+    ]
+    bar = _Progress(progress, sc.name)
+    bus = Bus(defs, guard=guard, ledger=world.ledger, on_send=bar)
+    t0 = time.perf_counter()
+    try:
+        result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
+    finally:
+        bar.close()
+    elapsed = time.perf_counter() - t0
+    reference = world.protocol.reference(world.parties)
+    accuracy = {
+        k: {
+            "estimate": result.estimates[k],
+            "exact": reference[k],
+            "relative_error": relative_error(result.estimates[k], reference[k]),
+        }
+        for k in result.estimates
+        if k in reference
+    }
+    tr = bus.transcript
+    results = {
+        "scenario": sc.name,
+        "seed": seed,
+        "config_hash": world.config_hash,
+        "protocol": {
+            "name": sc.protocol.name,
+            "mode": result.mode,
+            "deviations": list(result.deviations),
+            "roles": world.protocol.roles(world.parties),
+        },
+        "parties": {p: {"rows": d.n, "dim": d.X.shape[1]} for p, d in world.parties.items()},
+        "estimates": dict(result.estimates),
+        "reference": reference,
+        "accuracy": accuracy,
+        "history": {k: list(v) for k, v in result.history.items()},
+        "outputs": dict(result.outputs),
+        "diagnostics": dict(result.diagnostics),
+        "transcript": {
+            "messages": len(tr),
+            "bytes": tr.nbytes,
+            "rounds": max((e.round for e in tr), default=0),
+            "digest": tr.digest(),
+            "guard": "on" if guard is not None else "off",
+        },
+        "privacy": world.ledger.summary(DELTA),
+    }
+    return results, tr, elapsed
+
+
+def run_scenario(
+    sc: Scenario, out_dir: str | Path | None = None, progress: bool = False
+) -> RunOutput:
+    """Run a validated scenario end to end and write its run directory."""
+    world = build_world(sc)
+    out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{world.config_hash[:8]}")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(
+        out / "resolved.yaml", yaml.safe_dump(world.resolved, sort_keys=True).encode()
+    )
+    atomic_write_bytes(out / "config_hash", (world.config_hash + "\n").encode())
+    results, tr, elapsed = run_world(world, progress=progress)
+    from testbed.attacking import run_attacks
+
+    results["attacks"] = run_attacks(world, tr)
+    if sc.output.save_transcript:
+        tr.save(out)
+    write_json(out / "results.json", results)
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in (
+        "ot-testbed",
+        "numpy",
+        "POT",
+        "torch",
+        "scikit-learn",
+        "opacus",
+        "gensim",
+        "pydantic",
+    ):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    write_json(
+        out / "run_info.json",
+        {"seconds": elapsed, "python": platform.python_version(), "versions": versions},
+    )
+    return RunOutput(out, results, tr, elapsed)
