@@ -101,6 +101,29 @@ def fedwad_round_interp(
     return tot.interpolate_barycentric(a, b, t, side="smallest", P=P), P, cost
 
 
+# -- computations that run at a client (through ``bus.local``): they see the client's own data
+def _dim(party: PartyData) -> int:
+    return party.X.shape[1]
+
+
+def _client_step(
+    party: PartyData, xi: Measure, t: float, cfg: FedWADConfig
+) -> tuple[Measure, float]:
+    """Client side of a round: the interpolating measure toward xi, and W(own, xi)."""
+    own = Measure(party.X)
+    out, _, cost = fedwad_round_interp(own, xi, t, cfg)
+    return out, float(np.sqrt(cost))
+
+
+def _distance_to(party: PartyData, xi: Measure) -> float:
+    return tot.wasserstein(Measure(party.X), xi)
+
+
+def _trace_terms(party: PartyData, xi_own: Measure, xi: Measure) -> tuple[float, float]:
+    own = Measure(party.X)
+    return tot.wasserstein(own, xi_own), tot.wasserstein(own, xi)
+
+
 @PROTOCOLS.register
 class FedWAD(Protocol):
     """FedWAD (Rakotomamonjy et al.): W2 between two clients via server-side interpolating measures."""
@@ -130,55 +153,49 @@ class FedWAD(Protocol):
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         name_mu, name_nu = self._clients(parties)
-        mu, nu = Measure(parties[name_mu].X), Measure(parties[name_nu].X)
-        if mu.d != nu.d:
-            raise DataError(f"fedwad: dimension mismatch ({mu.d} vs {nu.d})")
+        d_mu, d_nu = bus.local(name_mu, _dim), bus.local(name_nu, _dim)
+        if d_mu != d_nu:
+            raise DataError(f"fedwad: dimension mismatch ({d_mu} vs {d_nu})")
         rng_server, rng_mu, rng_nu = rng.spawn(3)
-        d = mu.d
-        xi = Measure(rng_server.normal(cfg.init_mean, cfg.init_scale, size=(cfg.support_size, d)))
+        xi = Measure(
+            rng_server.normal(cfg.init_mean, cfg.init_scale, size=(cfg.support_size, d_mu))
+        )
         history: dict[str, list[float]] = {"estimate": [], "bound": [], "support_size": []}
         for k in range(1, cfg.iterations + 1):
             # server -> clients: xi^(k-1)
             xi_at_mu = bus.send(SERVER, name_mu, "fedwad.xi", xi, round=k).payload
             xi_at_nu = bus.send(SERVER, name_nu, "fedwad.xi", xi, round=k).payload
-            # client mu: xi_mu^(k) = Interp(mu, xi^(k-1), t)
-            xi_mu, _, c_mu_prev = fedwad_round_interp(mu, xi_at_mu, self._t(rng_mu), cfg)
-            xi_nu, _, c_nu_prev = fedwad_round_interp(nu, xi_at_nu, self._t(rng_nu), cfg)
+            # clients: xi_mu^(k) = Interp(mu, xi^(k-1), t), xi_nu^(k) = Interp(nu, xi^(k-1), t)
+            xi_mu, w_mu_prev = bus.local(name_mu, _client_step, xi_at_mu, self._t(rng_mu), cfg)
+            xi_nu, w_nu_prev = bus.local(name_nu, _client_step, xi_at_nu, self._t(rng_nu), cfg)
             got_mu = bus.send(name_mu, SERVER, "fedwad.xi_mu", xi_mu, round=k).payload
             got_nu = bus.send(name_nu, SERVER, "fedwad.xi_nu", xi_nu, round=k).payload
             if cfg.distances == "every_round":
-                d_mu = bus.send(
-                    name_mu, SERVER, "fedwad.distance", float(np.sqrt(c_mu_prev)), round=k
-                ).payload
-                d_nu = bus.send(
-                    name_nu, SERVER, "fedwad.distance", float(np.sqrt(c_nu_prev)), round=k
-                ).payload
+                r_mu = bus.send(name_mu, SERVER, "fedwad.distance", w_mu_prev, round=k).payload
+                r_nu = bus.send(name_nu, SERVER, "fedwad.distance", w_nu_prev, round=k).payload
                 history.setdefault("reported", []).append(
-                    d_mu + d_nu
+                    r_mu + r_nu
                 )  # W(mu,xi^(k-1)) + W(xi^(k-1),nu)
             # server: xi^(k) = Interp(xi_mu, xi_nu, t)
             xi, _, _ = fedwad_round_interp(got_mu, got_nu, self._t(rng_server), cfg)
             if cfg.trace:
-                # A^(k) = W(mu,xi_mu) + W(xi_mu,xi) + W(xi,xi_nu) + W(xi_nu,nu): testbed diagnostic
-                bound = (
-                    tot.wasserstein(mu, xi_mu)
-                    + tot.wasserstein(xi_mu, xi)
-                    + tot.wasserstein(xi, xi_nu)
-                    + tot.wasserstein(xi_nu, nu)
+                # A^(k) = W(mu,xi_mu) + W(xi_mu,xi) + W(xi,xi_nu) + W(xi_nu,nu): a testbed
+                # diagnostic; the client terms are computed at the clients and never sent.
+                a_mu, e_mu = bus.local(name_mu, _trace_terms, xi_mu, xi)
+                a_nu, e_nu = bus.local(name_nu, _trace_terms, xi_nu, xi)
+                history["bound"].append(
+                    a_mu + tot.wasserstein(xi_mu, xi) + tot.wasserstein(xi, xi_nu) + a_nu
                 )
-                history["bound"].append(bound)
-                history["estimate"].append(tot.wasserstein(mu, xi) + tot.wasserstein(xi, nu))
+                history["estimate"].append(e_mu + e_nu)
             history["support_size"].append(float(xi.n))
         # final round: distances to xi^(K)
         K = cfg.iterations + 1
         xi_mu_final = bus.send(SERVER, name_mu, "fedwad.xi_final", xi, round=K).payload
         xi_nu_final = bus.send(SERVER, name_nu, "fedwad.xi_final", xi, round=K).payload
-        d_mu = bus.send(
-            name_mu, SERVER, "fedwad.distance", tot.wasserstein(mu, xi_mu_final), round=K
-        ).payload
-        d_nu = bus.send(
-            name_nu, SERVER, "fedwad.distance", tot.wasserstein(xi_nu_final, nu), round=K
-        ).payload
+        w_mu = bus.local(name_mu, _distance_to, xi_mu_final)
+        w_nu = bus.local(name_nu, _distance_to, xi_nu_final)
+        d_mu = bus.send(name_mu, SERVER, "fedwad.distance", w_mu, round=K).payload
+        d_nu = bus.send(name_nu, SERVER, "fedwad.distance", w_nu, round=K).payload
         estimate = float(d_mu + d_nu)
         if not cfg.trace:
             history.pop("bound")

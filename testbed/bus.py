@@ -494,10 +494,21 @@ class Bus:
         Passed to defenses for privacy accounting.
     on_send : callable, optional
         Called with each delivered envelope (progress reporting only).
+    parties : mapping name -> PartyData
+        The parties' private data. Protocol code reaches it only through :meth:`local`, which
+        runs a function *at* a party; another engine (e.g. Ray actors) can run it remotely.
     """
 
-    def __init__(self, defenses=(), guard: PrivacyGuard | None = None, ledger=None, on_send=None):
+    def __init__(
+        self,
+        defenses=(),
+        guard: PrivacyGuard | None = None,
+        ledger=None,
+        on_send=None,
+        parties=None,
+    ):
         self.transcript = Transcript()
+        self._parties = dict(parties or {})
         self._defenses = list(defenses)
         self.guard = guard
         self.ledger = ledger
@@ -528,6 +539,17 @@ class Bus:
         if self._on_send is not None:
             self._on_send(env)
         return env
+
+    def local(self, party: str, fn, /, *args, **kwargs):
+        """Run ``fn(party_data, *args, **kwargs)`` at ``party`` and return the result to that
+        party's own code. Whatever the result is, it must go through :meth:`send` before any
+        other party uses it."""
+        try:
+            data = self._parties[party]
+        except KeyError:
+            known = ", ".join(self._parties) or "(none)"
+            raise TestbedError(f"no party {party!r} on this bus; parties: {known}") from None
+        return fn(data, *args, **kwargs)
 
     def broadcast(
         self,

@@ -172,7 +172,7 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
     bar = _Progress(progress, sc.name)
-    bus = Bus(defs, guard=guard, ledger=world.ledger, on_send=bar)
+    bus = Bus(defs, guard=guard, ledger=world.ledger, on_send=bar, parties=world.parties)
     t0 = time.perf_counter()
     try:
         result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
