@@ -30,6 +30,13 @@ protocol:
 """
 
 
+def _with_dataset(spec: str) -> str:
+    """GOOD with its dataset (and class partition) replaced by ``dataset: <spec>``."""
+    start = GOOD.index("  dataset:")
+    end = GOOD.index("  parties:")
+    return GOOD[:start] + f"  dataset: {spec}\n" + GOOD[end:]
+
+
 def _run(tmp_path: Path, text: str, capsys, *extra: str, command: str = "validate"):
     f = tmp_path / "s.yaml"
     f.write_text(text)
@@ -117,17 +124,7 @@ def test_python_tag_is_refused_and_never_executed(tmp_path, capsys):
 
 
 def test_missing_data_file_names_the_field(tmp_path, capsys):
-    text = GOOD.replace(
-        """  dataset:
-    name: gaussians
-    params:
-      d: 2
-      components:
-        - {n: 20, mean: 0.0}
-        - {n: 15, mean: 3.0}
-  partition: {name: class_subsets, params: {classes: [[0], [1]]}}""",
-        """  dataset: {name: csv, params: {path: nowhere.csv}}""",
-    )
+    text = _with_dataset("{name: csv, params: {path: nowhere.csv}}")
     code, _, err = _run(tmp_path, text, capsys)
     assert code == 2
     assert "data.dataset.params.path: data file not found" in err
@@ -137,17 +134,7 @@ def test_missing_data_file_names_the_field(tmp_path, capsys):
 def test_nan_in_data_names_file_and_line(tmp_path, capsys):
     csv = tmp_path / "pts.csv"
     csv.write_text("x,y\n1,2\n3,nan\n5,6\n")
-    text = GOOD.replace(
-        """  dataset:
-    name: gaussians
-    params:
-      d: 2
-      components:
-        - {n: 20, mean: 0.0}
-        - {n: 15, mean: 3.0}
-  partition: {name: class_subsets, params: {classes: [[0], [1]]}}""",
-        """  dataset: {name: csv, params: {path: pts.csv}}""",
-    )
+    text = _with_dataset("{name: csv, params: {path: pts.csv}}")
     code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
     assert code == 2
     assert "pts.csv:3: NaN or inf in column 1" in err
