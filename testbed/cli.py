@@ -1,4 +1,4 @@
-"""Command line: ``testbed run | validate | plugins | transcript``.
+"""Command line: ``testbed run | validate | plugins | transcript | bench``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -164,6 +164,43 @@ def cmd_transcript(args) -> int:
     return 0
 
 
+def _ints(text: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return vals
+
+
+def cmd_bench(args) -> int:
+    from testbed.bench import BenchOptions, run_bench, write_outputs
+
+    kw = {}
+    for key in ("ns", "ds", "clients"):
+        if getattr(args, key) is not None:
+            kw[key] = getattr(args, key)
+    if args.cases is not None:
+        kw["cases"] = [c for c in args.cases.split(",") if c]
+    if args.ray_clients is not None:
+        kw.update(ray=True, ray_clients=args.ray_clients)
+    if args.scenario is not None:
+        kw.update(report_scenario=args.scenario, targets=True)
+    if args.no_memory:
+        kw["memory"] = False
+    kw["log"] = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    opts = BenchOptions.full(**kw) if args.full else BenchOptions.quick(**kw)
+    command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    res = run_bench(opts, command=command)
+    paths = write_outputs(res, args.out)
+    for t in res["targets"]:
+        state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"
+        print(f"target: {t['text']}: {t['measured']:.4g} {t['unit']} -> {state}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
@@ -175,6 +212,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser(
+        "bench",
+        help="time every protocol as a ratio to one exact ot.emd (quick subset by default)",
+    )
+    p.add_argument("--full", action="store_true", help="the full grid and the issue-6 targets")
+    p.add_argument("--n", dest="ns", type=_ints, help="points per party, e.g. 250,500,1000")
+    p.add_argument("--d", dest="ds", type=_ints, help="dimensions, e.g. 2,64,784")
+    p.add_argument("--clients", type=_ints, help="client counts N, e.g. 5,20,100")
+    p.add_argument("--cases", help="comma-separated case keys (default: all registered)")
+    p.add_argument("--ray-clients", type=_ints, help="also run the N-client cases on Ray")
+    p.add_argument("--scenario", help="also time this scenario end to end (target: 3 min)")
+    p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("validate", help="check a scenario without running it")
     p.add_argument("scenario")
     p.set_defaults(fn=cmd_validate)
