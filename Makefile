@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 SCENARIO ?= scenarios/fedwad_gaussians.yaml
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-slow bench lint install clean
+.PHONY: demo test test-slow test-ray bench lint install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,13 +21,21 @@ demo: $(STAMP)
 	@$(VENV)/bin/testbed run $(SCENARIO)
 
 test: $(STAMP)
-	@$(PY) -m pytest -m "not slow and not benchmark" $(PYTEST_ARGS)
+	@$(PY) -m pytest -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	@$(PY) -m pytest -m "slow" $(PYTEST_ARGS)
 
+# Ray engine tests (optional extra; starts and stops local Ray clusters bound to 127.0.0.1)
+test-ray: $(STAMP)
+	@$(PY) -m pip install -q -e '.[ray]'
+	@$(PY) -m pytest -m ray tests/test_engine_ray.py $(PYTEST_ARGS)
+
+# pytest-benchmark smoke timings + the quick `testbed bench` subset (BENCH_ARGS=--full for docs)
+BENCH_ARGS ?=
 bench: $(STAMP)
-	@$(VENV)/bin/testbed bench
+	@$(PY) -m pytest -m benchmark tests/benchmarks $(PYTEST_ARGS)
+	@$(VENV)/bin/testbed bench $(BENCH_ARGS)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check testbed protocols attacks defenses tests

@@ -551,6 +551,13 @@ class Bus:
             raise TestbedError(f"no party {party!r} on this bus; parties: {known}") from None
         return fn(data, *args, **kwargs)
 
+    def local_map(self, calls):
+        """Run several independent ``(party, fn, *args)`` calls; results in call order.
+
+        In process they run one after another; an engine with remote parties (Ray) runs them
+        concurrently. Same contract as :meth:`local` for each call."""
+        return [self.local(c[0], c[1], *c[2:]) for c in calls]
+
     def broadcast(
         self,
         sender: str,

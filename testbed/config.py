@@ -120,7 +120,12 @@ class Scenario(BaseModel):
     attacks: list[AttackSpec] = Field(default_factory=list)
     output: OutputSpec = Field(default_factory=OutputSpec)
     guard: bool = Field(True, description="refuse any message that carries a private row")
-    engine: Literal["inprocess"] = "inprocess"
+    engine: Literal["inprocess", "ray"] = Field(
+        "inprocess", description="where parties compute: in this process, or as Ray actors"
+    )
+    engine_params: dict[str, Any] = Field(
+        default_factory=dict, description="engine options (ray: actors, num_cpus, temp_root)"
+    )
     _base_dir: str = PrivateAttr(".")
 
 
@@ -324,6 +329,8 @@ def resolve(sc: Scenario) -> dict[str, Any]:
     for a, p in zip(out["attacks"], resolved_params["attacks"]):
         a["params"] = p
     out.pop("output", None)  # where results go does not change what they are
+    for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
+        out.pop(k, None)
     return out
 
 

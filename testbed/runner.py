@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from testbed.bus import Bus, PrivacyGuard, PublicInfo, Transcript, atomic_write_bytes
+from testbed.bus import PrivacyGuard, PublicInfo, Transcript, atomic_write_bytes
 from testbed.config import Scenario, config_hash, resolve
 from testbed.data import NoiseSpec, PartyData, build_parties
+from testbed.engines import open_bus
 from testbed.ledger import PrivacyLedger
 from testbed.metrics import relative_error
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
@@ -172,10 +173,18 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
     bar = _Progress(progress, sc.name)
-    bus = Bus(defs, guard=guard, ledger=world.ledger, on_send=bar, parties=world.parties)
     t0 = time.perf_counter()
     try:
-        result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
+        with open_bus(
+            sc.engine,
+            sc.engine_params,
+            defenses=defs,
+            guard=guard,
+            ledger=world.ledger,
+            on_send=bar,
+            parties=world.parties,
+        ) as bus:
+            result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
     finally:
         bar.close()
     elapsed = time.perf_counter() - t0
