@@ -2,5 +2,6 @@
 
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import FedWAD
+from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
-__all__ = ["FedWAD", "Protocol", "ProtocolResult"]
+__all__ = ["FedWAD", "Protocol", "ProtocolResult", "TriangleWad", "TriangleWadMarketplace"]
