@@ -164,6 +164,29 @@ class _Progress:
             self.bar.close()
 
 
+def _accuracy(estimate, exact) -> dict:
+    """Relative error of one estimate; arrays (e.g. a distance matrix) use the Frobenius norm and
+    their signed error is that of the sum (the direction of an overall bias)."""
+    if isinstance(estimate, np.ndarray) or isinstance(exact, np.ndarray):
+        est, ex = np.asarray(estimate, dtype=np.float64), np.asarray(exact, dtype=np.float64)
+        norm = float(np.linalg.norm(ex))
+        return {
+            "estimate": est,
+            "exact": ex,
+            "relative_error": float(np.linalg.norm(est - ex)) / norm if norm else math.nan,
+            "signed_relative_error": float((est.sum() - ex.sum()) / ex.sum())
+            if ex.sum()
+            else math.nan,
+        }
+    return {
+        "estimate": estimate,
+        "exact": exact,
+        "relative_error": relative_error(estimate, exact),
+        # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
+        "signed_relative_error": (estimate - exact) / exact if exact != 0 else math.nan,
+    }
+
+
 def score_detection(detection, noise_masks) -> dict:
     """Score a protocol's per-row detection scores against the noise masks (ground truth).
 
@@ -208,17 +231,7 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
     elapsed = time.perf_counter() - t0
     reference = world.protocol.reference(world.parties)
     accuracy = {
-        k: {
-            "estimate": result.estimates[k],
-            "exact": reference[k],
-            "relative_error": relative_error(result.estimates[k], reference[k]),
-            # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
-            "signed_relative_error": (result.estimates[k] - reference[k]) / reference[k]
-            if reference[k] != 0
-            else math.nan,
-        }
-        for k in result.estimates
-        if k in reference
+        k: _accuracy(result.estimates[k], reference[k]) for k in result.estimates if k in reference
     }
     detection = score_detection(result.detection, world.noise_masks)
     tr = bus.transcript
