@@ -82,7 +82,7 @@ def emd_duals(
 
 
 def calibrated_gradient(f: np.ndarray) -> np.ndarray:
-    """Calibrated dual gradient :math:`s_l = f_l - \sum_{j \neq l} f_j / (m - 1)`.
+    """Calibrated dual gradient :math:`s_l = f_l - \\sum_{j \\neq l} f_j / (m - 1)`.
 
     Eq. 10 of FedBary / eq. 13 of TriangleWad: the rate of change of the OT cost when mass is
     moved onto atom ``l``. Positive = the atom increases the distance (likely noisy).
