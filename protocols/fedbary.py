@@ -227,8 +227,9 @@ class FedBary(Protocol):
         eta_q_at_client: dict[str, Measure] = {}
         for k in range(1, cfg.iterations + 1):
             received = {}
-            for c in clients:
-                eta_p, w_p = bus.local(c, _client_step, gammas[c], cfg.t, cfg)
+            # the clients' steps are independent: an engine with remote parties runs them at once
+            steps = bus.local_map([(c, _client_step, gammas[c], cfg.t, cfg) for c in clients])
+            for c, (eta_p, w_p) in zip(clients, steps):
                 got = bus.send(
                     c, SERVER, "fedbary.gamma", {"gamma": gammas[c], "distance": w_p}, round=k
                 ).payload
@@ -252,8 +253,8 @@ class FedBary(Protocol):
         # final round: gamma_i^(K) and W(P_i, gamma_i^(K)) to the server
         K = cfg.iterations + 1
         finals = {}
-        for c in clients:
-            w_p = bus.local(c, _distance_to, gammas[c])
+        w_final = bus.local_map([(c, _distance_to, gammas[c]) for c in clients])
+        for c, w_p in zip(clients, w_final):
             finals[c] = bus.send(
                 c, SERVER, "fedbary.final", {"gamma": gammas[c], "distance": w_p}, round=K
             ).payload

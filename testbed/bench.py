@@ -83,14 +83,17 @@ def make_pair(n: int, d: int, seed: int = 0) -> dict[str, PartyData]:
     return {"alice": PartyData("alice", X), "bob": PartyData("bob", Y)}
 
 
-def make_clients(N: int, m: int, d: int, seed: int = 0) -> dict[str, PartyData]:
-    """N clients with m points each; client i draws from N(c_i, I_d) with a random centre c_i."""
+def make_clients(N: int, m: int, d: int, seed: int = 0, groups: int = 5) -> dict[str, PartyData]:
+    """N clients with m points each in ``groups`` planted clusters: client i draws from
+    N(c_{i mod groups}, I_d) and labels its rows ``i mod groups`` (for clustering protocols)."""
     g = np.random.default_rng(seed)
-    centres = g.normal(0.0, 1.0, size=(N, d))
-    return {
-        f"client_{i}": PartyData(f"client_{i}", g.normal(centres[i], 1.0, size=(m, d)))
-        for i in range(N)
-    }
+    centres = g.normal(0.0, 2.0, size=(groups, d))
+    out = {}
+    for i in range(N):
+        k = i % groups
+        X = g.normal(centres[k], 1.0, size=(m, d))
+        out[f"client_{i}"] = PartyData(f"client_{i}", X, np.full(m, k))
+    return out
 
 
 # ----------------------------------------------------------------------------- a bus that logs nothing
@@ -152,7 +155,9 @@ def fedwad_public_algorithm(
         return (1.0 - t) * len(B) * (P.T @ A) + t * B
 
     def w(A, B):
-        return math.sqrt(max(float(np.sum(emd(A, B) * ot.dist(A, B))), 0.0))
+        M = ot.dist(A, B)
+        P = ot.emd(ot.unif(len(A)), ot.unif(len(B)), M)
+        return math.sqrt(max(float(np.sum(P * M)), 0.0))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -274,12 +279,19 @@ PAIR_CASES: tuple[BenchCase, ...] = (
 )
 
 CLIENT_CASES: tuple[BenchCase, ...] = (
-    BenchCase("fedbary", "fedbary", {}, "FedBary, defaults", points_per_client=50, dim=64),
+    BenchCase(
+        "fedbary",
+        "fedbary",
+        {"trace": False},
+        "FedBary, no validation set, K=10, S=points per client",
+        points_per_client=50,
+        dim=64,
+    ),
     BenchCase(
         "fedwad_pairwise",
         "fedwad_clustering",
-        {},
-        "pairwise FedWAD (clustering), defaults",
+        {"fedwad": {"support_size": 10, "iterations": 10, "init_scale": 5.0, "trace": False}},
+        "pairwise FedWAD + spectral clustering, S=10, K=10",
         max_clients=100,
         points_per_client=50,
         dim=64,
@@ -583,7 +595,7 @@ def bench_targets(opts: BenchOptions, pairs: list[dict], overhead: list[dict]) -
             prof,
         )
     if _registered("fedbary") and (opts.cases is None or "fedbary" in opts.cases):
-        c = BenchCase("fedbary", "fedbary", {}, points_per_client=500, dim=64)
+        c = BenchCase("fedbary", "fedbary", {"trace": False}, points_per_client=500, dim=64)
         parties = make_clients(100, 500, 64, opts.seed)
         opts.log("targets: fedbary 100 x 500")
         run = _run_protocol(c, parties, seed=opts.seed)
@@ -634,6 +646,11 @@ def machine_info() -> dict[str, Any]:
         info["load_average"] = list(os.getloadavg())
     except OSError:
         info["load_average"] = None
+    from threadpoolctl import threadpool_info
+
+    info["blas_threads"] = sorted(
+        {i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"}
+    )
     for pkg in ("numpy", "POT", "scipy", "ray"):
         try:
             info[pkg] = md.version(pkg)
@@ -724,7 +741,8 @@ def to_markdown(res: dict[str, Any]) -> str:
         f"Made by: `{res['command']}`" if res["command"] else "",
         "",
         f"Started {res['started_utc']}, took {res['seconds']:.0f} s on {m['cpus']} CPUs "
-        f"({m['platform']}, Python {m['python']}, NumPy {m['numpy']}, POT {m['POT']}); "
+        f"({m['platform']}, Python {m['python']}, NumPy {m['numpy']}, POT {m['POT']}, "
+        f"BLAS threads {m.get('blas_threads')}); "
         f"load average at start {_fmt_load(m['load_average'])}, at end "
         f"{_fmt_load(res['load_average_end'])}.",
         "",

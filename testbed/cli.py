@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from testbed.threads import limit_blas_threads
+
+        limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
         return args.fn(args)
     except TestbedError as exc:
         msg = " ".join(str(exc).split())  # one line, always

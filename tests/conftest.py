@@ -10,6 +10,10 @@ import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+from testbed.threads import limit_blas_threads  # noqa: E402
+
+limit_blas_threads()  # as the CLI does: small BLAS products run single-threaded
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
 

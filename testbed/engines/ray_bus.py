@@ -127,14 +127,25 @@ class RaySession:
 class _PartyGroup:
     """Actor body: holds some parties' private data and runs functions on it."""
 
-    def __init__(self, parties: Mapping[str, Any]):
+    def __init__(self, parties: Mapping[str, Any], blas_threads: int | None = None):
         self._parties = dict(parties)
+        if blas_threads is not None:  # same BLAS threading as the driver: same floating point
+            from testbed.threads import limit_blas_threads
+
+            limit_blas_threads(blas_threads)
 
     def run(self, party: str, fn, args, kwargs):
         return fn(self._parties[party], *args, **kwargs)
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _driver_blas_threads() -> int | None:
+    from threadpoolctl import threadpool_info
+
+    counts = {i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"}
+    return counts.pop() if len(counts) == 1 else None
 
 
 class RayBus(Bus):
@@ -182,7 +193,7 @@ class RayBus(Bus):
             if not group:
                 continue
             data = ray.put({p: parties[p] for p in group})  # shipped once
-            actor = actor_cls.remote(data)
+            actor = actor_cls.remote(data, _driver_blas_threads())
             self._actors.append(actor)
             for p in group:
                 self._where[p] = actor

@@ -1,0 +1,151 @@
+"""The benchmark machinery: the bare bus, the public FedWAD loop, exponents, outputs, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols.fedwad import FedWAD
+from testbed import ot as tot
+from testbed.bench import (
+    BareBus,
+    BenchOptions,
+    fedwad_public_algorithm,
+    fit_exponent,
+    make_clients,
+    make_pair,
+    run_bench,
+    time_interleaved,
+    write_outputs,
+)
+from testbed.bus import Bus
+from testbed.cli import main
+from testbed.measure import Measure
+
+
+def test_bare_bus_gives_the_same_result_and_logs_nothing():
+    # Prepare
+    parties = make_pair(60, 3, seed=1)
+    proto = FedWAD.from_params({"support_size": 5, "iterations": 4})
+    # Execute
+    bus, bare = Bus(parties=parties), BareBus(parties=parties)
+    a = proto.run(parties, bus, np.random.default_rng(3))
+    b = proto.run(parties, bare, np.random.default_rng(3))
+    # Assert
+    assert a.estimates == b.estimates
+    assert a.history == b.history
+    assert len(bus.transcript) > 0 and len(bare.transcript) == 0
+
+
+def test_public_algorithm_equals_our_barycentric_loop_for_uniform_weights():
+    # the public code's n*P*Y equals diag(1/a)*P*Y when weights are uniform: same iterates
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(40, 3)), rng.normal(2.0, 1.0, size=(30, 3))
+    xi0 = rng.normal(size=(6, 3))
+    got = fedwad_public_algorithm(X, Y, iterations=5, t=0.4, xi0=xi0)
+    mu, nu, xi = Measure(X), Measure(Y), Measure(xi0)
+    for _ in range(5):
+        a = tot.interpolate_barycentric(mu, xi, 0.4)
+        b = tot.interpolate_barycentric(nu, xi, 0.4)
+        xi = Measure(tot.interpolate_barycentric(a, b, 0.4).support)  # public code: uniform xi
+    expected = tot.wasserstein(mu, xi) + tot.wasserstein(xi, nu)
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    e=st.floats(0.5, 3.0),
+    c=st.floats(1e-4, 10.0),
+    xs=st.lists(st.integers(2, 5000), min_size=2, max_size=6, unique=True),
+)
+def test_fit_exponent_recovers_a_power_law(e, c, xs):
+    ys = [c * x**e for x in xs]
+    np.testing.assert_allclose(fit_exponent(xs, ys), e, rtol=1e-6)
+
+
+def test_fit_exponent_needs_two_distinct_points():
+    assert fit_exponent([10], [1.0]) is None
+    assert fit_exponent([10, 10], [1.0, 2.0]) is None
+
+
+def test_time_interleaved_alternates_and_respects_repeats():
+    calls = []
+    f, b = (lambda: calls.append("f")), (lambda: calls.append("b"))
+    tf, tb, reps = time_interleaved(f, b, min_repeats=3, max_repeats=3, budget=0.0)
+    assert reps == 3 and calls == ["b", "f"] * 3
+    assert tf >= 0 and tb >= 0
+
+
+def test_make_clients_plants_groups():
+    parties = make_clients(7, 5, 2, seed=0, groups=3)
+    assert list(parties) == [f"client_{i}" for i in range(7)]
+    assert [int(p.y[0]) for p in parties.values()] == [0, 1, 2, 0, 1, 2, 0]
+    assert all(p.X.shape == (5, 2) for p in parties.values())
+
+
+def test_tiny_bench_writes_table_json_and_plot(tmp_path):
+    # Prepare: the smallest grid that still fits exponents
+    opts = BenchOptions(
+        ns=(40, 80),
+        ds=(2,),
+        clients=(5, 6),
+        cases=["fedwad_paper", "fedwad_public", "fedbary"],
+        overhead_n=(40,),
+        overhead_d=(2,),
+        budget=0.0,
+        memory=True,
+    )
+    # Execute
+    res = run_bench(opts, command="testbed bench (test)")
+    paths = write_outputs(res, tmp_path)
+    # Assert: every row carries a positive ratio; estimates of our FedWAD and the public
+    # algorithm are upper bounds of W of similar size; the outputs exist and parse
+    assert {r["case"] for r in res["pairs"]} == {"fedwad_paper", "fedwad_public"}
+    for r in res["pairs"]:
+        assert r["ratio"] > 0 and r["peak_mib"] >= 0 and r["seconds"] > 0
+        parties = make_pair(r["n"], r["d"])
+        exact = tot.wasserstein(Measure(parties["alice"].X), Measure(parties["bob"].X))
+        assert r["estimate"] >= exact * (1 - 1e-9)
+    assert [r["clients"] for r in res["clients"]] == [5, 6]
+    assert res["overhead"] and all(math.isfinite(r["transcript_overhead"]) for r in res["overhead"])
+    assert any(e["case"] == "fedwad_paper" and e["against"] == "n" for e in res["exponents"])
+    data = json.loads(paths[0].read_text())
+    assert data["command"] == "testbed bench (test)"
+    md = paths[1].read_text()
+    assert "| fedwad_paper | 40 | 2 |" in md and "Fitted exponents" in md
+    assert paths[2].stat().st_size > 1000
+
+
+def test_cli_bench_quick_subset(tmp_path, capsys):
+    code = main(
+        [
+            "bench",
+            "--n",
+            "30",
+            "--d",
+            "2",
+            "--clients",
+            "5",
+            "--cases",
+            "fedwad_paper",
+            "--no-memory",
+            "-q",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    assert "wrote" in capsys.readouterr().out
+    rows = json.loads((tmp_path / "bench.json").read_text())["pairs"]
+    assert [(r["case"], r["n"], r["d"]) for r in rows] == [("fedwad_paper", 30, 2)]
+
+
+def test_cli_bench_rejects_bad_grid(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--n", "0,10"])
+    assert "positive integers" in capsys.readouterr().err

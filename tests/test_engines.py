@@ -1,0 +1,89 @@
+"""Engine selection: the in-process default, engine errors, the config hash ignores the engine."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from testbed.bus import Bus
+from testbed.config import config_hash, load_scenario, parse_scenario, resolve
+from testbed.data import PartyData
+from testbed.engines import open_bus
+from testbed.errors import ScenarioError, TestbedError
+from testbed.threads import blas_threads
+
+
+def _sq(party, k):
+    return float(k * np.sum(party.X**2))
+
+
+def test_inprocess_bus_is_the_plain_bus_and_local_map_keeps_order():
+    parties = {p: PartyData(p, np.full((2, 2), i + 1.0)) for i, p in enumerate("abc")}
+    with open_bus("inprocess", parties=parties) as bus:
+        assert type(bus) is Bus
+        got = bus.local_map([("c", _sq, 1.0), ("a", _sq, 2.0)])
+    np.testing.assert_allclose(got, [36.0, 8.0])
+
+
+def test_inprocess_engine_takes_no_params():
+    with pytest.raises(ScenarioError, match="engine_params"):
+        with open_bus("inprocess", {"actors": 2}):
+            pass
+
+
+def test_unknown_engine_is_named():
+    with pytest.raises(ScenarioError, match="unknown engine 'spark'"):
+        with open_bus("spark"):
+            pass
+
+
+def test_ray_missing_gives_one_line_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(TestbedError, match=r"pip install '\.\[ray\]'"):
+        with open_bus("ray", parties={}):
+            pass
+
+
+def test_engine_does_not_change_the_config_hash(scenarios_dir):
+    path = scenarios_dir / "contract_tiny.yaml"
+    text = path.read_text()
+    sc = load_scenario(path)
+    sc_ray = parse_scenario(text + "engine: ray\nengine_params: {actors: 2}\n", "x.yaml")
+    assert sc_ray.engine == "ray"
+    assert config_hash(resolve(sc_ray)) == config_hash(resolve(sc))
+
+
+def test_bad_engine_is_rejected_at_load_time(scenarios_dir):
+    text = (scenarios_dir / "contract_tiny.yaml").read_text() + "engine: dask\n"
+    with pytest.raises(ScenarioError, match="engine"):
+        parse_scenario(text, "x.yaml")
+
+
+def test_blas_threads_env(monkeypatch):
+    monkeypatch.setenv("OT_TESTBED_BLAS_THREADS", "0")
+    assert blas_threads() is None
+    monkeypatch.setenv("OT_TESTBED_BLAS_THREADS", "2")
+    assert blas_threads() == 2
+    monkeypatch.setenv("OT_TESTBED_BLAS_THREADS", "two")
+    with pytest.raises(TestbedError, match="OT_TESTBED_BLAS_THREADS"):
+        blas_threads()
+
+
+def test_single_threaded_blas_gives_the_same_fedwad_result():
+    # the fast path (one BLAS thread) against the libraries' default threading
+    from threadpoolctl import threadpool_limits
+
+    from protocols.fedwad import FedWAD
+    from testbed.bench import make_pair
+
+    parties = make_pair(300, 64, seed=2)
+    proto = FedWAD.from_params({"support_size": 10, "iterations": 5, "trace": False})
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
+    np.testing.assert_allclose(
+        one.estimates["wasserstein"], two.estimates["wasserstein"], rtol=1e-12
+    )
