@@ -175,7 +175,9 @@ def _ints(text: str) -> list[int]:
     try:
         vals = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
     if not vals or any(v <= 0 for v in vals):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return vals
@@ -194,9 +196,13 @@ def cmd_bench(args) -> int:
         kw.update(ray=True, ray_clients=args.ray_clients)
     if args.scenario is not None:
         kw.update(report_scenario=args.scenario, targets=True)
+    if args.targets:
+        kw["targets"] = True
     if args.no_memory:
         kw["memory"] = False
-    kw["log"] = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    kw["log"] = (
+        (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    )
     opts = BenchOptions.full(**kw) if args.full else BenchOptions.quick(**kw)
     command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
     res = run_bench(opts, command=command)
@@ -231,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-clients", type=_ints, help="also run the N-client cases on Ray")
     p.add_argument("--scenario", help="also time this scenario end to end (target: 3 min)")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    p.add_argument("--targets", action="store_true", help="check the issue-6 targets")
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(fn=cmd_bench)

@@ -42,5 +42,9 @@ def limit_blas_threads(n: int | None = None) -> int | None:
     n = blas_threads() if n is None else n
     if n is None:
         return None
+    # load every BLAS the testbed uses before limiting (threadpoolctl sees loaded libraries only)
+    import numpy.linalg  # noqa: F401
+    import scipy.linalg  # noqa: F401
+
     _limiter = threadpool_limits(limits=int(n), user_api="blas")
     return int(n)
