@@ -22,6 +22,13 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+def _fmt_value(v) -> str:
+    """A scalar as 6 significant digits; an array (e.g. a distance matrix) by its shape."""
+    if hasattr(v, "shape") and getattr(v, "ndim", 0) > 0:
+        return "[" + "x".join(str(n) for n in v.shape) + " array]"
+    return f"{v:.6g}"
+
+
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
@@ -42,8 +49,8 @@ def cmd_run(args) -> int:
         rows.append(
             [
                 k,
-                f"{acc['estimate']:.6g}",
-                f"{acc['exact']:.6g}",
+                _fmt_value(acc["estimate"]),
+                _fmt_value(acc["exact"]),
                 f"{100 * acc['relative_error']:.3f} %",
                 r["transcript"]["rounds"],
                 r["transcript"]["messages"],

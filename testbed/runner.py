@@ -24,8 +24,9 @@ import yaml
 from testbed.bus import Bus, PrivacyGuard, PublicInfo, Transcript, atomic_write_bytes
 from testbed.config import Scenario, config_hash, resolve
 from testbed.data import NoiseSpec, PartyData, build_parties
+from testbed.errors import TestbedError
 from testbed.ledger import PrivacyLedger
-from testbed.metrics import relative_error
+from testbed.metrics import detection_metrics, relative_error
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.seeding import component_rng
 
@@ -163,6 +164,55 @@ class _Progress:
             self.bar.close()
 
 
+def _accuracy(estimate, exact) -> dict:
+    """Relative error of one estimate; arrays (e.g. a distance matrix) use the Frobenius norm and
+    their signed error is that of the sum (the direction of an overall bias)."""
+    if isinstance(estimate, np.ndarray) or isinstance(exact, np.ndarray):
+        est, ex = np.asarray(estimate, dtype=np.float64), np.asarray(exact, dtype=np.float64)
+        norm = float(np.linalg.norm(ex))
+        return {
+            "estimate": est,
+            "exact": ex,
+            "relative_error": float(np.linalg.norm(est - ex)) / norm if norm else math.nan,
+            "signed_relative_error": float((est.sum() - ex.sum()) / ex.sum())
+            if ex.sum()
+            else math.nan,
+        }
+    return {
+        "estimate": estimate,
+        "exact": exact,
+        "relative_error": relative_error(estimate, exact),
+        # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
+        "signed_relative_error": (estimate - exact) / exact if exact != 0 else math.nan,
+    }
+
+
+def score_detection(detection, noise_masks) -> dict:
+    """Score a protocol's per-row detection scores against the noise masks (ground truth).
+
+    ``{detector: {party: metrics}}``; a party without a noise mask counts as all clean. When a
+    detector scores several parties, ``"pooled"`` scores all their rows together.
+    """
+    out: dict[str, dict] = {}
+    for detector, per_party in detection.items():
+        rows, scores, masks = {}, [], []
+        for party, s in per_party.items():
+            s = np.asarray(s, dtype=np.float64).reshape(-1)
+            m = noise_masks.get(party)
+            m = np.zeros(s.size, dtype=bool) if m is None else np.asarray(m, dtype=bool)
+            if m.size != s.size:
+                raise TestbedError(
+                    f"detection {detector!r}: {s.size} scores for party {party!r} with {m.size} rows"
+                )
+            rows[party] = detection_metrics(s, m)
+            scores.append(s)
+            masks.append(m)
+        if len(scores) > 1:
+            rows["pooled"] = detection_metrics(np.concatenate(scores), np.concatenate(masks))
+        out[detector] = rows
+    return out
+
+
 def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, float]:
     """Run the protocol on the bus; return (results, transcript, seconds)."""
     sc = world.scenario
@@ -181,14 +231,9 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
     elapsed = time.perf_counter() - t0
     reference = world.protocol.reference(world.parties)
     accuracy = {
-        k: {
-            "estimate": result.estimates[k],
-            "exact": reference[k],
-            "relative_error": relative_error(result.estimates[k], reference[k]),
-        }
-        for k in result.estimates
-        if k in reference
+        k: _accuracy(result.estimates[k], reference[k]) for k in result.estimates if k in reference
     }
+    detection = score_detection(result.detection, world.noise_masks)
     tr = bus.transcript
     results = {
         "scenario": sc.name,
@@ -207,6 +252,7 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         "history": {k: list(v) for k, v in result.history.items()},
         "outputs": dict(result.outputs),
         "diagnostics": dict(result.diagnostics),
+        "detection": detection,
         "transcript": {
             "messages": len(tr),
             "bytes": tr.nbytes,
