@@ -467,10 +467,15 @@ def write_report(run_dir: str | Path) -> Path:
         }
     )
     plots = 0
+    on_front: dict[tuple[str, str], list[str]] = defaultdict(list)
     if err_key:
         for mk in metric_keys:
             metric = mk.rsplit(".", 1)[1]
             higher = LEAKAGE_METRICS[metric]
+            keys = [k for k in agg if mk in agg[k] and err_key in agg[k]]
+            pts = [(agg[k][err_key][0], agg[k][mk][0] * (1 if higher else -1)) for k in keys]
+            for i in pareto_front(pts):
+                on_front[keys[i]].append(mk)
             label = f"{mk} ({'higher' if higher else 'lower'} = more leakage; worst target)"
             png = _plot_tradeoff(agg, err_key, mk, label, higher, f"{mk} vs error")
             doc.img(f"tradeoff_{mk.replace('.', '_')}.png", png, f"{mk} against relative error")
@@ -511,7 +516,12 @@ def write_report(run_dir: str | Path) -> Path:
         keys = [k for k in agg if k[0] == s]
         cols = ([err_key] if err_key else []) + metric_keys
         eps_cols = sorted({c for k in keys for c in agg[k] if c.startswith("eps_claimed[")})
-        header = ["#", "setting", "seeds"] + [c for c in cols] + eps_cols + ["messages", "bytes"]
+        header = (
+            ["#", "setting", "seeds"]
+            + [c for c in cols]
+            + eps_cols
+            + ["messages", "bytes", "Pareto-optimal for"]
+        )
         body = []
         for k in sorted(keys):
             a = agg[k]
@@ -520,6 +530,7 @@ def write_report(run_dir: str | Path) -> Path:
                 + [_ci(a[c]) if c in a else "–" for c in cols]
                 + [_ci(a[c]) if c in a else "–" for c in eps_cols]
                 + [_fmt(a.get("messages", (math.nan,))[0]), _fmt(a.get("bytes", (math.nan,))[0])]
+                + [", ".join(on_front.get(k, [])) or "–"]
             )
         doc.table(header, body)
 

@@ -299,6 +299,6 @@ def run_scenario(
     results["attacks"] = run_attacks(world, tr)
     if sc.output.save_transcript:
         tr.save(out)
-    write_json(out / "results.json", results)
     write_json(out / "run_info.json", {"seconds": elapsed, **package_versions()})
+    write_json(out / "results.json", results)  # last: a sweep treats it as "cell finished"
     return RunOutput(out, results, tr, elapsed)

@@ -120,6 +120,9 @@ def _node_set(node, tokens, value_node):
         new.value = list(node.value)
         for i, (k, v) in enumerate(new.value):
             if k.value == str(tok):
+                if not rest:  # errors are reported at the key's line: point it at the value
+                    k = copy.copy(k)
+                    k.start_mark = value_node.start_mark
                 new.value[i] = (k, _node_set(v, rest, value_node))
                 return new
         key = yaml.ScalarNode("tag:yaml.org,2002:str", str(tok), value_node.start_mark)
