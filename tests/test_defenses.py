@@ -328,3 +328,26 @@ def test_subsampling_keeps_a_renormalised_subset(n, keep, seed):
     assert all(tuple(r) in rows for r in out.support)
     idx = [next(i for i, r in enumerate(m.support) if np.array_equal(r, s)) for s in out.support]
     np.testing.assert_allclose(out.weights, m.weights[idx] / m.weights[idx].sum())
+
+
+@pytest.mark.parametrize("module", ["defenses", "testbed.sweep", "testbed.report"])
+def test_public_names_exist(module):
+    import importlib
+
+    mod = importlib.import_module(module)
+    assert mod.__all__
+    for name in mod.__all__:
+        assert hasattr(mod, name), name
+
+
+def test_builtin_defenses_are_registered():
+    from testbed.registry import DEFENSES
+
+    assert {
+        "gaussian_measure_noise",
+        "random_t",
+        "large_t",
+        "distances_at_end",
+        "small_support",
+        "subsample_support",
+    } <= set(DEFENSES.names())
