@@ -351,3 +351,18 @@ def test_builtin_defenses_are_registered():
         "small_support",
         "subsample_support",
     } <= set(DEFENSES.names())
+
+
+def test_accurate_mode_fails_the_push_assumption():
+    from protocols.fedwad import FedWAD
+
+    check = FedWAD.barycentric_push_check(
+        {"mode": "accurate"}, push_max=1.0, sizes={"alice": 100, "bob": 100}
+    )
+    assert check["holds"] is False and "exact interpolation" in check["detail"]
+    ok = FedWAD.barycentric_push_check({"t": 0.5}, push_max=0.5, sizes={"alice": 100, "bob": 100})
+    assert ok["holds"] is True
+    too_big = FedWAD.barycentric_push_check({"t": 0.2}, 0.5, {"alice": 100, "bob": 100})
+    assert too_big["holds"] is False and "exceeds push_max" in too_big["detail"]
+    small_party = FedWAD.barycentric_push_check({"support_size": 10}, 1.0, {"alice": 8, "bob": 100})
+    assert small_party["holds"] is False and "support on the data side" in small_party["detail"]
