@@ -57,10 +57,10 @@ __all__ = ["GaussianMeasureNoise", "GaussianMeasureNoiseConfig"]
 
 class GaussianMeasureNoiseConfig(DefenseConfig):
     clip_norm: float = Field(
-        gt=0, description="C: bound on the L2 norm of every private row (assumption, checked)"
+        1.0, gt=0, description="C: bound on the L2 norm of every private row (assumption, checked)"
     )
     noise_multiplier: float | None = Field(
-        None, ge=0, description="z = noise std / sensitivity (give this or target_epsilon)"
+        None, ge=0, description="z = noise std / sensitivity (or target_epsilon; default z = 1)"
     )
     target_epsilon: float | None = Field(
         None, gt=0, description="calibrate z with opacus so that `releases` releases cost this"
@@ -74,6 +74,17 @@ class GaussianMeasureNoiseConfig(DefenseConfig):
     )
     min_rows: int = Field(1, ge=1, description="public lower bound on each party's row count")
     noise_distances: bool = Field(True, description="also noise scalar distances")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_multiplier(cls, data):
+        if (
+            isinstance(data, dict)
+            and "noise_multiplier" not in data
+            and "target_epsilon" not in data
+        ):
+            data = {**data, "noise_multiplier": 1.0}
+        return data
 
     @model_validator(mode="after")
     def _one_of(self):

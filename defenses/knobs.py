@@ -31,6 +31,7 @@ class KnobDefense(Defense):
     """Base class of knob defenses: ``knobs()`` gives generic knob -> value."""
 
     Config: ClassVar[type[PluginConfig]] = PluginConfig
+    changes_messages: ClassVar[bool] = False
 
     def knobs(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError

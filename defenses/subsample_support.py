@@ -23,8 +23,17 @@ __all__ = ["SubsampleSupport", "SubsampleSupportConfig"]
 
 
 class SubsampleSupportConfig(DefenseConfig):
-    fraction: float | None = Field(None, gt=0, le=1, description="share of atoms kept")
-    atoms: int | None = Field(None, gt=0, description="number of atoms kept (or give fraction)")
+    fraction: float | None = Field(
+        None, gt=0, le=1, description="share of atoms kept (compounds over iterative rounds)"
+    )
+    atoms: int | None = Field(None, gt=0, description="atoms kept (default 5 if neither is given)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_atoms(cls, data):
+        if isinstance(data, dict) and "fraction" not in data and "atoms" not in data:
+            data = {**data, "atoms": 5}
+        return data
 
     @model_validator(mode="after")
     def _one_of(self):

@@ -263,6 +263,9 @@ class FedWAD(Protocol):
             deviations=tuple(deviations),
         )
 
+    def reference_key(self) -> str:
+        return f"clients={self.config.clients}"  # the exact W depends on nothing else
+
     @classmethod
     def barycentric_push_check(cls, params, push_max: float, sizes) -> dict:
         """Whether the clients' messages are barycentric pushes with private share <= push_max.

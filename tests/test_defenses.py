@@ -80,7 +80,6 @@ def test_array_payload_without_a_bound_is_refused():
 @pytest.mark.parametrize(
     "params",
     [
-        {"clip_norm": 1.0},
         {"clip_norm": 1.0, "noise_multiplier": 1.0, "target_epsilon": 1.0, "releases": 3},
         {"clip_norm": 1.0, "target_epsilon": 1.0},
         {"clip_norm": -1.0, "noise_multiplier": 1.0},
@@ -366,3 +365,11 @@ def test_accurate_mode_fails_the_push_assumption():
     assert too_big["holds"] is False and "exceeds push_max" in too_big["detail"]
     small_party = FedWAD.barycentric_push_check({"support_size": 10}, 1.0, {"alice": 8, "bob": 100})
     assert small_party["holds"] is False and "support on the data side" in small_party["detail"]
+
+
+def test_default_configs_are_valid_and_explicit_in_what_they_assume():
+    cfg = GaussianMeasureNoise.Config()
+    assert (cfg.clip_norm, cfg.noise_multiplier, cfg.target_epsilon) == (1.0, 1.0, None)
+    assert GaussianMeasureNoise.Config(target_epsilon=2.0, releases=3).noise_multiplier is None
+    assert SubsampleSupport.Config().atoms == 5
+    assert RandomT.changes_messages is False and GaussianMeasureNoise.changes_messages is True

@@ -15,6 +15,7 @@ from _scenarios import tiny
 
 from testbed.config import config_hash, parse_scenario, resolve
 from testbed.errors import ScenarioError
+from testbed.runner import run_scenario
 from testbed.sweep import expand_cells, parse_path, run_sweep
 
 GRID = tiny(
@@ -239,3 +240,24 @@ def test_killed_sweep_finishes_on_restart_without_recomputing(tmp_path):
     assert len((out / "results.jsonl").read_text().splitlines()) == total
     assert (out / "report.html").is_file()
     _assert_no_corrupt_file(out)
+
+
+def test_memoised_reference_gives_byte_identical_results(tmp_path):
+    from testbed import runner
+
+    sc = parse_scenario(tiny("memo"))
+    runner._REFERENCE_CACHE.clear()
+    run_scenario(sc, tmp_path / "cold")
+    assert len(runner._REFERENCE_CACHE) == 1
+    run_scenario(sc, tmp_path / "warm")
+    assert (tmp_path / "cold" / "results.json").read_bytes() == (
+        tmp_path / "warm" / "results.json"
+    ).read_bytes()
+    # other data is another key
+    other = parse_scenario(tiny("memo2").replace("mean: 2.0", "mean: 3.0"))
+    res = run_scenario(other, tmp_path / "other").results
+    assert len(runner._REFERENCE_CACHE) == 2
+    assert (
+        res["reference"]["wasserstein"]
+        != json.loads((tmp_path / "cold" / "results.json").read_text())["reference"]["wasserstein"]
+    )
