@@ -246,7 +246,8 @@ def test_leakage_falls_with_the_noise_level(tmp_path_factory):
     )
     if key is None:
         pytest.skip(f"attack {fedwad_attacks[0]} reports no leakage/coverage/auc column")
-    cis, _ = _by_level(rows, lambda r: max(a[key] for a in r["results"]["attacks"] if key in a))
+    cis, levels = _by_level(rows, lambda r: max(a[key] for a in r["attacks"] if key in a))
+    print("noise levels", levels, f"mean worst-target {key}", [m for m, _, _ in cis])
     for (_, _, hi0), (m1, _, _) in zip(cis, cis[1:]):
         assert m1 <= hi0  # monotone non-increasing within the intervals
     assert cis[-1][0] < cis[0][0]
