@@ -81,7 +81,7 @@ def _run_sweep(sc, args) -> int:
     from testbed.report import _point, _series, write_report
     from testbed.sweep import run_sweep
 
-    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet)
+    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
     rows = []
     for r in out.rows:
         res = r["results"]
@@ -224,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-j", "--jobs", type=int, default=1, help="sweep cells run in this many processes"
+    )
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
     p.add_argument("run_dir")

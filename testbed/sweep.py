@@ -341,17 +341,49 @@ def _clean_temps(out: Path) -> int:
     return n
 
 
+def _run_cell(raw: dict, base_dir: str, cdir: Path) -> dict:
+    """Run one cell from its raw scenario (picklable, for worker processes); return results."""
+    from testbed.runner import run_scenario
+
+    sc = Scenario.model_validate(raw)
+    sc._base_dir = base_dir
+    run_scenario(sc, cdir)
+    return json.loads((cdir / "results.json").read_text())
+
+
+def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        futures = {
+            ex.submit(_run_cell, c.scenario._raw, c.scenario._base_dir, out / "cells" / h): c
+            for h, c in todo.items()
+        }
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: futures[f].index):
+                    finished(futures[f], f.result())
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
 def run_sweep(
     sc: Scenario,
     out_dir: str | Path | None = None,
     progress: bool = False,
     after_cell: Callable[[Cell, int], None] | None = None,
+    jobs: int = 1,
 ) -> SweepOutput:
     """Run every cell not already finished in ``out_dir``; write ``results.jsonl``.
 
     ``after_cell(cell, n_computed)`` is called after each newly computed cell (tests use it to
-    inject an interruption)."""
-    from testbed.runner import package_versions, run_scenario, write_json
+    inject an interruption). ``jobs > 1`` runs cells in that many worker processes; each cell is
+    seeded by its own scenario, so the files are identical to a sequential run."""
+    from testbed.runner import package_versions, write_json
 
     cells = expand_cells(sc)
     h = sweep_hash(cells)
@@ -392,26 +424,41 @@ def run_sweep(
         from tqdm import tqdm
 
         bar = tqdm(total=len(cells), initial=cached, desc=sc.name, unit="cell", dynamic_ncols=True)
+    # distinct scenarios still to run (two settings may resolve to the same scenario)
+    todo: dict[str, Cell] = {}
+    for c in cells:
+        if c.index not in results and c.hash not in todo:
+            if not any(results.get(d.index) for d in cells if d.hash == c.hash):
+                todo[c.hash] = c
+
+    def finished(c: Cell, res: dict) -> None:
+        nonlocal computed
+        computed += 1
+        for d in cells:
+            if d.hash == c.hash:
+                results[d.index] = res
+        _write_jsonl(
+            out / "results.jsonl", [_row(d, results[d.index]) for d in cells if d.index in results]
+        )
+        if bar is not None:
+            bar.update(sum(d.hash == c.hash for d in cells))
+            bar.set_postfix_str(c.label[:60], refresh=False)
+        if after_cell is not None:
+            after_cell(c, computed)
+
+    for c in cells:  # cached duplicates of a finished scenario
+        if c.index not in results:
+            same = next((d for d in cells if d.hash == c.hash and d.index in results), None)
+            if same is not None:
+                results[c.index] = results[same.index]
     try:
-        for c in cells:
-            if c.index in results:
-                continue
-            same = next((i for i, d in enumerate(cells) if d.hash == c.hash and i in results), None)
-            if same is not None:  # two settings that resolve to the same scenario
-                results[c.index] = results[same]
-            else:
-                run_scenario(c.scenario, out / "cells" / c.hash)
-                results[c.index] = json.loads((out / "cells" / c.hash / "results.json").read_text())
-                computed += 1
-            _write_jsonl(
-                out / "results.jsonl",
-                [_row(d, results[d.index]) for d in cells if d.index in results],
-            )
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(c.label[:60], refresh=False)
-            if after_cell is not None:
-                after_cell(c, computed)
+        if jobs <= 1:
+            for c in todo.values():
+                finished(
+                    c, _run_cell(c.scenario._raw, c.scenario._base_dir, out / "cells" / c.hash)
+                )
+        else:
+            _run_parallel(todo, out, jobs, finished)
     finally:
         if bar is not None:
             bar.close()

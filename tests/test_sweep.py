@@ -261,3 +261,17 @@ def test_memoised_reference_gives_byte_identical_results(tmp_path):
         res["reference"]["wasserstein"]
         != json.loads((tmp_path / "cold" / "results.json").read_text())["reference"]["wasserstein"]
     )
+
+
+@pytest.mark.slow  # spawns two worker processes that each import the stack (~20 s here)
+def test_parallel_cells_write_the_same_files(tmp_path):
+    sc = parse_scenario(GRID)
+    seq = run_sweep(sc, tmp_path / "seq")
+    par = run_sweep(sc, tmp_path / "par", jobs=2)
+    assert (par.computed, par.cached) == (seq.computed, seq.cached) == (8, 0)
+    assert (tmp_path / "seq" / "results.jsonl").read_bytes() == (
+        tmp_path / "par" / "results.jsonl"
+    ).read_bytes()
+    for c in expand_cells(sc):
+        a = (tmp_path / "seq" / "cells" / c.hash / "results.json").read_bytes()
+        assert a == (tmp_path / "par" / "cells" / c.hash / "results.json").read_bytes()
