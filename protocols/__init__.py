@@ -8,4 +8,10 @@ from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
 __all__ = [
     "FedBary",
-    "FedWAD", "Protocol", "ProtocolResult", "TriangleWad", "TriangleWadMarketplace"]
+    "FedWAD",
+    "FedWADClustering",
+    "Protocol",
+    "ProtocolResult",
+    "TriangleWad",
+    "TriangleWadMarketplace",
+]

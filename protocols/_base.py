@@ -62,6 +62,13 @@ class Protocol(Plugin):
     def reference(self, parties: Mapping[str, PartyData]) -> dict[str, float]:
         """The same quantities computed centrally (exact POT), keyed like ``estimates``."""
 
+    def reference_key(self) -> str:
+        """What :meth:`reference` depends on besides the data (default: the whole config); the
+        runner memoises references by it."""
+        import json
+
+        return json.dumps(self.config.model_dump(mode="json"), sort_keys=True)
+
     def public_params(self) -> dict[str, Any]:
         """Parameters everyone knows (default: the whole config)."""
         return self.config.model_dump(mode="json")

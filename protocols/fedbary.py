@@ -238,9 +238,7 @@ class FedBary(Protocol):
                     eta_q, _ = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
                 else:
                     eta_q, _, _ = fedwad_round_interp(Q, got["gamma"], cfg.t, _interp_cfg(cfg))
-                eta_q_at_client[c] = bus.send(
-                    SERVER, c, "fedbary.eta_q", eta_q, round=k
-                ).payload
+                eta_q_at_client[c] = bus.send(SERVER, c, "fedbary.eta_q", eta_q, round=k).payload
                 gammas[c], _, _ = fedwad_round_interp(
                     eta_p, eta_q_at_client[c], cfg.t, _interp_cfg(cfg)
                 )
@@ -316,9 +314,7 @@ class FedBary(Protocol):
         if val is not None:
             Q = Measure(parties[val].X)
         else:
-            S = self.config.support_size or int(
-                round(np.mean([parties[c].n for c in clients]))
-            )
+            S = self.config.support_size or int(round(np.mean([parties[c].n for c in clients])))
             pooled = np.vstack([parties[c].X for c in clients])
             init = pooled[np.random.default_rng(0).choice(pooled.shape[0], S, replace=False)]
             Q = central_barycenter([Measure(parties[c].X) for c in clients], init)

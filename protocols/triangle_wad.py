@@ -110,6 +110,9 @@ def unknown_t_readout(coef: np.ndarray, t0: float) -> float:
 
 # ----------------------------------------------------------------------------- config
 class _GammaConfig(PluginConfig):
+    t: float = Field(
+        0.5, description="push-forward parameter t (t0, kept by the buyer, when t is unknown)"
+    )
     support_size: int = Field(
         50, gt=0, description="k: atoms of the shared random measure gamma (1 = exact, see fact 1)"
     )
@@ -141,6 +144,12 @@ class _GammaConfig(PluginConfig):
             raise ValueError("detect_s must be in (0, 1)")
         return v
 
+    @model_validator(mode="after")
+    def _check(self):
+        if not 0.0 < self.t < 1.0:
+            raise ValueError("t must be in (0, 1)")
+        return self
+
 
 class TriangleWadConfig(_GammaConfig):
     clients: list[str] | None = Field(
@@ -149,24 +158,10 @@ class TriangleWadConfig(_GammaConfig):
     setting: Literal["known_t", "unknown_t"] = Field(
         "known_t", description="t public (eq. 7) or kept private by the buyer (Thm 2 fit)"
     )
-    t: float = Field(0.5, description="push-forward parameter t (t0, the buyer's, if unknown_t)")
-
-    @model_validator(mode="after")
-    def _check(self):
-        if not 0.0 < self.t < 1.0:
-            raise ValueError("t must be in (0, 1)")
-        return self
 
 
 class TriangleWadMarketplaceConfig(_GammaConfig):
     buyer: str | None = Field(None, description="the buyer's party name (default: the first party)")
-    t: float = Field(0.5, description="t0: the buyer's private push-forward parameter")
-
-    @model_validator(mode="after")
-    def _check(self):
-        if not 0.0 < self.t < 1.0:
-            raise ValueError("t must be in (0, 1)")
-        return self
 
 
 # ----------------------------------------------------------------------------- party-side code

@@ -31,7 +31,15 @@ from testbed.metrics import detection_metrics, relative_error
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.seeding import component_rng
 
-__all__ = ["RunOutput", "build_world", "jsonable", "run_scenario", "write_json"]
+__all__ = [
+    "RunOutput",
+    "build_world",
+    "jsonable",
+    "package_versions",
+    "run_scenario",
+    "transcript_summary",
+    "write_json",
+]
 
 DELTA = 1e-5
 
@@ -132,6 +140,65 @@ def build_world(sc: Scenario) -> World:
         public,
         {"dataset_meta": dict(dataset.meta)},
     )
+
+
+_REFERENCE_CACHE: dict[str, dict] = {}
+
+
+def _reference(protocol, parties) -> dict:
+    """``protocol.reference(parties)``, memoised in-process by protocol name, the protocol's
+    ``reference_key()`` and a digest of the parties' data: sweep cells that share data (every
+    defense setting and knob of a scenario) solve the central exact OT once. Exact POT solves are
+    deterministic, so results are byte-identical with or without the cache."""
+    import hashlib
+
+    h = hashlib.sha256(f"{protocol.name}|{protocol.reference_key()}".encode())
+    for name in sorted(parties):
+        d = parties[name]
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(d.X).tobytes())
+        h.update(str(d.X.shape).encode())
+        if d.y is not None:
+            h.update(np.ascontiguousarray(d.y).tobytes())
+    key = h.hexdigest()
+    if key not in _REFERENCE_CACHE:
+        if len(_REFERENCE_CACHE) >= 64:
+            _REFERENCE_CACHE.pop(next(iter(_REFERENCE_CACHE)))
+        _REFERENCE_CACHE[key] = protocol.reference(parties)
+    return dict(_REFERENCE_CACHE[key])
+
+
+def transcript_summary(envelopes) -> dict[str, dict[str, int]]:
+    """Messages and bytes per message kind."""
+    out: dict[str, dict[str, int]] = {}
+    for e in envelopes:
+        k = out.setdefault(e.kind, {"messages": 0, "bytes": 0})
+        k["messages"] += 1
+        k["bytes"] += e.nbytes
+    return dict(sorted(out.items()))
+
+
+def package_versions() -> dict:
+    """Python and package versions (for run_info.json and the report)."""
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in (
+        "ot-testbed",
+        "numpy",
+        "POT",
+        "torch",
+        "scikit-learn",
+        "opacus",
+        "gensim",
+        "pydantic",
+        "matplotlib",
+    ):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {"python": platform.python_version(), "versions": versions}
 
 
 @dataclass
@@ -238,12 +305,21 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
     finally:
         bar.close()
     elapsed = time.perf_counter() - t0
-    reference = world.protocol.reference(world.parties)
+    reference = _reference(world.protocol, world.parties)
     accuracy = {
         k: _accuracy(result.estimates[k], reference[k]) for k in result.estimates if k in reference
     }
     detection = score_detection(result.detection, world.noise_masks)
     tr = bus.transcript
+    tm = sc.threat_model
+    seen = tr.view(tm.observer, tm.colluders).envelopes
+    assumptions = []
+    for dfn in world.defenses:
+        check = getattr(dfn, "assumptions", None)
+        if check is not None:  # testbed diagnostic: checked against the data, never sent
+            assumptions.extend(
+                check(world.parties, sc.protocol.name, world.protocol.config.model_dump())
+            )
     results = {
         "scenario": sc.name,
         "seed": seed,
@@ -253,7 +329,11 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "mode": result.mode,
             "deviations": list(result.deviations),
             "roles": world.protocol.roles(world.parties),
+            "params": world.protocol.config.model_dump(mode="json"),
         },
+        "defenses": [
+            {"name": d.name, "params": d.config.model_dump(mode="json")} for d in world.defenses
+        ],
         "parties": {p: {"rows": d.n, "dim": d.X.shape[1]} for p, d in world.parties.items()},
         "estimates": dict(result.estimates),
         "reference": reference,
@@ -268,8 +348,17 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "rounds": max((e.round for e in tr), default=0),
             "digest": tr.digest(),
             "guard": "on" if guard is not None else "off",
+            "by_kind": transcript_summary(tr),
+        },
+        "observer_view": {
+            "observer": tm.observer,
+            "colluders": list(tm.colluders),
+            "messages": len(seen),
+            "bytes": sum(e.nbytes for e in seen),
+            "by_kind": transcript_summary(seen),
         },
         "privacy": world.ledger.summary(DELTA),
+        "privacy_assumptions": assumptions,
     }
     return results, tr, elapsed
 
@@ -291,26 +380,6 @@ def run_scenario(
     results["attacks"] = run_attacks(world, tr)
     if sc.output.save_transcript:
         tr.save(out)
-    write_json(out / "results.json", results)
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in (
-        "ot-testbed",
-        "numpy",
-        "POT",
-        "torch",
-        "scikit-learn",
-        "opacus",
-        "gensim",
-        "pydantic",
-    ):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    write_json(
-        out / "run_info.json",
-        {"seconds": elapsed, "python": platform.python_version(), "versions": versions},
-    )
+    write_json(out / "run_info.json", {"seconds": elapsed, **package_versions()})
+    write_json(out / "results.json", results)  # last: a sweep treats it as "cell finished"
     return RunOutput(out, results, tr, elapsed)

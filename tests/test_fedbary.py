@@ -158,9 +158,7 @@ def _small_parties(seed: int, validation: bool):
 def test_guard_finds_no_private_row(validation, seed):
     # Prepare
     parties = _small_parties(seed, validation)
-    proto = FedBary(
-        FedBaryConfig(validation="validation" if validation else None, iterations=4)
-    )
+    proto = FedBary(FedBaryConfig(validation="validation" if validation else None, iterations=4))
     guard = PrivacyGuard(proto.private_arrays(parties))
     bus = Bus(guard=guard, parties=parties)
     # Execute (the guard raises on the first private row)

@@ -109,7 +109,9 @@ def test_quadratic_fit_recovers_a_quadratic(a, nodes, t0):
     # Execute
     coef = fit_quadratic(nodes, vals)
     # Assert
-    np.testing.assert_allclose(np.polyval(coef, t0), np.polyval(a, t0), atol=1e-6 * (1 + max(map(abs, a))))
+    np.testing.assert_allclose(
+        np.polyval(coef, t0), np.polyval(a, t0), atol=1e-6 * (1 + max(map(abs, a)))
+    )
 
 
 def test_readout_is_square_root_over_one_minus_t():
