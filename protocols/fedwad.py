@@ -130,17 +130,17 @@ def _client_step(
     party: PartyData, xi: Measure, t: float, interpolation: str, prune: float
 ) -> tuple[Measure, float]:
     """Client side of a round: the interpolating measure toward xi, and W(own, xi)."""
-    own = Measure(party.X)
+    own = party.measure
     out, _, cost = fedwad_round_interp(own, xi, t, interpolation, prune)
     return out, float(np.sqrt(cost))
 
 
 def _distance_to(party: PartyData, xi: Measure) -> float:
-    return tot.wasserstein(Measure(party.X), xi)
+    return tot.wasserstein(party.measure, xi)
 
 
 def _trace_terms(party: PartyData, xi_own: Measure, xi: Measure) -> tuple[float, float]:
-    own = Measure(party.X)
+    own = party.measure
     return tot.wasserstein(own, xi_own), tot.wasserstein(own, xi)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from testbed.errors import DataError
+from testbed.measure import Measure
 from testbed.registry import DATASETS, PARTITIONERS, Plugin, PluginConfig
 
 __all__ = [
@@ -56,6 +58,12 @@ class PartyData:
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+    @cached_property
+    def measure(self) -> Measure:
+        """The uniform empirical measure of ``X``, validated and copied once per party (a
+        Measure is immutable, so every protocol step at this party can share it)."""
+        return Measure(self.X)
 
 
 def _ro(a):

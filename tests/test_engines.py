@@ -69,21 +69,3 @@ def test_blas_threads_env(monkeypatch):
     monkeypatch.setenv("OT_TESTBED_BLAS_THREADS", "two")
     with pytest.raises(TestbedError, match="OT_TESTBED_BLAS_THREADS"):
         blas_threads()
-
-
-def test_single_threaded_blas_gives_the_same_fedwad_result():
-    # the fast path (one BLAS thread) against the libraries' default threading
-    from threadpoolctl import threadpool_limits
-
-    from protocols.fedwad import FedWAD
-    from testbed.bench import make_pair
-
-    parties = make_pair(300, 64, seed=2)
-    proto = FedWAD.from_params({"support_size": 10, "iterations": 5, "trace": False})
-    with threadpool_limits(limits=1, user_api="blas"):
-        one = proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
-    with threadpool_limits(limits=2, user_api="blas"):
-        two = proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
-    np.testing.assert_allclose(
-        one.estimates["wasserstein"], two.estimates["wasserstein"], rtol=1e-12
-    )

@@ -1,0 +1,87 @@
+"""Every fast path against the plain path: identical results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from protocols.fedbary import FedBary
+from protocols.fedwad import FedWAD
+from testbed.bench import make_clients, make_pair
+from testbed.bus import Bus
+from testbed.data import PartyData
+from testbed.measure import Measure
+
+
+@dataclass(frozen=True)
+class _PlainParty(PartyData):
+    """The plain path: a new, validated Measure on every access."""
+
+    @property
+    def measure(self) -> Measure:  # type: ignore[override]
+        return Measure(self.X)
+
+
+def _plain(parties):
+    return {k: _PlainParty(v.name, v.X, v.y) for k, v in parties.items()}
+
+
+class _SequentialBus(Bus):
+    """The plain path for ``local_map``: one ``local`` call after another, written out."""
+
+    def local_map(self, calls):
+        out = []
+        for c in calls:
+            out.append(self.local(c[0], c[1], *c[2:]))
+        return out
+
+
+def test_party_measure_is_built_once_and_equals_a_fresh_one():
+    party = make_pair(20, 3)["alice"]
+    m = party.measure
+    assert party.measure is m
+    fresh = Measure(party.X)
+    np.testing.assert_array_equal(m.support, fresh.support)
+    np.testing.assert_array_equal(m.weights, fresh.weights)
+    assert not m.support.flags.writeable
+
+
+def test_fedwad_with_cached_measures_equals_the_plain_path():
+    for mode, params in [
+        ("paper", {"support_size": 8, "iterations": 5}),
+        ("accurate", {"mode": "accurate"}),
+    ]:
+        parties = make_pair(60, 4, seed=3)
+        proto = FedWAD.from_params(params)
+        fast_bus, plain_bus = Bus(parties=parties), Bus(parties=_plain(parties))
+        fast = proto.run(parties, fast_bus, np.random.default_rng(1))
+        plain = proto.run(_plain(parties), plain_bus, np.random.default_rng(1))
+        assert fast.estimates == plain.estimates, mode
+        assert fast.history == plain.history, mode
+        assert fast_bus.transcript.digest() == plain_bus.transcript.digest(), mode
+
+
+def test_fedbary_local_map_equals_sequential_local_calls():
+    parties = make_clients(4, 15, 3, seed=0)
+    proto = FedBary.from_params({"iterations": 3})
+    a_bus, b_bus = Bus(parties=parties), _SequentialBus(parties=parties)
+    a = proto.run(parties, a_bus, np.random.default_rng(0))
+    b = proto.run(parties, b_bus, np.random.default_rng(0))
+    assert a.estimates == b.estimates
+    assert a_bus.transcript.digest() == b_bus.transcript.digest()
+
+
+def test_single_threaded_blas_gives_the_same_fedwad_result():
+    # the CLI's default (one BLAS thread) against two threads
+    from threadpoolctl import threadpool_limits
+
+    parties = make_pair(300, 64, seed=2)
+    proto = FedWAD.from_params({"support_size": 10, "iterations": 5, "trace": False})
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
+    np.testing.assert_allclose(
+        one.estimates["wasserstein"], two.estimates["wasserstein"], rtol=1e-12
+    )
