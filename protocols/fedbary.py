@@ -201,7 +201,7 @@ class FedBary(Protocol):
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         clients, val = self._roles(parties)
-        sd = {c: bus.local(c, _size_dim) for c in clients}
+        sd = dict(zip(clients, bus.local_map([(c, _size_dim) for c in clients])))
         if val is not None:
             sd[val] = bus.local(val, _size_dim)
         dims = {k: v[1] for k, v in sd.items()}
@@ -266,10 +266,11 @@ class FedBary(Protocol):
             w_q = bus.local(val, _distance_to, g) if val is not None else tot.wasserstein(Q, g)
             dist[c] = float(finals[c]["distance"] + w_q)
         contrib = contributions(dist)
-        detection = {}
-        for c in clients:
-            target = eta_q_at_client[c] if cfg.detect_on == "eta_q" else gammas[c]
-            detection[c] = bus.local(c, _detect, target)
+        targets = {
+            c: eta_q_at_client[c] if cfg.detect_on == "eta_q" else gammas[c] for c in clients
+        }
+        scores = bus.local_map([(c, _detect, targets[c]) for c in clients])
+        detection = dict(zip(clients, scores))
         estimates = {f"distance_{c}": dist[c] for c in clients}
         estimates.update({f"contribution_{c}": contrib[c] for c in clients})
         outputs = {

@@ -43,6 +43,11 @@ class RayEngineConfig(PluginConfig):
     shutdown_timeout: float = Field(
         20.0, gt=0, description="seconds to wait for the session's processes to exit"
     )
+    preload: list[str] = Field(
+        ["protocols"],
+        description="modules each actor imports when it starts (so that the first protocol "
+        "call does not pay for the imports)",
+    )
 
 
 def _ray():
@@ -127,7 +132,11 @@ class RaySession:
 class _PartyGroup:
     """Actor body: holds some parties' private data and runs functions on it."""
 
-    def __init__(self, parties: Mapping[str, Any], blas_threads: int | None = None):
+    def __init__(self, parties: Mapping[str, Any], blas_threads: int | None = None, preload=()):
+        import importlib
+
+        for module in preload:
+            importlib.import_module(module)
         self._parties = dict(parties)
         if blas_threads is not None:  # same BLAS threading as the driver: same floating point
             from testbed.threads import limit_blas_threads
@@ -193,7 +202,7 @@ class RayBus(Bus):
             if not group:
                 continue
             data = ray.put({p: parties[p] for p in group})  # shipped once
-            actor = actor_cls.remote(data, _driver_blas_threads())
+            actor = actor_cls.remote(data, _driver_blas_threads(), tuple(self.config.preload))
             self._actors.append(actor)
             for p in group:
                 self._where[p] = actor
