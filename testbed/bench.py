@@ -954,38 +954,42 @@ def plot(res: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    ax = axes[0]
+    ds = sorted({r["d"] for r in res["pairs"]}) or [None]
+    fig, axes = plt.subplots(1, len(ds) + 1, figsize=(5.2 * (len(ds) + 1), 4.8), squeeze=False)
+    axes = axes[0]
     exps = {(e["case"], e.get("d")): e["exponent"] for e in res["exponents"] if e["against"] == "n"}
-    ds = sorted({r["d"] for r in res["pairs"]})
-    styles = ["-", "--", ":", "-."]
-    for di, d in enumerate(ds):
+    cases = sorted({r["case"] for r in res["pairs"]})
+    colours = {c: f"C{i}" for i, c in enumerate(cases)}
+    for ax, d in zip(axes, ds):
         rows = [r for r in res["pairs"] if r["d"] == d]
-        for case in sorted({r["case"] for r in rows}):
+        for case in cases:
             rs = sorted((r for r in rows if r["case"] == case), key=lambda r: r["n"])
+            if not rs:
+                continue
             e = exps.get((case, d))
             ax.loglog(
                 [r["n"] for r in rs],
                 [r["seconds"] for r in rs],
-                styles[di % len(styles)],
                 marker="o",
-                label=f"{case} d={d}" + (f" (e={e:.2f})" if e is not None else ""),
+                color=colours[case],
+                label=case + (f" (e={e:.2f})" if e is not None else ""),
             )
         rs = sorted({r["n"]: r for r in rows}.values(), key=lambda r: r["n"])
-        eb = fit_exponent([r["n"] for r in rs], [r["emd_seconds"] for r in rs])
-        ax.loglog(
-            [r["n"] for r in rs],
-            [r["emd_seconds"] for r in rs],
-            styles[di % len(styles)],
-            color="black",
-            marker="x",
-            label=f"one ot.emd d={d}" + (f" (e={eb:.2f})" if eb is not None else ""),
-        )
-    ax.set_xlabel("n (points per party)")
-    ax.set_ylabel("seconds")
-    ax.set_title("two parties: cost against n")
-    ax.legend(fontsize=6, ncol=2)
-    ax = axes[1]
+        if rs:
+            eb = fit_exponent([r["n"] for r in rs], [r["emd_seconds"] for r in rs])
+            ax.loglog(
+                [r["n"] for r in rs],
+                [r["emd_seconds"] for r in rs],
+                "--",
+                color="black",
+                marker="x",
+                label="one ot.emd" + (f" (e={eb:.2f})" if eb is not None else ""),
+            )
+            ax.legend(fontsize=7)
+        ax.set_xlabel("n (points per party)")
+        ax.set_ylabel("seconds")
+        ax.set_title(f"two parties, d = {d}: cost against n")
+    ax = axes[-1]
     expN = {
         (e["case"], e.get("engine")): e["exponent"] for e in res["exponents"] if e["against"] == "N"
     }
