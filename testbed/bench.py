@@ -392,6 +392,7 @@ def _run_protocol(case: BenchCase, parties, bus_factory=None, seed: int = 0):
 
     def run():
         bus = bus_factory(parties) if bus_factory else Bus(parties=parties)
+        run.bus = bus  # the last run's bus (its transcript digest is compared across engines)
         return proto.run(parties, bus, np.random.default_rng(seed))
 
     return run
@@ -467,7 +468,11 @@ def bench_pairs(opts: BenchOptions) -> tuple[list[dict], list[str]]:
     return rows, notes
 
 
-def bench_clients(opts: BenchOptions, engine: str = "inprocess") -> tuple[list[dict], list[str]]:
+def bench_clients(
+    opts: BenchOptions, engine: str = "inprocess", digests: dict | None = None
+) -> tuple[list[dict], list[str]]:
+    """N-client cases on one engine. ``digests`` maps (case, N) to the in-process transcript
+    digest: filled by the in-process pass, compared by the Ray pass."""
     rows: list[dict] = []
     notes: list[str] = []
     cases = _pick(CLIENT_CASES, opts)
@@ -477,6 +482,7 @@ def bench_clients(opts: BenchOptions, engine: str = "inprocess") -> tuple[list[d
     cases = [c for c in cases if _registered(c.protocol)]
     Ns = opts.ray_clients if engine == "ray" else opts.clients
     session = None
+    digests = {} if digests is None else digests
     if engine == "ray" and cases and Ns:
         from testbed.engines.ray_bus import RaySession
 
@@ -506,12 +512,16 @@ def bench_clients(opts: BenchOptions, engine: str = "inprocess") -> tuple[list[d
                 opts.log(f"clients[{engine}]: {c.key} N={N}")
                 if engine == "ray":
                     row = _ray_run(c, parties, opts.seed)
+                    if (c.key, N) in digests:
+                        row["same_transcript"] = row["digest"] == digests[(c.key, N)]
                     row["emd_seconds"] = min(_timed(base) for _ in range(3))
                     row["ratio"] = row["seconds"] / row["emd_seconds"]
                 else:
                     run = _run_protocol(c, parties, seed=opts.seed)
                     row = _measure(run, base, opts, opts.memory and N <= 20)
                     row.pop("_result")
+                    row["digest"] = run.bus.transcript.digest()
+                    digests[(c.key, N)] = row["digest"]
                 row.update(
                     case=c.key,
                     label=c.label,
@@ -772,10 +782,11 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     started = time.time()
     info_start = machine_info()
     pairs, notes = bench_pairs(opts)
-    clients, notes2 = bench_clients(opts)
+    digests: dict = {}
+    clients, notes2 = bench_clients(opts, digests=digests)
     notes += notes2
     if opts.ray and opts.ray_clients:
-        ray_rows, notes3 = bench_clients(opts, engine="ray")
+        ray_rows, notes3 = bench_clients(opts, engine="ray", digests=digests)
         clients += ray_rows
         notes += notes3
     overhead = bench_overhead(opts)
@@ -900,6 +911,7 @@ def to_markdown(res: dict[str, Any]) -> str:
             ("d", "d"),
             ("seconds", "seconds"),
             ("ship_seconds", "actors + data s"),
+            ("same_transcript", "same transcript as in process"),
             ("ratio", "time / ot.emd"),
             ("peak_mib", "peak MiB"),
         ],
