@@ -176,7 +176,7 @@ class FedWAD(Protocol):
         interpolation = "exact" if accurate else cfg.interpolation
         every_round = accurate or cfg.distances == "every_round"
         name_mu, name_nu = self._clients(parties)
-        d_mu, d_nu = bus.local(name_mu, _dim), bus.local(name_nu, _dim)
+        d_mu, d_nu = bus.local_map([(name_mu, _dim), (name_nu, _dim)])
         if d_mu != d_nu:
             raise DataError(f"fedwad: dimension mismatch ({d_mu} vs {d_nu})")
         rng_server, rng_mu, rng_nu = rng.spawn(3)
@@ -195,11 +195,12 @@ class FedWAD(Protocol):
             xi_at_mu = bus.send(SERVER, name_mu, "fedwad.xi", xi, round=k).payload
             xi_at_nu = bus.send(SERVER, name_nu, "fedwad.xi", xi, round=k).payload
             # clients: xi_mu^(k) = Interp(mu, xi^(k-1), t), xi_nu^(k) = Interp(nu, xi^(k-1), t)
-            xi_mu, w_mu_prev = bus.local(
-                name_mu, _client_step, xi_at_mu, self._t(rng_mu), interpolation, cfg.prune
-            )
-            xi_nu, w_nu_prev = bus.local(
-                name_nu, _client_step, xi_at_nu, self._t(rng_nu), interpolation, cfg.prune
+            # the two clients' steps are independent (run at once on an engine with remote parties)
+            (xi_mu, w_mu_prev), (xi_nu, w_nu_prev) = bus.local_map(
+                [
+                    (name_mu, _client_step, xi_at_mu, self._t(rng_mu), interpolation, cfg.prune),
+                    (name_nu, _client_step, xi_at_nu, self._t(rng_nu), interpolation, cfg.prune),
+                ]
             )
             got_mu = bus.send(name_mu, SERVER, "fedwad.xi_mu", xi_mu, round=k).payload
             got_nu = bus.send(name_nu, SERVER, "fedwad.xi_nu", xi_nu, round=k).payload
@@ -214,8 +215,9 @@ class FedWAD(Protocol):
             if cfg.trace:
                 # A^(k) = W(mu,xi_mu) + W(xi_mu,xi) + W(xi,xi_nu) + W(xi_nu,nu): a testbed
                 # diagnostic; the client terms are computed at the clients and never sent.
-                a_mu, e_mu = bus.local(name_mu, _trace_terms, xi_mu, xi)
-                a_nu, e_nu = bus.local(name_nu, _trace_terms, xi_nu, xi)
+                (a_mu, e_mu), (a_nu, e_nu) = bus.local_map(
+                    [(name_mu, _trace_terms, xi_mu, xi), (name_nu, _trace_terms, xi_nu, xi)]
+                )
                 history["bound"].append(
                     a_mu + tot.wasserstein(xi_mu, xi) + tot.wasserstein(xi, xi_nu) + a_nu
                 )
@@ -232,8 +234,9 @@ class FedWAD(Protocol):
         K = rounds + 1
         xi_mu_final = bus.send(SERVER, name_mu, "fedwad.xi_final", xi, round=K).payload
         xi_nu_final = bus.send(SERVER, name_nu, "fedwad.xi_final", xi, round=K).payload
-        w_mu = bus.local(name_mu, _distance_to, xi_mu_final)
-        w_nu = bus.local(name_nu, _distance_to, xi_nu_final)
+        w_mu, w_nu = bus.local_map(
+            [(name_mu, _distance_to, xi_mu_final), (name_nu, _distance_to, xi_nu_final)]
+        )
         d_mu = bus.send(name_mu, SERVER, "fedwad.distance", w_mu, round=K).payload
         d_nu = bus.send(name_nu, SERVER, "fedwad.distance", w_nu, round=K).payload
         final = float(d_mu + d_nu)

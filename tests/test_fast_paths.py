@@ -72,6 +72,17 @@ def test_fedbary_local_map_equals_sequential_local_calls():
     assert a_bus.transcript.digest() == b_bus.transcript.digest()
 
 
+def test_fedwad_local_map_equals_sequential_local_calls():
+    parties = make_pair(50, 3, seed=4)
+    for params in ({"support_size": 6, "iterations": 4}, {"mode": "accurate"}):
+        proto = FedWAD.from_params(params)
+        a_bus, b_bus = Bus(parties=parties), _SequentialBus(parties=parties)
+        a = proto.run(parties, a_bus, np.random.default_rng(2))
+        b = proto.run(parties, b_bus, np.random.default_rng(2))
+        assert a.estimates == b.estimates and a.history == b.history
+        assert a_bus.transcript.digest() == b_bus.transcript.digest()
+
+
 def test_single_threaded_blas_gives_the_same_fedwad_result():
     # the CLI's default (one BLAS thread) against two threads
     from threadpoolctl import threadpool_limits
