@@ -494,8 +494,8 @@ def bench_clients(
         lat = _ray_latency()
         notes.append(
             f"ray: one bus.local round trip (no-op, 2 parties) takes {1e3 * lat:.2f} ms here; "
-            "FedBary makes about 3N sequential ones per run plus one batched local_map per round, "
-            "pairwise FedWAD about 2K+4 sequential ones per pair"
+            "FedBary makes K+3 batched local_map calls of N each (no validation set), pairwise "
+            "FedWAD K+2 batched calls of 2 per pair, i.e. about N^2/2 * (K+2) round trips"
         )
     try:
         for c in cases:
