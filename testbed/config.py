@@ -326,6 +326,18 @@ def validate_plugins(
     for i, a in enumerate(sc.attacks):
         _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
         resolved["attacks"].append(cfg.model_dump(mode="json"))
+    if sc.engine == "ray":  # engine options are checked at load time too (no ray import)
+        from testbed.engines.ray_bus import RayEngineConfig
+
+        try:
+            RayEngineConfig.model_validate(sc.engine_params)
+        except ValidationError as exc:
+            raise _first_error(exc, ["engine_params"], root, fname) from None
+    elif sc.engine_params:
+        line = _line_of(root, ["engine_params"])
+        raise ScenarioError(
+            f"{fname}:{line}: engine_params: the {sc.engine} engine takes no parameters"
+        )
     tm = sc.threat_model
     allowed = {"server", "eavesdropper", *names}
     for field, who in [("observer", [tm.observer]), ("colluders", tm.colluders)]:

@@ -69,3 +69,11 @@ def test_blas_threads_env(monkeypatch):
     monkeypatch.setenv("OT_TESTBED_BLAS_THREADS", "two")
     with pytest.raises(TestbedError, match="OT_TESTBED_BLAS_THREADS"):
         blas_threads()
+
+
+def test_bad_engine_params_fail_at_load_time_with_the_line(scenarios_dir):
+    text = (scenarios_dir / "contract_tiny.yaml").read_text()
+    with pytest.raises(ScenarioError, match=r"x\.yaml:\d+: engine_params\.actors"):
+        parse_scenario(text + "engine: ray\nengine_params: {actors: 0}\n", "x.yaml")
+    with pytest.raises(ScenarioError, match="inprocess engine takes no parameters"):
+        parse_scenario(text + "engine_params: {actors: 2}\n", "x.yaml")
