@@ -266,7 +266,7 @@ class CsvFile(DatasetPlugin):
                     f"{path}:{lineno}: expected {len(data[0])} columns, got {len(vals)}"
                 )
             bad = [j for j, v in enumerate(vals) if not np.isfinite(v)]
-            if bad and (self.config.label_column is None or True):
+            if bad:
                 raise DataError(f"{path}:{lineno}: NaN or inf in column {bad[0]}")
             data.append(vals)
         if not data:
