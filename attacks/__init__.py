@@ -5,10 +5,12 @@ from attacks._base import (
     AttackConfig,
     AttackOutput,
     AttackOutputError,
+    observed,
     prior_points,
     validate_outputs,
 )
 from attacks.fedwad_distributional import FedWADDistributional
+from attacks.measure_inversion import MeasureInversion
 
 __all__ = [
     "Attack",
@@ -16,6 +18,8 @@ __all__ = [
     "AttackOutput",
     "AttackOutputError",
     "FedWADDistributional",
+    "MeasureInversion",
+    "observed",
     "prior_points",
     "validate_outputs",
 ]
