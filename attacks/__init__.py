@@ -10,6 +10,7 @@ from attacks._base import (
     validate_outputs,
 )
 from attacks.fedwad_distributional import FedWADDistributional
+from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "AttackOutput",
     "AttackOutputError",
     "FedWADDistributional",
+    "MarketplaceTrilateration",
     "MeasureInversion",
     "observed",
     "prior_points",
