@@ -12,6 +12,7 @@ from attacks._base import (
 from attacks.fedwad_distributional import FedWADDistributional
 from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
+from attacks.word2vec_retrieval import Word2VecRetrieval
 
 __all__ = [
     "Attack",
@@ -21,6 +22,7 @@ __all__ = [
     "FedWADDistributional",
     "MarketplaceTrilateration",
     "MeasureInversion",
+    "Word2VecRetrieval",
     "observed",
     "prior_points",
     "validate_outputs",

@@ -102,6 +102,9 @@ class Attack(Plugin):
     protocols: ClassVar[tuple[str, ...]] = ("*",)
     #: kinds of AttackOutput it returns
     output_kinds: ClassVar[tuple[str, ...]] = ("points",)
+    #: scenario the contract kit runs it on (file name in scenarios/, or a path); default: the
+    #: tiny scenario of its first protocol (scenarios/contract_tiny[_<protocol>].yaml)
+    contract_scenario: ClassVar[str | None] = None
 
     def applies_to(self, protocol: str) -> bool:
         return "*" in self.protocols or protocol in self.protocols

@@ -529,3 +529,7 @@ def build_parties(
         parties[spec.party], m = inject_noise(parties[spec.party], spec, rng_noise, n_classes)
         masks[spec.party] = masks.get(spec.party, np.zeros(parties[spec.party].n, bool)) | m
     return parties, masks
+
+
+# text datasets register themselves on import (gensim is imported lazily inside them)
+from testbed import text as _text  # noqa: E402,F401

@@ -20,6 +20,8 @@ def _fixture(cls):
     this build get the synthetic transcript of tests/_synthetic.py (same message contract)."""
     from _synthetic import synthetic_fixture
 
+    if getattr(cls, "contract_scenario", None):
+        return None
     protos = [p for p in getattr(cls, "protocols", ("*",)) if p != "*"]
     proto = protos[0] if protos else "fedwad"
     if proto in PROTOCOLS:

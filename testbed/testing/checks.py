@@ -111,6 +111,10 @@ def attack_fixture(protocol: str = "fedwad", scenario: str | Path | None = None)
 def _fixture_for(cls, fixture: PluginFixture | None) -> PluginFixture:
     if fixture is not None:
         return fixture
+    own = getattr(cls, "contract_scenario", None)
+    if own:
+        path = Path(own) if Path(own).is_absolute() else SCENARIO_DIR / own
+        return attack_fixture(scenario=path)
     protos = [p for p in getattr(cls, "protocols", ("*",)) if p != "*"]
     return attack_fixture(protos[0] if protos else "fedwad")
 
