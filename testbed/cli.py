@@ -1,4 +1,4 @@
-"""Command line: ``testbed run | validate | plugins | transcript``.
+"""Command line: ``testbed run | validate | plugins | transcript | new-attack``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -164,6 +164,15 @@ def cmd_transcript(args) -> int:
     return 0
 
 
+def cmd_new_attack(args) -> int:
+    from testbed.scaffold import new_attack
+
+    root = new_attack(args.name, args.dir)
+    print(f"created attack plugin {args.name!r} in {root}")
+    print(f"next: pip install -e {root} && testbed plugins")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
@@ -180,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("plugins", help="list registered protocols, attacks, defenses, datasets")
     p.set_defaults(fn=cmd_plugins)
+    p = sub.add_parser("new-attack", help="scaffold an attack plugin package")
+    p.add_argument("name", help="snake_case attack name (== YAML key == entry-point name)")
+    p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
+    p.set_defaults(fn=cmd_new_attack)
     p = sub.add_parser("transcript", help="show what was exchanged in a run")
     p.add_argument("run_dir")
     p.add_argument("--limit", type=int, default=40)
