@@ -60,10 +60,22 @@ def cmd_run(args) -> int:
     )
     for a in r.get("attacks", []):
         keys = [
-            k for k in ("leakage", "w2_ratio", "coverage", "matching_rate", "auc", "tv") if k in a
+            k
+            for k in (
+                "leakage",
+                "w2_ratio",
+                "coverage",
+                "exact_recovery",
+                "matching_rate",
+                "matching_rate_any",
+                "auc",
+                "tv",
+            )
+            if k in a
         ]
         print(
-            f"attack {a['attack']} on {a['target']} (observer {a['observer']}): "
+            f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
+            f"on {a['target']} (observer {a['observer']}): "
             + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
         )
     print(f"results: {out.out_dir / 'results.json'}")

@@ -24,7 +24,6 @@ def _run(*cmd, cwd=None):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
-@pytest.mark.slow  # pip install -e + three CLI subprocesses (~30 s)
 def test_scaffold_installs_lists_and_reports(tmp_path, scenarios_dir):
     # Prepare: scaffold with the CLI, install editable into this venv
     name = "scaffold_probe_attack"
