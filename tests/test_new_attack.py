@@ -24,6 +24,7 @@ def _run(*cmd, cwd=None):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow  # pip install -e and five CLI subprocesses: 30-80 s on a loaded machine
 def test_scaffold_installs_lists_and_reports(tmp_path, scenarios_dir):
     # Prepare: scaffold with the CLI, install editable into this venv
     name = "scaffold_probe_attack"
