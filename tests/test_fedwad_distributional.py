@@ -85,3 +85,28 @@ def test_attack_is_empty_without_the_released_estimate(scenarios_dir):
     hidden = replace(public, extra={k: v for k, v in public.extra.items() if k != "released"})
     view = tr.view("alice", own_data={"alice": world.parties["alice"].X}, public=hidden)
     assert FedWADDistributional().run(view, hidden, np.random.default_rng(0)) == []
+
+
+def test_scored_rows_reach_results_json(scenarios_dir, tmp_path):
+    # Prepare: the tiny scenario with alice curious and the attack listed
+    import json
+
+    import yaml
+
+    from testbed.config import Scenario
+    from testbed.runner import run_scenario
+
+    raw = yaml.safe_load((scenarios_dir / "contract_tiny.yaml").read_text())
+    raw["threat_model"] = {"observer": "alice"}
+    raw["attacks"] = [{"name": "fedwad_distributional"}]
+    # Execute
+    out = run_scenario(Scenario.model_validate(raw), tmp_path / "run")
+    rows = json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]
+    # Assert: one scored row about bob with every pinned point metric
+    assert [(r["attack"], r["target"], r["observer"]) for r in rows] == [
+        ("fedwad_distributional", "bob", "alice")
+    ]
+    for key in ("w2", "w2_ratio", "leakage", "coverage", "coverage_r", "exact_recovery"):
+        assert key in rows[0]
+    assert 0.0 <= rows[0]["leakage"] <= 1.0
+    assert out.results["attacks"] == rows
