@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-SCENARIO ?= scenarios/fedwad_gaussians.yaml
+SCENARIO ?= scenarios/leakage_vs_accuracy.yaml
 PYTEST_ARGS ?=
+JOBS ?= 2
 
 .PHONY: demo test test-slow bench lint install clean
 
@@ -18,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	@$(VENV)/bin/testbed run $(SCENARIO)
+	@$(VENV)/bin/testbed run $(SCENARIO) --jobs $(JOBS)
 
 test: $(STAMP)
 	@$(PY) -m pytest -m "not slow and not benchmark" $(PYTEST_ARGS)

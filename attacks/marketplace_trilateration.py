@@ -11,10 +11,11 @@ s, :math:`\\eta(s) = \\nu + s\\,(b - \\nu)`, two or more ratios give :math:`\\nu
 line fit per point — without knowing gamma. With a single ratio the plugin inverts the push
 toward gamma instead (:func:`attacks.measure_inversion.invert_barycentric_push`).
 
-Message contract: the seller's envelope ``triangle_wad.cost*`` to the buyer carries a mapping
-``{"s": s_j, "cost": C}`` (rows = the seller's points, columns = the buyer's eta atoms, in the
-order of the buyer's ``triangle_wad.eta*`` envelope to that seller); an optional
-``"metric": "euclidean"`` marks unsquared distances (default squared).
+Messages read: ``triangle_wad_marketplace.cost_matrices`` (seller to buyer, an array
+``(B_s, n_i, m)`` of squared distances at the public nodes ``public.params["s_nodes"]``) with the
+buyer's own ``triangle_wad_marketplace.eta_buyer`` as anchors; also the generic form
+``triangle_wad.cost*`` = ``{"s": s_j, "cost": C}`` (an optional ``"metric": "euclidean"`` marks
+unsquared distances) with the buyer's ``triangle_wad.eta*``.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ def trilaterate(anchors: np.ndarray, sq_dists: np.ndarray) -> np.ndarray:
         raise ValueError(f"{C.shape[1]} distances per point for {m} anchors")
     if m < d + 1:
         raise ValueError(f"trilateration in dimension {d} needs >= {d + 1} anchors, got {m}")
+    center = A.mean(axis=0)  # solving about the anchors' centroid keeps the system well scaled
+    A = A - center
     M = np.hstack([-2.0 * A, np.ones((m, 1))])
     rhs = (C - np.sum(A**2, axis=1)[None, :]).T  # (m, n)
     sol, *_ = np.linalg.lstsq(M, rhs, rcond=None)
-    return sol[:d].T.copy()
+    return sol[:d].T + center
 
 
 def extrapolate_to_zero(s: Sequence[float], points: Sequence[np.ndarray]) -> np.ndarray:
@@ -65,37 +68,47 @@ def extrapolate_to_zero(s: Sequence[float], points: Sequence[np.ndarray]) -> np.
     return coef[0].reshape(P.shape[1:])
 
 
+def _cost_blocks(payload, nodes) -> list[tuple[float, np.ndarray]]:
+    """``(s_j, squared-distance matrix)`` pairs from either message form."""
+    if isinstance(payload, Mapping) and "cost" in payload and "s" in payload:
+        C = np.asarray(payload["cost"], dtype=np.float64)
+        return [(float(payload["s"]), C**2 if payload.get("metric") == "euclidean" else C)]
+    if isinstance(payload, np.ndarray) and payload.ndim == 3 and nodes is not None:
+        if len(nodes) == payload.shape[0]:
+            return [(float(s), np.asarray(C, dtype=np.float64)) for s, C in zip(nodes, payload)]
+    return []
+
+
 @ATTACKS.register
 class MarketplaceTrilateration(Attack):
     """Buyer recovers each seller's data from the TriangleWad cost matrices it receives."""
 
     name = "marketplace_trilateration"
     Config = AttackConfig
-    protocols = ("triangle_wad",)
+    protocols = ("triangle_wad_marketplace", "triangle_wad")
     output_kinds = ("points",)
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
         me = view.observer
         out = []
+        nodes = public.params.get("s_nodes")
         by_seller: dict[str, list] = {}
-        for e in observed(view, "triangle_wad.cost*"):
-            if e.receiver == me and e.sender != me and isinstance(e.payload, Mapping):
-                by_seller.setdefault(e.sender, []).append(e)
+        for proto in ("triangle_wad", "triangle_wad_marketplace"):
+            for e in observed(view, f"{proto}.cost*"):
+                if e.receiver == me and e.sender != me:
+                    by_seller.setdefault(e.sender, []).append((proto, e))
         for seller, envs in by_seller.items():
-            sent = [e for e in observed(view, "triangle_wad.eta*") if e.sender == me]
-            to_seller = [e for e in sent if e.receiver == seller] or sent
-            anchors = _as_measure(to_seller[-1].payload) if to_seller else None
-            if anchors is None:
-                continue
             s_vals, etas = [], []
-            for e in envs:
-                C = np.asarray(e.payload["cost"], dtype=np.float64)
-                if C.ndim != 2 or C.shape[1] != anchors.n:
+            for proto, e in envs:
+                sent = [x for x in observed(view, f"{proto}.eta*") if x.sender == me]
+                to_seller = [x for x in sent if x.receiver == seller] or sent
+                anchors = _as_measure(to_seller[-1].payload) if to_seller else None
+                if anchors is None:
                     continue
-                if e.payload.get("metric") == "euclidean":
-                    C = C**2
-                s_vals.append(float(e.payload["s"]))
-                etas.append(trilaterate(anchors.support, C))
+                for s, C in _cost_blocks(e.payload, nodes):
+                    if C.ndim == 2 and C.shape[1] == anchors.n:
+                        s_vals.append(s)
+                        etas.append(trilaterate(anchors.support, C))
             if not etas:
                 continue
             if len(set(s_vals)) >= 2:

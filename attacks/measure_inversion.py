@@ -13,15 +13,20 @@ exactly for every point whose mass the plan does not split (papers/README.md, fa
 When ``t`` is hidden (TriangleWad's unknown-t variant) it is estimated: the value on a grid whose
 reconstruction's Gaussian moments are closest (Bures–Wasserstein) to the public prior's.
 
-Message contract (what the plugin reads; the protocol code lives on another branch):
+Messages read (``triangle_wad`` and ``triangle_wad_marketplace``):
 
-- ``<protocol>.eta*`` envelopes (``triangle_wad`` or ``fedbary``) whose payload is a Measure,
-  or a mapping with a Measure under ``"eta"``: the interpolant of the *sender's* data;
-- gamma: an envelope ``<protocol>.gamma*`` or ``<protocol>.barycenter*`` in the view (Measure),
-  else ``public.extra["gamma"]`` (Measure or n x d array), else regenerated from public params
-  ``gamma_size`` (k), ``gamma_mean``, ``gamma_scale``, ``gamma_seed`` as
-  ``np.random.default_rng(gamma_seed).normal(gamma_mean, gamma_scale, (k, d))``, uniform weights;
-- ``t``: ``public.params["t"]`` when it is a number (or the envelope meta ``t``), else estimated.
+- ``<protocol>.eta*`` envelopes (``triangle_wad.eta`` to the server, ``triangle_wad.eta_buyer``
+  and ``triangle_wad_marketplace.eta_buyer`` to a seller) whose payload is a Measure, or a
+  mapping with a Measure under ``"eta"``: the interpolant of the *sender's* data;
+- gamma: a ``<protocol>.gamma*`` envelope the observer saw (a Measure, or the ``gamma_params``
+  announcement ``{seed, support_size, mean, std, dim}``), else ``public.extra["gamma"]``, else
+  regenerated from public params (``support_size``, ``gamma_mean``, ``gamma_std``,
+  ``gamma_seed``) exactly as ``protocols.triangle_wad.shared_gamma`` does;
+- ``t``: ``public.params["t"]`` when it is a number (or the envelope meta ``t``), else estimated
+  (the unknown-t settings drop ``t`` from the public params).
+
+FedBary's messages are FedWAD-style nested interpolants, not a single push toward a known
+measure; this attack does not apply to them.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ __all__ = [
     "public_gamma",
 ]
 
-PROTOCOLS = ("triangle_wad", "fedbary")
+PROTOCOLS = ("triangle_wad", "triangle_wad_marketplace")
 
 
 def invert_barycentric_push(eta: Measure, gamma: Measure, t: float) -> np.ndarray:
@@ -84,14 +89,20 @@ def estimate_t(
 
 
 def public_gamma(params: Mapping, d: int) -> Measure | None:
-    """gamma regenerated from public params (see the module docstring), or None."""
-    need = ("gamma_size", "gamma_seed")
-    if not all(k in params and params[k] is not None for k in need):
+    """gamma regenerated from public params, or None when its seed is not public.
+
+    Keys as in TriangleWad's config (``support_size``, ``gamma_mean``, ``gamma_std``,
+    ``gamma_seed``) or its ``gamma_params`` announcement (``support_size``, ``mean``, ``std``,
+    ``seed``); ``gamma_size``/``gamma_scale`` are accepted as aliases. Same generator as
+    :func:`protocols.triangle_wad.shared_gamma`.
+    """
+    seed = params.get("gamma_seed", params.get("seed"))
+    k = params.get("support_size", params.get("gamma_size"))
+    if seed is None or k is None:
         return None
-    k = int(params["gamma_size"])
-    g = np.random.default_rng(int(params["gamma_seed"])).normal(
-        float(params.get("gamma_mean", 0.0)), float(params.get("gamma_scale", 1.0)), size=(k, d)
-    )
+    mean = params.get("gamma_mean", params.get("mean", 0.0))
+    std = params.get("gamma_std", params.get("std", params.get("gamma_scale", 1.0)))
+    g = np.random.default_rng(int(seed)).normal(float(mean), float(std), size=(int(k), int(d)))
     return Measure(g)
 
 
@@ -108,10 +119,13 @@ def _as_measure(p) -> Measure | None:
 
 
 def find_gamma(view: View, public: PublicInfo, protocol: str) -> Measure | None:
-    """gamma from the view, public extra, or public params, in that order."""
+    """gamma from the view (a Measure, or TriangleWad's ``gamma_params`` announcement), public
+    extra, or public params, in that order."""
     for pattern in (f"{protocol}.gamma*", f"{protocol}.barycenter*"):
         for e in reversed(observed(view, pattern)):
             m = _as_measure(e.payload)
+            if m is None and isinstance(e.payload, Mapping) and public.dim:
+                m = public_gamma(e.payload, int(e.payload.get("dim", public.dim)))
             if m is not None:
                 return m
     g = public.extra.get("gamma")

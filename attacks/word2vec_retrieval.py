@@ -7,7 +7,8 @@ TriangleWad's :math:`\\eta_\\mu`. The embedding model is public (trained on the 
 its parameters come from ``public.extra["word2vec"]``).
 
 Shared points read (those the observer sent or received): FedWAD's ``fedwad.xi_final``
-(:math:`\\xi^{(K)}`); TriangleWad / FedBary ``<protocol>.eta*`` (Measure payloads). The words are
+(:math:`\\xi^{(K)}`); TriangleWad's ``triangle_wad.eta*`` /
+``triangle_wad_marketplace.eta_buyer``; FedBary's ``fedbary.final`` (its ``gamma``). The words are
 reported once per target party (every party other than the observer), each scored against that
 party's document by the text scorer (matching rate, precision@k).
 """
@@ -37,7 +38,12 @@ def retrieve_words(points: np.ndarray, wv, topn: int = 10) -> tuple[tuple[str, .
 
 class Word2VecRetrievalConfig(AttackConfig):
     kinds: list[str] = Field(
-        default_factory=lambda: ["fedwad.xi_final", "triangle_wad.eta*", "fedbary.eta*"],
+        default_factory=lambda: [
+            "fedwad.xi_final",
+            "triangle_wad.eta*",
+            "triangle_wad_marketplace.eta_buyer",
+            "fedbary.final",
+        ],
         description="message kinds (globs) whose Measure payloads are the shared points",
     )
     topk: int = Field(10, gt=0, description="ranked words kept per point (precision@k)")
@@ -49,7 +55,7 @@ class Word2VecRetrieval(Attack):
 
     name = "word2vec_retrieval"
     Config = Word2VecRetrievalConfig
-    protocols = ("fedwad", "triangle_wad", "fedbary")
+    protocols = ("fedwad", "triangle_wad", "triangle_wad_marketplace", "fedbary")
     output_kinds = ("words",)
     contract_scenario = "contract_tiny_words.yaml"
 

@@ -1,5 +1,20 @@
 """Built-in defenses. Importing this package registers them in ``testbed.registry.DEFENSES``."""
 
 from defenses._base import Defense, DefenseConfig
+from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
+from defenses.knobs import DistancesAtEnd, KnobDefense, LargeT, RandomT, SmallSupport
+from defenses.subsample_support import SubsampleSupport, SubsampleSupportConfig
 
-__all__ = ["Defense", "DefenseConfig"]
+__all__ = [
+    "Defense",
+    "DefenseConfig",
+    "DistancesAtEnd",
+    "GaussianMeasureNoise",
+    "GaussianMeasureNoiseConfig",
+    "KnobDefense",
+    "LargeT",
+    "RandomT",
+    "SmallSupport",
+    "SubsampleSupport",
+    "SubsampleSupportConfig",
+]

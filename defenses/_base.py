@@ -9,7 +9,7 @@ protocol's parameters before the run.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -34,6 +34,8 @@ class Defense(Plugin):
     """Base class of defense plugins."""
 
     Config = DefenseConfig
+    #: False for knob defenses, which change protocol parameters and never a message
+    changes_messages: ClassVar[bool] = True
 
     def applies_to(self, env: Envelope) -> bool:
         senders = getattr(self.config, "senders", None)

@@ -1,6 +1,17 @@
 """Built-in protocols. Importing this package registers them in ``testbed.registry.PROTOCOLS``."""
 
 from protocols._base import Protocol, ProtocolResult
+from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
+from protocols.fedwad_clustering import FedWADClustering
+from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
-__all__ = ["FedWAD", "Protocol", "ProtocolResult"]
+__all__ = [
+    "FedBary",
+    "FedWAD",
+    "FedWADClustering",
+    "Protocol",
+    "ProtocolResult",
+    "TriangleWad",
+    "TriangleWadMarketplace",
+]

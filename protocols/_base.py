@@ -32,6 +32,9 @@ class ProtocolResult:
     mode : which variant ran (e.g. ``"paper"`` or ``"accurate"``), shown in every report.
     deviations : named deviations from the paper, shown in every report.
     diagnostics : instrumentation computed by the testbed, not part of the protocol (never sent).
+    detection : per-row noisy-point scores, ``{detector: {party: scores}}`` (higher = more likely
+        noisy; one score per row of that party's data). The runner scores them against the
+        scenario's noise masks (ROC-AUC, precision/recall at the true noise rate).
     """
 
     estimates: Mapping[str, float]
@@ -40,6 +43,7 @@ class ProtocolResult:
     mode: str = "paper"
     deviations: tuple[str, ...] = ()
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    detection: Mapping[str, Mapping[str, np.ndarray]] = field(default_factory=dict)
 
 
 class Protocol(Plugin):
@@ -57,6 +61,13 @@ class Protocol(Plugin):
     @abstractmethod
     def reference(self, parties: Mapping[str, PartyData]) -> dict[str, float]:
         """The same quantities computed centrally (exact POT), keyed like ``estimates``."""
+
+    def reference_key(self) -> str:
+        """What :meth:`reference` depends on besides the data (default: the whole config); the
+        runner memoises references by it."""
+        import json
+
+        return json.dumps(self.config.model_dump(mode="json"), sort_keys=True)
 
     def public_params(self) -> dict[str, Any]:
         """Parameters everyone knows (default: the whole config)."""

@@ -1,4 +1,4 @@
-"""Command line: ``testbed run | validate | plugins | transcript | new-attack``.
+"""Command line: ``testbed run | report | validate | plugins | transcript | new-attack``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -22,6 +22,13 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+def _fmt_value(v) -> str:
+    """A scalar as 6 significant digits; an array (e.g. a distance matrix) by its shape."""
+    if hasattr(v, "shape") and getattr(v, "ndim", 0) > 0:
+        return "[" + "x".join(str(n) for n in v.shape) + " array]"
+    return f"{v:.6g}"
+
+
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
@@ -32,18 +39,22 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 def cmd_run(args) -> int:
     from testbed.config import load_scenario
+    from testbed.report import write_report
     from testbed.runner import run_scenario
 
     sc = load_scenario(args.scenario)
+    if sc.is_sweep:
+        return _run_sweep(sc, args)
     out = run_scenario(sc, out_dir=args.out, progress=not args.quiet)
+    write_report(out.out_dir)
     r = out.results
     rows = []
     for k, acc in r["accuracy"].items():
         rows.append(
             [
                 k,
-                f"{acc['estimate']:.6g}",
-                f"{acc['exact']:.6g}",
+                _fmt_value(acc["estimate"]),
+                _fmt_value(acc["exact"]),
                 f"{100 * acc['relative_error']:.3f} %",
                 r["transcript"]["rounds"],
                 r["transcript"]["messages"],
@@ -85,12 +96,58 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _run_sweep(sc, args) -> int:
+    from testbed.report import _point, _series, write_report
+    from testbed.sweep import run_sweep
+
+    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
+    rows = []
+    for r in out.rows:
+        res = r["results"]
+        acc = next(iter(res["accuracy"].values()), None)
+        eps = [v["epsilon"] for v in res.get("privacy", {}).values()]
+        eps = [float(e) for e in eps if e is not None]
+        rows.append(
+            [
+                r["cell"][:10],
+                _series(r)[:30],
+                _point(r)[:70],
+                r["seed"],
+                "-" if acc is None else f"{100 * acc['relative_error']:.2f} %",
+                f"{max(eps):.4g}" if eps else "inf",
+            ]
+        )
+    print(
+        f"{sc.name}: sweep of {len(out.rows)} cells ({out.computed} computed, {out.cached} cached)"
+    )
+    print(_table(rows, ["cell", "protocol", "setting", "seed", "rel. error", "claimed eps"]))
+    report = write_report(out.out_dir)
+    print(f"results: {out.out_dir / 'results.jsonl'}")
+    print(f"report:  {report}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from testbed.report import write_report
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise TestbedError(f"{run_dir}: run directory not found")
+    print(f"report: {write_report(run_dir)}")
+    return 0
+
+
 def cmd_validate(args) -> int:
     from testbed.config import config_hash, load_scenario, resolve
 
     sc = load_scenario(args.scenario)
+    cells = ""
+    if sc.is_sweep:
+        from testbed.sweep import expand_cells
+
+        cells = f", sweep of {len(expand_cells(sc))} cells"
     print(
-        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, config hash {config_hash(resolve(sc))[:12]})"
+        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, config hash {config_hash(resolve(sc))[:12]}{cells})"
     )
     return 0
 
@@ -195,7 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-j", "--jobs", type=int, default=1, help="sweep cells run in this many processes"
+    )
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
+    p.add_argument("run_dir")
+    p.set_defaults(fn=cmd_report)
     p = sub.add_parser("validate", help="check a scenario without running it")
     p.add_argument("scenario")
     p.set_defaults(fn=cmd_validate)

@@ -469,6 +469,41 @@ class ClassSubsets(PartitionerPlugin):
         return out
 
 
+class SharedBaseConfig(PluginConfig):
+    holdout: dict[str, int] = Field(
+        default_factory=dict, description="party -> rows: parties with their own disjoint rows"
+    )
+    base_size: int = Field(gt=0, description="rows of the one sample every other party receives")
+
+
+@PARTITIONERS.register
+class SharedBase(PartitionerPlugin):
+    """Controlled experiments: every party not in ``holdout`` receives the *same* random sample of
+    ``base_size`` rows (so they differ only by injected noise); holdout parties (e.g. a validation
+    set) get their own disjoint rows."""
+
+    name = "shared_base"
+    Config = SharedBaseConfig
+
+    def split(self, ds, parties, rng):
+        unknown = [p for p in self.config.holdout if p not in parties]
+        if unknown:
+            raise DataError(f"partition shared_base: holdout parties {unknown} are not parties")
+        need = sum(self.config.holdout.values()) + self.config.base_size
+        if need > ds.n:
+            raise DataError(f"partition shared_base: needs {need} rows, the dataset has {ds.n}")
+        perm = rng.permutation(ds.n)
+        out, start = {}, 0
+        for p, size in self.config.holdout.items():
+            out[p] = np.sort(perm[start : start + size])
+            start += size
+        base = np.sort(perm[start : start + self.config.base_size])
+        for p in parties:
+            if p not in out:
+                out[p] = base.copy()
+        return out
+
+
 # ----------------------------------------------------------------------------- noise
 class NoiseSpec(PluginConfig):
     party: str

@@ -23,7 +23,9 @@ from testbed.measure import Measure
 __all__ = [
     "NUM_ITERMAX",
     "barycentric_map",
+    "calibrated_gradient",
     "cost_matrix",
+    "emd_duals",
     "emd_plan",
     "gaussian_w2",
     "interpolate",
@@ -77,6 +79,32 @@ def emd_plan(a: np.ndarray, b: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, f
     """Exact OT plan and cost with ``ot.emd``; raises :class:`OTSolverError` if not optimal."""
     P, log = _solve(ot.emd, a, b, M, "ot.emd")
     return P, float(max(log["cost"], 0.0))
+
+
+def emd_duals(
+    a: np.ndarray, b: np.ndarray, M: np.ndarray, num_itermax: int = NUM_ITERMAX
+) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """Exact plan, cost and POT's dual potentials ``(P, cost, u, v)`` (``ot.emd(..., log=True)``).
+
+    The potentials are defined up to a constant shift (and are not unique on degenerate
+    problems); use :func:`calibrated_gradient` for a shift-free per-atom score.
+    """
+    P, log = ot.emd(a, b, M, numItermax=max(int(num_itermax), 1_000_000), log=True)
+    _check_log(log, "ot.emd")
+    return P, float(max(log["cost"], 0.0)), np.asarray(log["u"]), np.asarray(log["v"])
+
+
+def calibrated_gradient(f: np.ndarray) -> np.ndarray:
+    """Calibrated dual gradient :math:`s_l = f_l - \\sum_{j \\neq l} f_j / (m - 1)`.
+
+    Eq. 10 of FedBary / eq. 13 of TriangleWad: the rate of change of the OT cost when mass is
+    moved onto atom ``l``. Positive = the atom increases the distance (likely noisy).
+    """
+    f = np.asarray(f, dtype=np.float64)
+    m = f.shape[0]
+    if m < 2:
+        return np.zeros_like(f)
+    return f - (f.sum() - f) / (m - 1)
 
 
 def plan(mu: Measure, nu: Measure, M: np.ndarray | None = None) -> tuple[np.ndarray, float]:

@@ -24,13 +24,22 @@ import yaml
 from testbed.bus import Bus, PrivacyGuard, PublicInfo, Transcript, atomic_write_bytes
 from testbed.config import Scenario, config_hash, resolve
 from testbed.data import NoiseSpec, PartyData, build_parties
+from testbed.errors import TestbedError
 from testbed.ledger import PrivacyLedger
-from testbed.metrics import relative_error
+from testbed.metrics import detection_metrics, relative_error
 from testbed.public import gaussian_prior
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.seeding import component_rng
 
-__all__ = ["RunOutput", "build_world", "jsonable", "run_scenario", "write_json"]
+__all__ = [
+    "RunOutput",
+    "build_world",
+    "jsonable",
+    "package_versions",
+    "run_scenario",
+    "transcript_summary",
+    "write_json",
+]
 
 DELTA = 1e-5
 
@@ -144,6 +153,65 @@ def build_world(sc: Scenario) -> World:
     )
 
 
+_REFERENCE_CACHE: dict[str, dict] = {}
+
+
+def _reference(protocol, parties) -> dict:
+    """``protocol.reference(parties)``, memoised in-process by protocol name, the protocol's
+    ``reference_key()`` and a digest of the parties' data: sweep cells that share data (every
+    defense setting and knob of a scenario) solve the central exact OT once. Exact POT solves are
+    deterministic, so results are byte-identical with or without the cache."""
+    import hashlib
+
+    h = hashlib.sha256(f"{protocol.name}|{protocol.reference_key()}".encode())
+    for name in sorted(parties):
+        d = parties[name]
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(d.X).tobytes())
+        h.update(str(d.X.shape).encode())
+        if d.y is not None:
+            h.update(np.ascontiguousarray(d.y).tobytes())
+    key = h.hexdigest()
+    if key not in _REFERENCE_CACHE:
+        if len(_REFERENCE_CACHE) >= 64:
+            _REFERENCE_CACHE.pop(next(iter(_REFERENCE_CACHE)))
+        _REFERENCE_CACHE[key] = protocol.reference(parties)
+    return dict(_REFERENCE_CACHE[key])
+
+
+def transcript_summary(envelopes) -> dict[str, dict[str, int]]:
+    """Messages and bytes per message kind."""
+    out: dict[str, dict[str, int]] = {}
+    for e in envelopes:
+        k = out.setdefault(e.kind, {"messages": 0, "bytes": 0})
+        k["messages"] += 1
+        k["bytes"] += e.nbytes
+    return dict(sorted(out.items()))
+
+
+def package_versions() -> dict:
+    """Python and package versions (for run_info.json and the report)."""
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in (
+        "ot-testbed",
+        "numpy",
+        "POT",
+        "torch",
+        "scikit-learn",
+        "opacus",
+        "gensim",
+        "pydantic",
+        "matplotlib",
+    ):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {"python": platform.python_version(), "versions": versions}
+
+
 @dataclass
 class RunOutput:
     out_dir: Path
@@ -175,6 +243,55 @@ class _Progress:
             self.bar.close()
 
 
+def _accuracy(estimate, exact) -> dict:
+    """Relative error of one estimate; arrays (e.g. a distance matrix) use the Frobenius norm and
+    their signed error is that of the sum (the direction of an overall bias)."""
+    if isinstance(estimate, np.ndarray) or isinstance(exact, np.ndarray):
+        est, ex = np.asarray(estimate, dtype=np.float64), np.asarray(exact, dtype=np.float64)
+        norm = float(np.linalg.norm(ex))
+        return {
+            "estimate": est,
+            "exact": ex,
+            "relative_error": float(np.linalg.norm(est - ex)) / norm if norm else math.nan,
+            "signed_relative_error": float((est.sum() - ex.sum()) / ex.sum())
+            if ex.sum()
+            else math.nan,
+        }
+    return {
+        "estimate": estimate,
+        "exact": exact,
+        "relative_error": relative_error(estimate, exact),
+        # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
+        "signed_relative_error": (estimate - exact) / exact if exact != 0 else math.nan,
+    }
+
+
+def score_detection(detection, noise_masks) -> dict:
+    """Score a protocol's per-row detection scores against the noise masks (ground truth).
+
+    ``{detector: {party: metrics}}``; a party without a noise mask counts as all clean. When a
+    detector scores several parties, ``"pooled"`` scores all their rows together.
+    """
+    out: dict[str, dict] = {}
+    for detector, per_party in detection.items():
+        rows, scores, masks = {}, [], []
+        for party, s in per_party.items():
+            s = np.asarray(s, dtype=np.float64).reshape(-1)
+            m = noise_masks.get(party)
+            m = np.zeros(s.size, dtype=bool) if m is None else np.asarray(m, dtype=bool)
+            if m.size != s.size:
+                raise TestbedError(
+                    f"detection {detector!r}: {s.size} scores for party {party!r} with {m.size} rows"
+                )
+            rows[party] = detection_metrics(s, m)
+            scores.append(s)
+            masks.append(m)
+        if len(scores) > 1:
+            rows["pooled"] = detection_metrics(np.concatenate(scores), np.concatenate(masks))
+        out[detector] = rows
+    return out
+
+
 def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, float]:
     """Run the protocol on the bus; return (results, transcript, seconds)."""
     sc = world.scenario
@@ -191,17 +308,21 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
     finally:
         bar.close()
     elapsed = time.perf_counter() - t0
-    reference = world.protocol.reference(world.parties)
+    reference = _reference(world.protocol, world.parties)
     accuracy = {
-        k: {
-            "estimate": result.estimates[k],
-            "exact": reference[k],
-            "relative_error": relative_error(result.estimates[k], reference[k]),
-        }
-        for k in result.estimates
-        if k in reference
+        k: _accuracy(result.estimates[k], reference[k]) for k in result.estimates if k in reference
     }
+    detection = score_detection(result.detection, world.noise_masks)
     tr = bus.transcript
+    tm = sc.threat_model
+    seen = tr.view(tm.observer, tm.colluders).envelopes
+    assumptions = []
+    for dfn in world.defenses:
+        check = getattr(dfn, "assumptions", None)
+        if check is not None:  # testbed diagnostic: checked against the data, never sent
+            assumptions.extend(
+                check(world.parties, sc.protocol.name, world.protocol.config.model_dump())
+            )
     results = {
         "scenario": sc.name,
         "seed": seed,
@@ -211,7 +332,11 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "mode": result.mode,
             "deviations": list(result.deviations),
             "roles": world.protocol.roles(world.parties),
+            "params": world.protocol.config.model_dump(mode="json"),
         },
+        "defenses": [
+            {"name": d.name, "params": d.config.model_dump(mode="json")} for d in world.defenses
+        ],
         "parties": {p: {"rows": d.n, "dim": d.X.shape[1]} for p, d in world.parties.items()},
         "estimates": dict(result.estimates),
         "reference": reference,
@@ -219,14 +344,24 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         "history": {k: list(v) for k, v in result.history.items()},
         "outputs": dict(result.outputs),
         "diagnostics": dict(result.diagnostics),
+        "detection": detection,
         "transcript": {
             "messages": len(tr),
             "bytes": tr.nbytes,
             "rounds": max((e.round for e in tr), default=0),
             "digest": tr.digest(),
             "guard": "on" if guard is not None else "off",
+            "by_kind": transcript_summary(tr),
+        },
+        "observer_view": {
+            "observer": tm.observer,
+            "colluders": list(tm.colluders),
+            "messages": len(seen),
+            "bytes": sum(e.nbytes for e in seen),
+            "by_kind": transcript_summary(seen),
         },
         "privacy": world.ledger.summary(DELTA),
+        "privacy_assumptions": assumptions,
     }
     return results, tr, elapsed
 
@@ -248,26 +383,6 @@ def run_scenario(
     results["attacks"] = run_attacks(world, tr, released=results["estimates"])
     if sc.output.save_transcript:
         tr.save(out)
-    write_json(out / "results.json", results)
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in (
-        "ot-testbed",
-        "numpy",
-        "POT",
-        "torch",
-        "scikit-learn",
-        "opacus",
-        "gensim",
-        "pydantic",
-    ):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    write_json(
-        out / "run_info.json",
-        {"seconds": elapsed, "python": platform.python_version(), "versions": versions},
-    )
+    write_json(out / "run_info.json", {"seconds": elapsed, **package_versions()})
+    write_json(out / "results.json", results)  # last: a sweep treats it as "cell finished"
     return RunOutput(out, results, tr, elapsed)

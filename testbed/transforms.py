@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from testbed.data import PartyData
 from testbed.registry import TRANSFORMS, Plugin, PluginConfig
 
-__all__ = ["Transform"]
+__all__ = ["OtddAugment", "Scale", "Transform"]
 
 
 class Transform(Plugin):
@@ -38,5 +39,26 @@ class Scale(Transform):
         if self.config.clip_norm is not None:
             norms = np.linalg.norm(X, axis=1, keepdims=True)
             X = X * np.minimum(1.0, self.config.clip_norm / np.maximum(norms, 1e-300))
+        X.setflags(write=False)
+        return PartyData(party.name, X, party.y, party.source_index)
+
+
+class OtddAugmentConfig(PluginConfig):
+    covariance: Literal["diagonal", "full"] = Field(
+        "diagonal", description="append diag(Sigma_y^1/2) (width 3d) or all of it (width 2d + d^2)"
+    )
+
+
+@TRANSFORMS.register
+class OtddAugment(Transform):
+    """OTDD label augmentation [x; m_y; vec(Sigma_y^1/2)], statistics from the party's own rows."""
+
+    name = "otdd_augment"
+    Config = OtddAugmentConfig
+
+    def apply(self, party: PartyData) -> PartyData:
+        from testbed.otdd import augment
+
+        X = augment(party.X, party.y, self.config.covariance)
         X.setflags(write=False)
         return PartyData(party.name, X, party.y, party.source_index)

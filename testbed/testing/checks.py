@@ -295,8 +295,15 @@ def check_produces_output(cls, fixture=None) -> None:
 
 # ----------------------------------------------------------------------------- defense checks
 def _defended(cls, fixture):
+    """The defense and the fixture envelopes it applies to. A knob defense
+    (``changes_messages = False``) only sets protocol parameters: it must return a dict from
+    ``protocol_overrides`` and gets no envelope."""
     fx = fixture or attack_fixture("fedwad")
     defense = cls(cls.Config())
+    if not getattr(cls, "changes_messages", True):
+        over = defense.protocol_overrides(fx.protocol)
+        assert isinstance(over, dict), "protocol_overrides must return a dict"
+        return defense, []
     envs = [e for e in fx.transcript if defense.applies_to(e)]
     assert envs, f"the {fx.protocol} fixture has no envelope this defense applies to"
     return defense, envs

@@ -1,0 +1,242 @@
+"""The report renders results only: self-contained HTML, plots, tables, epsilon section, CSV."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import csv
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from _scenarios import NOISE_SWEEP, tiny
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed.cli import main
+from testbed.config import parse_scenario
+from testbed.report import pareto_front, write_report
+from testbed.runner import run_scenario
+from testbed.sweep import run_sweep
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href", "srcset", "data", "action", "poster"):
+                self.refs.append((tag, k, v or ""))
+
+
+def _parse(html: str) -> _Links:
+    p = _Links()
+    p.feed(html)
+    return p
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report_sweep")
+    run_sweep(parse_scenario(NOISE_SWEEP), out)
+    return out
+
+
+def _assert_self_contained(html: str) -> list[bytes]:
+    links = _parse(html)
+    assert links.refs, "no images at all"
+    pngs = []
+    for tag, attr, value in links.refs:
+        assert value.startswith("data:") or value.startswith("#"), f"external {tag} {attr}={value}"
+        if value.startswith("data:image/png;base64,"):
+            pngs.append(base64.b64decode(value.split(",", 1)[1]))
+    assert "<link" not in html and "<script" not in html and "url(" not in html
+    assert all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    return pngs
+
+
+def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir):
+    # Execute
+    path = write_report(sweep_dir)
+    html = path.read_text()
+    # Assert: embedded PNG plots, no external reference
+    pngs = _assert_self_contained(html)
+    assert len(pngs) >= 2  # claimed-epsilon trade-off per party + accuracy by setting
+    # tables: one per protocol, the epsilon table, the observer's view, provenance
+    for heading in (
+        "Leakage against accuracy",
+        "Results per protocol",
+        "Claimed vs audited ε",
+        "Assumptions behind the claims",
+        "What the observer saw",
+        "Protocol modes and deviations",
+        "Scenario and provenance",
+    ):
+        assert f">{heading}</h" in html, heading
+    assert html.count("<table>") >= 6
+    rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    sweep_hash = json.loads((sweep_dir / "sweep.json").read_text())["sweep_hash"]
+    assert sweep_hash in html
+    assert "fedwad.xi_mu" in html and "paper/barycentric" in html
+    assert "opacus" in html and "POT" in html
+    # claimed epsilon of a cell as the ledger wrote it
+    eps = rows[-1]["results"]["privacy"]["alice"]["epsilon"]
+    assert f"{eps:.4g}" in html
+    # Markdown, PNG files and CSV beside it
+    md = (sweep_dir / "report.md").read_text()
+    assert "## Claimed vs audited ε" in md
+    for img in re.findall(r"\]\((plots/[^)]+)\)", md):
+        assert (sweep_dir / img).read_bytes().startswith(b"\x89PNG")
+    with open(sweep_dir / "results.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(rows) == 20
+    assert {r["cell"] for r in table} == {r["cell"] for r in rows}
+    assert "wasserstein.relative_error" in table[0] and "eps_claimed[alice]" in table[0]
+
+
+def test_report_renders_what_the_files_say(sweep_dir, tmp_path):
+    # Prepare: a copy whose first result was edited by hand; the report must show the edit
+    work = tmp_path / "edited"
+    work.mkdir()
+    for name in ("results.jsonl", "sweep.json", "run_info.json", "scenario.yaml"):
+        (work / name).write_bytes((sweep_dir / name).read_bytes())
+    rows = [json.loads(x) for x in (work / "results.jsonl").read_text().splitlines()]
+    rows[0]["results"]["accuracy"]["wasserstein"]["estimate"] = 123456.0
+    (work / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # Execute
+    write_report(work)
+    # Assert
+    with open(work / "results.csv") as f:
+        first = next(csv.DictReader(f))
+    assert float(first["wasserstein.estimate"]) == 123456.0
+
+
+def _with_attacks(rows: list[dict]) -> list[dict]:
+    """Rows as the attacks branch writes them: one attack row per target (values invented
+    here — the report only renders them)."""
+    out = copy.deepcopy(rows)
+    for i, r in enumerate(out):
+        d = r["setting"]["defenses"]
+        z = d[0]["params"]["noise_multiplier"] if d else 0.0
+        r["results"]["attacks"] = [
+            {
+                "attack": "fedwad_geodesic",
+                "target": t,
+                "observer": "server",
+                "w2": 1.0 + z,
+                "w2_baseline": 2.0,
+                "w2_ratio": (1.0 + z) / 2.0,
+                "leakage": max(0.0, 1 - (1.0 + z) / 2.0) + 0.01 * (i % 3),
+                "eps_lower": 50.0 if z == 0.01 else 0.5,
+            }
+            for t in ("alice", "bob")
+        ]
+    return out
+
+
+def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_path):
+    # Prepare
+    work = tmp_path / "attacked"
+    work.mkdir()
+    for name in ("sweep.json", "run_info.json", "scenario.yaml"):
+        (work / name).write_bytes((sweep_dir / name).read_bytes())
+    rows = _with_attacks(
+        [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    )
+    (work / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # Execute
+    html = write_report(work).read_text()
+    # Assert: one plot per leakage metric present (w2, w2_ratio, leakage, eps_lower), claimed
+    # epsilon per party, accuracy by setting
+    pngs = _assert_self_contained(html)
+    assert len(pngs) == 4 + 2 + 1
+    for m in ("w2", "w2_ratio", "leakage", "eps_lower"):
+        assert f"fedwad_geodesic.{m} against relative error" in html
+    # the least-error and the least-leakage settings are on the leakage Pareto front
+    means: dict[str, list[float]] = {}
+    for r in rows:
+        lab = r["label"].removeprefix("defenses=")
+        err = r["results"]["accuracy"]["wasserstein"]["relative_error"]
+        leak = max(a["leakage"] for a in r["results"]["attacks"])
+        means.setdefault(lab, []).append((err, leak))
+    avg = {k: tuple(sum(x) / len(v) for x in zip(*v)) for k, v in means.items()}
+    best_err = min(avg, key=lambda k: avg[k][0])
+    best_leak = min(avg, key=lambda k: avg[k][1])
+    for lab in {best_err, best_leak}:
+        row = re.search(rf"<td>{re.escape(lab)}</td>.*?</tr>", html)
+        assert row and "fedwad_geodesic.leakage" in row.group(0), lab
+    # audited lower bounds (all below the claims here) are shown as consistent
+    eps_section = html.split("Claimed vs audited ε</h2>")[1].split("Assumptions behind")[0]
+    assert "consistent" in eps_section and "VIOLATION" not in eps_section
+    with open(work / "results.csv") as f:
+        head = next(csv.DictReader(f))
+    assert "fedwad_geodesic[alice].leakage" in head and "fedwad_geodesic.eps_lower" in head
+
+
+def test_audit_above_claim_is_flagged(sweep_dir, tmp_path):
+    work = tmp_path / "violation"
+    work.mkdir()
+    rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    r = next(x for x in rows if x["setting"]["defenses"])
+    claim = r["results"]["privacy"]["alice"]["epsilon"]
+    r["results"]["attacks"] = [
+        {
+            "attack": "mia",
+            "target": "alice",
+            "observer": "server",
+            "auc": 0.9,
+            "eps_lower": claim * 2,
+        }
+    ]
+    (work / "results.jsonl").write_text(json.dumps(r) + "\n")
+    html = write_report(work).read_text()
+    assert "VIOLATION: audited &gt; claimed" in html
+
+
+def test_single_run_report_and_cli(tmp_path, capsys):
+    # `testbed run` writes the report for a single run too
+    scenario = tmp_path / "one.yaml"
+    scenario.write_text(
+        tiny(
+            "one",
+            "defenses: [{name: gaussian_measure_noise, params: {clip_norm: 6.0, noise_multiplier: 2.0}}]",
+        )
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 0
+    html = (tmp_path / "run" / "report.html").read_text()
+    _assert_self_contained(html)
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["config_hash"] in html
+    assert (tmp_path / "run" / "results.csv").read_text().count("\n") == 2
+    # `testbed report` re-renders; a missing directory is a one-line error, exit 2
+    assert main(["report", str(tmp_path / "run")]) == 0
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "run directory not found" in capsys.readouterr().err
+
+
+def test_report_of_a_run_without_defense_or_attack(tmp_path):
+    run_scenario(parse_scenario(tiny("plain")), tmp_path)
+    html = write_report(tmp_path).read_text()
+    _assert_self_contained(html)
+    assert "No attack ran in this run" in html
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10), st.floats(0, 10)), min_size=1, max_size=25))
+def test_pareto_front(points):
+    front = pareto_front(points)
+
+    def dominates(a, b):
+        return a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+
+    assert front
+    for i in front:
+        assert not any(dominates(q, points[i]) for q in points)
+    for j in set(range(len(points))) - set(front):
+        assert any(dominates(points[i], points[j]) for i in front)
