@@ -8,25 +8,11 @@ import pytest
 
 from attacks import Attack, AttackConfig, AttackOutput
 from testbed.bus import SERVER
-from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
+from testbed.registry import ATTACKS, DEFENSES
 from testbed.testing import check_plugin, plugin_checks
 
 #: (kind, plugin, check) -> why it is known to fail. Keep reasons concrete.
 EXPECTED_FAILURES: dict[tuple[str, str, str], str] = {}
-
-
-def _fixture(cls):
-    """The contract fixture for the first protocol the plugin names. Protocols that are not in
-    this build get the synthetic transcript of tests/_synthetic.py (same message contract)."""
-    from _synthetic import synthetic_fixture
-
-    if getattr(cls, "contract_scenario", None):
-        return None
-    protos = [p for p in getattr(cls, "protocols", ("*",)) if p != "*"]
-    proto = protos[0] if protos else "fedwad"
-    if proto in PROTOCOLS:
-        return None
-    return synthetic_fixture(proto)
 
 
 def _cases():
@@ -43,7 +29,7 @@ def _cases():
 @pytest.mark.parametrize(("cls", "check"), list(_cases()))
 def test_plugin_contract(cls, check):
     # Prepare
-    thunk = dict(plugin_checks(cls, _fixture(cls)))[check]
+    thunk = dict(plugin_checks(cls))[check]
     # Execute / Assert (the check raises on failure)
     thunk()
 
