@@ -7,7 +7,29 @@ import math
 
 import numpy as np
 
-__all__ = ["mean_ci", "relative_error"]
+from testbed.errors import TestbedError
+
+
+class MetricError(TestbedError):
+    """A metric cannot be computed from what it was given (e.g. one class only for an AUC)."""
+
+__all__ = [
+    "MetricError",
+    "coverage_at_r",
+    "epsilon_lower_bound",
+    "epsilon_lower_bound_from_scores",
+    "exact_recovery_rate",
+    "matching_rate",
+    "mean_ci",
+    "membership_metrics",
+    "median_loo_nn_distance",
+    "precision_at_k",
+    "relative_error",
+    "score_attack",
+    "tpr_at_fpr",
+    "tv_distance",
+    "w2_leakage",
+]
 
 
 def relative_error(estimate: float, exact: float) -> float:
@@ -50,6 +72,205 @@ def w2_leakage(
             {"w2_baseline": wb, "w2_ratio": ratio, "leakage": float(np.clip(1.0 - ratio, 0.0, 1.0))}
         )
     return out
+
+def median_loo_nn_distance(X) -> float:
+    """Median leave-one-out nearest-neighbour distance inside ``X`` (the radius of coverage@r)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] < 2:
+        raise MetricError(f"median leave-one-out distance needs >= 2 rows, got {X.shape[0]}")
+    dist, _ = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)
+    return float(np.median(dist[:, 1]))
+
+
+def _nn_distance(truth, recon) -> np.ndarray:
+    """Distance from every row of ``truth`` to its nearest row of ``recon``."""
+    from sklearn.neighbors import NearestNeighbors
+
+    truth = np.asarray(truth, dtype=np.float64)
+    recon = np.asarray(recon, dtype=np.float64)
+    if recon.ndim != 2 or recon.shape[0] == 0:
+        return np.full(truth.shape[0], math.inf)
+    if recon.shape[1] != truth.shape[1]:
+        raise MetricError(
+            f"reconstruction has dimension {recon.shape[1]}, private data {truth.shape[1]}"
+        )
+    finite = np.all(np.isfinite(recon), axis=1)
+    if not finite.any():
+        return np.full(truth.shape[0], math.inf)
+    dist, _ = NearestNeighbors(n_neighbors=1).fit(recon[finite]).kneighbors(truth)
+    return dist[:, 0]
+
+
+def coverage_at_r(recon, truth, r: float | None = None) -> dict[str, float]:
+    """coverage@r: share of private rows with a reconstructed point within ``r``.
+
+    ``r`` defaults to the median leave-one-out nearest-neighbour distance inside ``truth``
+    (DESIGN.md), so a reconstruction as good as "another private row" covers about half.
+    """
+    radius = median_loo_nn_distance(truth) if r is None else float(r)
+    d = _nn_distance(truth, recon)
+    return {"coverage": float(np.mean(d <= radius)), "coverage_r": radius}
+
+
+def exact_recovery_rate(recon, truth, tol: float = 1e-6) -> float:
+    """Share of private rows with a reconstructed point within Euclidean distance ``tol``."""
+    return float(np.mean(_nn_distance(truth, recon) <= tol))
+
+
+def matching_rate(words, document) -> float:
+    """Share of retrieved words (top-1, one per shared support point) present in the document."""
+    words = list(words)
+    if not words:
+        return 0.0
+    doc = set(document)
+    return float(np.mean([w in doc for w in words]))
+
+
+def precision_at_k(ranked, document, k: int) -> float:
+    """Mean over shared points of the share of its top-``k`` retrieved words in the document.
+
+    ``ranked`` is one ranked word list per shared point (best first); lists shorter than ``k``
+    count their missing slots as misses.
+    """
+    if k < 1:
+        raise MetricError(f"precision_at_k: k must be >= 1, got {k}")
+    ranked = list(ranked)
+    if not ranked:
+        return 0.0
+    doc = set(document)
+    return float(np.mean([sum(w in doc for w in list(r)[:k]) / k for r in ranked]))
+
+
+def tv_distance(p, q) -> float:
+    """Total-variation distance :math:`\\frac12 \\sum_i |p_i - q_i|` between two histograms.
+
+    Both are normalised to sum 1; the shorter one is padded with zeros."""
+    p = np.asarray(p, dtype=np.float64).ravel()
+    q = np.asarray(q, dtype=np.float64).ravel()
+    for name, h in (("p", p), ("q", q)):
+        if np.any(h < 0) or not np.all(np.isfinite(h)) or h.sum() <= 0:
+            raise MetricError(f"tv_distance: {name} must be a nonnegative histogram with mass")
+    n = max(p.size, q.size)
+    p = np.pad(p, (0, n - p.size)) / p.sum()
+    q = np.pad(q, (0, n - q.size)) / q.sum()
+    return float(np.clip(0.5 * np.abs(p - q).sum(), 0.0, 1.0))
+
+
+def _roc(scores, is_member):
+    from sklearn.metrics import roc_curve
+
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    m = np.asarray(is_member).astype(bool).ravel()
+    if s.shape != m.shape:
+        raise MetricError(f"membership: {s.size} scores for {m.size} labels")
+    if not np.all(np.isfinite(s)):
+        raise MetricError("membership: scores must be finite")
+    n_pos, n_neg = int(m.sum()), int((~m).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise MetricError(
+            f"membership: need members and non-members, got {n_pos} and {n_neg}"
+        )
+    fpr, tpr, thr = roc_curve(m, s, drop_intermediate=False)
+    return fpr, tpr, thr, n_pos, n_neg
+
+
+def tpr_at_fpr(fpr, tpr, alpha: float, n_neg: int) -> tuple[float, float]:
+    """Largest TPR on the ROC with FPR <= alpha; below the resolution 1/n_neg the floor
+    ``alpha = 1/n_neg`` is used instead (never NaN). Returns ``(tpr, alpha_used)``."""
+    used = max(float(alpha), 1.0 / n_neg)
+    ok = fpr <= used + 1e-12
+    return float(np.max(tpr[ok])), used
+
+
+def membership_metrics(scores, is_member) -> dict[str, float]:
+    """Membership-inference metrics (DESIGN.md): ROC-AUC, TPR at 1 % and 0.1 % FPR, advantage.
+
+    Higher score = "more likely a member". Ties are handled by sklearn's ``roc_curve`` (tied
+    scores move together). TPR@α is the largest TPR with FPR ≤ α; when α < 1/#non-members the
+    floor 1/#non-members is used and reported as ``alpha_used_*``. Advantage is max(TPR − FPR).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    fpr, tpr, _, n_pos, n_neg = _roc(scores, is_member)
+    t1, a1 = tpr_at_fpr(fpr, tpr, 0.01, n_neg)
+    t01, a01 = tpr_at_fpr(fpr, tpr, 0.001, n_neg)
+    m = np.asarray(is_member).astype(bool).ravel()
+    return {
+        "auc": float(roc_auc_score(m, np.asarray(scores, dtype=np.float64).ravel())),
+        "tpr_at_1pct_fpr": t1,
+        "tpr_at_0.1pct_fpr": t01,
+        "alpha_used_1pct": a1,
+        "alpha_used_0.1pct": a01,
+        "advantage": float(np.max(tpr - fpr)),
+        "n_members": float(n_pos),
+        "n_nonmembers": float(n_neg),
+    }
+
+
+def _cp_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """Two-sided Clopper–Pearson interval for a binomial proportion k/n."""
+    from scipy.stats import beta
+
+    a = 1.0 - confidence
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def epsilon_lower_bound(
+    tpr: float,
+    fpr: float,
+    n_members: int,
+    n_nonmembers: int,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+) -> float:
+    """Empirical ε lower bound from one attack operating point (Jagielski et al. 2020).
+
+    An (ε, δ)-DP mechanism forces every test to satisfy TPR ≤ e^ε FPR + δ and
+    1 − FPR ≤ e^ε (1 − TPR) + δ. With TPR and FPR replaced by their Clopper–Pearson bounds
+    (TPR low, FPR high, at ``confidence``), the bound that holds with that confidence is
+
+    .. math:: \\varepsilon \\ge \\max\\Big(\\log\\frac{\\underline{TPR}-\\delta}{\\overline{FPR}},
+              \\log\\frac{1-\\delta-\\overline{FPR}}{1-\\underline{TPR}}\\Big)
+
+    clipped at 0 (0 = no evidence of leakage). ``tpr`` and ``fpr`` are rates over
+    ``n_members`` and ``n_nonmembers`` trials; they are rounded to counts.
+    """
+    if n_members < 1 or n_nonmembers < 1:
+        raise MetricError("epsilon_lower_bound: need at least one member and one non-member")
+    if not (0.0 <= tpr <= 1.0 and 0.0 <= fpr <= 1.0):
+        raise MetricError(f"epsilon_lower_bound: rates must be in [0, 1], got {tpr}, {fpr}")
+    tp = int(round(tpr * n_members))
+    fp = int(round(fpr * n_nonmembers))
+    tpr_lo, _ = _cp_bounds(tp, n_members, confidence)
+    _, fpr_hi = _cp_bounds(fp, n_nonmembers, confidence)
+    best = 0.0
+    if tpr_lo - delta > 0 and fpr_hi > 0:
+        best = max(best, math.log((tpr_lo - delta) / fpr_hi))
+    if 1 - delta - fpr_hi > 0 and tpr_lo < 1:
+        best = max(best, math.log((1 - delta - fpr_hi) / (1 - tpr_lo)))
+    return float(best)
+
+
+def epsilon_lower_bound_from_scores(
+    scores, is_member, delta: float = 0.0, confidence: float = 0.95
+) -> dict[str, float]:
+    """ε lower bound maximised over every threshold of the ROC.
+
+    Picking the best threshold on the same scores is optimistic (a selection effect); for an
+    audit that must hold, choose the threshold on held-out scores and call
+    :func:`epsilon_lower_bound` on fresh ones. Returns the bound and its operating point.
+    """
+    fpr, tpr, _, n_pos, n_neg = _roc(scores, is_member)
+    best = {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+    for f, t in zip(fpr, tpr):
+        e = epsilon_lower_bound(float(t), float(f), n_pos, n_neg, delta, confidence)
+        if e > best["epsilon_lb"]:
+            best = {"epsilon_lb": e, "tpr": float(t), "fpr": float(f)}
+    return best
 
 
 def score_attack(output, baseline, world) -> dict:
