@@ -3,6 +3,7 @@ prior-only baseline, and hand outputs plus ground truth to the scorer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from testbed.bus import Transcript
@@ -12,8 +13,12 @@ from testbed.seeding import component_rng
 __all__ = ["run_attacks"]
 
 
-def run_attacks(world, transcript: Transcript) -> list[dict[str, Any]]:
-    """Run every attack of the scenario on what its observer saw; return scored rows."""
+def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, Any]]:
+    """Run every attack of the scenario on what its observer saw; return scored rows.
+
+    ``released``: the protocol's final estimates, which the participants learn; attacks find
+    them in ``public.extra["released"]``.
+    """
     sc = world.scenario
     rows: list[dict[str, Any]] = []
     if not sc.attacks:
@@ -22,15 +27,16 @@ def run_attacks(world, transcript: Transcript) -> list[dict[str, Any]]:
 
     tm = sc.threat_model
     own = {p: d.X for p, d in world.parties.items()}
-    view = transcript.view(tm.observer, tm.colluders, own_data=own, public=world.public)
+    public = world.public
+    if released is not None:
+        public = replace(public, extra={**public.extra, "released": dict(released)})
+    view = transcript.view(tm.observer, tm.colluders, own_data=own, public=public)
     for i, spec in enumerate(sc.attacks):
         cls = ATTACKS.get(spec.name)
         attack = cls(cls.Config(**world.resolved["attacks"][i]["params"]))
         rng = component_rng(sc.seed, "attack", i, spec.name)
-        outputs = attack.run(view, world.public, rng)
-        baseline = attack.baseline(
-            view, world.public, component_rng(sc.seed, "baseline", i, spec.name)
-        )
+        outputs = attack.run(view, public, rng)
+        baseline = attack.baseline(view, public, component_rng(sc.seed, "baseline", i, spec.name))
         for out in outputs:
             if spec.target is not None and out.target != spec.target:
                 continue

@@ -26,6 +26,7 @@ from testbed.config import Scenario, config_hash, resolve
 from testbed.data import NoiseSpec, PartyData, build_parties
 from testbed.ledger import PrivacyLedger
 from testbed.metrics import relative_error
+from testbed.public import gaussian_prior
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.seeding import component_rng
 
@@ -111,12 +112,23 @@ def build_world(sc: Scenario) -> World:
     proto_params = {**resolved["protocol"]["params"], **overrides}
     protocol = proto_cls(proto_cls.Config(**proto_params))
     d = next(iter(parties.values())).X.shape[1]
+    pool = np.vstack([v.X for v in parties.values()])
+    prior_mean, prior_cov, prior = gaussian_prior(
+        pool, component_rng(seed, "public_prior"), max(v.n for v in parties.values())
+    )
     public = PublicInfo(
         protocol=sc.protocol.name,
         params=protocol.public_params(),
         parties=tuple(parties),
         dim=d,
-        extra={"dataset": sc.data.dataset.name, "sizes": {p: v.n for p, v in parties.items()}},
+        prior=prior,
+        extra={
+            "dataset": sc.data.dataset.name,
+            "sizes": {p: v.n for p, v in parties.items()},
+            "prior_mean": prior_mean,
+            "prior_cov": prior_cov,
+            **dict(dataset.meta.get("public", {})),
+        },
     )
     return World(
         sc,
@@ -233,7 +245,7 @@ def run_scenario(
     results, tr, elapsed = run_world(world, progress=progress)
     from testbed.attacking import run_attacks
 
-    results["attacks"] = run_attacks(world, tr)
+    results["attacks"] = run_attacks(world, tr, released=results["estimates"])
     if sc.output.save_transcript:
         tr.save(out)
     write_json(out / "results.json", results)
