@@ -8,6 +8,7 @@ from attacks._base import (
     prior_points,
     validate_outputs,
 )
+from attacks.distillation import LabelDistributionInference, SoftLabelMembership
 from attacks.fedwad_distributional import FedWADDistributional
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "AttackOutput",
     "AttackOutputError",
     "FedWADDistributional",
+    "LabelDistributionInference",
+    "SoftLabelMembership",
     "prior_points",
     "validate_outputs",
 ]

@@ -2,5 +2,6 @@
 
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import FedWAD
+from protocols.sinkhorn_distillation import SinkhornDistillation
 
-__all__ = ["FedWAD", "Protocol", "ProtocolResult"]
+__all__ = ["FedWAD", "Protocol", "ProtocolResult", "SinkhornDistillation"]

@@ -19,6 +19,7 @@ __all__ = [
     "epsilon_lower_bound",
     "epsilon_lower_bound_from_scores",
     "exact_recovery_rate",
+    "heldout_epsilon_lb",
     "matching_rate",
     "mean_ci",
     "membership_metrics",
@@ -284,4 +285,68 @@ def score_attack(output, baseline, world) -> dict:
             None if baseline is None else baseline.points,
             None if baseline is None else baseline.weights,
         )
+    if output.kind == "scores" and "candidates" in output.meta:
+        return score_membership(output, baseline, world)
+    if output.kind == "histogram" and truth.y is not None:
+        return score_label_histogram(output, baseline, world)
     raise NotImplementedError(f"no scorer for attack output kind {output.kind!r}")
+
+
+# ----------------------------------------------------------------------------- issue 5 block
+# Membership over public candidate rows and label-histogram inference (sinkhorn_distillation).
+def _rows_in(candidates, X, decimals: int = 9) -> np.ndarray:
+    """Boolean mask: which candidate rows are rows of ``X`` (after rounding)."""
+    keys = {np.round(np.asarray(r, np.float64), decimals).tobytes() for r in np.atleast_2d(X)}
+    C = np.round(np.atleast_2d(np.asarray(candidates, np.float64)), decimals)
+    return np.array([r.tobytes() in keys for r in C], dtype=bool)
+
+
+def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float = 0.95) -> dict:
+    """ε lower bound without selection bias: the threshold is chosen (best bound) on the even
+    candidates and the bound is evaluated with Clopper-Pearson on the odd ones."""
+    s = np.asarray(scores, np.float64)
+    m = np.asarray(is_member, bool)
+    fit, ev = np.arange(s.size) % 2 == 0, np.arange(s.size) % 2 == 1
+    if min(m[fit].sum(), (~m[fit]).sum(), m[ev].sum(), (~m[ev]).sum()) == 0:
+        return {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+    fpr, tpr, thr, _, _ = _roc(s[fit], m[fit])
+    best_t, best = math.inf, -1.0
+    for f, t, th in zip(fpr, tpr, thr):
+        e = epsilon_lower_bound(float(t), float(f), int(m[fit].sum()), int((~m[fit]).sum()), delta)
+        if e > best:
+            best, best_t = e, th
+    pred = s[ev] >= best_t
+    t_ev = float(pred[m[ev]].mean())
+    f_ev = float(pred[~m[ev]].mean())
+    e = epsilon_lower_bound(t_ev, f_ev, int(m[ev].sum()), int((~m[ev]).sum()), delta, confidence)
+    return {"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev}
+
+
+def _claimed(world, party: str, delta: float = 1e-5) -> float:
+    ledger = getattr(world, "ledger", None)
+    return math.inf if ledger is None else float(ledger.epsilon(party, delta))
+
+
+def score_membership(output, baseline, world) -> dict:
+    """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
+    the candidates that are rows of the target's private data (ground truth)."""
+    is_member = _rows_in(output.meta["candidates"], world.parties[output.target].X)
+    out = membership_metrics(output.scores, is_member)
+    out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
+    out["claimed_epsilon"] = _claimed(world, output.target)
+    if baseline is not None and baseline.scores is not None:
+        b = membership_metrics(baseline.scores, is_member)
+        out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
+    return out
+
+
+def score_label_histogram(output, baseline, world) -> dict:
+    """TV distance between the inferred and the true label histogram of the target."""
+    y = np.asarray(world.parties[output.target].y)
+    C = max(int(y.max()) + 1, output.histogram.size)
+    truth = np.bincount(y, minlength=C) / y.size
+    out = {"tv": tv_distance(output.histogram, truth), "method": output.meta.get("method")}
+    if baseline is not None and baseline.histogram is not None:
+        out["tv_baseline"] = tv_distance(baseline.histogram, truth)
+    out["claimed_epsilon"] = _claimed(world, output.target)
+    return out
