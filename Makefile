@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-SCENARIO ?= scenarios/fedwad_gaussians.yaml
+SCENARIO ?= scenarios/leakage_vs_accuracy.yaml
 PYTEST_ARGS ?=
 
 .PHONY: demo test test-slow bench lint install clean

@@ -212,6 +212,28 @@ class FedWAD(Protocol):
             ),
         )
 
+    @classmethod
+    def barycentric_push_check(cls, params, push_max: float, sizes) -> dict:
+        """Whether the clients' messages are barycentric pushes with private share <= push_max.
+
+        Used by ``gaussian_measure_noise`` to state whether its sensitivity bound applies: a
+        client's ``Interp(own, xi, t)`` keeps xi's atoms and weights (public to the server) when
+        S < n, and each atom is ``(1 - t) * (barycentric image of own data) + t * xi_j``, so the
+        private share is ``1 - t``."""
+        cfg = cls.Config(**params)
+        t_min = cfg.t_range[0] if cfg.t == "random" else float(cfg.t)
+        names = cfg.clients or list(sizes)[:2]
+        problems = []
+        if cfg.interpolation != "barycentric":
+            problems.append("exact interpolation: atom count and weights depend on the data")
+        small = [p for p in names if sizes.get(p, 0) <= cfg.support_size]
+        if small:
+            problems.append(f"S={cfg.support_size} >= rows of {small}: support on the data side")
+        if 1.0 - t_min > push_max + 1e-12:
+            problems.append(f"private share 1 - t = {1.0 - t_min:g} exceeds push_max={push_max:g}")
+        detail = "; ".join(problems) or f"barycentric, S={cfg.support_size}, share <= {1 - t_min:g}"
+        return {"holds": not problems, "detail": detail}
+
     def reference(self, parties) -> dict[str, float]:
         a, b = self._clients(parties)
         return {"wasserstein": tot.wasserstein(Measure(parties[a].X), Measure(parties[b].X))}

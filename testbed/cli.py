@@ -1,4 +1,4 @@
-"""Command line: ``testbed run | validate | plugins | transcript``.
+"""Command line: ``testbed run | report | validate | plugins | transcript``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -32,10 +32,14 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 def cmd_run(args) -> int:
     from testbed.config import load_scenario
+    from testbed.report import write_report
     from testbed.runner import run_scenario
 
     sc = load_scenario(args.scenario)
+    if sc.is_sweep:
+        return _run_sweep(sc, args)
     out = run_scenario(sc, out_dir=args.out, progress=not args.quiet)
+    write_report(out.out_dir)
     r = out.results
     rows = []
     for k, acc in r["accuracy"].items():
@@ -73,12 +77,58 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _run_sweep(sc, args) -> int:
+    from testbed.report import _point, _series, write_report
+    from testbed.sweep import run_sweep
+
+    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet)
+    rows = []
+    for r in out.rows:
+        res = r["results"]
+        acc = next(iter(res["accuracy"].values()), None)
+        eps = [v["epsilon"] for v in res.get("privacy", {}).values()]
+        eps = [float(e) for e in eps if e is not None]
+        rows.append(
+            [
+                r["cell"][:10],
+                _series(r)[:30],
+                _point(r)[:70],
+                r["seed"],
+                "-" if acc is None else f"{100 * acc['relative_error']:.2f} %",
+                f"{max(eps):.4g}" if eps else "inf",
+            ]
+        )
+    print(
+        f"{sc.name}: sweep of {len(out.rows)} cells ({out.computed} computed, {out.cached} cached)"
+    )
+    print(_table(rows, ["cell", "protocol", "setting", "seed", "rel. error", "claimed eps"]))
+    report = write_report(out.out_dir)
+    print(f"results: {out.out_dir / 'results.jsonl'}")
+    print(f"report:  {report}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from testbed.report import write_report
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise TestbedError(f"{run_dir}: run directory not found")
+    print(f"report: {write_report(run_dir)}")
+    return 0
+
+
 def cmd_validate(args) -> int:
     from testbed.config import config_hash, load_scenario, resolve
 
     sc = load_scenario(args.scenario)
+    cells = ""
+    if sc.is_sweep:
+        from testbed.sweep import expand_cells
+
+        cells = f", sweep of {len(expand_cells(sc))} cells"
     print(
-        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, config hash {config_hash(resolve(sc))[:12]})"
+        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, config hash {config_hash(resolve(sc))[:12]}{cells})"
     )
     return 0
 
@@ -175,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
+    p.add_argument("run_dir")
+    p.set_defaults(fn=cmd_report)
     p = sub.add_parser("validate", help="check a scenario without running it")
     p.add_argument("scenario")
     p.set_defaults(fn=cmd_validate)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from testbed.errors import ScenarioError, UnknownPluginError
+from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
 from testbed.registry import (
     ATTACKS,
     DATASETS,
@@ -121,7 +121,46 @@ class Scenario(BaseModel):
     output: OutputSpec = Field(default_factory=OutputSpec)
     guard: bool = Field(True, description="refuse any message that carries a private row")
     engine: Literal["inprocess"] = "inprocess"
+    sweep: dict[str, list[Any]] | list[dict[str, list[Any]]] | None = Field(
+        None,
+        description="dotted path -> values (a grid; a list of grids is their union), e.g. "
+        "protocol.params.support_size: [5, 10]; see testbed.sweep",
+    )
+    seeds: list[int] | None = Field(None, description="run every sweep cell with each seed")
     _base_dir: str = PrivateAttr(".")
+    _raw: dict | None = PrivateAttr(None)
+    _yaml_root: Any = PrivateAttr(None)
+    _fname: str = PrivateAttr("<scenario>")
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep(cls, v):
+        grids = [v] if isinstance(v, dict) else (v or [])
+        if isinstance(v, list) and not v:
+            raise ValueError("sweep must not be an empty list")
+        for g in grids:
+            if not g:
+                raise ValueError("a sweep grid must name at least one path")
+            for path, values in g.items():
+                if not values:
+                    raise ValueError(f"sweep path {path!r} has no values")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v):
+        if v is not None:
+            if not v:
+                raise ValueError("seeds must not be empty")
+            if any(s < 0 for s in v):
+                raise ValueError("seeds must be >= 0")
+            if len(set(v)) != len(v):
+                raise ValueError("seeds must be unique")
+        return v
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.sweep is not None or self.seeds is not None
 
 
 # ----------------------------------------------------------------------------- YAML with lines
@@ -258,9 +297,26 @@ def validate_plugins(
     _, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, ctx)
     resolved["protocol"] = cfg.model_dump(mode="json")
     resolved["defenses"] = []
+    proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
-        _, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
+        dcls, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
         resolved["defenses"].append(cfg.model_dump(mode="json"))
+        # knob defenses set protocol parameters: a knob the protocol lacks is an error here
+        try:
+            proto_params.update(dcls(cfg).protocol_overrides(sc.protocol.name))
+        except TestbedError as exc:
+            line = _line_of(root, ["defenses", i, "name"])
+            raise ScenarioError(f"{fname}:{line}: defenses[{i}].name: {exc}") from None
+    if proto_params != resolved["protocol"]:
+        try:
+            PROTOCOLS.get(sc.protocol.name).Config.model_validate(proto_params, context=ctx)
+        except ValidationError as exc:
+            line = _line_of(root, ["defenses"])
+            err = exc.errors()[0]
+            raise ScenarioError(
+                f"{fname}:{line}: defenses: protocol parameters set by the defenses are invalid: "
+                f"{_fmt_loc(err['loc'])}: {err['msg']}"
+            ) from None
     resolved["attacks"] = []
     for i, a in enumerate(sc.attacks):
         _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
@@ -293,6 +349,11 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
         raise _first_error(exc, [], root, fname) from None
     validate_plugins(sc, root, fname, base_dir)
     sc._base_dir = base_dir  # where relative data paths are resolved
+    sc._raw, sc._yaml_root, sc._fname = raw, root, fname
+    if sc.is_sweep:
+        from testbed.sweep import expand_cells
+
+        expand_cells(sc)  # every cell is validated now, with the same line-numbered errors
     return sc
 
 
@@ -324,6 +385,9 @@ def resolve(sc: Scenario) -> dict[str, Any]:
     for a, p in zip(out["attacks"], resolved_params["attacks"]):
         a["params"] = p
     out.pop("output", None)  # where results go does not change what they are
+    for k in ("sweep", "seeds"):  # a single run's hash does not depend on these when unset
+        if out.get(k) is None:
+            out.pop(k, None)
     return out
 
 

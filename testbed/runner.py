@@ -30,7 +30,15 @@ from testbed.public import gaussian_prior
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.seeding import component_rng
 
-__all__ = ["RunOutput", "build_world", "jsonable", "run_scenario", "write_json"]
+__all__ = [
+    "RunOutput",
+    "build_world",
+    "jsonable",
+    "package_versions",
+    "run_scenario",
+    "transcript_summary",
+    "write_json",
+]
 
 DELTA = 1e-5
 
@@ -144,6 +152,39 @@ def build_world(sc: Scenario) -> World:
     )
 
 
+def transcript_summary(envelopes) -> dict[str, dict[str, int]]:
+    """Messages and bytes per message kind."""
+    out: dict[str, dict[str, int]] = {}
+    for e in envelopes:
+        k = out.setdefault(e.kind, {"messages": 0, "bytes": 0})
+        k["messages"] += 1
+        k["bytes"] += e.nbytes
+    return dict(sorted(out.items()))
+
+
+def package_versions() -> dict:
+    """Python and package versions (for run_info.json and the report)."""
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in (
+        "ot-testbed",
+        "numpy",
+        "POT",
+        "torch",
+        "scikit-learn",
+        "opacus",
+        "gensim",
+        "pydantic",
+        "matplotlib",
+    ):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {"python": platform.python_version(), "versions": versions}
+
+
 @dataclass
 class RunOutput:
     out_dir: Path
@@ -209,6 +250,15 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         if k in reference
     }
     tr = bus.transcript
+    tm = sc.threat_model
+    seen = tr.view(tm.observer, tm.colluders).envelopes
+    assumptions = []
+    for dfn in world.defenses:
+        check = getattr(dfn, "assumptions", None)
+        if check is not None:  # testbed diagnostic: checked against the data, never sent
+            assumptions.extend(
+                check(world.parties, sc.protocol.name, world.protocol.config.model_dump())
+            )
     results = {
         "scenario": sc.name,
         "seed": seed,
@@ -218,7 +268,11 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "mode": result.mode,
             "deviations": list(result.deviations),
             "roles": world.protocol.roles(world.parties),
+            "params": world.protocol.config.model_dump(mode="json"),
         },
+        "defenses": [
+            {"name": d.name, "params": d.config.model_dump(mode="json")} for d in world.defenses
+        ],
         "parties": {p: {"rows": d.n, "dim": d.X.shape[1]} for p, d in world.parties.items()},
         "estimates": dict(result.estimates),
         "reference": reference,
@@ -232,8 +286,17 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "rounds": max((e.round for e in tr), default=0),
             "digest": tr.digest(),
             "guard": "on" if guard is not None else "off",
+            "by_kind": transcript_summary(tr),
+        },
+        "observer_view": {
+            "observer": tm.observer,
+            "colluders": list(tm.colluders),
+            "messages": len(seen),
+            "bytes": sum(e.nbytes for e in seen),
+            "by_kind": transcript_summary(seen),
         },
         "privacy": world.ledger.summary(DELTA),
+        "privacy_assumptions": assumptions,
     }
     return results, tr, elapsed
 
@@ -256,25 +319,5 @@ def run_scenario(
     if sc.output.save_transcript:
         tr.save(out)
     write_json(out / "results.json", results)
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in (
-        "ot-testbed",
-        "numpy",
-        "POT",
-        "torch",
-        "scikit-learn",
-        "opacus",
-        "gensim",
-        "pydantic",
-    ):
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            versions[pkg] = None
-    write_json(
-        out / "run_info.json",
-        {"seconds": elapsed, "python": platform.python_version(), "versions": versions},
-    )
+    write_json(out / "run_info.json", {"seconds": elapsed, **package_versions()})
     return RunOutput(out, results, tr, elapsed)

@@ -1,0 +1,685 @@
+"""The leakage-vs-accuracy report: renders a run directory's results, never recomputes them.
+
+``write_report(run_dir)`` reads ``results.jsonl`` (a sweep: one row per cell) or ``results.json``
+(a single run) and writes
+
+- ``report.html`` — self-contained (plots embedded as base64 PNG, inline CSS, no external link);
+- ``report.md`` — the same tables in Markdown, plots in ``plots/*.png``;
+- ``results.csv`` — one row per cell, every scalar metric in a column.
+
+Everything shown comes from the files: accuracy and transcript sizes from each cell's results,
+claimed epsilon from the privacy ledger's summary, audited epsilon lower bounds from attack rows'
+``eps_lower``. The only arithmetic is aggregation over seeds (mean and 95 % Student-t interval,
+:func:`testbed.metrics.mean_ci`) and the Pareto front of the aggregated points.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from testbed.bus import atomic_write_bytes
+from testbed.errors import TestbedError
+from testbed.metrics import mean_ci
+
+__all__ = ["LEAKAGE_METRICS", "load_rows", "pareto_front", "write_report"]
+
+#: leakage metric -> True when a larger value means more leakage
+LEAKAGE_METRICS: dict[str, bool] = {
+    "leakage": True,
+    "w2_ratio": False,
+    "w2": False,
+    "coverage": True,
+    "exact_recovery": True,
+    "matching_rate": True,
+    "precision_at_k": True,
+    "auc": True,
+    "tpr_at_1pct_fpr": True,
+    "tpr_at_0_1pct_fpr": True,
+    "advantage": True,
+    "tv": False,
+    "eps_lower": True,
+}
+_NOT_METRICS = {"attack", "target", "observer", "colluders", "kind", "note"}
+
+
+def _f(x: Any) -> float:
+    """JSON value -> float (None -> nan, 'inf' -> inf); non-numbers -> nan."""
+    if x is None:
+        return math.nan
+    if isinstance(x, bool):
+        return float(x)
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+# ----------------------------------------------------------------------------- loading
+def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
+    """Rows (one per cell) and run information of a run directory."""
+    run_dir = Path(run_dir)
+    info: dict[str, Any] = {}
+    if (run_dir / "run_info.json").is_file():
+        info = json.loads((run_dir / "run_info.json").read_text())
+    if (run_dir / "results.jsonl").is_file():
+        rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines() if x]
+        info["kind"] = "sweep"
+        if (run_dir / "sweep.json").is_file():
+            info["sweep"] = json.loads((run_dir / "sweep.json").read_text())
+        if (run_dir / "scenario.yaml").is_file():
+            info["scenario_text"] = (run_dir / "scenario.yaml").read_text()
+        return rows, info
+    if (run_dir / "results.json").is_file():
+        res = json.loads((run_dir / "results.json").read_text())
+        info["kind"] = "single"
+        if (run_dir / "resolved.yaml").is_file():
+            info["scenario_text"] = (run_dir / "resolved.yaml").read_text()
+        row = {
+            "cell": res.get("config_hash", ""),
+            "seed": res.get("seed"),
+            "setting": {},
+            "labels": {},
+            "label": "base",
+            "results": res,
+        }
+        return [row], info
+    raise TestbedError(f"{run_dir}: no results.json or results.jsonl (not a run directory)")
+
+
+def _series(row: dict) -> str:
+    labels = row.get("labels") or {}
+    if "protocol" in labels:
+        return labels["protocol"]
+    return row["results"].get("protocol", {}).get("name", "?")
+
+
+def _point(row: dict) -> str:
+    labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
+    if len(labels) == 1:
+        return next(iter(labels.values()))
+    return ", ".join(f"{k}={v}" for k, v in labels.items()) or "base"
+
+
+def _attack_metrics(res: dict) -> dict[str, float]:
+    """``attack[target].metric`` -> value, plus worst case over targets as ``attack.metric``."""
+    out: dict[str, float] = {}
+    worst: dict[str, list[float]] = defaultdict(list)
+    for a in res.get("attacks") or []:
+        for k, v in a.items():
+            if k in _NOT_METRICS:
+                continue
+            x = _f(v)
+            if math.isnan(x) and v is not None:
+                continue
+            out[f"{a.get('attack')}[{a.get('target')}].{k}"] = x
+            worst[f"{a.get('attack')}.{k}"].append(x)
+    for key, xs in worst.items():
+        metric = key.rsplit(".", 1)[1]
+        xs = [x for x in xs if not math.isnan(x)]
+        if xs:
+            out[key] = max(xs) if LEAKAGE_METRICS.get(metric, True) else min(xs)
+    return out
+
+
+def _claimed(res: dict) -> dict[str, float]:
+    return {p: _f(v.get("epsilon")) for p, v in (res.get("privacy") or {}).items()}
+
+
+def flatten(row: dict) -> dict[str, Any]:
+    """One CSV row: identifiers and every scalar metric of a cell."""
+    res = row["results"]
+    out: dict[str, Any] = {
+        "cell": row.get("cell", ""),
+        "protocol": res.get("protocol", {}).get("name"),
+        "mode": res.get("protocol", {}).get("mode"),
+        "series": _series(row),
+        "setting": _point(row),
+        "seed": row.get("seed"),
+    }
+    for path, v in (row.get("setting") or {}).items():
+        out[f"setting:{path}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+    for q, acc in (res.get("accuracy") or {}).items():
+        out[f"{q}.estimate"] = _f(acc.get("estimate"))
+        out[f"{q}.exact"] = _f(acc.get("exact"))
+        out[f"{q}.relative_error"] = _f(acc.get("relative_error"))
+    tr = res.get("transcript") or {}
+    out["messages"] = tr.get("messages")
+    out["bytes"] = tr.get("bytes")
+    ov = res.get("observer_view") or {}
+    out["observer"] = ov.get("observer")
+    out["observer_messages"] = ov.get("messages")
+    out["observer_bytes"] = ov.get("bytes")
+    for p, e in _claimed(res).items():
+        out[f"eps_claimed[{p}]"] = e
+    out.update(_attack_metrics(res))
+    return out
+
+
+def _error_key(rows: list[dict]) -> str | None:
+    for r in rows:
+        acc = r["results"].get("accuracy") or {}
+        if acc:
+            return next(iter(acc))
+    return None
+
+
+# ----------------------------------------------------------------------------- aggregation
+def _aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(series, point) -> {"n": seeds, metric: (mean, lo, hi)} over the cells' seeds."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(_series(r), _point(r))].append(flatten(r))
+    out = {}
+    for key, flats in groups.items():
+        agg: dict[str, Any] = {"n": len(flats), "seeds": [f["seed"] for f in flats]}
+        names = sorted({k for f in flats for k, v in f.items() if isinstance(v, (int, float))})
+        for k in names:
+            if k in ("seed",):
+                continue
+            vals = [_f(f.get(k)) for f in flats]
+            if all(math.isinf(v) and v > 0 for v in vals):
+                agg[k] = (math.inf, math.inf, math.inf)
+            else:
+                agg[k] = mean_ci(vals)
+        out[key] = agg
+    return out
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points not dominated when both coordinates are minimised."""
+    idx = []
+    for i, (x, y) in enumerate(points):
+        if math.isnan(x) or math.isnan(y):
+            continue
+        dominated = any(
+            (x2 <= x and y2 <= y) and (x2 < x or y2 < y)
+            for j, (x2, y2) in enumerate(points)
+            if j != i and not (math.isnan(x2) or math.isnan(y2))
+        )
+        if not dominated:
+            idx.append(i)
+    return sorted(idx, key=lambda i: points[i][0])
+
+
+# ----------------------------------------------------------------------------- plots
+def _fig_png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _plot_tradeoff(agg, err_key: str, y_key: str, y_label: str, higher_leaks: bool, title: str):
+    """Scatter with 95 % interval bars, protocols as series, the Pareto front marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    keys = [k for k in agg if y_key in agg[k] and err_key in agg[k]]
+    pts = []
+    for k in keys:
+        x, y = agg[k][err_key][0], agg[k][y_key][0]
+        # both axes minimised: error, and leakage oriented so that smaller = less leakage
+        pts.append((x, y if higher_leaks else -y) if math.isfinite(y) else (x, math.nan))
+    series = sorted({k[0] for k in keys})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for si, s in enumerate(series):
+        ks = [k for k in keys if k[0] == s]
+        xs = [agg[k][err_key] for k in ks]
+        ys = [agg[k][y_key] for k in ks]
+        ok = [i for i in range(len(ks)) if math.isfinite(ys[i][0]) and math.isfinite(xs[i][0])]
+        if not ok:
+            continue
+        c = colors[si % len(colors)]
+        ax.errorbar(
+            [xs[i][0] for i in ok],
+            [ys[i][0] for i in ok],
+            xerr=[[xs[i][0] - xs[i][1] for i in ok], [xs[i][2] - xs[i][0] for i in ok]],
+            yerr=[[ys[i][0] - ys[i][1] for i in ok], [ys[i][2] - ys[i][0] for i in ok]],
+            fmt="o",
+            color=c,
+            capsize=3,
+            label=s,
+        )
+        for i in ok:  # point numbers match the "#" column of the tables
+            ax.annotate(
+                str(_point_id(agg, ks[i])),
+                (xs[i][0], ys[i][0]),
+                fontsize=7,
+                alpha=0.8,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+    front = pareto_front(pts)
+    if front:
+        fx = [agg[keys[i]][err_key][0] for i in front]
+        fy = [agg[keys[i]][y_key][0] for i in front]
+        ax.plot(fx, fy, "--", color="black", lw=1, zorder=0)
+        ax.scatter(fx, fy, s=140, facecolors="none", edgecolors="black", label="Pareto front")
+    ax.set_xlabel(f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)")
+    ax.set_ylabel(y_label)
+    ax.set_title(title, fontsize=10)
+    if any(agg[k][err_key][0] > 0 for k in keys) and _wide([agg[k][err_key][0] for k in keys]):
+        ax.set_xscale("log")
+    if _wide([agg[k][y_key][0] for k in keys]):
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _fig_png(fig)
+
+
+def _point_id(agg, key) -> int:
+    return sorted(agg).index(key) + 1
+
+
+def _wide(vals) -> bool:
+    v = [x for x in vals if math.isfinite(x) and x > 0]
+    return (
+        len(v) >= 2
+        and max(v) / min(v) > 50
+        and len(v) == len([x for x in vals if math.isfinite(x)])
+    )
+
+
+def _plot_error_by_setting(agg, err_key: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(k for k in agg if err_key in agg[k])
+    fig, ax = plt.subplots(figsize=(6.4, 0.35 * len(keys) + 1.4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    series = sorted({k[0] for k in keys})
+    for i, k in enumerate(keys):
+        m, lo, hi = agg[k][err_key]
+        c = colors[series.index(k[0]) % len(colors)]
+        ax.errorbar([m], [i], xerr=[[m - lo], [hi - m]], fmt="o", color=c, capsize=3)
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels([f"#{_point_id(agg, k)} {k[0]}: {k[1]}"[:70] for k in keys], fontsize=7)
+    ax.set_xlabel(f"relative error of {err_key.split('.')[0]} (mean, 95 % CI over seeds)")
+    ax.set_title("accuracy by setting", fontsize=10)
+    if _wide([agg[k][err_key][0] for k in keys]):
+        ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    return _fig_png(fig)
+
+
+# ----------------------------------------------------------------------------- rendering
+def _fmt(x: float) -> str:
+    if isinstance(x, str):
+        return x
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e4 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    return f"{x:.4g}"
+
+
+def _ci(t) -> str:
+    m, lo, hi = t
+    if not math.isfinite(m) or lo == hi:
+        return _fmt(m)
+    return f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+class _Doc:
+    """Collects sections once and renders them to HTML and Markdown."""
+
+    def __init__(self):
+        self.parts: list[tuple[str, Any]] = []
+
+    def h(self, level: int, text: str):
+        self.parts.append(("h", (level, text)))
+
+    def p(self, text: str):
+        self.parts.append(("p", text))
+
+    def table(self, header: list[str], rows: list[list[Any]]):
+        self.parts.append(("table", (header, rows)))
+
+    def img(self, name: str, png: bytes, alt: str):
+        self.parts.append(("img", (name, png, alt)))
+
+    def pre(self, text: str):
+        self.parts.append(("pre", text))
+
+    def html(self, title: str) -> str:
+        e = html.escape
+        body = []
+        for kind, v in self.parts:
+            if kind == "h":
+                lvl, text = v
+                body.append(f"<h{lvl}>{e(text)}</h{lvl}>")
+            elif kind == "p":
+                body.append(f"<p>{e(v)}</p>")
+            elif kind == "pre":
+                body.append(f"<pre>{e(v)}</pre>")
+            elif kind == "img":
+                name, png, alt = v
+                b64 = base64.b64encode(png).decode()
+                body.append(
+                    f'<figure><img alt="{e(alt)}" src="data:image/png;base64,{b64}">'
+                    f"<figcaption>{e(alt)}</figcaption></figure>"
+                )
+            elif kind == "table":
+                header, rows = v
+                th = "".join(f"<th>{e(str(h))}</th>" for h in header)
+                trs = "".join(
+                    "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows
+                )
+                body.append(f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>")
+        css = (
+            "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+            "color:#222}table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.85em}"
+            "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f2f2f2}"
+            "pre{background:#f7f7f7;padding:0.8em;overflow-x:auto;font-size:0.8em}"
+            "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
+        )
+        return (
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+            f"<title>{e(title)}</title><style>{css}</style></head><body>\n"
+            + "\n".join(body)
+            + "\n</body></html>\n"
+        )
+
+    def markdown(self) -> str:
+        out = []
+        for kind, v in self.parts:
+            if kind == "h":
+                out.append("#" * v[0] + " " + v[1])
+            elif kind == "p":
+                out.append(v)
+            elif kind == "pre":
+                out.append("```\n" + v.rstrip() + "\n```")
+            elif kind == "img":
+                out.append(f"![{v[2]}](plots/{v[0]})")
+            elif kind == "table":
+                header, rows = v
+                cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
+                out.append(
+                    "\n".join(
+                        [
+                            "| " + " | ".join(cell(h) for h in header) + " |",
+                            "|" + "---|" * len(header),
+                        ]
+                        + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+                    )
+                )
+        return "\n\n".join(out) + "\n"
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Render ``report.html``, ``report.md`` and ``results.csv`` into ``run_dir``."""
+    run_dir = Path(run_dir)
+    rows, info = load_rows(run_dir)
+    if not rows:
+        raise TestbedError(f"{run_dir}: no finished cells to report")
+    _write_csv(run_dir / "results.csv", rows)
+    agg = _aggregate(rows)
+    err_q = _error_key(rows)
+    err_key = f"{err_q}.relative_error" if err_q else None
+    first = rows[0]["results"]
+    doc = _Doc()
+    title = f"Leakage vs accuracy — {first.get('scenario', run_dir.name)}"
+    doc.h(1, title)
+    seeds = sorted({r.get("seed") for r in rows}, key=str)
+    hash_ = info.get("sweep", {}).get("sweep_hash") or first.get("config_hash", "")
+    doc.p(
+        f"Run directory {run_dir.name}: {len(rows)} cell(s), {len(agg)} setting(s), "
+        f"seeds {', '.join(map(str, seeds))}; config hash {hash_[:16]}. "
+        "Every number below is read from the run's result files; intervals are 95 % Student-t "
+        "intervals over seeds (a single seed shows the value alone)."
+    )
+
+    # -- plots
+    doc.h(2, "Leakage against accuracy")
+    metric_keys = sorted(
+        {
+            k
+            for a in agg.values()
+            for k in a
+            if "[" not in k
+            and "." in k
+            and k.rsplit(".", 1)[1] in LEAKAGE_METRICS
+            and not k.endswith("relative_error")
+            and not k.endswith((".estimate", ".exact"))
+        }
+    )
+    plots = 0
+    if err_key:
+        for mk in metric_keys:
+            metric = mk.rsplit(".", 1)[1]
+            higher = LEAKAGE_METRICS[metric]
+            label = f"{mk} ({'higher' if higher else 'lower'} = more leakage; worst target)"
+            png = _plot_tradeoff(agg, err_key, mk, label, higher, f"{mk} vs error")
+            doc.img(f"tradeoff_{mk.replace('.', '_')}.png", png, f"{mk} against relative error")
+            plots += 1
+        eps_keys = sorted({k for a in agg.values() for k in a if k.startswith("eps_claimed[")})
+        finite = [
+            k
+            for k in eps_keys
+            if any(math.isfinite(a.get(k, (math.inf,))[0]) for a in agg.values())
+        ]
+        for k in finite:
+            png = _plot_tradeoff(
+                agg,
+                err_key,
+                k,
+                f"{k} (higher = weaker guarantee)",
+                True,
+                f"claimed ε vs error ({k})",
+            )
+            doc.img(
+                f"tradeoff_{k.replace('[', '_').replace(']', '')}.png",
+                png,
+                f"claimed ε of {k[12:-1]} against relative error",
+            )
+            plots += 1
+        doc.img("error_by_setting.png", _plot_error_by_setting(agg, err_key), "accuracy by setting")
+        plots += 1
+    if not metric_keys:
+        doc.p(
+            "No attack ran in this run, so no leakage metric is shown; the claimed ε (from the "
+            "privacy ledger) is the only privacy axis."
+        )
+
+    # -- per-protocol tables
+    doc.h(2, "Results per protocol")
+    for s in sorted({k[0] for k in agg}):
+        doc.h(3, s)
+        keys = [k for k in agg if k[0] == s]
+        cols = ([err_key] if err_key else []) + metric_keys
+        eps_cols = sorted({c for k in keys for c in agg[k] if c.startswith("eps_claimed[")})
+        header = ["#", "setting", "seeds"] + [c for c in cols] + eps_cols + ["messages", "bytes"]
+        body = []
+        for k in sorted(keys):
+            a = agg[k]
+            body.append(
+                [_point_id(agg, k), k[1], a["n"]]
+                + [_ci(a[c]) if c in a else "–" for c in cols]
+                + [_ci(a[c]) if c in a else "–" for c in eps_cols]
+                + [_fmt(a.get("messages", (math.nan,))[0]), _fmt(a.get("bytes", (math.nan,))[0])]
+            )
+        doc.table(header, body)
+
+    # -- epsilon
+    doc.h(2, "Claimed vs audited ε")
+    doc.p(
+        "Claimed ε: the privacy ledger (defenses' Gaussian-mechanism events composed by opacus's "
+        "RDP accountant) per protected party, valid only under the stated assumptions below. "
+        "Audited ε: the largest empirical lower bound (eps_lower) reported by an attack on that "
+        "party; an audited bound above the claim means the claim is wrong or its assumption fails."
+    )
+    eps_rows = []
+    for r in rows:
+        res = r["results"]
+        audited: dict[str, float] = {}
+        for a in res.get("attacks") or []:
+            if "eps_lower" in a:
+                t = a.get("target")
+                audited[t] = max(audited.get(t, -math.inf), _f(a["eps_lower"]))
+        parties = sorted(set(_claimed(res)) | set(audited) | set(res.get("parties") or {}))
+        assum = res.get("privacy_assumptions") or []
+        for p in parties:
+            claim = _claimed(res).get(p, math.inf)
+            delta = (res.get("privacy") or {}).get(p, {}).get("delta", "–")
+            aud = audited.get(p, math.nan)
+            holds = [x["holds"] for x in assum if x.get("party") in (p, "*")]
+            if math.isnan(aud):
+                status = "no audit"
+            elif aud > claim:
+                status = "VIOLATION: audited > claimed"
+            else:
+                status = "consistent"
+            eps_rows.append(
+                [
+                    _series(r),
+                    _point(r),
+                    r.get("seed"),
+                    p,
+                    _fmt(claim),
+                    delta,
+                    _fmt(aud),
+                    "–" if not holds else ("yes" if all(holds) else "NO"),
+                    status,
+                ]
+            )
+    doc.table(
+        [
+            "protocol",
+            "setting",
+            "seed",
+            "party",
+            "claimed ε",
+            "δ",
+            "audited ε ≥",
+            "assumptions hold",
+            "status",
+        ],
+        eps_rows,
+    )
+    assumption_rows = []
+    seen = set()
+    for r in rows:
+        for x in r["results"].get("privacy_assumptions") or []:
+            key = (
+                _series(r),
+                _point(r),
+                x.get("party"),
+                x.get("assumption"),
+                x.get("holds"),
+                x.get("detail"),
+            )
+            if key not in seen:
+                seen.add(key)
+                assumption_rows.append(
+                    [
+                        key[0],
+                        key[1],
+                        x.get("party"),
+                        x.get("assumption"),
+                        "yes" if x.get("holds") else "NO",
+                        x.get("detail", ""),
+                    ]
+                )
+    if assumption_rows:
+        doc.h(3, "Assumptions behind the claims")
+        doc.table(
+            ["protocol", "setting", "party", "assumption", "holds", "detail"], assumption_rows
+        )
+
+    # -- what the observer saw
+    doc.h(2, "What the observer saw")
+    for k in sorted(agg):
+        r = next(x for x in rows if (_series(x), _point(x)) == k)
+        res = r["results"]
+        ov = res.get("observer_view") or {}
+        tr = res.get("transcript") or {}
+        doc.h(3, f"{k[0]} — {k[1]}")
+        doc.p(
+            f"Observer {ov.get('observer', '?')} saw {ov.get('messages', '?')} of "
+            f"{tr.get('messages', '?')} messages ({ov.get('bytes', '?')} of {tr.get('bytes', '?')} "
+            f"bytes) over {tr.get('rounds', '?')} rounds (seed {r.get('seed')}; transcript digest "
+            f"{str(tr.get('digest', ''))[:16]})."
+        )
+        by = ov.get("by_kind") or tr.get("by_kind") or {}
+        if by:
+            doc.table(
+                ["message kind", "messages", "bytes"],
+                [[kind, v.get("messages"), v.get("bytes")] for kind, v in by.items()],
+            )
+
+    # -- protocol modes and deviations
+    doc.h(2, "Protocol modes and deviations")
+    dev_rows, seen = [], set()
+    for r in rows:
+        pr = r["results"].get("protocol") or {}
+        key = (pr.get("name"), pr.get("mode"), tuple(pr.get("deviations") or ()))
+        if key not in seen:
+            seen.add(key)
+            dev_rows.append([key[0], key[1], "; ".join(key[2]) or "none"])
+    doc.table(["protocol", "mode", "deviations from the paper / public code"], dev_rows)
+
+    # -- provenance
+    doc.h(2, "Scenario and provenance")
+    versions = info.get("versions") or {}
+    doc.table(
+        ["item", "value"],
+        [
+            ["scenario", first.get("scenario", "")],
+            ["config hash", hash_],
+            ["run kind", info.get("kind", "")],
+            ["seeds", ", ".join(map(str, seeds))],
+            ["python", info.get("python", "")],
+        ]
+        + [[k, v or "not installed"] for k, v in versions.items()],
+    )
+    if info.get("scenario_text"):
+        doc.pre(info["scenario_text"])
+    if info.get("sweep"):
+        doc.h(3, "Cells")
+        doc.table(
+            ["#", "config hash", "seed", "setting"],
+            [[c["index"], c["cell"][:12], c["seed"], c["label"]] for c in info["sweep"]["cells"]],
+        )
+
+    atomic_write_bytes(run_dir / "report.html", doc.html(title).encode())
+    for kind, v in doc.parts:
+        if kind == "img":
+            atomic_write_bytes(run_dir / "plots" / v[0], v[1])
+    atomic_write_bytes(run_dir / "report.md", doc.markdown().encode())
+    return run_dir / "report.html"
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    flats = [flatten(r) for r in rows]
+    cols: list[str] = []
+    for f in flats:
+        cols.extend(k for k in f if k not in cols)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for f in flats:
+        w.writerow({k: ("" if v is None else v) for k, v in f.items()})
+    atomic_write_bytes(path, buf.getvalue().encode())
