@@ -113,7 +113,7 @@ def train_classifier(
     if dp is not None:
         from opacus import PrivacyEngine
 
-        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)  # opacus wraps any optimizer
         engine = PrivacyEngine(accountant="rdp")
         model, opt, loader = engine.make_private_with_epsilon(
             module=model,
@@ -184,10 +184,16 @@ def sinkhorn_loss(
     tol: float = 1e-7,
     linear: bool = False,
 ) -> torch.Tensor:
-    """Batched :math:`T_\\varepsilon(p_i, q_i)` (eq. 2) with POT; ``p``, ``q``: (B, C)."""
+    """Batched :math:`T_\\varepsilon(p_i, q_i)` (eq. 2) with POT; ``p``, ``q``: (B, C).
+
+    ``q`` (the teacher side) is clamped to >= 1e-9 and renormalised: an exact zero makes the
+    log-domain solver's gradient NaN."""
     import ot.batch
 
     B, C = p.shape
+    # the log-domain solver takes log(b): an exact zero gives a NaN gradient, so clamp
+    q = q.clamp_min(1e-9)
+    q = q / q.sum(1, keepdim=True)
     res = ot.batch.solve_batch(
         M.expand(B, C, C),
         reg,
