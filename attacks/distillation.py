@@ -157,7 +157,10 @@ class LabelDistributionInference(Attack):
             return []
         return [
             AttackOutput(
-                kind="histogram", target=t, histogram=np.full(C, 1.0 / C), meta={"baseline": "uniform"}
+                kind="histogram",
+                target=t,
+                histogram=np.full(C, 1.0 / C),
+                meta={"baseline": "uniform"},
             )
             for t in _targets(view, public)
         ]

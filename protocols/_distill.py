@@ -281,7 +281,9 @@ def scores(P: np.ndarray, y: np.ndarray, coords: np.ndarray) -> dict[str, float]
     pred = P.argmax(1)
     sd = semantic_distance(P, y, coords)
     return {
-        "macro_f1": float(f1_score(y, pred, average="macro", labels=np.arange(P.shape[1]), zero_division=0)),
+        "macro_f1": float(
+            f1_score(y, pred, average="macro", labels=np.arange(P.shape[1]), zero_division=0)
+        ),
         "accuracy": float(accuracy_score(y, pred)),
         "semantic_distance": sd["labelwise"],
         "semantic_distance_mean": sd["mean"],

@@ -76,7 +76,9 @@ class SinkhornDistillationConfig(PluginConfig):
     cost: Literal["euclidean", "cityblock", "sqeuclidean"] = Field(
         "euclidean", description="ground metric between label coordinates"
     )
-    n_classes: int | None = Field(None, gt=1, description="default: len(label_coords) or from test labels")
+    n_classes: int | None = Field(
+        None, gt=1, description="default: len(label_coords) or from test labels"
+    )
     loss: Literal["sinkhorn", "entropy"] = "sinkhorn"
     weighting: Literal["A", "D", "U", "E"] = "E"
     reg: float = Field(0.05, gt=0, description="entropic regularisation epsilon of eq. 2")
@@ -195,7 +197,6 @@ class SinkhornDistillation(Protocol):
 
     # -- the protocol
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
-        cfg = self.config
         clients = self._clients(parties)
         rng_server, rng_torch, rng_noise, rng_pate = rng.spawn(4)
         client_seeds = [int(s) for s in rng_torch.integers(2**31 - 1, size=len(clients) + 1)]
@@ -209,7 +210,9 @@ class SinkhornDistillation(Protocol):
         C = self._n_classes(y_te)
         coords = self._coords(C)
         if coords.shape[0] != C:
-            raise DataError(f"sinkhorn_distillation: {coords.shape[0]} label_coords for {C} classes")
+            raise DataError(
+                f"sinkhorn_distillation: {coords.shape[0]} label_coords for {C} classes"
+            )
         M = dl.label_cost(coords, cfg.cost)
         # noise inputs: every column drawn independently from the transfer set's column
         cols = rng_noise.integers(X_T.shape[0], size=(cfg.noise_inputs, X_T.shape[1]))
@@ -289,7 +292,8 @@ class SinkhornDistillation(Protocol):
                 if cfg.aggregation == "soft_labels"
                 else {},
             },
-            mode=f"{cfg.loss}-{cfg.weighting}" + ("+lwf" if cfg.lwf else "")
+            mode=f"{cfg.loss}-{cfg.weighting}"
+            + ("+lwf" if cfg.lwf else "")
             + ("/pate" if cfg.aggregation == "pate" else "")
             + ("/dp-sgd" if cfg.dp_sgd is not None else ""),
             deviations=(

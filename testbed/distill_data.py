@@ -207,7 +207,9 @@ class DistillSplit(PartitionerPlugin):
         cfg = self.config
         for p in (cfg.transfer, cfg.test):
             if p not in parties:
-                raise DataError(f"partition distill_split: party {p!r} is missing from data.parties")
+                raise DataError(
+                    f"partition distill_split: party {p!r} is missing from data.parties"
+                )
         clients = [p for p in parties if p not in (cfg.transfer, cfg.test)]
         if not clients:
             raise DataError("partition distill_split: no client parties")

@@ -126,7 +126,9 @@ def test_protocol_runs_is_deterministic_and_reports_reference(tmp_path):
 def test_guard_finds_no_private_row_with_overlapping_transfer_set(seed):
     # Prepare: the transfer set holds client_0 rows; the guard is on (scenario default)
     text = open(MIA).read().replace("seed: 0", f"seed: {seed}")
-    text = text.replace("teacher_epochs: 60", "teacher_epochs: 2").replace("student_epochs: 5", "student_epochs: 1")
+    text = text.replace("teacher_epochs: 60", "teacher_epochs: 2").replace(
+        "student_epochs: 5", "student_epochs: 1"
+    )
     world = build_world(parse_scenario(text, MIA, "scenarios"))
     # Execute (raises PrivacyGuardError on any private row)
     results, tr, _ = run_world(world)
@@ -175,7 +177,8 @@ def test_label_distribution_inference_beats_uniform_baseline(tmp_path):
 
 def test_small_dp_sgd_distillation_claims_epsilon_and_audit_stays_below(tmp_path):
     # Prepare: DP-SGD teachers at epsilon = 2 on the tiny membership scenario
-    text = open(MIA).read().replace("teacher_epochs: 60", "teacher_epochs: 5")
+    text = open(MIA).read().replace("teacher_epochs: 60", "teacher_epochs: 3")
+    text = text.replace("student_epochs: 5", "student_epochs: 2")
     text += "defenses:\n  - {name: dp_sgd_teachers, params: {epsilon: 2.0}}\n"
     sc = parse_scenario(text, MIA, "scenarios")
     # Execute
