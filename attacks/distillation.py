@@ -6,8 +6,10 @@
     ``confidence`` = max probability; ``entropy`` = minus the entropy; ``loss`` = log-probability
     the target gives the argmax of all seen clients' mean soft label; ``calibrated`` = the
     target's log-probability of its own argmax minus the other clients' mean log-probability of
-    that label (other teachers act as reference models, as in LiRA-style attacks). Candidates = the transfer rows (``meta``);
-    which are members is known to the scorer only. Baseline: scores from the prior only
+    that label (other teachers act as reference models, as in LiRA-style attacks). Candidates =
+    the ``audit`` party's rows at the end of the transfer set (half are the target's training
+    rows, half rows of its share it never trained on), or every transfer row when there is no
+    audit party; which are members is known to the scorer only. Baseline: prior-only scores
     (independent uniform draws, AUC 0.5 in expectation).
 ``label_distribution_inference``  Infer each client's label histogram: ``bias`` = its
     probability bias B (sent once for weighting E); ``soft_labels`` = its mean soft label on the
@@ -41,6 +43,14 @@ def _soft_labels(view: View) -> dict[str, np.ndarray]:
 def _transfer_set(view: View) -> np.ndarray | None:
     msgs = view.messages(f"{KIND}.transfer_set")
     return None if not msgs else np.asarray(msgs[0].payload, dtype=np.float64)
+
+
+def _candidates(public: PublicInfo, n: int) -> slice:
+    """The membership candidates: the audit party's rows, which the protocol appends at the end
+    of the transfer set (public: the server assembled it); all transfer rows otherwise."""
+    audit = public.params.get("audit")
+    size = public.extra.get("sizes", {}).get(audit) if audit else None
+    return slice(n - int(size), n) if size else slice(0, n)
 
 
 class MembershipConfig(AttackConfig):
@@ -81,12 +91,13 @@ class SoftLabelMembership(Attack):
         X_T = _transfer_set(view)
         if X_T is None:
             return []
+        cand = _candidates(public, X_T.shape[0])
         return [
             AttackOutput(
                 kind="scores",
                 target=t,
-                scores=self._score(soft, t),
-                meta={"candidates": X_T, "score": self.config.score},
+                scores=self._score(soft, t)[cand],
+                meta={"candidates": X_T[cand], "score": self.config.score},
             )
             for t in _targets(view, public)
             if t in soft
@@ -97,12 +108,13 @@ class SoftLabelMembership(Attack):
         if X_T is None:
             return []
         soft = _soft_labels(view)
+        cand = X_T[_candidates(public, X_T.shape[0])]
         return [
             AttackOutput(
                 kind="scores",
                 target=t,
-                scores=rng.uniform(size=X_T.shape[0]),
-                meta={"candidates": X_T, "baseline": "prior"},
+                scores=rng.uniform(size=cand.shape[0]),
+                meta={"candidates": cand, "baseline": "prior"},
             )
             for t in _targets(view, public)
             if t in soft

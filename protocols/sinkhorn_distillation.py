@@ -21,7 +21,8 @@ Server-held data are parties too: ``transfer`` (the transfer set), ``test`` (hel
 and optionally ``global_set``. They belong to the server (role "server data"); the protocol reads
 them with ``bus.local`` at those parties and never sends the test or global set anywhere. The
 transfer set is sent to the clients: rows of it that are also a client's training rows (the
-membership experiment) are exempt from the bus guard via :meth:`exempt_arrays`.
+membership experiment: the ``audit`` party's candidates, appended at the end of the transfer set)
+are exempt from the bus guard via :meth:`exempt_arrays`.
 
 Privacy knobs: ``dp_sgd`` trains every teacher with opacus DP-SGD (``make_private_with_epsilon``)
 and puts opacus's spent ε into the ledger (``ledger.claim``); ``aggregation: pate`` replaces the
@@ -69,6 +70,11 @@ class SinkhornDistillationConfig(PluginConfig):
     test: str = Field("test", description="party holding the server's labelled test set")
     global_set: str | None = Field(
         None, description="party holding the server's labelled global data (needed for lwf)"
+    )
+    audit: str | None = Field(
+        None,
+        description="party holding membership candidates (server data), appended at the end "
+        "of the transfer set",
     )
     label_coords: list[list[float]] | None = Field(
         None, description="one coordinate per label (default: 1-D ordinal 0..C-1)"
@@ -153,7 +159,7 @@ class SinkhornDistillation(Protocol):
     # -- roles
     def _server_parties(self) -> list[str]:
         c = self.config
-        return [p for p in (c.transfer, c.test, c.global_set) if p is not None]
+        return [p for p in (c.transfer, c.test, c.global_set, c.audit) if p is not None]
 
     def _clients(self, parties: Mapping[str, PartyData]) -> list[str]:
         for p in self._server_parties():
@@ -173,6 +179,8 @@ class SinkhornDistillation(Protocol):
         out[c.test] = "server data (test set)"
         if c.global_set is not None:
             out[c.global_set] = "server data (global set)"
+        if c.audit is not None:
+            out[c.audit] = "server data (membership candidates, in the transfer set)"
         return out
 
     def private_arrays(self, parties):
@@ -180,7 +188,8 @@ class SinkhornDistillation(Protocol):
 
     def exempt_arrays(self, parties):
         """The transfer set is the server's: rows of it a client also trained on are not leaks."""
-        return [parties[self.config.transfer].X]
+        c = self.config
+        return [parties[p].X for p in (c.transfer, c.audit) if p is not None]
 
     def _coords(self, n_classes: int) -> np.ndarray:
         if self.config.label_coords is not None:
@@ -206,6 +215,8 @@ class SinkhornDistillation(Protocol):
     def _run(self, parties, bus, clients, rng_server, rng_noise, rng_pate, seeds):
         cfg = self.config
         X_T = bus.local(cfg.transfer, _features)  # the server's own transfer set
+        if cfg.audit is not None:  # membership candidates go last (attacks rely on it)
+            X_T = np.vstack([X_T, bus.local(cfg.audit, _features)])
         X_te, y_te = bus.local(cfg.test, _labelled)
         C = self._n_classes(y_te)
         coords = self._coords(C)

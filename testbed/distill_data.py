@@ -20,9 +20,11 @@ Datasets
 
 Partitioner ``distill_split``
     Splits rows into a held-out ``test`` party, a ``transfer`` party (the server's unlabeled
-    transfer set) and the clients (label-skewed with Dirichlet(alpha)). ``overlap`` copies
-    ``overlap_rows`` of one client's training rows into the transfer set: the membership
-    experiment's members (the server legitimately holds them; they are exempt from the bus guard).
+    transfer set) and the clients (label-skewed with Dirichlet(alpha)). With ``audit_target``, an
+    ``audit`` party (server data) gets ``audit_rows`` of that client's training rows (members,
+    which the client also keeps) and ``audit_rows`` rows of its share that it never trains on
+    (non-members): the membership experiment's candidates, appended to the transfer set by the
+    protocol (the server legitimately holds them; they are exempt from the bus guard).
 """
 
 from __future__ import annotations
@@ -182,39 +184,43 @@ class DistillSplitConfig(PluginConfig):
     alpha: float = Field(0.5, gt=0, description="Dirichlet label skew among clients")
     transfer: str = Field("transfer", description="party holding the server's transfer set")
     test: str = Field("test", description="party holding the server's test set")
-    overlap: str | None = Field(
-        None, description="client whose training rows also appear in the transfer set"
+    audit: str = Field("audit", description="party holding the membership candidates")
+    audit_target: str | None = Field(
+        None, description="client whose membership is audited (needs the audit party)"
     )
-    overlap_rows: int = Field(0, ge=0, description="how many of that client's rows are copied")
+    audit_rows: int = Field(0, ge=0, description="members (and as many non-members) to draw")
 
     @model_validator(mode="after")
     def _check(self):
         if self.transfer_fraction + self.test_fraction >= 0.95:
             raise ValueError("transfer_fraction + test_fraction must leave rows for the clients")
-        if self.overlap_rows and self.overlap is None:
-            raise ValueError("overlap_rows > 0 needs overlap (a client name)")
+        if (self.audit_target is None) != (self.audit_rows == 0):
+            raise ValueError("audit_target and audit_rows > 0 go together")
         return self
 
 
 @PARTITIONERS.register
 class DistillSplit(PartitionerPlugin):
-    """Test set, server transfer set and label-skewed clients (optional client/transfer overlap)."""
+    """Test set, server transfer set, label-skewed clients and an optional membership audit set."""
 
     name = "distill_split"
     Config = DistillSplitConfig
 
     def split(self, ds, parties, rng):
         cfg = self.config
-        for p in (cfg.transfer, cfg.test):
+        server = [cfg.transfer, cfg.test] + ([cfg.audit] if cfg.audit_target else [])
+        for p in server:
             if p not in parties:
                 raise DataError(
                     f"partition distill_split: party {p!r} is missing from data.parties"
                 )
-        clients = [p for p in parties if p not in (cfg.transfer, cfg.test)]
+        clients = [p for p in parties if p not in server]
         if not clients:
             raise DataError("partition distill_split: no client parties")
-        if cfg.overlap is not None and cfg.overlap not in clients:
-            raise DataError(f"partition distill_split: overlap {cfg.overlap!r} is not a client")
+        if cfg.audit_target is not None and cfg.audit_target not in clients:
+            raise DataError(
+                f"partition distill_split: audit_target {cfg.audit_target!r} is not a client"
+            )
         perm = rng.permutation(ds.n)
         n_test = int(round(cfg.test_fraction * ds.n))
         n_tr = int(round(cfg.transfer_fraction * ds.n))
@@ -224,14 +230,20 @@ class DistillSplit(PartitionerPlugin):
             sub, clients, rng
         )
         out = {c: np.sort(rest[idx]) for c, idx in inner.items()}
-        if cfg.overlap_rows:
-            own = out[cfg.overlap]
-            if cfg.overlap_rows > own.size:
+        if cfg.audit_target is not None:
+            # members and non-members are both uniform draws from the target's own share, so
+            # they are exchangeable: the audit measures membership, not the target's label mix
+            share = rng.permutation(out[cfg.audit_target])
+            m = cfg.audit_rows
+            if 3 * m > share.size:
                 raise DataError(
-                    f"partition distill_split: overlap_rows={cfg.overlap_rows} but "
-                    f"{cfg.overlap!r} has {own.size} rows"
+                    f"partition distill_split: audit_rows={m} needs 3x as many rows; "
+                    f"{cfg.audit_target!r} has {share.size}"
                 )
-            transfer = np.concatenate([transfer, rng.choice(own, cfg.overlap_rows, replace=False)])
+            held_out, kept = share[:m], share[m:]
+            members = kept[:m]
+            out[cfg.audit_target] = np.sort(kept)
+            out[cfg.audit] = np.sort(np.concatenate([members, held_out]))
         out[cfg.transfer] = np.sort(transfer)
         out[cfg.test] = np.sort(test)
         return out

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from protocols import _distill as dl
 from testbed.config import load_scenario, parse_scenario
+from testbed.metrics import _rows_in
 from testbed.runner import build_world, run_scenario, run_world
 
 TINY = "scenarios/distill_tiny.yaml"
@@ -123,22 +124,31 @@ def test_protocol_runs_is_deterministic_and_reports_reference(tmp_path):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_guard_finds_no_private_row_with_overlapping_transfer_set(seed):
-    # Prepare: the transfer set holds client_0 rows; the guard is on (scenario default)
+def test_guard_finds_no_private_row_with_audit_rows_in_the_transfer_set(seed):
+    # Prepare: the audit party (appended to the transfer set) holds client_0 rows; guard is on
     text = open(MIA).read().replace("seed: 0", f"seed: {seed}")
-    text = text.replace("teacher_epochs: 60", "teacher_epochs: 2").replace(
-        "student_epochs: 5", "student_epochs: 1"
-    )
+    text = text.replace("teacher_epochs: 60", "teacher_epochs: 2")
+    text = text.replace("student_epochs: 5", "student_epochs: 1")
     world = build_world(parse_scenario(text, MIA, "scenarios"))
     # Execute (raises PrivacyGuardError on any private row)
     results, tr, _ = run_world(world)
-    # Assert: the transfer set really contains client_0 rows, and the guard was on
-    from testbed.metrics import _rows_in
-
-    assert _rows_in(world.parties["transfer"].X, world.parties["client_0"].X).sum() == 30
+    # Assert: the transfer set sent to clients really contains 15 client_0 training rows
+    sent = next(e for e in tr if e.kind.endswith("transfer_set")).payload
+    assert _rows_in(sent, world.parties["client_0"].X).sum() == 15
     assert results["transcript"]["guard"] == "on"
-    guard_world = world.protocol.private_arrays(world.parties)
-    assert set(guard_world) == {"client_0", "client_1", "client_2"}
+    assert set(world.protocol.private_arrays(world.parties)) == {"client_0", "client_1", "client_2"}
+
+
+def test_audit_candidates_are_exchangeable_members_and_non_members():
+    # Prepare / Execute
+    world = build_world(load_scenario(MIA))
+    audit, X0 = world.parties["audit"], world.parties["client_0"]
+    members = _rows_in(audit.X, X0.X)
+    others = np.vstack([world.parties[c].X for c in ("client_1", "client_2", "transfer", "test")])
+    # Assert: half members; non-members are in no party's data (held out of client_0's share)
+    assert members.sum() == 15 and (~members).sum() == 15
+    assert not _rows_in(audit.X[~members], others).any()
+    assert not _rows_in(audit.X[~members], X0.X).any()
 
 
 def test_guard_still_catches_a_client_row_outside_the_transfer_set():
@@ -150,9 +160,7 @@ def test_guard_still_catches_a_client_row_outside_the_transfer_set():
     p = world.protocol
     guard = PrivacyGuard(p.private_arrays(world.parties), exempt=p.exempt_arrays(world.parties))
     X0 = world.parties["client_0"].X
-    from testbed.metrics import _rows_in
-
-    outside = X0[~_rows_in(X0, world.parties["transfer"].X)][:1]
+    outside = X0[~_rows_in(X0, world.parties["audit"].X)][:1]
     from testbed.bus import Envelope
 
     env = Envelope.make(seq=0, round=0, sender="client_0", receiver="server", kind="x.y",
@@ -172,7 +180,8 @@ def test_label_distribution_inference_beats_uniform_baseline(tmp_path):
     for a in rows:
         assert a["tv"] < a["tv_baseline"], a
     mia = [a for a in r.results["attacks"] if a["attack"] == "soft_label_membership"]
-    assert mia and 0.0 <= mia[0]["auc"] <= 1.0 and mia[0]["n_members"] == 30
+    assert mia and 0.0 <= mia[0]["auc"] <= 1.0
+    assert mia[0]["n_members"] == 15 and mia[0]["n_nonmembers"] == 15
 
 
 def test_small_dp_sgd_distillation_claims_epsilon_and_audit_stays_below(tmp_path):
