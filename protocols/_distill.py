@@ -12,7 +12,6 @@ Gradients use ``grad="last_step"`` (differentiating the last Sinkhorn iteration)
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,6 +25,7 @@ __all__ = [
     "label_cost",
     "predict_proba",
     "probability_bias",
+    "scores",
     "semantic_distance",
     "sinkhorn_loss",
     "teacher_weights",
@@ -288,7 +288,3 @@ def scores(P: np.ndarray, y: np.ndarray, coords: np.ndarray) -> dict[str, float]
         "semantic_distance": sd["labelwise"],
         "semantic_distance_mean": sd["mean"],
     }
-
-
-def finite_or_inf(x: float | None) -> float:
-    return math.inf if x is None else float(x)

@@ -62,8 +62,11 @@ def summarise(rows: list[dict]) -> dict:
             per_seed[(lab, r["seed"], k)] = _f(v)
         for k, v in res["reference"].items():
             points[lab]["reference_" + k].append(_f(v))
+        seen: dict[tuple, int] = defaultdict(int)
         for a in res.get("attacks", []):
             tag = a["attack"] + (f"[{a['method']}]" if a.get("method") else "")
+            seen[(tag, a["target"])] += 1
+            tag += f"#{seen[(tag, a['target'])]}"  # n-th spec of this attack in the scenario
             for k in ATTACK_KEYS:
                 if k in a:
                     points[lab][f"{tag}.{k}"].append(_f(a[k]))

@@ -334,6 +334,7 @@ def score_membership(output, baseline, world) -> dict:
     out = membership_metrics(output.scores, is_member)
     out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
     out["claimed_epsilon"] = _claimed(world, output.target)
+    out["score"] = output.meta.get("score")
     if baseline is not None and baseline.scores is not None:
         b = membership_metrics(baseline.scores, is_member)
         out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})

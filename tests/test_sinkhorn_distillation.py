@@ -227,3 +227,21 @@ def test_pate_aggregation_hides_per_client_outputs(tmp_path):
     to_server = [e for e in r.transcript if e.receiver == "server"]
     assert [e.kind for e in to_server] == ["sinkhorn_distillation.aggregate"]
     assert all(math.isfinite(v["epsilon"]) for v in r.results["privacy"].values())
+
+
+def test_new_modules_export_what_they_name():
+    # Prepare
+    import importlib
+
+    # Execute / Assert
+    for mod in ("protocols", "attacks", "defenses", "testbed.distill_data", "protocols._distill"):
+        m = importlib.import_module(mod)
+        for name in m.__all__:
+            assert hasattr(m, name), f"{mod}.{name}"
+    from testbed.registry import ATTACKS, DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS
+
+    assert "sinkhorn_distillation" in PROTOCOLS.names()
+    assert {"soft_label_membership", "label_distribution_inference"} <= set(ATTACKS.names())
+    assert {"dp_sgd_teachers", "noisy_soft_labels", "pate_aggregation"} <= set(DEFENSES.names())
+    assert {"vader_lexicon", "valence_arousal"} <= set(DATASETS.names())
+    assert "distill_split" in PARTITIONERS.names()
