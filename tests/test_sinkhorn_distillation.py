@@ -26,7 +26,7 @@ def _simplex(draw_vals):
 
 
 # ----------------------------------------------------------------------------- the loss
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(
     st.lists(st.floats(0, 1), min_size=5, max_size=5),
     st.lists(st.floats(0, 1), min_size=5, max_size=5),
