@@ -5,11 +5,15 @@ from attacks._base import (
     AttackConfig,
     AttackOutput,
     AttackOutputError,
+    observed,
     prior_points,
     validate_outputs,
 )
 from attacks.distillation import LabelDistributionInference, SoftLabelMembership
 from attacks.fedwad_distributional import FedWADDistributional
+from attacks.marketplace_trilateration import MarketplaceTrilateration
+from attacks.measure_inversion import MeasureInversion
+from attacks.word2vec_retrieval import Word2VecRetrieval
 
 __all__ = [
     "Attack",
@@ -18,7 +22,11 @@ __all__ = [
     "AttackOutputError",
     "FedWADDistributional",
     "LabelDistributionInference",
+    "MarketplaceTrilateration",
+    "MeasureInversion",
     "SoftLabelMembership",
+    "Word2VecRetrieval",
+    "observed",
     "prior_points",
     "validate_outputs",
 ]

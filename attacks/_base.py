@@ -55,6 +55,7 @@ __all__ = [
     "AttackConfig",
     "AttackOutput",
     "AttackOutputError",
+    "observed",
     "prior_points",
     "validate_outputs",
 ]
@@ -101,6 +102,9 @@ class Attack(Plugin):
     protocols: ClassVar[tuple[str, ...]] = ("*",)
     #: kinds of AttackOutput it returns
     output_kinds: ClassVar[tuple[str, ...]] = ("points",)
+    #: scenario the contract kit runs it on (file name in scenarios/, or a path); default: the
+    #: tiny scenario of its first protocol (scenarios/contract_tiny[_<protocol>].yaml)
+    contract_scenario: ClassVar[str | None] = None
 
     def applies_to(self, protocol: str) -> bool:
         return "*" in self.protocols or protocol in self.protocols
@@ -124,6 +128,19 @@ class Attack(Plugin):
             AttackOutput(kind="points", target=t, points=guess, meta={"baseline": "prior"})
             for t in _targets(view, public)
         ]
+
+
+def observed(view: View, kind: str = "*") -> list:
+    """Envelopes of ``kind`` (glob) that the observer or a colluder sent or received (every one
+    for an eavesdropper). Attacks should select messages through this."""
+    from testbed.bus import EAVESDROPPER
+
+    who = {view.observer, *view.colluders}
+    return [
+        e
+        for e in view.messages(kind)
+        if EAVESDROPPER in who or e.sender in who or e.receiver in who
+    ]
 
 
 def _targets(view: View, public: PublicInfo) -> list[str]:

@@ -10,6 +10,8 @@ from testbed.bus import Transcript
 from testbed.registry import ATTACKS
 from testbed.seeding import component_rng
 
+DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
+
 __all__ = ["run_attacks"]
 
 
@@ -51,4 +53,7 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
                     **score_attack(out, base, world),
                 }
             )
+            if out.kind == "scores" and world.ledger.parties():
+                # the audit's empirical lower bound is shown beside the defense's claim
+                rows[-1]["epsilon_claimed"] = world.ledger.epsilon(out.target, DELTA)
     return rows

@@ -1,4 +1,4 @@
-"""Command line: ``testbed run | report | validate | plugins | transcript``.
+"""Command line: ``testbed run | report | validate | plugins | transcript | new-attack``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -64,10 +64,22 @@ def cmd_run(args) -> int:
     )
     for a in r.get("attacks", []):
         keys = [
-            k for k in ("leakage", "w2_ratio", "coverage", "matching_rate", "auc", "tv") if k in a
+            k
+            for k in (
+                "leakage",
+                "w2_ratio",
+                "coverage",
+                "exact_recovery",
+                "matching_rate",
+                "matching_rate_any",
+                "auc",
+                "tv",
+            )
+            if k in a
         ]
         print(
-            f"attack {a['attack']} on {a['target']} (observer {a['observer']}): "
+            f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
+            f"on {a['target']} (observer {a['observer']}): "
             + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
         )
     print(f"results: {out.out_dir / 'results.json'}")
@@ -214,6 +226,15 @@ def cmd_transcript(args) -> int:
     return 0
 
 
+def cmd_new_attack(args) -> int:
+    from testbed.scaffold import new_attack
+
+    root = new_attack(args.name, args.dir)
+    print(f"created attack plugin {args.name!r} in {root}")
+    print(f"next: pip install -e {root} && testbed plugins")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
@@ -233,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("plugins", help="list registered protocols, attacks, defenses, datasets")
     p.set_defaults(fn=cmd_plugins)
+    p = sub.add_parser("new-attack", help="scaffold an attack plugin package")
+    p.add_argument("name", help="snake_case attack name (== YAML key == entry-point name)")
+    p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
+    p.set_defaults(fn=cmd_new_attack)
     p = sub.add_parser("transcript", help="show what was exchanged in a run")
     p.add_argument("run_dir")
     p.add_argument("--limit", type=int, default=40)

@@ -13,6 +13,7 @@ from testbed.errors import TestbedError
 class MetricError(TestbedError):
     """A metric cannot be computed from what it was given (e.g. one class only for an AUC)."""
 
+
 __all__ = [
     "MetricError",
     "coverage_at_r",
@@ -73,6 +74,7 @@ def w2_leakage(
             {"w2_baseline": wb, "w2_ratio": ratio, "leakage": float(np.clip(1.0 - ratio, 0.0, 1.0))}
         )
     return out
+
 
 def median_loo_nn_distance(X) -> float:
     """Median leave-one-out nearest-neighbour distance inside ``X`` (the radius of coverage@r)."""
@@ -170,9 +172,7 @@ def _roc(scores, is_member):
         raise MetricError("membership: scores must be finite")
     n_pos, n_neg = int(m.sum()), int((~m).sum())
     if n_pos == 0 or n_neg == 0:
-        raise MetricError(
-            f"membership: need members and non-members, got {n_pos} and {n_neg}"
-        )
+        raise MetricError(f"membership: need members and non-members, got {n_pos} and {n_neg}")
     fpr, tpr, thr = roc_curve(m, s, drop_intermediate=False)
     return fpr, tpr, thr, n_pos, n_neg
 
@@ -275,21 +275,86 @@ def epsilon_lower_bound_from_scores(
 
 
 def score_attack(output, baseline, world) -> dict:
-    """Score one :class:`~attacks.AttackOutput` against ground truth (held by ``world``)."""
+    """Score one :class:`~attacks.AttackOutput` against ground truth (held by ``world``) and,
+    next to it, the prior-only baseline's output of the same kind and target.
+
+    points: W2, ratio to the baseline, normalised leakage, coverage@r, exact recovery (1e-6);
+    words: matching rate and precision@k against the target's document tokens
+    (``world.meta["dataset_meta"]["tokens"]``, one per dataset row);
+    scores: membership metrics and an ε lower bound against ``world.meta["membership"][target]``;
+    histogram: total variation to the target's label histogram.
+    """
     truth = world.parties[output.target]
+    row: dict = {"kind": output.kind}
+    method = output.meta.get("method") if output.meta else None
+    if method is not None:
+        row["method"] = method
     if output.kind == "points":
-        return w2_leakage(
-            output.points,
-            output.weights,
-            truth.X,
-            None if baseline is None else baseline.points,
-            None if baseline is None else baseline.weights,
+        row.update(
+            w2_leakage(
+                output.points,
+                output.weights,
+                truth.X,
+                None if baseline is None else baseline.points,
+                None if baseline is None else baseline.weights,
+            )
         )
-    if output.kind == "scores" and "candidates" in output.meta:
-        return score_membership(output, baseline, world)
-    if output.kind == "histogram" and truth.y is not None:
-        return score_label_histogram(output, baseline, world)
-    raise NotImplementedError(f"no scorer for attack output kind {output.kind!r}")
+        row.update(coverage_at_r(output.points, truth.X))
+        row["exact_recovery"] = exact_recovery_rate(output.points, truth.X)
+        if baseline is not None:
+            row["coverage_baseline"] = coverage_at_r(baseline.points, truth.X, row["coverage_r"])[
+                "coverage"
+            ]
+        return row
+    if output.kind == "words":
+        tokens = world.meta.get("dataset_meta", {}).get("tokens")
+        if tokens is None or truth.source_index is None:
+            raise MetricError("words output: the dataset carries no tokens to score against")
+        doc = [tokens[i] for i in truth.source_index]
+        ranked = output.meta.get("ranked")
+        row["matching_rate"] = matching_rate(output.words, doc)
+        # the paper's reading for a measure that mixes both parties (FedWAD's xi^K): a word
+        # counts when it is in any party's private document
+        every = {tokens[i] for p in world.parties.values() for i in p.source_index}
+        row["matching_rate_any"] = matching_rate(output.words, every)
+        row["n_words"] = len(output.words)
+        if ranked:
+            k = len(ranked[0])
+            row[f"precision_at_{k}"] = precision_at_k(ranked, doc, k)
+        if baseline is not None and baseline.words is not None:
+            row["matching_rate_baseline"] = matching_rate(baseline.words, doc)
+            row["matching_rate_any_baseline"] = matching_rate(baseline.words, every)
+        return row
+    if output.kind == "scores" and "candidates" in (output.meta or {}):
+        # issue 5: public candidate rows; members = candidates that are rows of the target
+        row.update(score_membership(output, baseline, world))
+        return row
+    if output.kind == "scores":
+        member = world.meta.get("membership", {}).get(output.target)
+        if member is None:
+            raise MetricError(f"scores output: no membership ground truth for {output.target!r}")
+        row.update(membership_metrics(output.scores, member))
+        delta = world.meta.get("delta", 0.0)
+        row.update(
+            {
+                f"audit_{k}": v
+                for k, v in epsilon_lower_bound_from_scores(
+                    output.scores, member, delta=delta
+                ).items()
+            }
+        )
+        return row
+    if output.kind == "histogram":
+        if truth.y is None:
+            raise MetricError("histogram output: the target has no labels")
+        true_hist = np.bincount(
+            np.asarray(truth.y, dtype=np.int64), minlength=output.histogram.size
+        )
+        row["tv"] = tv_distance(output.histogram, true_hist)
+        if baseline is not None and baseline.histogram is not None:
+            row["tv_baseline"] = tv_distance(baseline.histogram, true_hist)
+        return row
+    raise MetricError(f"no scorer for attack output kind {output.kind!r}")
 
 
 # ----------------------------------------------------------------------------- issue 5 block
@@ -339,16 +404,4 @@ def score_membership(output, baseline, world) -> dict:
     if baseline is not None and baseline.scores is not None:
         b = membership_metrics(baseline.scores, is_member)
         out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
-    return out
-
-
-def score_label_histogram(output, baseline, world) -> dict:
-    """TV distance between the inferred and the true label histogram of the target."""
-    y = np.asarray(world.parties[output.target].y)
-    C = max(int(y.max()) + 1, output.histogram.size)
-    truth = np.bincount(y, minlength=C) / y.size
-    out = {"tv": tv_distance(output.histogram, truth), "method": output.meta.get("method")}
-    if baseline is not None and baseline.histogram is not None:
-        out["tv_baseline"] = tv_distance(baseline.histogram, truth)
-    out["claimed_epsilon"] = _claimed(world, output.target)
     return out

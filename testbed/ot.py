@@ -11,6 +11,7 @@ References
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -46,6 +47,21 @@ def cost_matrix(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.maximum(M, 0.0)
 
 
+def _solve(fn, a, b, M, what: str):
+    """Call ``ot.emd``/``ot.emd2`` with the iteration cap and turn non-optimality into an error,
+    whatever the caller's warning filters are."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, log = fn(a, b, M, numItermax=NUM_ITERMAX, log=True)
+    for w in caught:
+        if "numItermax" in str(w.message):
+            raise OTSolverError(
+                f"{what}: POT network simplex stopped before optimality ({w.message})"
+            )
+    _check_log(log, what)
+    return out, log
+
+
 def _check_log(log: dict, what: str) -> None:
     warning = log.get("warning")
     if warning:
@@ -57,12 +73,9 @@ def _check_log(log: dict, what: str) -> None:
         raise OTSolverError(f"{what}: POT network simplex returned code {code} ({warning})")
 
 
-def emd_plan(
-    a: np.ndarray, b: np.ndarray, M: np.ndarray, num_itermax: int = NUM_ITERMAX
-) -> tuple[np.ndarray, float]:
+def emd_plan(a: np.ndarray, b: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, float]:
     """Exact OT plan and cost with ``ot.emd``; raises :class:`OTSolverError` if not optimal."""
-    P, log = ot.emd(a, b, M, numItermax=max(int(num_itermax), 1_000_000), log=True)
-    _check_log(log, "ot.emd")
+    P, log = _solve(ot.emd, a, b, M, "ot.emd")
     return P, float(max(log["cost"], 0.0))
 
 
@@ -81,8 +94,7 @@ def sq_wasserstein(mu: Measure, nu: Measure, M: np.ndarray | None = None) -> flo
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
         M = cost_matrix(mu.support, nu.support)
-    cost, log = ot.emd2(mu.weights, nu.weights, M, numItermax=NUM_ITERMAX, log=True)
-    _check_log(log, "ot.emd2")
+    cost, _ = _solve(ot.emd2, mu.weights, nu.weights, M, "ot.emd2")
     return float(max(cost, 0.0))
 
 
@@ -116,9 +128,9 @@ def interpolate_exact(
     """
     if P is None:
         P, _ = plan(mu, nu)
-    I, J = np.nonzero(P > prune * P.max())
-    w = P[I, J]
-    support = (1.0 - t) * mu.support[I] + t * nu.support[J]
+    rows, cols = np.nonzero(P > prune * P.max())
+    w = P[rows, cols]
+    support = (1.0 - t) * mu.support[rows] + t * nu.support[cols]
     return Measure(support, w / w.sum())
 
 

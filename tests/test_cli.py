@@ -1,0 +1,181 @@
+"""Malformed scenarios end in one line naming the file/line/field, exit code 2, no traceback,
+and nothing from the file is ever executed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main
+
+GOOD = """\
+name: tiny
+seed: 3
+data:
+  dataset:
+    name: gaussians
+    params:
+      d: 2
+      components:
+        - {n: 20, mean: 0.0}
+        - {n: 15, mean: 3.0}
+  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
+  parties: [alice, bob]
+protocol:
+  name: fedwad
+  params: {support_size: 4, iterations: 3}
+"""
+
+
+def _with_dataset(spec: str) -> str:
+    """GOOD with its dataset (and class partition) replaced by ``dataset: <spec>``."""
+    start = GOOD.index("  dataset:")
+    end = GOOD.index("  parties:")
+    return GOOD[:start] + f"  dataset: {spec}\n" + GOOD[end:]
+
+
+def _run(tmp_path: Path, text: str, capsys, *extra: str, command: str = "validate"):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    code = main([command, str(f), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_good_scenario_validates(tmp_path, capsys):
+    code, out, err = _run(tmp_path, GOOD, capsys)
+    assert code == 0, err
+    assert "ok" in out
+
+
+@pytest.mark.parametrize(
+    ("mutate", "line", "needle"),
+    [
+        (lambda s: s.replace("seed: 3", "seed: 3\ncolour: red"), 3, "colour: unknown key"),
+        (
+            lambda s: s.replace("support_size: 4", "support_size: four"),
+            15,
+            "protocol.params.support_size",
+        ),
+        (
+            lambda s: s.replace("name: fedwad", "name: fedwat"),
+            14,
+            "unknown protocol 'fedwat'; known: ",
+        ),
+        (
+            lambda s: s.replace("{n: 15, mean: 3.0}", "{n: -15, mean: 3.0}"),
+            10,
+            "data.dataset.params.components[1].n",
+        ),
+        (
+            lambda s: s.replace("iterations: 3}", "iterations: 3, bogus: 1}"),
+            15,
+            "protocol.params.bogus: unknown key",
+        ),
+        (
+            lambda s: s.replace("parties: [alice, bob]", "parties: [alice, alice]"),
+            12,
+            "data.parties",
+        ),
+        (
+            lambda s: s.replace("  name: fedwad\n", ""),
+            13,
+            "protocol.name: required field is missing",
+        ),
+        (
+            lambda s: s + "threat_model: {observer: carol}\n",
+            16,
+            "threat_model.observer: unknown party 'carol'",
+        ),
+        (lambda s: s.replace("seed: 3", "seed: [3"), 3, "YAML syntax error"),
+    ],
+    ids=[
+        "unknown-key",
+        "wrong-type",
+        "unknown-plugin",
+        "negative-size",
+        "unknown-param",
+        "duplicate-party",
+        "missing-field",
+        "unknown-observer",
+        "yaml-syntax",
+    ],
+)
+def test_malformed_scenarios_fail_with_one_line(tmp_path, capsys, mutate, line, needle):
+    code, out, err = _run(tmp_path, mutate(GOOD), capsys)
+    assert code == 2
+    assert err.count("\n") == 1, err  # exactly one line
+    assert err.startswith("error: ")
+    assert f"s.yaml:{line}:" in err, err
+    assert needle in err, err
+    assert "Traceback" not in err
+
+
+def test_python_tag_is_refused_and_never_executed(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    text = GOOD.replace("seed: 3", f'seed: !!python/object/apply:os.system ["touch {marker}"]')
+    code, _, err = _run(tmp_path, text, capsys)
+    assert code == 2
+    assert "not allowed" in err and "s.yaml:2:" in err
+    assert not marker.exists()
+
+
+def test_missing_data_file_names_the_field(tmp_path, capsys):
+    text = _with_dataset("{name: csv, params: {path: nowhere.csv}}")
+    code, _, err = _run(tmp_path, text, capsys)
+    assert code == 2
+    assert "data.dataset.params.path: data file not found" in err
+    assert "s.yaml:4:" in err
+
+
+def test_nan_in_data_names_file_and_line(tmp_path, capsys):
+    csv = tmp_path / "pts.csv"
+    csv.write_text("x,y\n1,2\n3,nan\n5,6\n")
+    text = _with_dataset("{name: csv, params: {path: pts.csv}}")
+    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
+    assert code == 2
+    assert "pts.csv:3: NaN or inf in column 1" in err
+    assert err.count("\n") == 1
+
+
+def test_missing_scenario_file(capsys, tmp_path):
+    code = main(["validate", str(tmp_path / "nope.yaml")])
+    assert code == 2
+    assert "scenario file not found" in capsys.readouterr().err
+
+
+def test_process_exit_code_and_no_traceback(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text(GOOD.replace("seed: 3", "seed: -1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "testbed", "run", str(f)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "bad.yaml:2: seed" in proc.stderr
+
+
+def test_run_writes_run_directory_and_transcript_command(tmp_path, capsys):
+    code, out, err = _run(
+        tmp_path, GOOD, capsys, "--out", str(tmp_path / "run"), "-q", command="run"
+    )
+    assert code == 0, err
+    run = tmp_path / "run"
+    for f in [
+        "results.json",
+        "resolved.yaml",
+        "config_hash",
+        "envelopes.jsonl",
+        "payloads.npz",
+        "run_info.json",
+    ]:
+        assert (run / f).exists(), f
+    assert "rel. error" in out and "results:" in out
+    assert main(["transcript", str(run)]) == 0
+    shown = capsys.readouterr().out
+    assert "fedwad.xi_mu" in shown and "server -> alice" in shown
+    assert main(["plugins"]) == 0
+    assert "fedwad" in capsys.readouterr().out
