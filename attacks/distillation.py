@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from attacks._base import Attack, AttackConfig, AttackOutput, _targets
+from attacks._base import Attack, AttackConfig, AttackOutput, _targets, observed
 from testbed.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
@@ -36,12 +36,12 @@ KIND = "sinkhorn_distillation"
 def _soft_labels(view: View) -> dict[str, np.ndarray]:
     return {
         e.sender: np.asarray(e.payload, dtype=np.float64)
-        for e in view.messages(f"{KIND}.soft_labels")
+        for e in observed(view, f"{KIND}.soft_labels")
     }
 
 
 def _transfer_set(view: View) -> np.ndarray | None:
-    msgs = view.messages(f"{KIND}.transfer_set")
+    msgs = observed(view, f"{KIND}.transfer_set")
     return None if not msgs else np.asarray(msgs[0].payload, dtype=np.float64)
 
 
@@ -136,7 +136,7 @@ class LabelDistributionInference(Attack):
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator) -> list[AttackOutput]:
         soft = _soft_labels(view)
-        bias = {e.sender: np.asarray(e.payload, float) for e in view.messages(f"{KIND}.bias")}
+        bias = {e.sender: np.asarray(e.payload, float) for e in observed(view, f"{KIND}.bias")}
         out = []
         means = {k: v.mean(0) for k, v in soft.items()}
         for t in _targets(view, public):
@@ -161,7 +161,7 @@ class LabelDistributionInference(Attack):
 
     def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
         soft = _soft_labels(view)
-        bias = {e.sender: np.asarray(e.payload) for e in view.messages(f"{KIND}.bias")}
+        bias = {e.sender: np.asarray(e.payload) for e in observed(view, f"{KIND}.bias")}
         C = next(iter(soft.values())).shape[1] if soft else None
         if C is None and bias:
             C = next(iter(bias.values())).size

@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -37,12 +37,15 @@ PROTOCOL = "sinkhorn_distillation"
 class _Knob(Defense):
     """A defense that only sets protocol parameters; it never touches messages."""
 
+    #: read by the contract kit (issue 4's knob flag): no message checks for knobs
+    changes_messages: ClassVar[bool] = False
+
     def applies_to(self, env: Envelope) -> bool:
         return False
 
 
 class DPSGDConfig(PluginConfig):
-    epsilon: float | Literal["inf"] = Field(description="target ε per teacher ('inf' = no DP)")
+    epsilon: float | Literal["inf"] = Field(1.0, description="target ε per teacher ('inf' = no DP)")
     delta: float = Field(1e-5, gt=0, lt=1)
     max_grad_norm: float = Field(1.0, gt=0)
 
@@ -72,7 +75,7 @@ class DPSGDTeachers(_Knob):
 
 
 class PateConfig(PluginConfig):
-    sigma: float = Field(gt=0, description="Gaussian noise std on the vote counts")
+    sigma: float = Field(1.0, gt=0, description="Gaussian noise std on the vote counts")
 
 
 @DEFENSES.register
@@ -94,7 +97,7 @@ class NoisySoftLabelsConfig(DefenseConfig):
         description="message kinds (globs) to defend",
     )
     mechanism: Literal["gaussian", "laplace"] = "gaussian"
-    scale: float = Field(gt=0, description="Gaussian std sigma, or Laplace scale b")
+    scale: float = Field(0.1, gt=0, description="Gaussian std sigma, or Laplace scale b")
 
 
 @DEFENSES.register
@@ -103,6 +106,8 @@ class NoisySoftLabels(Defense):
 
     name = "noisy_soft_labels"
     Config = NoisySoftLabelsConfig
+    #: the contract kit runs this defense on the sinkhorn_distillation fixture
+    protocols: ClassVar[tuple[str, ...]] = (PROTOCOL,)
 
     def on_send(
         self, env: Envelope, rng: np.random.Generator, ledger: PrivacyLedger | None

@@ -295,8 +295,10 @@ def check_produces_output(cls, fixture=None) -> None:
 
 # ----------------------------------------------------------------------------- defense checks
 def _defended(cls, fixture):
-    fx = fixture or attack_fixture("fedwad")
     defense = cls(cls.Config())
+    if not getattr(cls, "changes_messages", True):
+        return defense, []  # knob defenses change protocol parameters, never a message
+    fx = fixture or _fixture_for(cls, None)  # a defense may name its protocols (issue 5)
     envs = [e for e in fx.transcript if defense.applies_to(e)]
     assert envs, f"the {fx.protocol} fixture has no envelope this defense applies to"
     return defense, envs
