@@ -9,6 +9,7 @@ from attacks._base import (
     prior_points,
     validate_outputs,
 )
+from attacks.distillation import LabelDistributionInference, SoftLabelMembership
 from attacks.fedwad_distributional import FedWADDistributional
 from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
@@ -20,8 +21,10 @@ __all__ = [
     "AttackOutput",
     "AttackOutputError",
     "FedWADDistributional",
+    "LabelDistributionInference",
     "MarketplaceTrilateration",
     "MeasureInversion",
+    "SoftLabelMembership",
     "Word2VecRetrieval",
     "observed",
     "prior_points",

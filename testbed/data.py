@@ -566,5 +566,7 @@ def build_parties(
     return parties, masks
 
 
-# text datasets register themselves on import (gensim is imported lazily inside them)
+# text datasets (gensim imported lazily inside them) and the distillation tasks + the
+# distill_split partitioner (issue 5) register themselves on import
+from testbed import distill_data as _distill_data  # noqa: E402,F401
 from testbed import text as _text  # noqa: E402,F401

@@ -21,6 +21,7 @@ __all__ = [
     "epsilon_lower_bound",
     "epsilon_lower_bound_from_scores",
     "exact_recovery_rate",
+    "heldout_epsilon_lb",
     "matching_rate",
     "mean_ci",
     "membership_metrics",
@@ -354,6 +355,10 @@ def score_attack(output, baseline, world) -> dict:
             row["matching_rate_baseline"] = matching_rate(baseline.words, doc)
             row["matching_rate_any_baseline"] = matching_rate(baseline.words, every)
         return row
+    if output.kind == "scores" and "candidates" in (output.meta or {}):
+        # issue 5: public candidate rows; members = candidates that are rows of the target
+        row.update(score_membership(output, baseline, world))
+        return row
     if output.kind == "scores":
         member = world.meta.get("membership", {}).get(output.target)
         if member is None:
@@ -380,3 +385,53 @@ def score_attack(output, baseline, world) -> dict:
             row["tv_baseline"] = tv_distance(baseline.histogram, true_hist)
         return row
     raise MetricError(f"no scorer for attack output kind {output.kind!r}")
+
+
+# ----------------------------------------------------------------------------- issue 5 block
+# Membership over public candidate rows and label-histogram inference (sinkhorn_distillation).
+def _rows_in(candidates, X, decimals: int = 9) -> np.ndarray:
+    """Boolean mask: which candidate rows are rows of ``X`` (after rounding)."""
+    keys = {np.round(np.asarray(r, np.float64), decimals).tobytes() for r in np.atleast_2d(X)}
+    C = np.round(np.atleast_2d(np.asarray(candidates, np.float64)), decimals)
+    return np.array([r.tobytes() in keys for r in C], dtype=bool)
+
+
+def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float = 0.95) -> dict:
+    """ε lower bound without selection bias: the threshold is chosen (best bound) on the even
+    candidates and the bound is evaluated with Clopper-Pearson on the odd ones."""
+    s = np.asarray(scores, np.float64)
+    m = np.asarray(is_member, bool)
+    fit, ev = np.arange(s.size) % 2 == 0, np.arange(s.size) % 2 == 1
+    if min(m[fit].sum(), (~m[fit]).sum(), m[ev].sum(), (~m[ev]).sum()) == 0:
+        return {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+    fpr, tpr, thr, _, _ = _roc(s[fit], m[fit])
+    best_t, best = math.inf, -1.0
+    for f, t, th in zip(fpr, tpr, thr):
+        e = epsilon_lower_bound(float(t), float(f), int(m[fit].sum()), int((~m[fit]).sum()), delta)
+        if e > best:
+            best, best_t = e, th
+    pred = s[ev] >= best_t
+    t_ev = float(pred[m[ev]].mean())
+    f_ev = float(pred[~m[ev]].mean())
+    e = epsilon_lower_bound(t_ev, f_ev, int(m[ev].sum()), int((~m[ev]).sum()), delta, confidence)
+    return {"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev}
+
+
+def _claimed(world, party: str, delta: float = 1e-5) -> float:
+    ledger = getattr(world, "ledger", None)
+    return math.inf if ledger is None else float(ledger.epsilon(party, delta))
+
+
+def score_membership(output, baseline, world) -> dict:
+    """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
+    the candidates that are rows of the target's private data (ground truth)."""
+    is_member = _rows_in(output.meta["candidates"], world.parties[output.target].X)
+    out = membership_metrics(output.scores, is_member)
+    out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
+    out["eps_lower"] = out["epsilon_lb"]  # the key the report's claimed-vs-audited table reads
+    out["claimed_epsilon"] = _claimed(world, output.target)
+    out["score"] = output.meta.get("score")
+    if baseline is not None and baseline.scores is not None:
+        b = membership_metrics(baseline.scores, is_member)
+        out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
+    return out

@@ -296,7 +296,14 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
     """Run the protocol on the bus; return (results, transcript, seconds)."""
     sc = world.scenario
     seed = sc.seed
-    guard = PrivacyGuard(world.protocol.private_arrays(world.parties)) if sc.guard else None
+    guard = (
+        PrivacyGuard(
+            world.protocol.private_arrays(world.parties),
+            exempt=world.protocol.exempt_arrays(world.parties),
+        )
+        if sc.guard
+        else None
+    )
     defs = [
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]

@@ -297,8 +297,8 @@ def check_produces_output(cls, fixture=None) -> None:
 def _defended(cls, fixture):
     """The defense and the fixture envelopes it applies to. A knob defense
     (``changes_messages = False``) only sets protocol parameters: it must return a dict from
-    ``protocol_overrides`` and gets no envelope."""
-    fx = fixture or attack_fixture("fedwad")
+    ``protocol_overrides`` and gets no envelope. A defense may name its protocols."""
+    fx = fixture or _fixture_for(cls, None)
     defense = cls(cls.Config())
     if not getattr(cls, "changes_messages", True):
         over = defense.protocol_overrides(fx.protocol)
