@@ -36,6 +36,8 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
     for i, spec in enumerate(sc.attacks):
         cls = ATTACKS.get(spec.name)
         attack = cls(cls.Config(**world.resolved["attacks"][i]["params"]))
+        if not attack.applies_to(sc.protocol.name):
+            continue  # e.g. a sweep over protocols: each attack runs where it applies
         rng = component_rng(sc.seed, "attack", i, spec.name)
         outputs = attack.run(view, public, rng)
         baseline = attack.baseline(view, public, component_rng(sc.seed, "baseline", i, spec.name))
