@@ -127,6 +127,36 @@ def _run_sweep(sc, args) -> int:
     return 0
 
 
+def cmd_audit(args) -> int:
+    from testbed.audit import canary_audit
+    from testbed.config import load_scenario
+    from testbed.runner import build_world
+
+    sc = load_scenario(args.scenario)
+    if sc.is_sweep:
+        raise TestbedError(
+            f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
+        )
+    world = build_world(sc)
+    parties = args.party or [p for p in world.parties][:2]
+    rows = []
+    for party in parties:
+        r = canary_audit(world, party, trials=args.trials, delta=args.delta)
+        rows.append(
+            [
+                party,
+                f"{r.claimed_epsilon:.4g}",
+                f"{r.audited_epsilon:.4g}",
+                f"{r.tpr:.3f}",
+                f"{r.fpr:.3f}",
+                "consistent" if r.consistent else "VIOLATION",
+            ]
+        )
+    print(f"{sc.name}: canary audit, {args.trials} trials per world, delta {args.delta:g}")
+    print(_table(rows, ["party", "claimed ε", "audited ε ≥", "TPR", "FPR", "status"]))
+    return 0
+
+
 def cmd_report(args) -> int:
     from testbed.report import write_report
 
@@ -256,6 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-j", "--jobs", type=int, default=1, help="sweep cells run in this many processes"
     )
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser(
+        "audit", help="canary distinguishing game: audited ε lower bound vs the claim"
+    )
+    p.add_argument("scenario")
+    p.add_argument(
+        "--party", action="append", help="party to audit (repeatable; default: first two)"
+    )
+    p.add_argument("--trials", type=int, default=200, help="trials per world (D and D')")
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.set_defaults(fn=cmd_audit)
     p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
     p.add_argument("run_dir")
     p.set_defaults(fn=cmd_report)
