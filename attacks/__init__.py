@@ -1,5 +1,32 @@
 """Built-in attacks. Importing this package registers them in ``testbed.registry.ATTACKS``."""
 
-from attacks._base import Attack, AttackOutput
+from attacks._base import (
+    Attack,
+    AttackConfig,
+    AttackOutput,
+    AttackOutputError,
+    observed,
+    prior_points,
+    validate_outputs,
+)
+from attacks.distillation import LabelDistributionInference, SoftLabelMembership
+from attacks.fedwad_distributional import FedWADDistributional
+from attacks.marketplace_trilateration import MarketplaceTrilateration
+from attacks.measure_inversion import MeasureInversion
+from attacks.word2vec_retrieval import Word2VecRetrieval
 
-__all__ = ["Attack", "AttackOutput"]
+__all__ = [
+    "Attack",
+    "AttackConfig",
+    "AttackOutput",
+    "AttackOutputError",
+    "FedWADDistributional",
+    "LabelDistributionInference",
+    "MarketplaceTrilateration",
+    "MeasureInversion",
+    "SoftLabelMembership",
+    "Word2VecRetrieval",
+    "observed",
+    "prior_points",
+    "validate_outputs",
+]

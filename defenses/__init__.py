@@ -1,11 +1,13 @@
 """Built-in defenses. Importing this package registers them in ``testbed.registry.DEFENSES``."""
 
 from defenses._base import Defense, DefenseConfig
+from defenses.distillation import DPSGDTeachers, NoisySoftLabels, PateAggregation
 from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
 from defenses.knobs import DistancesAtEnd, KnobDefense, LargeT, RandomT, SmallSupport
 from defenses.subsample_support import SubsampleSupport, SubsampleSupportConfig
 
 __all__ = [
+    "DPSGDTeachers",
     "Defense",
     "DefenseConfig",
     "DistancesAtEnd",
@@ -13,6 +15,8 @@ __all__ = [
     "GaussianMeasureNoiseConfig",
     "KnobDefense",
     "LargeT",
+    "NoisySoftLabels",
+    "PateAggregation",
     "RandomT",
     "SmallSupport",
     "SubsampleSupport",

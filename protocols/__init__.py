@@ -4,6 +4,7 @@ from protocols._base import Protocol, ProtocolResult
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
 from protocols.fedwad_clustering import FedWADClustering
+from protocols.sinkhorn_distillation import SinkhornDistillation
 from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "FedWADClustering",
     "Protocol",
     "ProtocolResult",
+    "SinkhornDistillation",
     "TriangleWad",
     "TriangleWadMarketplace",
 ]

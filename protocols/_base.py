@@ -80,3 +80,8 @@ class Protocol(Plugin):
     def private_arrays(self, parties: Mapping[str, PartyData]) -> dict[str, np.ndarray]:
         """Arrays the bus guard must never see in a payload (default: each party's features)."""
         return {p: d.X for p, d in parties.items()}
+
+    def exempt_arrays(self, parties: Mapping[str, PartyData]) -> list[np.ndarray]:
+        """Rows the server legitimately holds (e.g. a transfer set that overlaps a client's data):
+        the bus guard does not treat them as private (default: none)."""
+        return []

@@ -271,6 +271,26 @@ class TriangleWad(_TriangleBase):
             return {a: "client (mu)", b: "client (nu)"}
         return {a: "buyer (mu, keeps t0)", b: "seller (nu)"}
 
+    @classmethod
+    def barycentric_push_check(cls, params, push_max: float, sizes) -> dict:
+        """Whether ``gaussian_measure_noise``'s sensitivity bound applies to the eta messages.
+
+        eta keeps the sender's own atoms: atom i is ``(1 - t) x_i + t T(x_i)`` with ``T(x_i)``
+        the barycentric image of ``x_i`` in gamma. With k = 1, ``T`` is constant, so replacing one
+        row moves one atom by at most ``2 C (1 - t)``: the bound holds when ``1 - t <= push_max``.
+        With k > 1 the replaced row can change the plan and move *other* atoms by up to
+        ``t * diam(gamma)``, which a bound in ``C`` does not cover: the claim is not established."""
+        cfg = cls.Config(**params)
+        problems = []
+        if cfg.support_size != 1:
+            problems.append(
+                f"k={cfg.support_size} > 1: a changed row can move other atoms by up to t*diam(gamma)"
+            )
+        if 1.0 - cfg.t > push_max + 1e-12:
+            problems.append(f"private share 1 - t = {1.0 - cfg.t:g} exceeds push_max={push_max:g}")
+        detail = "; ".join(problems) or f"k=1, share {1.0 - cfg.t:g}"
+        return {"holds": not problems, "detail": detail}
+
     def public_params(self) -> dict[str, Any]:
         p = self.config.model_dump(mode="json")
         if self.config.setting == "unknown_t":

@@ -1,4 +1,4 @@
-"""Command line: ``testbed run | report | validate | plugins | transcript | bench``.
+"""Command line: ``testbed run | report | validate | plugins | transcript | new-attack | bench``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -71,10 +71,22 @@ def cmd_run(args) -> int:
     )
     for a in r.get("attacks", []):
         keys = [
-            k for k in ("leakage", "w2_ratio", "coverage", "matching_rate", "auc", "tv") if k in a
+            k
+            for k in (
+                "leakage",
+                "w2_ratio",
+                "coverage",
+                "exact_recovery",
+                "matching_rate",
+                "matching_rate_any",
+                "auc",
+                "tv",
+            )
+            if k in a
         ]
         print(
-            f"attack {a['attack']} on {a['target']} (observer {a['observer']}): "
+            f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
+            f"on {a['target']} (observer {a['observer']}): "
             + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
         )
     print(f"results: {out.out_dir / 'results.json'}")
@@ -112,6 +124,36 @@ def _run_sweep(sc, args) -> int:
     report = write_report(out.out_dir)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from testbed.audit import canary_audit
+    from testbed.config import load_scenario
+    from testbed.runner import build_world
+
+    sc = load_scenario(args.scenario)
+    if sc.is_sweep:
+        raise TestbedError(
+            f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
+        )
+    world = build_world(sc)
+    parties = args.party or [p for p in world.parties][:2]
+    rows = []
+    for party in parties:
+        r = canary_audit(world, party, trials=args.trials, delta=args.delta)
+        rows.append(
+            [
+                party,
+                f"{r.claimed_epsilon:.4g}",
+                f"{r.audited_epsilon:.4g}",
+                f"{r.tpr:.3f}",
+                f"{r.fpr:.3f}",
+                "consistent" if r.consistent else "VIOLATION",
+            ]
+        )
+    print(f"{sc.name}: canary audit, {args.trials} trials per world, delta {args.delta:g}")
+    print(_table(rows, ["party", "claimed ε", "audited ε ≥", "TPR", "FPR", "status"]))
     return 0
 
 
@@ -264,6 +306,15 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_new_attack(args) -> int:
+    from testbed.scaffold import new_attack
+
+    root = new_attack(args.name, args.dir)
+    print(f"created attack plugin {args.name!r} in {root}")
+    print(f"next: pip install -e {root} && testbed plugins")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
@@ -278,6 +329,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-j", "--jobs", type=int, default=1, help="sweep cells run in this many processes"
     )
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser(
+        "audit", help="canary distinguishing game: audited ε lower bound vs the claim"
+    )
+    p.add_argument("scenario")
+    p.add_argument(
+        "--party", action="append", help="party to audit (repeatable; default: first two)"
+    )
+    p.add_argument("--trials", type=int, default=200, help="trials per world (D and D')")
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.set_defaults(fn=cmd_audit)
     p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
     p.add_argument("run_dir")
     p.set_defaults(fn=cmd_report)
@@ -302,6 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("plugins", help="list registered protocols, attacks, defenses, datasets")
     p.set_defaults(fn=cmd_plugins)
+    p = sub.add_parser("new-attack", help="scaffold an attack plugin package")
+    p.add_argument("name", help="snake_case attack name (== YAML key == entry-point name)")
+    p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
+    p.set_defaults(fn=cmd_new_attack)
     p = sub.add_parser("transcript", help="show what was exchanged in a run")
     p.add_argument("run_dir")
     p.add_argument("--limit", type=int, default=40)

@@ -7,7 +7,32 @@ import math
 
 import numpy as np
 
-__all__ = ["detection_metrics", "mean_ci", "relative_error"]
+from testbed.errors import TestbedError
+
+
+class MetricError(TestbedError):
+    """A metric cannot be computed from what it was given (e.g. one class only for an AUC)."""
+
+
+__all__ = [
+    "MetricError",
+    "coverage_at_r",
+    "detection_metrics",
+    "epsilon_lower_bound",
+    "epsilon_lower_bound_from_scores",
+    "exact_recovery_rate",
+    "heldout_epsilon_lb",
+    "matching_rate",
+    "mean_ci",
+    "membership_metrics",
+    "median_loo_nn_distance",
+    "precision_at_k",
+    "relative_error",
+    "score_attack",
+    "tpr_at_fpr",
+    "tv_distance",
+    "w2_leakage",
+]
 
 
 def relative_error(estimate: float, exact: float) -> float:
@@ -81,15 +106,332 @@ def w2_leakage(
     return out
 
 
-def score_attack(output, baseline, world) -> dict:
-    """Score one :class:`~attacks.AttackOutput` against ground truth (held by ``world``)."""
-    truth = world.parties[output.target]
-    if output.kind == "points":
-        return w2_leakage(
-            output.points,
-            output.weights,
-            truth.X,
-            None if baseline is None else baseline.points,
-            None if baseline is None else baseline.weights,
+def median_loo_nn_distance(X) -> float:
+    """Median leave-one-out nearest-neighbour distance inside ``X`` (the radius of coverage@r)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] < 2:
+        raise MetricError(f"median leave-one-out distance needs >= 2 rows, got {X.shape[0]}")
+    dist, _ = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)
+    return float(np.median(dist[:, 1]))
+
+
+def _nn_distance(truth, recon) -> np.ndarray:
+    """Distance from every row of ``truth`` to its nearest row of ``recon``."""
+    from sklearn.neighbors import NearestNeighbors
+
+    truth = np.asarray(truth, dtype=np.float64)
+    recon = np.asarray(recon, dtype=np.float64)
+    if recon.ndim != 2 or recon.shape[0] == 0:
+        return np.full(truth.shape[0], math.inf)
+    if recon.shape[1] != truth.shape[1]:
+        raise MetricError(
+            f"reconstruction has dimension {recon.shape[1]}, private data {truth.shape[1]}"
         )
-    raise NotImplementedError(f"no scorer for attack output kind {output.kind!r}")
+    finite = np.all(np.isfinite(recon), axis=1)
+    if not finite.any():
+        return np.full(truth.shape[0], math.inf)
+    dist, _ = NearestNeighbors(n_neighbors=1).fit(recon[finite]).kneighbors(truth)
+    return dist[:, 0]
+
+
+def coverage_at_r(recon, truth, r: float | None = None) -> dict[str, float]:
+    """coverage@r: share of private rows with a reconstructed point within ``r``.
+
+    ``r`` defaults to the median leave-one-out nearest-neighbour distance inside ``truth``
+    (DESIGN.md), so a reconstruction as good as "another private row" covers about half.
+    """
+    radius = median_loo_nn_distance(truth) if r is None else float(r)
+    d = _nn_distance(truth, recon)
+    return {"coverage": float(np.mean(d <= radius)), "coverage_r": radius}
+
+
+def exact_recovery_rate(recon, truth, tol: float = 1e-6) -> float:
+    """Share of private rows with a reconstructed point within Euclidean distance ``tol``."""
+    return float(np.mean(_nn_distance(truth, recon) <= tol))
+
+
+def matching_rate(words, document) -> float:
+    """Share of retrieved words (top-1, one per shared support point) present in the document."""
+    words = list(words)
+    if not words:
+        return 0.0
+    doc = set(document)
+    return float(np.mean([w in doc for w in words]))
+
+
+def precision_at_k(ranked, document, k: int) -> float:
+    """Mean over shared points of the share of its top-``k`` retrieved words in the document.
+
+    ``ranked`` is one ranked word list per shared point (best first); lists shorter than ``k``
+    count their missing slots as misses.
+    """
+    if k < 1:
+        raise MetricError(f"precision_at_k: k must be >= 1, got {k}")
+    ranked = list(ranked)
+    if not ranked:
+        return 0.0
+    doc = set(document)
+    return float(np.mean([sum(w in doc for w in list(r)[:k]) / k for r in ranked]))
+
+
+def tv_distance(p, q) -> float:
+    """Total-variation distance :math:`\\frac12 \\sum_i |p_i - q_i|` between two histograms.
+
+    Both are normalised to sum 1; the shorter one is padded with zeros."""
+    p = np.asarray(p, dtype=np.float64).ravel()
+    q = np.asarray(q, dtype=np.float64).ravel()
+    for name, h in (("p", p), ("q", q)):
+        if np.any(h < 0) or not np.all(np.isfinite(h)) or h.sum() <= 0:
+            raise MetricError(f"tv_distance: {name} must be a nonnegative histogram with mass")
+    n = max(p.size, q.size)
+    p = np.pad(p, (0, n - p.size)) / p.sum()
+    q = np.pad(q, (0, n - q.size)) / q.sum()
+    return float(np.clip(0.5 * np.abs(p - q).sum(), 0.0, 1.0))
+
+
+def _roc(scores, is_member):
+    from sklearn.metrics import roc_curve
+
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    m = np.asarray(is_member).astype(bool).ravel()
+    if s.shape != m.shape:
+        raise MetricError(f"membership: {s.size} scores for {m.size} labels")
+    if not np.all(np.isfinite(s)):
+        raise MetricError("membership: scores must be finite")
+    n_pos, n_neg = int(m.sum()), int((~m).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise MetricError(f"membership: need members and non-members, got {n_pos} and {n_neg}")
+    fpr, tpr, thr = roc_curve(m, s, drop_intermediate=False)
+    return fpr, tpr, thr, n_pos, n_neg
+
+
+def tpr_at_fpr(fpr, tpr, alpha: float, n_neg: int) -> tuple[float, float]:
+    """Largest TPR on the ROC with FPR <= alpha; below the resolution 1/n_neg the floor
+    ``alpha = 1/n_neg`` is used instead (never NaN). Returns ``(tpr, alpha_used)``."""
+    used = max(float(alpha), 1.0 / n_neg)
+    ok = fpr <= used + 1e-12
+    return float(np.max(tpr[ok])), used
+
+
+def membership_metrics(scores, is_member) -> dict[str, float]:
+    """Membership-inference metrics (DESIGN.md): ROC-AUC, TPR at 1 % and 0.1 % FPR, advantage.
+
+    Higher score = "more likely a member". Ties are handled by sklearn's ``roc_curve`` (tied
+    scores move together). TPR@α is the largest TPR with FPR ≤ α; when α < 1/#non-members the
+    floor 1/#non-members is used and reported as ``alpha_used_*``. Advantage is max(TPR − FPR).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    fpr, tpr, _, n_pos, n_neg = _roc(scores, is_member)
+    t1, a1 = tpr_at_fpr(fpr, tpr, 0.01, n_neg)
+    t01, a01 = tpr_at_fpr(fpr, tpr, 0.001, n_neg)
+    m = np.asarray(is_member).astype(bool).ravel()
+    return {
+        "auc": float(roc_auc_score(m, np.asarray(scores, dtype=np.float64).ravel())),
+        "tpr_at_1pct_fpr": t1,
+        "tpr_at_0.1pct_fpr": t01,
+        "alpha_used_1pct": a1,
+        "alpha_used_0.1pct": a01,
+        "advantage": float(np.max(tpr - fpr)),
+        "n_members": float(n_pos),
+        "n_nonmembers": float(n_neg),
+    }
+
+
+def _cp_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """Two-sided Clopper–Pearson interval for a binomial proportion k/n."""
+    from scipy.stats import beta
+
+    a = 1.0 - confidence
+    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def epsilon_lower_bound(
+    tpr: float,
+    fpr: float,
+    n_members: int,
+    n_nonmembers: int,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+) -> float:
+    """Empirical ε lower bound from one attack operating point (Jagielski et al. 2020).
+
+    An (ε, δ)-DP mechanism forces every test to satisfy TPR ≤ e^ε FPR + δ and
+    1 − FPR ≤ e^ε (1 − TPR) + δ. With TPR and FPR replaced by their Clopper–Pearson bounds
+    (TPR low, FPR high, at ``confidence``), the bound that holds with that confidence is
+
+    .. math:: \\varepsilon \\ge \\max\\Big(\\log\\frac{\\underline{TPR}-\\delta}{\\overline{FPR}},
+              \\log\\frac{1-\\delta-\\overline{FPR}}{1-\\underline{TPR}}\\Big)
+
+    clipped at 0 (0 = no evidence of leakage). ``tpr`` and ``fpr`` are rates over
+    ``n_members`` and ``n_nonmembers`` trials; they are rounded to counts.
+    """
+    if n_members < 1 or n_nonmembers < 1:
+        raise MetricError("epsilon_lower_bound: need at least one member and one non-member")
+    if not (0.0 <= tpr <= 1.0 and 0.0 <= fpr <= 1.0):
+        raise MetricError(f"epsilon_lower_bound: rates must be in [0, 1], got {tpr}, {fpr}")
+    tp = int(round(tpr * n_members))
+    fp = int(round(fpr * n_nonmembers))
+    tpr_lo, _ = _cp_bounds(tp, n_members, confidence)
+    _, fpr_hi = _cp_bounds(fp, n_nonmembers, confidence)
+    best = 0.0
+    if tpr_lo - delta > 0 and fpr_hi > 0:
+        best = max(best, math.log((tpr_lo - delta) / fpr_hi))
+    if 1 - delta - fpr_hi > 0 and tpr_lo < 1:
+        best = max(best, math.log((1 - delta - fpr_hi) / (1 - tpr_lo)))
+    return float(best)
+
+
+def epsilon_lower_bound_from_scores(
+    scores, is_member, delta: float = 0.0, confidence: float = 0.95
+) -> dict[str, float]:
+    """ε lower bound maximised over every threshold of the ROC.
+
+    Picking the best threshold on the same scores is optimistic (a selection effect); for an
+    audit that must hold, choose the threshold on held-out scores and call
+    :func:`epsilon_lower_bound` on fresh ones. Returns the bound and its operating point.
+    """
+    fpr, tpr, _, n_pos, n_neg = _roc(scores, is_member)
+    best = {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+    for f, t in zip(fpr, tpr):
+        e = epsilon_lower_bound(float(t), float(f), n_pos, n_neg, delta, confidence)
+        if e > best["epsilon_lb"]:
+            best = {"epsilon_lb": e, "tpr": float(t), "fpr": float(f)}
+    return best
+
+
+def score_attack(output, baseline, world) -> dict:
+    """Score one :class:`~attacks.AttackOutput` against ground truth (held by ``world``) and,
+    next to it, the prior-only baseline's output of the same kind and target.
+
+    points: W2, ratio to the baseline, normalised leakage, coverage@r, exact recovery (1e-6);
+    words: matching rate and precision@k against the target's document tokens
+    (``world.meta["dataset_meta"]["tokens"]``, one per dataset row);
+    scores: membership metrics and an ε lower bound against ``world.meta["membership"][target]``;
+    histogram: total variation to the target's label histogram.
+    """
+    truth = world.parties[output.target]
+    row: dict = {"kind": output.kind}
+    method = output.meta.get("method") if output.meta else None
+    if method is not None:
+        row["method"] = method
+    if output.kind == "points":
+        row.update(
+            w2_leakage(
+                output.points,
+                output.weights,
+                truth.X,
+                None if baseline is None else baseline.points,
+                None if baseline is None else baseline.weights,
+            )
+        )
+        row.update(coverage_at_r(output.points, truth.X))
+        row["exact_recovery"] = exact_recovery_rate(output.points, truth.X)
+        if baseline is not None:
+            row["coverage_baseline"] = coverage_at_r(baseline.points, truth.X, row["coverage_r"])[
+                "coverage"
+            ]
+        return row
+    if output.kind == "words":
+        tokens = world.meta.get("dataset_meta", {}).get("tokens")
+        if tokens is None or truth.source_index is None:
+            raise MetricError("words output: the dataset carries no tokens to score against")
+        doc = [tokens[i] for i in truth.source_index]
+        ranked = output.meta.get("ranked")
+        row["matching_rate"] = matching_rate(output.words, doc)
+        # the paper's reading for a measure that mixes both parties (FedWAD's xi^K): a word
+        # counts when it is in any party's private document
+        every = {tokens[i] for p in world.parties.values() for i in p.source_index}
+        row["matching_rate_any"] = matching_rate(output.words, every)
+        row["n_words"] = len(output.words)
+        if ranked:
+            k = len(ranked[0])
+            row[f"precision_at_{k}"] = precision_at_k(ranked, doc, k)
+        if baseline is not None and baseline.words is not None:
+            row["matching_rate_baseline"] = matching_rate(baseline.words, doc)
+            row["matching_rate_any_baseline"] = matching_rate(baseline.words, every)
+        return row
+    if output.kind == "scores" and "candidates" in (output.meta or {}):
+        # issue 5: public candidate rows; members = candidates that are rows of the target
+        row.update(score_membership(output, baseline, world))
+        return row
+    if output.kind == "scores":
+        member = world.meta.get("membership", {}).get(output.target)
+        if member is None:
+            raise MetricError(f"scores output: no membership ground truth for {output.target!r}")
+        row.update(membership_metrics(output.scores, member))
+        delta = world.meta.get("delta", 0.0)
+        row.update(
+            {
+                f"audit_{k}": v
+                for k, v in epsilon_lower_bound_from_scores(
+                    output.scores, member, delta=delta
+                ).items()
+            }
+        )
+        return row
+    if output.kind == "histogram":
+        if truth.y is None:
+            raise MetricError("histogram output: the target has no labels")
+        true_hist = np.bincount(
+            np.asarray(truth.y, dtype=np.int64), minlength=output.histogram.size
+        )
+        row["tv"] = tv_distance(output.histogram, true_hist)
+        if baseline is not None and baseline.histogram is not None:
+            row["tv_baseline"] = tv_distance(baseline.histogram, true_hist)
+        return row
+    raise MetricError(f"no scorer for attack output kind {output.kind!r}")
+
+
+# ----------------------------------------------------------------------------- issue 5 block
+# Membership over public candidate rows and label-histogram inference (sinkhorn_distillation).
+def _rows_in(candidates, X, decimals: int = 9) -> np.ndarray:
+    """Boolean mask: which candidate rows are rows of ``X`` (after rounding)."""
+    keys = {np.round(np.asarray(r, np.float64), decimals).tobytes() for r in np.atleast_2d(X)}
+    C = np.round(np.atleast_2d(np.asarray(candidates, np.float64)), decimals)
+    return np.array([r.tobytes() in keys for r in C], dtype=bool)
+
+
+def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float = 0.95) -> dict:
+    """ε lower bound without selection bias: the threshold is chosen (best bound) on the even
+    candidates and the bound is evaluated with Clopper-Pearson on the odd ones."""
+    s = np.asarray(scores, np.float64)
+    m = np.asarray(is_member, bool)
+    fit, ev = np.arange(s.size) % 2 == 0, np.arange(s.size) % 2 == 1
+    if min(m[fit].sum(), (~m[fit]).sum(), m[ev].sum(), (~m[ev]).sum()) == 0:
+        return {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+    fpr, tpr, thr, _, _ = _roc(s[fit], m[fit])
+    best_t, best = math.inf, -1.0
+    for f, t, th in zip(fpr, tpr, thr):
+        e = epsilon_lower_bound(float(t), float(f), int(m[fit].sum()), int((~m[fit]).sum()), delta)
+        if e > best:
+            best, best_t = e, th
+    pred = s[ev] >= best_t
+    t_ev = float(pred[m[ev]].mean())
+    f_ev = float(pred[~m[ev]].mean())
+    e = epsilon_lower_bound(t_ev, f_ev, int(m[ev].sum()), int((~m[ev]).sum()), delta, confidence)
+    return {"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev}
+
+
+def _claimed(world, party: str, delta: float = 1e-5) -> float:
+    ledger = getattr(world, "ledger", None)
+    return math.inf if ledger is None else float(ledger.epsilon(party, delta))
+
+
+def score_membership(output, baseline, world) -> dict:
+    """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
+    the candidates that are rows of the target's private data (ground truth)."""
+    is_member = _rows_in(output.meta["candidates"], world.parties[output.target].X)
+    out = membership_metrics(output.scores, is_member)
+    out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
+    out["eps_lower"] = out["epsilon_lb"]  # the key the report's claimed-vs-audited table reads
+    out["claimed_epsilon"] = _claimed(world, output.target)
+    out["score"] = output.meta.get("score")
+    if baseline is not None and baseline.scores is not None:
+        b = membership_metrics(baseline.scores, is_member)
+        out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
+    return out

@@ -48,6 +48,22 @@ LEAKAGE_METRICS: dict[str, bool] = {
     "eps_lower": True,
 }
 _NOT_METRICS = {"attack", "target", "observer", "colluders", "kind", "note"}
+#: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
+_UNIT_METRICS = {
+    "leakage",
+    "coverage",
+    "exact_recovery",
+    "matching_rate",
+    "precision_at_k",
+    "auc",
+    "tpr_at_1pct_fpr",
+    "tpr_at_0_1pct_fpr",
+    "advantage",
+    "tv",
+}
+#: the worst case over every attack and target of a cell, so protocols attacked by different
+#: attacks share one plot (raw w2 is left out: its scale is the data's, not comparable)
+ANY_ATTACK = "any_attack"
 
 
 def _f(x: Any) -> float:
@@ -125,6 +141,10 @@ def _attack_metrics(res: dict) -> dict[str, float]:
                 continue
             out[f"{a.get('attack')}[{a.get('target')}].{k}"] = x
             worst[f"{a.get('attack')}.{k}"].append(x)
+    for key, xs in list(worst.items()):
+        metric = key.rsplit(".", 1)[1]
+        if metric in LEAKAGE_METRICS and metric != "w2":
+            worst[f"{ANY_ATTACK}.{metric}"].extend(xs)
     for key, xs in worst.items():
         metric = key.rsplit(".", 1)[1]
         xs = [x for x in xs if not math.isnan(x)]
@@ -195,7 +215,10 @@ def _aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
             if all(math.isinf(v) and v > 0 for v in vals):
                 agg[k] = (math.inf, math.inf, math.inf)
             else:
-                agg[k] = mean_ci(vals)
+                m, lo, hi = mean_ci(vals)
+                if k.rsplit(".", 1)[-1] in _UNIT_METRICS and math.isfinite(m):
+                    lo, hi = max(lo, 0.0), min(hi, 1.0)
+                agg[k] = (m, lo, hi)
         out[key] = agg
     return out
 
@@ -467,7 +490,8 @@ def write_report(run_dir: str | Path) -> Path:
             and k.rsplit(".", 1)[1] in LEAKAGE_METRICS
             and not k.endswith("relative_error")
             and not k.endswith((".estimate", ".exact"))
-        }
+        },
+        key=lambda k: (not k.startswith(ANY_ATTACK + "."), k),  # the cross-protocol view first
     )
     plots = 0
     on_front: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -475,11 +499,14 @@ def write_report(run_dir: str | Path) -> Path:
         for mk in metric_keys:
             metric = mk.rsplit(".", 1)[1]
             higher = LEAKAGE_METRICS[metric]
+            if metric == "w2":
+                continue  # raw distance: in the tables; w2_ratio is its plotted, normalised form
             keys = [k for k in agg if mk in agg[k] and err_key in agg[k]]
             pts = [(agg[k][err_key][0], agg[k][mk][0] * (1 if higher else -1)) for k in keys]
             for i in pareto_front(pts):
                 on_front[keys[i]].append(mk)
-            label = f"{mk} ({'higher' if higher else 'lower'} = more leakage; worst target)"
+            worst = "worst attack and target" if mk.startswith(ANY_ATTACK) else "worst target"
+            label = f"{mk} ({'higher' if higher else 'lower'} = more leakage; {worst})"
             png = _plot_tradeoff(agg, err_key, mk, label, higher, f"{mk} vs error")
             doc.img(f"tradeoff_{mk.replace('.', '_')}.png", png, f"{mk} against relative error")
             plots += 1
@@ -690,9 +717,13 @@ def write_report(run_dir: str | Path) -> Path:
         )
 
     atomic_write_bytes(run_dir / "report.html", doc.html(title).encode())
+    written = {v[0] for kind, v in doc.parts if kind == "img"}
     for kind, v in doc.parts:
         if kind == "img":
             atomic_write_bytes(run_dir / "plots" / v[0], v[1])
+    for old in (run_dir / "plots").glob("*.png"):  # plots of an earlier render that no longer exist
+        if old.name not in written:
+            old.unlink()
     atomic_write_bytes(run_dir / "report.md", doc.markdown().encode())
     return run_dir / "report.html"
 

@@ -28,6 +28,7 @@ from testbed.engines import open_bus
 from testbed.errors import TestbedError
 from testbed.ledger import PrivacyLedger
 from testbed.metrics import detection_metrics, relative_error
+from testbed.public import gaussian_prior
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.seeding import component_rng
 
@@ -121,12 +122,23 @@ def build_world(sc: Scenario) -> World:
     proto_params = {**resolved["protocol"]["params"], **overrides}
     protocol = proto_cls(proto_cls.Config(**proto_params))
     d = next(iter(parties.values())).X.shape[1]
+    pool = np.vstack([v.X for v in parties.values()])
+    prior_mean, prior_cov, prior = gaussian_prior(
+        pool, component_rng(seed, "public_prior"), max(v.n for v in parties.values())
+    )
     public = PublicInfo(
         protocol=sc.protocol.name,
         params=protocol.public_params(),
         parties=tuple(parties),
         dim=d,
-        extra={"dataset": sc.data.dataset.name, "sizes": {p: v.n for p, v in parties.items()}},
+        prior=prior,
+        extra={
+            "dataset": sc.data.dataset.name,
+            "sizes": {p: v.n for p, v in parties.items()},
+            "prior_mean": prior_mean,
+            "prior_cov": prior_cov,
+            **dict(dataset.meta.get("public", {})),
+        },
     )
     return World(
         sc,
@@ -285,7 +297,14 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
     """Run the protocol on the bus; return (results, transcript, seconds)."""
     sc = world.scenario
     seed = sc.seed
-    guard = PrivacyGuard(world.protocol.private_arrays(world.parties)) if sc.guard else None
+    guard = (
+        PrivacyGuard(
+            world.protocol.private_arrays(world.parties),
+            exempt=world.protocol.exempt_arrays(world.parties),
+        )
+        if sc.guard
+        else None
+    )
     defs = [
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
@@ -377,7 +396,7 @@ def run_scenario(
     results, tr, elapsed = run_world(world, progress=progress)
     from testbed.attacking import run_attacks
 
-    results["attacks"] = run_attacks(world, tr)
+    results["attacks"] = run_attacks(world, tr, released=results["estimates"])
     if sc.output.save_transcript:
         tr.save(out)
     write_json(out / "run_info.json", {"seconds": elapsed, **package_versions()})

@@ -152,12 +152,15 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     (work / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     # Execute
     html = write_report(work).read_text()
-    # Assert: one plot per leakage metric present (w2, w2_ratio, leakage, eps_lower), claimed
-    # epsilon per party, accuracy by setting
+    # Assert: one plot per normalised leakage metric present (w2_ratio, leakage, eps_lower) for
+    # the attack and for the worst case over attacks (the cross-protocol view), claimed epsilon
+    # per party, accuracy by setting; the raw w2 is in the tables only
     pngs = _assert_self_contained(html)
-    assert len(pngs) == 4 + 2 + 1
-    for m in ("w2", "w2_ratio", "leakage", "eps_lower"):
+    assert len(pngs) == 3 + 3 + 2 + 1
+    for m in ("w2_ratio", "leakage", "eps_lower"):
         assert f"fedwad_geodesic.{m} against relative error" in html
+        assert f"any_attack.{m} against relative error" in html
+    assert "fedwad_geodesic.w2 against relative error" not in html
     # the least-error and the least-leakage settings are on the leakage Pareto front
     means: dict[str, list[float]] = {}
     for r in rows:
