@@ -346,7 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="time every protocol as a ratio to one exact ot.emd (quick subset by default)",
     )
-    p.add_argument("--full", action="store_true", help="the full grid and the issue-6 targets")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument(
+        "--quick", action="store_true", help="quick subset for CI smoke runs (the default)"
+    )
+    size.add_argument("--full", action="store_true", help="the full grid and the issue-6 targets")
     p.add_argument("--n", dest="ns", type=_ints, help="points per party, e.g. 250,500,1000")
     p.add_argument("--d", dest="ds", type=_ints, help="dimensions, e.g. 2,64,784")
     p.add_argument("--clients", type=_ints, help="client counts N, e.g. 5,20,100")

@@ -125,6 +125,7 @@ def test_cli_bench_quick_subset(tmp_path, capsys):
     code = main(
         [
             "bench",
+            "--quick",
             "--n",
             "30",
             "--d",
