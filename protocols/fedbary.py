@@ -50,7 +50,7 @@ import ot
 from pydantic import Field, model_validator
 
 from protocols._base import Protocol, ProtocolResult
-from protocols.fedwad import FedWADConfig, fedwad_round_interp
+from protocols.fedwad import fedwad_round_interp
 from testbed import ot as tot
 from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
@@ -135,10 +135,6 @@ def central_barycenter(
     return Measure(X)
 
 
-def _interp_cfg(cfg: FedBaryConfig) -> FedWADConfig:
-    return FedWADConfig(interpolation=cfg.interpolation)
-
-
 # ----------------------------------------------------------------------------- party-side code
 def _size_dim(party: PartyData) -> tuple[int, int]:
     return party.n, party.X.shape[1]
@@ -148,7 +144,7 @@ def _client_step(
     party: PartyData, gamma: Measure, t: float, cfg: FedBaryConfig
 ) -> tuple[Measure, float]:
     """Client: eta_Pi = Interp(P_i, gamma_i, t) and W(P_i, gamma_i)."""
-    eta, _, cost = fedwad_round_interp(Measure(party.X), gamma, t, _interp_cfg(cfg))
+    eta, _, cost = fedwad_round_interp(Measure(party.X), gamma, t, cfg.interpolation)
     return eta, float(np.sqrt(cost))
 
 
@@ -237,10 +233,10 @@ class FedBary(Protocol):
                 if val is not None:
                     eta_q, _ = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
                 else:
-                    eta_q, _, _ = fedwad_round_interp(Q, got["gamma"], cfg.t, _interp_cfg(cfg))
+                    eta_q, _, _ = fedwad_round_interp(Q, got["gamma"], cfg.t, cfg.interpolation)
                 eta_q_at_client[c] = bus.send(SERVER, c, "fedbary.eta_q", eta_q, round=k).payload
                 gammas[c], _, _ = fedwad_round_interp(
-                    eta_p, eta_q_at_client[c], cfg.t, _interp_cfg(cfg)
+                    eta_p, eta_q_at_client[c], cfg.t, cfg.interpolation
                 )
             if val is None:
                 Q = central_barycenter(

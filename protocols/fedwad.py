@@ -114,7 +114,11 @@ class FedWADConfig(PluginConfig):
 def fedwad_round_interp(
     a: Measure, b: Measure, t: float, interpolation: str, prune: float = 1e-12
 ) -> tuple[Measure, np.ndarray, float]:
-    """One ``InterpMeas(a, b, t)`` of Algorithm 1; returns the measure, the plan and W^2(a, b)."""
+    """One ``InterpMeas(a, b, t)`` of Algorithm 1; returns the measure, the plan and W^2(a, b).
+
+    ``interpolation`` is ``"exact"`` (eq. 5) or ``"barycentric"`` (eq. 10)."""
+    if interpolation not in ("exact", "barycentric"):
+        raise ValueError(f"interpolation must be 'exact' or 'barycentric', got {interpolation!r}")
     P, cost = tot.plan(a, b)
     if interpolation == "exact":
         return tot.interpolate_exact(a, b, t, P=P, prune=prune), P, cost

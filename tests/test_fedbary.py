@@ -222,3 +222,27 @@ def test_calibrated_gradient_sums_to_zero_and_ignores_shifts(f, shift):
 def test_contributions_normalised_inverse():
     c = contributions({"a": 1.0, "b": 2.0, "c": 4.0})
     np.testing.assert_allclose([c["a"], c["b"], c["c"]], np.array([4, 2, 1]) / 7)
+
+
+def test_exact_interpolation_option_is_honoured():
+    # the server's eta_Q in exact mode is McCann's interpolant (eq. 5): its support is the plan's,
+    # up to n + S - 1 atoms, not the S atoms of the barycentric form
+    parties = _small_parties(0, True)
+    sizes = {}
+    for interp in ("barycentric", "exact"):
+        cfg = FedBaryConfig(
+            validation="validation", iterations=2, support_size=5, interpolation=interp
+        )
+        bus = Bus(parties=parties)
+        FedBary(cfg).run(parties, bus, np.random.default_rng(0))
+        sizes[interp] = {e.payload.n for e in bus.transcript if e.kind == "fedbary.eta_q"}
+    assert sizes["barycentric"] == {5}
+    assert max(sizes["exact"]) > 5
+
+
+def test_round_interp_rejects_anything_but_a_method_name():
+    from protocols.fedwad import fedwad_round_interp
+
+    a = Measure(np.zeros((2, 1)))
+    with pytest.raises(ValueError, match="interpolation must be"):
+        fedwad_round_interp(a, a, 0.5, FedBaryConfig())
