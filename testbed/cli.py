@@ -97,30 +97,35 @@ def cmd_run(args) -> int:
 
 
 def _run_sweep(sc, args) -> int:
-    from testbed.report import _point, _series, write_report
+    from testbed.report import ANY_ATTACK, _aggregate, _error_key, write_report
     from testbed.sweep import run_sweep
 
     out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
+    agg = _aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
+    err_q = _error_key(out.rows)
+    cols = [
+        (f"{err_q}.relative_error", "rel. error", lambda x: f"{100 * x:.2f} %"),
+        (f"{ANY_ATTACK}.leakage", "leakage", lambda x: f"{x:.2f}"),
+        (f"{ANY_ATTACK}.coverage", "coverage", lambda x: f"{x:.2f}"),
+    ]
+    cols = [c for c in cols if any(c[0] in a for a in agg.values())]
     rows = []
-    for r in out.rows:
-        res = r["results"]
-        acc = next(iter(res["accuracy"].values()), None)
-        eps = [v["epsilon"] for v in res.get("privacy", {}).values()]
-        eps = [float(e) for e in eps if e is not None]
+    for (series, point), a in sorted(agg.items()):
+        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
         rows.append(
-            [
-                r["cell"][:10],
-                _series(r)[:30],
-                _point(r)[:70],
-                r["seed"],
-                "-" if acc is None else f"{100 * acc['relative_error']:.2f} %",
-                f"{max(eps):.4g}" if eps else "inf",
-            ]
+            [series[:30], point[:70], a["n"]]
+            + [fmt(a[key][0]) if key in a else "-" for key, _, fmt in cols]
+            + [f"{max(eps):.4g}" if eps else "inf"]
         )
     print(
         f"{sc.name}: sweep of {len(out.rows)} cells ({out.computed} computed, {out.cached} cached)"
     )
-    print(_table(rows, ["cell", "protocol", "setting", "seed", "rel. error", "claimed eps"]))
+    header = ["protocol", "setting", "seeds"] + [c[1] for c in cols] + ["claimed eps"]
+    print(_table(rows, header))
+    if any(c[0].startswith(ANY_ATTACK) for c in cols):
+        print(
+            "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
+        )
     report = write_report(out.out_dir)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")

@@ -62,3 +62,19 @@ def test_demo_scenario_compares_both_protocols_with_attacks(scenarios_dir):
     assert {a.name for a in sc.attacks} == {"fedwad_distributional", "measure_inversion"}
     assert len({c.scenario.seed for c in cells}) == 3
     assert np.all([c.scenario.threat_model.observer == "server" for c in cells])
+
+
+def test_sweep_summary_prints_one_line_per_setting_with_leakage(tmp_path, capsys):
+    from testbed.cli import main
+
+    f = tmp_path / "sweep.yaml"
+    f.write_text(TINY_TRIANGLE + "seeds: [0, 1]\nsweep:\n  protocol.params.support_size: [1, 5]\n")
+    assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("protocol"))
+    assert "leakage" in header and "coverage" in header and "seeds" in header
+    lines = [line for line in out.splitlines() if line.startswith("triangle_wad")]
+    assert len(lines) == 2  # two settings, each the mean over its two seeds
+    # one varying path: the setting column holds its value; k = 1 -> every row recovered
+    k1 = next(line.split() for line in lines if line.split()[1] == "1")
+    assert k1[2] == "2" and k1[5] == "1.00"
