@@ -12,7 +12,7 @@ from testbed.seeding import component_rng
 
 DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
 
-__all__ = ["run_attacks"]
+__all__ = ["rerun_attacks", "run_attacks"]
 
 
 def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, Any]]:
@@ -59,3 +59,61 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
                 # the audit's empirical lower bound is shown beside the defense's claim
                 rows[-1]["epsilon_claimed"] = world.ledger.epsilon(out.target, DELTA)
     return rows
+
+
+def rerun_attacks(
+    run_dir,
+    attacks: list[dict[str, Any]] | None = None,
+    observer: str | None = None,
+    colluders: list[str] | None = None,
+) -> tuple[list[dict[str, Any]], Any]:
+    """Run attacks on a saved run's transcript without re-running the protocol.
+
+    The run's ``resolved.yaml`` is checked against its ``config_hash``; the data are rebuilt from
+    the seed (only the scorer uses them), the transcript is loaded from ``envelopes.jsonl`` +
+    ``payloads.npz``, and the released estimates come from ``results.json``. ``attacks``
+    (``[{name, params, target}]``) and ``observer``/``colluders`` replace the scenario's own, so a
+    new attack or another threat model can be tried on the same messages. Returns the scored rows
+    and the scenario they were run under.
+    """
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from testbed.config import config_hash, parse_scenario, resolve
+    from testbed.errors import TestbedError
+    from testbed.runner import build_world
+
+    run_dir = Path(run_dir)
+    for name in ("resolved.yaml", "config_hash", "results.json", "envelopes.jsonl"):
+        if not (run_dir / name).is_file():
+            raise TestbedError(
+                f"{run_dir}: {name} not found (a single run saved with save_transcript: true is needed)"
+            )
+    resolved_path = run_dir / "resolved.yaml"
+    original = parse_scenario(resolved_path.read_text(), str(resolved_path), str(run_dir))
+    want = (run_dir / "config_hash").read_text().strip()
+    if config_hash(resolve(original)) != want:
+        raise TestbedError(
+            f"{run_dir}: resolved.yaml does not match config_hash (edited, or made by another version)"
+        )
+    raw = yaml.safe_load(resolved_path.read_text())
+    if attacks is not None:
+        raw["attacks"] = attacks
+    if observer is not None or colluders is not None:
+        tm = raw.get("threat_model") or {}
+        raw["threat_model"] = {
+            "observer": observer if observer is not None else tm.get("observer", "server"),
+            "colluders": colluders if colluders is not None else tm.get("colluders", []),
+        }
+    where = (
+        str(resolved_path)
+        if attacks is None and observer is None and colluders is None
+        else (f"{resolved_path} with the command line's attacks/threat model")
+    )
+    sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
+    world = build_world(sc)
+    transcript = Transcript.load(run_dir)
+    released = json.loads((run_dir / "results.json").read_text()).get("estimates")
+    return run_attacks(world, transcript, released=released), sc

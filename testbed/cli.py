@@ -69,26 +69,7 @@ def cmd_run(args) -> int:
             ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
         )
     )
-    for a in r.get("attacks", []):
-        keys = [
-            k
-            for k in (
-                "leakage",
-                "w2_ratio",
-                "coverage",
-                "exact_recovery",
-                "matching_rate",
-                "matching_rate_any",
-                "auc",
-                "tv",
-            )
-            if k in a
-        ]
-        print(
-            f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
-            f"on {a['target']} (observer {a['observer']}): "
-            + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
-        )
+    _print_attack_rows(r.get("attacks", []))
     print(f"results: {out.out_dir / 'results.json'}")
     report = out.out_dir / "report.html"
     if report.exists():
@@ -129,6 +110,74 @@ def _run_sweep(sc, args) -> int:
     report = write_report(out.out_dir)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")
+    return 0
+
+
+def _print_attack_rows(rows) -> None:
+    for a in rows:
+        keys = [
+            k
+            for k in (
+                "leakage",
+                "w2_ratio",
+                "coverage",
+                "exact_recovery",
+                "matching_rate",
+                "matching_rate_any",
+                "auc",
+                "tv",
+            )
+            if k in a
+        ]
+        print(
+            f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
+            f"on {a['target']} (observer {a['observer']}): "
+            + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
+        )
+
+
+def cmd_attack(args) -> int:
+    import json
+
+    from testbed.attacking import rerun_attacks
+    from testbed.bus import atomic_write_bytes
+    from testbed.config import config_hash
+    from testbed.runner import jsonable
+
+    attacks = None
+    if args.attack:
+        attacks = []
+        for spec in args.attack:
+            name, _, params = spec.partition(":")
+            try:
+                p = json.loads(params) if params else {}
+            except json.JSONDecodeError as exc:
+                raise TestbedError(
+                    f"--attack {spec!r}: params after ':' must be JSON ({exc.msg})"
+                ) from None
+            if not isinstance(p, dict):
+                raise TestbedError(f"--attack {spec!r}: params after ':' must be a JSON object")
+            attacks.append({"name": name, "params": p})
+    colluders = args.colluders.split(",") if args.colluders else None
+    rows, sc = rerun_attacks(args.run_dir, attacks, args.observer, colluders)
+    tag = config_hash(
+        {
+            "attacks": [a.model_dump(mode="json") for a in sc.attacks],
+            "threat_model": sc.threat_model.model_dump(mode="json"),
+        }
+    )[:8]
+    out = Path(args.run_dir) / f"attacks-{tag}.json"
+    payload = {
+        "attacks": [a.model_dump(mode="json") for a in sc.attacks],
+        "threat_model": sc.threat_model.model_dump(mode="json"),
+        "rows": rows,
+    }
+    atomic_write_bytes(
+        out, (json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n").encode()
+    )
+    print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
+    _print_attack_rows(rows)
+    print(f"rows: {out}")
     return 0
 
 
@@ -344,6 +393,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=200, help="trials per world (D and D')")
     p.add_argument("--delta", type=float, default=1e-5)
     p.set_defaults(fn=cmd_audit)
+    p = sub.add_parser(
+        "attack", help="run attacks on a saved run's transcript (protocol not re-run)"
+    )
+    p.add_argument("run_dir")
+    p.add_argument(
+        "--attack",
+        action="append",
+        help="NAME or NAME:{json params} (repeatable; default: the run's own attacks)",
+    )
+    p.add_argument("--observer", help="threat model observer (default: the run's)")
+    p.add_argument("--colluders", help="comma-separated colluding parties")
+    p.set_defaults(fn=cmd_attack)
     p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
     p.add_argument("run_dir")
     p.set_defaults(fn=cmd_report)
