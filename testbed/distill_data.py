@@ -102,28 +102,24 @@ class VaderLexicon(DatasetPlugin):
     Config = VaderConfig
 
     def load(self, rng):
-        from gensim.models import Word2Vec
-        from gensim.test.utils import datapath
-        from gensim.utils import simple_preprocess
+        from testbed.text import Word2VecParams, word2vec
 
         cfg = self.config
-        with open(datapath("lee_background.cor"), encoding="utf-8") as f:
-            sentences = [simple_preprocess(line) for line in f]
-        seed = int(rng.integers(2**31 - 1))
-        w2v = Word2Vec(
-            sentences,
-            vector_size=cfg.vector_size,
-            window=cfg.window,
-            min_count=cfg.min_count,
-            epochs=cfg.w2v_epochs,
-            seed=seed,
-            workers=1,
+        # the shared, deterministic, disk-cached Lee-corpus Word2Vec (testbed.text)
+        wv = word2vec(
+            Word2VecParams(
+                vector_size=cfg.vector_size,
+                window=cfg.window,
+                min_count=cfg.min_count,
+                epochs=cfg.w2v_epochs,
+                seed=int(rng.integers(2**31 - 1)),
+            )
         )
         lex = _read_vader()
-        words = sorted(w for w in lex if w in w2v.wv.key_to_index)
+        words = sorted(w for w in lex if w in wv.key_to_index)
         if len(words) < 20:
             raise DataError("vader_lexicon: fewer than 20 lexicon words in the Word2Vec vocabulary")
-        X = np.stack([w2v.wv[w] for w in words]).astype(np.float64)
+        X = np.stack([wv[w] for w in words]).astype(np.float64)
         if cfg.standardize:
             X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
         rating = np.array([lex[w] for w in words])
