@@ -133,14 +133,10 @@ class Attack(Plugin):
 def observed(view: View, kind: str = "*") -> list:
     """Envelopes of ``kind`` (glob) that the observer or a colluder sent or received (every one
     for an eavesdropper). Attacks should select messages through this."""
-    from testbed.bus import EAVESDROPPER
+    from testbed.bus import visible_to
 
     who = {view.observer, *view.colluders}
-    return [
-        e
-        for e in view.messages(kind)
-        if EAVESDROPPER in who or e.sender in who or e.receiver in who
-    ]
+    return [e for e in view.messages(kind) if visible_to(e, who)]
 
 
 def _targets(view: View, public: PublicInfo) -> list[str]:

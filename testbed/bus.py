@@ -43,6 +43,7 @@ __all__ = [
     "map_arrays",
     "payload_digest",
     "payload_nbytes",
+    "visible_to",
 ]
 
 
@@ -309,6 +310,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def visible_to(env: Envelope, who) -> bool:
+    """Whether the observers ``who`` (an observer and its colluders) saw ``env``: they sent or
+    received it, or one of them is the eavesdropper, who sees every envelope."""
+    return EAVESDROPPER in who or env.sender in who or env.receiver in who
+
+
 class Transcript:
     """Append-only log of delivered envelopes."""
 
@@ -359,10 +366,7 @@ class Transcript:
     ) -> View:
         """What ``observer`` (plus colluders) saw. ``eavesdropper`` sees every envelope."""
         who = {observer, *colluders}
-        if EAVESDROPPER in who:
-            seen = tuple(self._envelopes)
-        else:
-            seen = tuple(e for e in self._envelopes if e.sender in who or e.receiver in who)
+        seen = tuple(e for e in self._envelopes if visible_to(e, who))
         own = {k: _ro(v) for k, v in (own_data or {}).items() if k in who}
         return View(
             observer=observer,
