@@ -98,21 +98,18 @@ def rerun_attacks(
         raise TestbedError(
             f"{run_dir}: resolved.yaml does not match config_hash (edited, or made by another version)"
         )
-    raw = yaml.safe_load(resolved_path.read_text())
-    if attacks is not None:
-        raw["attacks"] = attacks
-    if observer is not None or colluders is not None:
+    sc = original
+    if attacks is not None or observer is not None or colluders is not None:
+        raw = yaml.safe_load(resolved_path.read_text())
+        if attacks is not None:
+            raw["attacks"] = attacks
         tm = raw.get("threat_model") or {}
         raw["threat_model"] = {
             "observer": observer if observer is not None else tm.get("observer", "server"),
             "colluders": colluders if colluders is not None else tm.get("colluders", []),
         }
-    where = (
-        str(resolved_path)
-        if attacks is None and observer is None and colluders is None
-        else (f"{resolved_path} with the command line's attacks/threat model")
-    )
-    sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
+        where = f"{resolved_path} with the command line's attacks/threat model"
+        sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
     world = build_world(sc)
     transcript = Transcript.load(run_dir)
     released = json.loads((run_dir / "results.json").read_text()).get("estimates")
