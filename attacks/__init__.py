@@ -13,6 +13,7 @@ from attacks.distillation import LabelDistributionInference, SoftLabelMembership
 from attacks.fedwad_distributional import FedWADDistributional
 from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
+from attacks.projection_inversion import ProjectionInversion
 from attacks.word2vec_retrieval import Word2VecRetrieval
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "LabelDistributionInference",
     "MarketplaceTrilateration",
     "MeasureInversion",
+    "ProjectionInversion",
     "SoftLabelMembership",
     "Word2VecRetrieval",
     "observed",

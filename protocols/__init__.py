@@ -1,6 +1,7 @@
 """Built-in protocols. Importing this package registers them in ``testbed.registry.PROTOCOLS``."""
 
 from protocols._base import Protocol, ProtocolResult
+from protocols.dp_baselines import DPJLOT, DPSlicedWasserstein
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
 from protocols.fedwad_clustering import FedWADClustering
@@ -8,6 +9,8 @@ from protocols.sinkhorn_distillation import SinkhornDistillation
 from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
 __all__ = [
+    "DPJLOT",
+    "DPSlicedWasserstein",
     "FedBary",
     "FedWAD",
     "FedWADClustering",
