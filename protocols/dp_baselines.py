@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from itertools import combinations
 from typing import Any, Literal
 
