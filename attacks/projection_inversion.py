@@ -59,11 +59,8 @@ class ProjectionInversion(Attack):
     output_kinds = ("points",)
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        from protocols.dp_baselines import (
-            _calibrated,
-            projection_matrix,
-            projection_sensitivity,
-        )
+        from protocols.dp_baselines import projection_matrix, projection_sensitivity
+        from testbed.ledger import calibrated_multiplier
 
         proto = public.protocol
         if proto not in PROTOCOLS or not public.dim:
@@ -80,7 +77,7 @@ class ProjectionInversion(Attack):
         U = projection_matrix(kind, d, int(p["projections"]), int(seed))
         z = p.get("noise_multiplier")
         if z is None:
-            z = _calibrated(float(p["target_epsilon"]), float(p["target_delta"]))
+            z = calibrated_multiplier(float(p["target_epsilon"]), float(p["target_delta"]), 1)
         sigma = float(z) * projection_sensitivity(U, float(p["clip_norm"]))
         mean, cov = self._prior(public, d)
         me = {view.observer, *view.colluders}

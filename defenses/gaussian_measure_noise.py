@@ -38,7 +38,6 @@ That is a finding the report shows, not a bug.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 
@@ -48,24 +47,22 @@ from pydantic import Field, model_validator
 from defenses._base import Defense, DefenseConfig
 from testbed.bus import Envelope
 from testbed.errors import TestbedError
-from testbed.ledger import MechanismEvent, PrivacyLedger, calibrate_noise_multiplier
+from testbed.ledger import (
+    GaussianNoiseChoice,
+    MechanismEvent,
+    PrivacyLedger,
+    calibrated_multiplier,
+)
 from testbed.measure import Measure
 from testbed.registry import DEFENSES, PROTOCOLS
 
 __all__ = ["GaussianMeasureNoise", "GaussianMeasureNoiseConfig"]
 
 
-class GaussianMeasureNoiseConfig(DefenseConfig):
+class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
     clip_norm: float = Field(
         1.0, gt=0, description="C: bound on the L2 norm of every private row (assumption, checked)"
     )
-    noise_multiplier: float | None = Field(
-        None, ge=0, description="z = noise std / sensitivity (or target_epsilon; default z = 1)"
-    )
-    target_epsilon: float | None = Field(
-        None, gt=0, description="calibrate z with opacus so that `releases` releases cost this"
-    )
-    target_delta: float = Field(1e-5, gt=0, lt=1)
     releases: int | None = Field(
         None, gt=0, description="releases per party the target covers (FedWAD: K + 1)"
     )
@@ -75,29 +72,11 @@ class GaussianMeasureNoiseConfig(DefenseConfig):
     min_rows: int = Field(1, ge=1, description="public lower bound on each party's row count")
     noise_distances: bool = Field(True, description="also noise scalar distances")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _default_multiplier(cls, data):
-        if (
-            isinstance(data, dict)
-            and "noise_multiplier" not in data
-            and "target_epsilon" not in data
-        ):
-            data = {**data, "noise_multiplier": 1.0}
-        return data
-
     @model_validator(mode="after")
-    def _one_of(self):
-        if (self.noise_multiplier is None) == (self.target_epsilon is None):
-            raise ValueError("give exactly one of noise_multiplier and target_epsilon")
+    def _releases(self):
         if self.target_epsilon is not None and self.releases is None:
             raise ValueError("target_epsilon needs releases (how many releases it must cover)")
         return self
-
-
-@functools.lru_cache(maxsize=256)
-def _calibrated(target_epsilon: float, delta: float, releases: int) -> float:
-    return calibrate_noise_multiplier(target_epsilon, delta, releases)
 
 
 @DEFENSES.register
@@ -112,7 +91,9 @@ class GaussianMeasureNoise(Defense):
         c = self.config
         if c.noise_multiplier is not None:
             return float(c.noise_multiplier)
-        return _calibrated(float(c.target_epsilon), float(c.target_delta), int(c.releases))
+        return calibrated_multiplier(
+            float(c.target_epsilon), float(c.target_delta), int(c.releases)
+        )
 
     def support_sensitivity(self, n_atoms: int) -> float:
         return 2.0 * self.config.clip_norm * self.config.push_max * math.sqrt(n_atoms)

@@ -62,7 +62,6 @@ References
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from itertools import combinations
@@ -70,16 +69,16 @@ from typing import Any, Literal
 
 import numpy as np
 import ot
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from protocols._base import Protocol, ProtocolResult
 from testbed import ot as tot
 from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
 from testbed.errors import DataError
-from testbed.ledger import MechanismEvent, calibrate_noise_multiplier
+from testbed.ledger import GaussianNoiseChoice, MechanismEvent, calibrated_multiplier
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS
 
 __all__ = [
     "DPJLOT",
@@ -123,13 +122,10 @@ def smoothed_sliced_wasserstein(Ya: np.ndarray, Yb: np.ndarray) -> float:
     return float(np.sqrt(max(float(np.mean(per)), 0.0)))
 
 
-@functools.lru_cache(maxsize=64)
-def _calibrated(target_epsilon: float, delta: float) -> float:
-    return calibrate_noise_multiplier(target_epsilon, delta, releases=1)
-
-
 # ----------------------------------------------------------------------------- config
-class _DPConfig(PluginConfig):
+class _DPConfig(GaussianNoiseChoice):
+    """``noise_multiplier: 0`` is the non-private limit; ``target_epsilon`` covers one release."""
+
     clients: list[str] | None = Field(
         None, description="parties whose distances are computed (default: all, at least 2)"
     )
@@ -137,33 +133,9 @@ class _DPConfig(PluginConfig):
     clip_norm: float = Field(
         1.0, gt=0, description="C: every row is clipped to this L2 norm before projection"
     )
-    noise_multiplier: float | None = Field(
-        None, ge=0, description="z = noise std / sensitivity (0 = non-private limit)"
-    )
-    target_epsilon: float | None = Field(
-        None, gt=0, description="calibrate z with opacus so that the one release costs this"
-    )
-    target_delta: float = Field(1e-5, gt=0, lt=1, description="delta of the calibration")
     directions_seed: int | None = Field(
         None, ge=0, description="seed of the projection; null = drawn by the server, announced"
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_multiplier(cls, data):
-        if (
-            isinstance(data, dict)
-            and "noise_multiplier" not in data
-            and "target_epsilon" not in data
-        ):
-            data = {**data, "noise_multiplier": 1.0}
-        return data
-
-    @model_validator(mode="after")
-    def _one_of(self):
-        if (self.noise_multiplier is None) == (self.target_epsilon is None):
-            raise ValueError("give exactly one of noise_multiplier and target_epsilon")
-        return self
 
 
 class DPSlicedWassersteinConfig(_DPConfig):
@@ -199,7 +171,7 @@ class _DPProjectionBase(Protocol):
         c = self.config
         if c.noise_multiplier is not None:
             return float(c.noise_multiplier)
-        return _calibrated(float(c.target_epsilon), float(c.target_delta))
+        return calibrated_multiplier(float(c.target_epsilon), float(c.target_delta), 1)
 
     def _clients(self, parties: Mapping[str, Any]) -> list[str]:
         names = list(self.config.clients or parties)

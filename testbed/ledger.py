@@ -9,11 +9,23 @@ grouped by the party whose data they protect, and composed with opacus's RDP acc
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["RDP_ORDERS", "MechanismEvent", "PrivacyLedger", "calibrate_noise_multiplier"]
+from pydantic import Field, model_validator
+
+from testbed.registry import PluginConfig
+
+__all__ = [
+    "RDP_ORDERS",
+    "GaussianNoiseChoice",
+    "MechanismEvent",
+    "PrivacyLedger",
+    "calibrate_noise_multiplier",
+    "calibrated_multiplier",
+]
 
 #: RDP orders: opacus's defaults extended to larger orders, so that few heavily-noised releases
 #: and many lightly-noised ones both find their optimum inside the grid (a tighter valid bound).
@@ -54,6 +66,42 @@ def calibrate_noise_multiplier(
                 **kw,
             )
         )
+
+
+@functools.lru_cache(maxsize=256)
+def calibrated_multiplier(target_epsilon: float, delta: float, releases: int) -> float:
+    """:func:`calibrate_noise_multiplier`, memoised (sweep cells share their targets)."""
+    return calibrate_noise_multiplier(target_epsilon, delta, releases)
+
+
+class GaussianNoiseChoice(PluginConfig):
+    """Parameters of a Gaussian mechanism: a noise multiplier, or a target epsilon that opacus
+    calibrates it from (exactly one; default ``noise_multiplier: 1``)."""
+
+    noise_multiplier: float | None = Field(
+        None, ge=0, description="z = noise std / sensitivity (or target_epsilon; default z = 1)"
+    )
+    target_epsilon: float | None = Field(
+        None, gt=0, description="calibrate z with opacus so that the releases cost this"
+    )
+    target_delta: float = Field(1e-5, gt=0, lt=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_multiplier(cls, data):
+        if (
+            isinstance(data, dict)
+            and "noise_multiplier" not in data
+            and "target_epsilon" not in data
+        ):
+            data = {**data, "noise_multiplier": 1.0}
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one_noise_setting(self):
+        if (self.noise_multiplier is None) == (self.target_epsilon is None):
+            raise ValueError("give exactly one of noise_multiplier and target_epsilon")
+        return self
 
 
 @dataclass(frozen=True)
