@@ -134,6 +134,10 @@ class FedWADClustering(Protocol):
             ),
         )
 
+    def central_clusters(self, D: np.ndarray) -> np.ndarray:
+        """The same clustering on a central matrix (the central pipeline of ``utility.clustering_ari``)."""
+        return spectral_clusters(D, self.config, 0)
+
     def reference(self, parties) -> dict:
         names = list(parties)
         D = np.zeros((len(names), len(names)))

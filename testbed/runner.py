@@ -339,6 +339,9 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             assumptions.extend(
                 check(world.parties, sc.protocol.name, world.protocol.config.model_dump())
             )
+    from testbed.utility import task_utility
+
+    senders = sorted({e.sender for e in tr} & set(world.parties))
     results = {
         "scenario": sc.name,
         "seed": seed,
@@ -377,6 +380,11 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "by_kind": transcript_summary(seen),
         },
         "privacy": world.ledger.summary(DELTA),
+        # one epsilon axis: the worst claim over the parties that sent anything (inf = no claim)
+        "privacy_epsilon": max((world.ledger.epsilon(p, DELTA) for p in senders), default=0.0),
+        "utility": task_utility(
+            world.protocol, result.estimates, reference, result.outputs, detection
+        ),
         "privacy_assumptions": assumptions,
     }
     return results, tr, elapsed

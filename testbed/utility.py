@@ -1,0 +1,111 @@
+"""Task-level utility of a run, against the central (non-private) pipeline on the same data.
+
+Every result row carries ``results["utility"]``: a flat mapping ``name -> value`` (the report
+addresses a value as ``utility.<name>``), higher = better for every key, so any of them can be
+put on the utility axis of the leakage-versus-utility frontier. Which keys a row has depends on
+what the protocol computes:
+
+=========================  =====================================================================
+key                        definition (central = the protocol's ``reference()``: exact POT)
+=========================  =====================================================================
+``distance_accuracy``      :math:`1 - \\min(1, |\\hat D - D|/D)` for the protocol's distance
+                           (``wasserstein``; ``sliced_wasserstein`` for the DP sliced baseline)
+``distance_rank``          Spearman rank correlation of the upper triangle of the federated
+                           dataset-distance matrix with the central one (0 when the federated
+                           matrix is constant: it ranks nothing)
+``clustering_ari``         adjusted Rand index between the federated clustering of the clients
+                           and the same clustering run on the central exact matrix
+``contribution_spearman``  Spearman correlation of FedBary's client contributions with the
+                           contributions computed from exact distances
+``detection_auc``          ROC-AUC of noisy-row detection (pooled over the parties a detector
+                           scores; mean over detectors), against the injected noise masks
+``student_accuracy``       accuracy of the distilled student on the held-out test set
+``student_accuracy_ratio`` that accuracy divided by the central student's
+=========================  =====================================================================
+
+Utility values are deterministic functions of the seed-determined results, so ``results.json``
+stays byte-identical for a seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["UTILITY_KEYS", "task_utility"]
+
+UTILITY_KEYS = (
+    "distance_accuracy",
+    "distance_rank",
+    "clustering_ari",
+    "contribution_spearman",
+    "detection_auc",
+    "student_accuracy",
+    "student_accuracy_ratio",
+)
+
+_DISTANCE_KEYS = ("wasserstein", "sliced_wasserstein")
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0  # a constant ranking carries no information about the central one
+    return float(spearmanr(a, b).statistic)
+
+
+def _upper(D) -> np.ndarray:
+    D = np.asarray(D, dtype=np.float64)
+    return D[np.triu_indices(D.shape[0], 1)]
+
+
+def task_utility(
+    protocol: Any,
+    estimates: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+    detection: Mapping[str, Mapping[str, Mapping[str, float]]],
+) -> dict[str, float]:
+    """The utility keys that apply to this run (see the module docstring)."""
+    out: dict[str, float] = {}
+    for key in _DISTANCE_KEYS:
+        if key in estimates and key in reference and not isinstance(estimates[key], np.ndarray):
+            est, ref = float(estimates[key]), float(reference[key])
+            err = abs(est - ref) / ref if ref else (0.0 if est == ref else math.inf)
+            out["distance_accuracy"] = 1.0 - min(1.0, err)
+            break
+    if "distance_matrix" in estimates and "distance_matrix" in reference:
+        est_u, ref_u = _upper(estimates["distance_matrix"]), _upper(reference["distance_matrix"])
+        out["distance_rank"] = _spearman(est_u, ref_u)
+        clusters = outputs.get("clusters")
+        central = getattr(protocol, "central_clusters", None)
+        if clusters is not None and central is not None:
+            from sklearn.metrics import adjusted_rand_score
+
+            labels = central(np.asarray(reference["distance_matrix"], dtype=np.float64))
+            out["clustering_ari"] = float(adjusted_rand_score(labels, np.asarray(clusters)))
+    contrib = sorted(k for k in estimates if k.startswith("contribution_") and k in reference)
+    if len(contrib) >= 2:
+        out["contribution_spearman"] = _spearman(
+            [estimates[k] for k in contrib], [reference[k] for k in contrib]
+        )
+    aucs = []
+    for rows in detection.values():
+        row = rows.get("pooled") or (next(iter(rows.values())) if len(rows) == 1 else None)
+        if row is not None and row.get("roc_auc") is not None:
+            auc = float(row["roc_auc"])
+            if math.isfinite(auc):
+                aucs.append(auc)
+    if aucs:
+        out["detection_auc"] = float(np.mean(aucs))
+    if "accuracy" in estimates and "macro_f1" in estimates:
+        out["student_accuracy"] = float(estimates["accuracy"])
+        ref = float(reference.get("accuracy", math.nan))
+        if ref and math.isfinite(ref):
+            out["student_accuracy_ratio"] = float(estimates["accuracy"]) / ref
+    return out
