@@ -9,11 +9,14 @@ from attacks._base import (
     prior_points,
     validate_outputs,
 )
+from attacks.clustering_inversion import ClusteringInversion
 from attacks.distillation import LabelDistributionInference, SoftLabelMembership
+from attacks.fedbary_inversion import FedBaryInversion
 from attacks.fedwad_distributional import FedWADDistributional
 from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
 from attacks.projection_inversion import ProjectionInversion
+from attacks.reconstruction_membership import ReconstructionMembership
 from attacks.word2vec_retrieval import Word2VecRetrieval
 
 __all__ = [
@@ -21,11 +24,14 @@ __all__ = [
     "AttackConfig",
     "AttackOutput",
     "AttackOutputError",
+    "ClusteringInversion",
+    "FedBaryInversion",
     "FedWADDistributional",
     "LabelDistributionInference",
     "MarketplaceTrilateration",
     "MeasureInversion",
     "ProjectionInversion",
+    "ReconstructionMembership",
     "SoftLabelMembership",
     "Word2VecRetrieval",
     "observed",
