@@ -9,6 +9,7 @@ from attacks._base import (
     prior_points,
     validate_outputs,
 )
+from attacks.blind_mask_inversion import BlindMaskInversion
 from attacks.clustering_inversion import ClusteringInversion
 from attacks.distillation import LabelDistributionInference, SoftLabelMembership
 from attacks.fedbary_inversion import FedBaryInversion
@@ -24,6 +25,7 @@ __all__ = [
     "AttackConfig",
     "AttackOutput",
     "AttackOutputError",
+    "BlindMaskInversion",
     "ClusteringInversion",
     "FedBaryInversion",
     "FedWADDistributional",

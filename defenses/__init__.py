@@ -4,6 +4,7 @@ from defenses._base import Defense, DefenseConfig
 from defenses.distillation import DPSGDTeachers, NoisySoftLabels, PateAggregation
 from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
 from defenses.knobs import DistancesAtEnd, KnobDefense, LargeT, RandomT, SmallSupport
+from defenses.secret_mask import SecretIsometryMask, SecretIsometryMaskConfig
 from defenses.subsample_support import SubsampleSupport, SubsampleSupportConfig
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "NoisySoftLabels",
     "PateAggregation",
     "RandomT",
+    "SecretIsometryMask",
+    "SecretIsometryMaskConfig",
     "SmallSupport",
     "SubsampleSupport",
     "SubsampleSupportConfig",
