@@ -72,6 +72,8 @@ class SecretIsometryMask(Defense):
 
     name = "secret_isometry_mask"
     Config = SecretIsometryMaskConfig
+    protocols = ("triangle_wad",)
+    contract_scenario = "contract_tiny_triangle_wad.yaml"
 
     def on_send(
         self, env: Envelope, rng: np.random.Generator, ledger: PrivacyLedger | None
