@@ -16,6 +16,7 @@ from attacks.fedbary_inversion import FedBaryInversion
 from attacks.fedwad_distributional import FedWADDistributional
 from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
+from attacks.moments_sampling import MomentsSampling
 from attacks.projection_inversion import ProjectionInversion
 from attacks.reconstruction_membership import ReconstructionMembership
 from attacks.word2vec_retrieval import Word2VecRetrieval
@@ -32,6 +33,7 @@ __all__ = [
     "LabelDistributionInference",
     "MarketplaceTrilateration",
     "MeasureInversion",
+    "MomentsSampling",
     "ProjectionInversion",
     "ReconstructionMembership",
     "SoftLabelMembership",

@@ -2,6 +2,7 @@
 
 from protocols._base import Protocol, ProtocolResult
 from protocols.dp_baselines import DPJLOT, DPSlicedWasserstein
+from protocols.dp_moments import DPGaussianMoments
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
 from protocols.fedwad_clustering import FedWADClustering
@@ -9,6 +10,7 @@ from protocols.sinkhorn_distillation import SinkhornDistillation
 from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
 __all__ = [
+    "DPGaussianMoments",
     "DPJLOT",
     "DPSlicedWasserstein",
     "FedBary",

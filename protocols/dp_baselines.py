@@ -63,7 +63,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any, Literal
 
@@ -86,6 +86,7 @@ __all__ = [
     "DPSlicedWasserstein",
     "DPSlicedWassersteinConfig",
     "clip_rows",
+    "pairwise_estimates",
     "projection_matrix",
     "projection_sensitivity",
     "smoothed_sliced_wasserstein",
@@ -120,6 +121,18 @@ def smoothed_sliced_wasserstein(Ya: np.ndarray, Yb: np.ndarray) -> float:
     weights), each 1-D distance with ``ot.wasserstein_1d``."""
     per = ot.wasserstein_1d(np.asarray(Ya), np.asarray(Yb), p=2)
     return float(np.sqrt(max(float(np.mean(per)), 0.0)))
+
+
+def pairwise_estimates(key: str, items: Sequence[Any], distance) -> dict[str, Any]:
+    """``{key: distance(items[0], items[1])}``, plus the N x N ``distance_matrix`` when there are
+    more than two parties (the dataset-distance task)."""
+    D = np.zeros((len(items), len(items)))
+    for i, j in combinations(range(len(items)), 2):
+        D[i, j] = D[j, i] = distance(items[i], items[j])
+    out: dict[str, Any] = {key: float(D[0, 1])}
+    if len(items) > 2:
+        out["distance_matrix"] = D
+    return out
 
 
 # ----------------------------------------------------------------------------- config
@@ -227,12 +240,11 @@ class _DPProjectionBase(Protocol):
                     )
                 )
             got[n] = np.asarray(bus.send(n, SERVER, f"{self.name}.projections", Y, round=1).payload)
-        D = np.zeros((len(names), len(names)))
-        for i, j in combinations(range(len(names)), 2):
-            D[i, j] = D[j, i] = self._pair_distance(got[names[i]], got[names[j]], sigma, sigma)
-        estimates: dict[str, Any] = {self.estimate_key: float(D[0, 1])}
-        if len(names) > 2:
-            estimates["distance_matrix"] = D
+        estimates = pairwise_estimates(
+            self.estimate_key,
+            [got[n] for n in names],
+            lambda a, b: self._pair_distance(a, b, sigma, sigma),
+        )
         return ProtocolResult(
             estimates=estimates,
             outputs={
@@ -255,13 +267,7 @@ class _DPProjectionBase(Protocol):
 
     def reference(self, parties) -> dict:
         names = self._clients(parties)
-        D = np.zeros((len(names), len(names)))
-        for i, j in combinations(range(len(names)), 2):
-            D[i, j] = D[j, i] = self._central(parties[names[i]].X, parties[names[j]].X)
-        out: dict[str, Any] = {self.estimate_key: float(D[0, 1])}
-        if len(names) > 2:
-            out["distance_matrix"] = D
-        return out
+        return pairwise_estimates(self.estimate_key, [parties[n].X for n in names], self._central)
 
 
 @PROTOCOLS.register

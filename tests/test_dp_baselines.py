@@ -231,3 +231,54 @@ def test_projection_inversion_weakens_with_noise(tmp_path):
     # Assert: near-noise-free releases are covered, epsilon = 1 falls to the prior's level
     assert cov[0] > 0.9
     assert cov[1] < 0.6
+
+
+# ----------------------------------------------------------------------------- DP moments
+def test_bures_matches_pot_and_the_noise_free_limit_is_the_gaussian_bound():
+    from protocols.dp_moments import DPGaussianMoments, bures_w2
+
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(4, 4)), rng.normal(size=(4, 4))
+    S1, S2 = A @ A.T + np.eye(4), B @ B.T + 0.5 * np.eye(4)
+    m1, m2 = rng.normal(size=4), rng.normal(size=4)
+    np.testing.assert_allclose(bures_w2(m1, S1, m2, S2), tot.gaussian_w2(m1, S1, m2, S2), rtol=1e-8)
+    parties = _parties(4, n=600)
+    proto = DPGaussianMoments(DPGaussianMoments.Config(noise_multiplier=0.0, clip_norm=100.0))
+    res, _, ledger = _run(proto, parties)
+    ref = proto.reference(parties)
+    np.testing.assert_allclose(res.estimates["wasserstein"], ref["gaussian_bound"], rtol=1e-9)
+    # Gaussian data: the Gaussian bound is close to the exact W2 of the samples (within 10 %)
+    assert abs(ref["gaussian_bound"] - ref["wasserstein"]) / ref["wasserstein"] < 0.10
+    assert math.isinf(ledger.epsilon("p0", 1e-5))
+
+
+def test_moments_error_shrinks_with_epsilon_and_ledger_sensitivity():
+    from protocols.dp_moments import DPGaussianMoments
+
+    parties = _parties(5, n=2000)
+    errs = []
+    for eps in (1.0, 100.0):
+        proto = DPGaussianMoments(DPGaussianMoments.Config(target_epsilon=eps, clip_norm=8.0))
+        res, _, ledger = _run(proto, parties)
+        ref = proto.reference(parties)["gaussian_bound"]
+        errs.append(abs(res.estimates["wasserstein"] - ref) / ref)
+        ev = ledger.events[0]
+        np.testing.assert_allclose(ev.sensitivity, 2 * np.sqrt(2) * 8.0 / 2000)
+        assert ledger.epsilon("p0", 1e-5) <= eps
+    assert errs[1] < errs[0] and errs[1] < 0.05
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), d=st.integers(1, 8), n=st.integers(2, 30), C=st.floats(0.1, 10))
+def test_moments_sensitivity_bounds_every_replacement(seed, d, n, C):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * 5
+    Xp = X.copy()
+    Xp[rng.integers(n)] = rng.normal(size=d) * 50
+
+    def vec(Z):
+        Z = clip_rows(Z, C)
+        S = Z.T @ Z / n
+        return np.r_[Z.mean(axis=0), S[np.triu_indices(d)] / C]
+
+    assert np.linalg.norm(vec(X) - vec(Xp)) <= 2 * np.sqrt(2) * C / n * (1 + 1e-9)
