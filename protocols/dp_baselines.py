@@ -81,6 +81,7 @@ from testbed.measure import Measure
 from testbed.registry import PROTOCOLS
 
 __all__ = [
+    "DPClientsBase",
     "DPJLOT",
     "DPJLOTConfig",
     "DPSlicedWasserstein",
@@ -176,9 +177,10 @@ def _release(party: PartyData, U: np.ndarray, C: float, sigma: float, seed: int)
 
 
 # ----------------------------------------------------------------------------- shared logic
-class _DPProjectionBase(Protocol):
-    kind: str = "sphere"
-    estimate_key: str = ""
+class DPClientsBase(Protocol):
+    """Shared by the one-release DP protocols: the client list and the noise multiplier."""
+
+    role: str = "client (releases noisy projections)"
 
     def multiplier(self) -> float:
         c = self.config
@@ -196,7 +198,12 @@ class _DPProjectionBase(Protocol):
         return names
 
     def roles(self, parties):
-        return {p: "client (releases noisy projections)" for p in self._clients(parties)}
+        return {p: self.role for p in self._clients(parties)}
+
+
+class _DPProjectionBase(DPClientsBase):
+    kind: str = "sphere"
+    estimate_key: str = ""
 
     def _pair_distance(self, Ya: np.ndarray, Yb: np.ndarray, sa: float, sb: float) -> float:
         raise NotImplementedError

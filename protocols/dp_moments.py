@@ -37,13 +37,13 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from protocols._base import Protocol, ProtocolResult
-from protocols.dp_baselines import clip_rows, pairwise_estimates
+from protocols._base import ProtocolResult
+from protocols.dp_baselines import DPClientsBase, clip_rows, pairwise_estimates
 from testbed import ot as tot
 from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
 from testbed.errors import DataError
-from testbed.ledger import GaussianNoiseChoice, MechanismEvent, calibrated_multiplier
+from testbed.ledger import GaussianNoiseChoice, MechanismEvent
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS
 
@@ -120,29 +120,12 @@ def _clipped_moments(X: np.ndarray, C: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 @PROTOCOLS.register
-class DPGaussianMoments(Protocol):
+class DPGaussianMoments(DPClientsBase):
     """Bures-Wasserstein distance between clients' DP noisy means and covariances (our design)."""
 
     name = "dp_gaussian_moments"
     Config = DPGaussianMomentsConfig
-
-    def multiplier(self) -> float:
-        c = self.config
-        if c.noise_multiplier is not None:
-            return float(c.noise_multiplier)
-        return calibrated_multiplier(float(c.target_epsilon), float(c.target_delta), 1)
-
-    def _clients(self, parties) -> list[str]:
-        names = list(self.config.clients or parties)
-        if len(names) < 2 or any(n not in parties for n in names):
-            raise DataError(
-                f"{self.name} needs at least two client parties; got {names}, "
-                f"parties are {list(parties)}"
-            )
-        return names
-
-    def roles(self, parties):
-        return {p: "client (releases noisy moments)" for p in self._clients(parties)}
+    role = "client (releases noisy moments)"
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
