@@ -15,12 +15,19 @@ estimates the mask by Wasserstein–Procrustes alignment of the masked measures 
 4. unmask, :math:`\\hat\\eta = Q^\\top(\\eta' - b)`, and invert the push
    (:func:`attacks.measure_inversion.invert_barycentric_push`).
 
+``proxy: candidates`` builds the proxy from the public candidate rows instead (real rows of the
+same domain; an attacker with such a sample aligns far better: on digits, k = 1, 600 held-out
+rows, coverage@r 0.54–0.62 against 0.00 with the Gaussian prior — docs/frontier.md).
+
 ``pool: true`` (default) estimates one mask from every masked measure the observer saw — right
 against ``mode: shared``, where all clients share the mask and their union looks like the pooled
 prior; ``pool: false`` estimates one mask per sender (right against ``per_party``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -72,7 +79,12 @@ def procrustes_align(
 class BlindMaskInversionConfig(AttackConfig):
     pool: bool = Field(True, description="one mask for all senders (shared) or one per sender")
     iterations: int = Field(20, gt=0, description="OT matching / Procrustes alternations")
-    proxy_size: int = Field(600, gt=1, description="rows of the prior sample used as the proxy")
+    proxy_size: int = Field(600, gt=1, description="rows of the public sample used as the proxy")
+    proxy: Literal["prior", "candidates"] = Field(
+        "prior",
+        description="public rows pushed to build the proxy: the Gaussian prior sample, or the "
+        "public candidate rows (real rows of the domain, as the membership threat model grants)",
+    )
 
 
 @ATTACKS.register
@@ -103,7 +115,9 @@ class BlindMaskInversion(Attack):
         gamma = find_gamma(view, public, "triangle_wad")
         if gamma is None:
             return []
-        prior = np.asarray(public.prior, dtype=np.float64)[: self.config.proxy_size]
+        prior = self._proxy_rows(public)
+        if prior is None:
+            return []
         proxy = tot.interpolate_barycentric(Measure(prior), gamma, float(t), side="first").support
         groups = [list(etas)] if self.config.pool else [[s] for s in etas]
         out = []
@@ -123,3 +137,16 @@ class BlindMaskInversion(Attack):
                     )
                 )
         return out
+
+    def _proxy_rows(self, public: PublicInfo) -> np.ndarray | None:
+        rows = public.prior
+        if self.config.proxy == "candidates":
+            cand = public.extra.get("candidates")
+            if isinstance(cand, Mapping):
+                cand = [np.asarray(v) for v in cand.values()]
+                cand = np.vstack(cand) if cand else None
+            rows = cand
+        if rows is None:
+            return None
+        rows = np.asarray(rows, dtype=np.float64)
+        return rows[: self.config.proxy_size] if rows.ndim == 2 and len(rows) > 1 else None

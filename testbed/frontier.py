@@ -31,23 +31,29 @@ def _eps(x) -> float:
     return math.inf if x is None else float(x)
 
 
-def setting_label(setting: Mapping[str, Any]) -> str:
-    """``protocol[+defense]`` with its noise parameter, and the dataset."""
-    proto = setting["protocol"]
+def setting_label(row: Mapping[str, Any]) -> str:
+    """``dataset: protocol(noise)[ + defense(ε)]`` of one sweep row, from its resolved results
+    (the swept ``setting`` holds only the swept paths) and the swept dataset, if any."""
+    res = row["results"]
+    proto = res["protocol"]
     p = proto.get("params", {})
     name = proto["name"]
     tags = [
-        f"{v}={p[k]:g}" for k, v in (("target_epsilon", "ε"), ("noise_multiplier", "z")) if k in p
+        f"{v}={p[k]:g}"
+        for k, v in (("target_epsilon", "ε"), ("noise_multiplier", "z"))
+        if p.get(k) is not None
     ]
     tags += [p["covariance"]] if "covariance" in p else []
     if tags:
         name += f"({', '.join(tags)})"
-    for d in setting.get("defenses") or []:
+    for d in res.get("defenses") or []:
         q = d.get("params", {})
-        extra = f"(ε={q['target_epsilon']:g})" if "target_epsilon" in q else ""
+        extra = f"(ε={q['target_epsilon']:g})" if q.get("target_epsilon") is not None else ""
         extra = extra or (f"({q['mode']})" if "mode" in q else "")
+        extra = extra or (f"(S={q['support_size']})" if "support_size" in q else "")
         name += f" + {d['name']}{extra}"
-    ds = setting["data"]["dataset"]["name"]
+    data = row.get("setting", {}).get("data")
+    ds = data["dataset"]["name"] if data else res.get("scenario", "")
     return f"{ds}: {name}"
 
 
@@ -55,7 +61,7 @@ def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_ac
     """One dict per setting: mean/low/high of utility, epsilon, leakage, coverage over seeds."""
     groups: dict[str, list] = defaultdict(list)
     for row in rows:
-        groups[setting_label(row["setting"])].append(row["results"])
+        groups[setting_label(row)].append(row["results"])
     out = []
     for label, res in sorted(groups.items()):
         util = [r.get("utility", {}).get(utility) for r in res]
@@ -137,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for b, ds, t in best_per_budget(table):
         name = t["setting"].split(": ", 1)[1]
         if t["utility"][0] <= 0:
-            name = "none: every setting has utility 0 at this budget; e.g. " + name
+            name = "none: no setting has positive utility at this budget; e.g. " + name
         bs = "∞ (no claim)" if math.isinf(b) else f"{b:g}"
         print(
             f"| {bs} | {ds} | {name}: {_fmt(t['utility'])} | {_fmt(t['leakage'])} | {_fmt(t['coverage'])} |"

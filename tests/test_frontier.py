@@ -17,13 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _row(proto, eps, util, leak, seed, defenses=()):
     return {
-        "setting": {
-            "protocol": {"name": proto, "params": {}},
-            "defenses": list(defenses),
-            "data": {"dataset": {"name": "digits"}},
-        },
+        "setting": {"data": {"dataset": {"name": "digits"}}},
         "seed": seed,
         "results": {
+            "protocol": {"name": proto, "params": {}},
+            "defenses": list(defenses),
             "privacy_epsilon": eps,
             "utility": {"distance_accuracy": util},
             "attacks": [{"leakage": leak, "coverage": leak, "coverage_baseline": 0.0}],
@@ -46,9 +44,11 @@ def test_frontier_rows_and_best_per_budget():
 
 def test_setting_label_names_noise_and_defense():
     s = {
-        "protocol": {"name": "dp_jl_ot", "params": {"target_epsilon": 10.0}},
-        "defenses": [{"name": "secret_isometry_mask", "params": {"mode": "per_party"}}],
-        "data": {"dataset": {"name": "wine"}},
+        "setting": {"data": {"dataset": {"name": "wine"}}},
+        "results": {
+            "protocol": {"name": "dp_jl_ot", "params": {"target_epsilon": 10.0}},
+            "defenses": [{"name": "secret_isometry_mask", "params": {"mode": "per_party"}}],
+        },
     }
     assert setting_label(s) == "wine: dp_jl_ot(ε=10) + secret_isometry_mask(per_party)"
 

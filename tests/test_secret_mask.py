@@ -71,3 +71,37 @@ def test_per_party_mask_breaks_accuracy(tmp_path):
     )
     assert plain["accuracy"]["wasserstein"]["relative_error"] < 0.05
     assert masked["accuracy"]["wasserstein"]["relative_error"] > 1.0
+
+
+def test_blind_attack_with_in_domain_rows_breaks_the_mask_on_digits(tmp_path):
+    # Prepare: TriangleWad k = 1 on digits under the shared mask; the attacker holds 600 real
+    # held-out digits (as membership candidates would give it) instead of the Gaussian prior
+    from dataclasses import replace
+
+    from testbed.coverage import _heldout
+    from testbed.metrics import coverage_at_r
+
+    sc = yaml.safe_load((SCENARIOS / "triangle_wad_digits.yaml").read_text())
+    sc["protocol"]["params"].update({"support_size": 1, "gamma_mean": 0.5, "gamma_std": 0.5})
+    sc["data"]["transform"] = {"name": "scale", "params": {"factor": 0.0625, "clip_norm": 5.0}}
+    sc["data"].pop("noise", None)
+    sc["defenses"] = [{"name": "secret_isometry_mask"}]
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    world = build_world(load_scenario(path))
+    _, tr, _ = run_world(world)
+    public = replace(
+        world.public, extra={**world.public.extra, "candidates": _heldout(world)[:600]}
+    )
+    view = tr.view("server", own_data={p: d.X for p, d in world.parties.items()}, public=public)
+    # Execute
+    cov = {}
+    for proxy in ("prior", "candidates"):
+        att = BlindMaskInversion(BlindMaskInversion.Config(proxy=proxy))
+        out = att.run(view, public, np.random.default_rng(0))
+        cov[proxy] = min(
+            coverage_at_r(o.points, world.parties[o.target].X)["coverage"] for o in out
+        )
+    # Assert: the Gaussian proxy recovers nothing, real rows recover half of every party
+    assert cov["prior"] < 0.05
+    assert cov["candidates"] > 0.4
