@@ -8,6 +8,7 @@ from typing import Any
 
 from testbed.bus import Transcript
 from testbed.registry import ATTACKS
+from testbed.rundir import run_dir_lock
 from testbed.seeding import component_rng
 
 DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
@@ -76,7 +77,6 @@ def rerun_attacks(
     new attack or another threat model can be tried on the same messages. Returns the scored rows
     and the scenario they were run under.
     """
-    import json
     from pathlib import Path
 
     import yaml
@@ -110,7 +110,43 @@ def rerun_attacks(
         }
         where = f"{resolved_path} with the command line's attacks/threat model"
         sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
+    with run_dir_lock(run_dir, write=False):
+        saved = _load_results(run_dir / "results.json")
+        transcript = Transcript.load(run_dir)  # checks every envelope's payload digest
+    _check_same_run(run_dir, saved, want, transcript)
     world = build_world(sc)
-    transcript = Transcript.load(run_dir)
-    released = json.loads((run_dir / "results.json").read_text()).get("estimates")
-    return run_attacks(world, transcript, released=released), sc
+    return run_attacks(world, transcript, released=saved.get("estimates")), sc
+
+
+def _load_results(path) -> dict[str, Any]:
+    import json
+
+    from testbed.errors import TestbedError
+
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TestbedError(f"{path}: not a readable results file ({type(exc).__name__})") from None
+    if not isinstance(saved, dict):
+        raise TestbedError(f"{path}: not a results object")
+    return saved
+
+
+def _check_same_run(run_dir, saved: dict[str, Any], want_hash: str, transcript) -> None:
+    """Refuse a run directory whose files come from different runs: results.json must name the
+    same config hash as ``config_hash``/``resolved.yaml``, and the loaded transcript must have
+    the digest and length results.json recorded when the run wrote it."""
+    from testbed.errors import TestbedError
+
+    if saved.get("config_hash") != want_hash:
+        raise TestbedError(
+            f"{run_dir}: results.json belongs to another run (config hash "
+            f"{str(saved.get('config_hash'))[:12]} vs resolved.yaml's {want_hash[:12]})"
+        )
+    rec = saved.get("transcript") or {}
+    if rec.get("digest") != transcript.digest() or rec.get("messages") != len(transcript):
+        raise TestbedError(
+            f"{run_dir}: envelopes.jsonl/payloads.npz do not belong to this run's results.json "
+            f"(transcript digest {transcript.digest()[:12]} vs recorded "
+            f"{str(rec.get('digest'))[:12]})"
+        )

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from testbed.errors import PrivacyGuardError, TestbedError
-from testbed.measure import Measure
+from testbed.errors import DataError, PrivacyGuardError, TestbedError
+from testbed.measure import Measure, immutable
 
 SERVER = "server"
 EAVESDROPPER = "eavesdropper"
@@ -49,9 +49,7 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- payloads
 def _ro(a) -> np.ndarray:
-    out = np.array(a, copy=True)
-    out.setflags(write=False)
-    return out
+    return immutable(np.asarray(a))
 
 
 def freeze_payload(p: Payload) -> Payload:
@@ -279,9 +277,9 @@ def _encode(p: Payload, prefix: str, arrays: dict[str, np.ndarray]):
 def _decode(spec, arrays) -> Payload:
     t = spec["type"]
     if t == "measure":
-        return Measure(arrays[f"{spec['key']}support"], arrays[f"{spec['key']}weights"])
+        return Measure.restore(arrays[f"{spec['key']}support"], arrays[f"{spec['key']}weights"])
     if t == "array":
-        return arrays[spec["key"]]
+        return _ro(arrays[spec["key"]])
     if t == "mapping":
         return {k: _decode(v, arrays) for k, v in spec["items"].items()}
     if t == "float":
@@ -419,7 +417,7 @@ class Transcript:
             try:
                 rec = json.loads(line)
                 payload = _decode(rec["payload"], arrays)
-            except (ValueError, KeyError) as exc:
+            except (ValueError, KeyError, TypeError, DataError) as exc:
                 raise TestbedError(
                     f"{env_path}:{lineno}: corrupt transcript record ({exc})"
                 ) from None

@@ -11,10 +11,22 @@ from testbed.errors import DataError
 _WEIGHT_TOL = 1e-8
 
 
+def immutable(a, dtype=None) -> np.ndarray:
+    """A read-only copy of ``a`` that cannot be made writable again.
+
+    The copy's memory is an immutable ``bytes`` object, so ``setflags(write=True)`` raises
+    instead of letting one holder change what every other holder of the array sees.
+    """
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if a.dtype.hasobject:  # no byte image; the best available is a read-only copy
+        out = a.copy()
+        out.setflags(write=False)
+        return out
+    return np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=np.float64, copy=True, order="C")
-    a.setflags(write=False)
-    return a
+    return immutable(a, np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,3 +96,26 @@ class Measure:
     @classmethod
     def uniform(cls, support) -> Measure:
         return cls(support)
+
+    @classmethod
+    def restore(cls, support, weights) -> Measure:
+        """Rebuild a measure from arrays that a :class:`Measure` produced, keeping their bytes.
+
+        The constructor renormalises the weights (``w / w.sum()``), which changes the last bits
+        of weights that were already normalised once; a saved transcript must reload byte for
+        byte, so the loader uses this path: same validation, no renormalisation.
+        """
+        x = np.asarray(support, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        if x.ndim != 2 or x.shape[0] == 0 or w.shape != (x.shape[0],):
+            raise DataError(
+                f"stored measure has support shape {x.shape} and weights shape {w.shape}"
+            )
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(w))) or np.any(w < 0):
+            raise DataError("stored measure has NaN, inf or negative values")
+        if abs(w.sum() - 1.0) > _WEIGHT_TOL * max(1, x.shape[0]):
+            raise DataError(f"stored measure weights sum to {w.sum():.12g}, not 1")
+        out = object.__new__(cls)
+        object.__setattr__(out, "support", _frozen(x))
+        object.__setattr__(out, "weights", _frozen(w))
+        return out

@@ -30,6 +30,7 @@ from testbed.ledger import PrivacyLedger
 from testbed.metrics import detection_metrics, relative_error
 from testbed.public import gaussian_prior
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+from testbed.rundir import run_dir_lock
 from testbed.seeding import component_rng
 
 __all__ = [
@@ -396,7 +397,11 @@ def run_scenario(
     """Run a validated scenario end to end and write its run directory."""
     world = build_world(sc)
     out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{world.config_hash[:8]}")
-    out.mkdir(parents=True, exist_ok=True)
+    with run_dir_lock(out, write=True):
+        return _write_run(sc, world, out, progress)
+
+
+def _write_run(sc: Scenario, world: World, out: Path, progress: bool) -> RunOutput:
     atomic_write_bytes(
         out / "resolved.yaml", yaml.safe_dump(world.resolved, sort_keys=True).encode()
     )
