@@ -304,16 +304,18 @@ def epsilon_lower_bound_from_scores(
     return best
 
 
-def score_attack(output, baseline, world) -> dict:
-    """Score one :class:`~attacks.AttackOutput` against ground truth (held by ``world``) and,
+def score_attack(output, baseline, truth) -> dict:
+    """Score one :class:`~attacks.AttackOutput` against ``truth`` (a
+    :class:`~testbed.truth.GroundTruth`, which only the scorer receives) and,
     next to it, the prior-only baseline's output of the same kind and target.
 
     points: W2, ratio to the baseline, normalised leakage, coverage@r, exact recovery (1e-6);
     words: matching rate and precision@k against the target's document tokens
-    (``world.meta["dataset_meta"]["tokens"]``, one per dataset row);
-    scores: membership metrics and an ε lower bound against ``world.meta["membership"][target]``;
+    (``truth.tokens``, one per dataset row);
+    scores: membership metrics and an ε lower bound against ``truth.membership[target]``;
     histogram: total variation to the target's label histogram.
     """
+    world = truth
     truth = world.parties[output.target]
     row: dict = {"kind": output.kind}
     method = output.meta.get("method") if output.meta else None
@@ -337,7 +339,7 @@ def score_attack(output, baseline, world) -> dict:
             ]
         return row
     if output.kind == "words":
-        tokens = world.meta.get("dataset_meta", {}).get("tokens")
+        tokens = world.tokens
         if tokens is None or truth.source_index is None:
             raise MetricError("words output: the dataset carries no tokens to score against")
         doc = [tokens[i] for i in truth.source_index]
@@ -360,11 +362,11 @@ def score_attack(output, baseline, world) -> dict:
         row.update(score_membership(output, baseline, world))
         return row
     if output.kind == "scores":
-        member = world.meta.get("membership", {}).get(output.target)
+        member = world.membership.get(output.target)
         if member is None:
             raise MetricError(f"scores output: no membership ground truth for {output.target!r}")
         row.update(membership_metrics(output.scores, member))
-        delta = world.meta.get("delta", 0.0)
+        delta = world.delta
         row.update(
             {
                 f"audit_{k}": v
@@ -417,19 +419,14 @@ def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float 
     return {"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev}
 
 
-def _claimed(world, party: str, delta: float = 1e-5) -> float:
-    ledger = getattr(world, "ledger", None)
-    return math.inf if ledger is None else float(ledger.epsilon(party, delta))
-
-
-def score_membership(output, baseline, world) -> dict:
+def score_membership(output, baseline, truth) -> dict:
     """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
     the candidates that are rows of the target's private data (ground truth)."""
-    is_member = _rows_in(output.meta["candidates"], world.parties[output.target].X)
+    is_member = _rows_in(output.meta["candidates"], truth.parties[output.target].X)
     out = membership_metrics(output.scores, is_member)
     out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
     out["eps_lower"] = out["epsilon_lb"]  # the key the report's claimed-vs-audited table reads
-    out["claimed_epsilon"] = _claimed(world, output.target)
+    out["claimed_epsilon"] = truth.claimed(output.target)
     out["score"] = output.meta.get("score")
     if baseline is not None and baseline.scores is not None:
         b = membership_metrics(baseline.scores, is_member)
