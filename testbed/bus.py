@@ -21,19 +21,30 @@ from typing import Any
 
 import numpy as np
 
-from testbed.errors import DataError, PrivacyGuardError, TestbedError
-from testbed.measure import Measure, immutable
+from testbed.errors import DataError, TestbedError
+from testbed.guard import GuardFinding, PrivacyGuard
+from testbed.measure import Measure
+from testbed.payload import (
+    Payload,
+    _ro,
+    freeze_payload,
+    iter_arrays,
+    map_arrays,
+    payload_digest,
+    payload_nbytes,
+)
 
 SERVER = "server"
 EAVESDROPPER = "eavesdropper"
 
-Payload = Any  # Measure | float | int | str | np.ndarray | Mapping[str, Payload]
 
 __all__ = [
     "EAVESDROPPER",
     "SERVER",
     "Bus",
     "Envelope",
+    "GuardFinding",
+    "Payload",
     "PrivacyGuard",
     "PublicInfo",
     "Transcript",
@@ -45,102 +56,6 @@ __all__ = [
     "payload_nbytes",
     "visible_to",
 ]
-
-
-# ----------------------------------------------------------------------------- payloads
-def _ro(a) -> np.ndarray:
-    return immutable(np.asarray(a))
-
-
-def freeze_payload(p: Payload) -> Payload:
-    """Deep-copy a payload and make every array read-only."""
-    if isinstance(p, Measure):
-        return p  # Measure arrays are private read-only copies already
-    if isinstance(p, np.ndarray):
-        return _ro(p)
-    if isinstance(p, (bool, np.bool_)):
-        return bool(p)
-    if isinstance(p, (int, np.integer)):
-        return int(p)
-    if isinstance(p, (float, np.floating)):
-        return float(p)
-    if isinstance(p, str):
-        return p
-    if isinstance(p, Mapping):
-        return MappingProxyType({str(k): freeze_payload(v) for k, v in p.items()})
-    if isinstance(p, (list, tuple)):
-        return _ro(np.asarray(p))
-    raise TypeError(f"unsupported payload type {type(p).__name__}")
-
-
-def iter_arrays(p: Payload, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
-    """Yield ``(path, array)`` for every array inside a payload (Measure -> support, weights)."""
-    if isinstance(p, Measure):
-        yield f"{prefix}support", p.support
-        yield f"{prefix}weights", p.weights
-    elif isinstance(p, np.ndarray):
-        yield prefix.rstrip("/") or "value", p
-    elif isinstance(p, Mapping):
-        for k, v in p.items():
-            yield from iter_arrays(v, f"{prefix}{k}/")
-
-
-def map_arrays(p: Payload, fn) -> Payload:
-    """Return a new payload with ``fn(path, array)`` applied to every float array.
-
-    Measure supports are transformed; Measure weights are left alone (``fn`` may return a
-    ``Measure`` for a whole measure by handling ``path`` ending in ``support``)."""
-
-    def rec(q, prefix):
-        if isinstance(q, Measure):
-            return Measure(fn(f"{prefix}support", q.support), q.weights)
-        if isinstance(q, np.ndarray):
-            return fn(prefix.rstrip("/") or "value", q)
-        if isinstance(q, Mapping):
-            return {k: rec(v, f"{prefix}{k}/") for k, v in q.items()}
-        if isinstance(q, float):
-            return float(np.asarray(fn(prefix.rstrip("/") or "value", np.asarray([q])))[0])
-        return q
-
-    return rec(p, "")
-
-
-def payload_nbytes(p: Payload) -> int:
-    """Bytes on the wire: array bytes plus 8 per scalar."""
-    if isinstance(p, Mapping):
-        return sum(payload_nbytes(v) for v in p.values())
-    if isinstance(p, Measure):
-        return p.support.nbytes + p.weights.nbytes
-    if isinstance(p, np.ndarray):
-        return int(p.nbytes)
-    if isinstance(p, str):
-        return len(p.encode())
-    return 8
-
-
-def _digest_update(h, p: Payload) -> None:
-    if isinstance(p, Measure):
-        h.update(b"M")
-        _digest_update(h, p.support)
-        _digest_update(h, p.weights)
-    elif isinstance(p, np.ndarray):
-        a = np.ascontiguousarray(p)
-        h.update(f"A{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
-    elif isinstance(p, Mapping):
-        h.update(b"D")
-        for k in sorted(p):
-            h.update(f"K{k}".encode())
-            _digest_update(h, p[k])
-    else:
-        h.update(f"S{type(p).__name__}:{p!r}".encode())
-
-
-def payload_digest(p: Payload) -> str:
-    """SHA-256 over a canonical encoding of the payload (types, shapes, dtypes, bytes)."""
-    h = hashlib.sha256()
-    _digest_update(h, p)
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------- envelope
@@ -195,60 +110,6 @@ class Envelope:
     @property
     def step(self) -> str:
         return self.kind.split(".", 1)[-1]
-
-
-# ----------------------------------------------------------------------------- guard
-class PrivacyGuard:
-    """Refuses any payload that contains a row of a party's private data.
-
-    Rows are compared after rounding to ``decimals`` places (so a row that went through
-    ``(1 - t) x + t x`` still matches). ``exempt`` rows (e.g. a public transfer set the server
-    already holds) are not treated as private.
-    """
-
-    def __init__(self, private: Mapping[str, np.ndarray], decimals: int = 9, exempt=None):
-        self.decimals = decimals
-        self._rows: dict[int, dict[bytes, str]] = {}
-        exempt_keys: dict[int, set[bytes]] = {}
-        for arr in exempt or ():
-            a = np.atleast_2d(np.asarray(arr, dtype=np.float64))
-            exempt_keys.setdefault(a.shape[1], set()).update(self._keys(a))
-        for party, arr in private.items():
-            a = np.atleast_2d(np.asarray(arr, dtype=np.float64))
-            table = self._rows.setdefault(a.shape[1], {})
-            skip = exempt_keys.get(a.shape[1], set())
-            for k in self._keys(a):
-                if k not in skip:
-                    table.setdefault(k, party)
-
-    def _keys(self, a: np.ndarray) -> list[bytes]:
-        r = np.round(np.asarray(a, dtype=np.float64), self.decimals) + 0.0  # folds -0.0
-        r = np.ascontiguousarray(r)
-        return [row.tobytes() for row in r]
-
-    def find(self, payload: Payload) -> tuple[str, str, int] | None:
-        """Return ``(party, path, row_index)`` of the first private row found, else None."""
-        for path, arr in iter_arrays(payload):
-            if arr.dtype.kind != "f" or arr.size == 0:
-                continue
-            d = arr.shape[-1]
-            table = self._rows.get(d)
-            if not table:
-                continue
-            for i, key in enumerate(self._keys(arr.reshape(-1, d))):
-                owner = table.get(key)
-                if owner is not None:
-                    return owner, path, i
-        return None
-
-    def check(self, env: Envelope) -> None:
-        hit = self.find(env.payload)
-        if hit is not None:
-            party, path, i = hit
-            raise PrivacyGuardError(
-                f"privacy guard: message #{env.seq} {env.kind} from {env.sender} to "
-                f"{env.receiver} carries private row of {party!r} at {path}[{i}]"
-            )
 
 
 # ----------------------------------------------------------------------------- transcript

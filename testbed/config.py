@@ -119,7 +119,25 @@ class Scenario(BaseModel):
     threat_model: ThreatModel = Field(default_factory=ThreatModel)
     attacks: list[AttackSpec] = Field(default_factory=list)
     output: OutputSpec = Field(default_factory=OutputSpec)
-    guard: bool = Field(True, description="refuse any message that carries a private row")
+    guard: Literal["stop", "record", "off"] | bool = Field(
+        "stop",
+        description="privacy guard on every message: 'stop' ends the run at the first private "
+        "row or near-copy, 'record' keeps it as a finding and goes on, 'off' (true = stop, "
+        "false = off)",
+    )
+    guard_rel_tol: float = Field(
+        1e-6,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="near-copy threshold relative to the median private row norm",
+    )
+
+    @property
+    def guard_mode(self) -> str:
+        if isinstance(self.guard, bool):
+            return "stop" if self.guard else "off"
+        return self.guard
     engine: Literal["inprocess", "ray"] = Field(
         "inprocess", description="where parties compute: in this process, or as Ray actors"
     )

@@ -302,8 +302,10 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         PrivacyGuard(
             world.protocol.private_arrays(world.parties),
             exempt=world.protocol.exempt_arrays(world.parties),
+            rel_tol=sc.guard_rel_tol,
+            mode=sc.guard_mode,
         )
-        if sc.guard
+        if sc.guard_mode != "off"
         else None
     )
     defs = [
@@ -370,7 +372,7 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             "bytes": tr.nbytes,
             "rounds": max((e.round for e in tr), default=0),
             "digest": tr.digest(),
-            "guard": "on" if guard is not None else "off",
+            "guard": "off" if guard is None else guard.mode,
             "by_kind": transcript_summary(tr),
         },
         "observer_view": {
@@ -387,6 +389,7 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             world.protocol, result.estimates, reference, result.outputs, detection
         ),
         "privacy_assumptions": assumptions,
+        "guard": {"mode": "off"} if guard is None else guard.summary(),
     }
     return results, tr, elapsed
 

@@ -1,4 +1,4 @@
-"""Shared fixtures. The bus guard is always on in tests (scenarios default to guard: true)."""
+"""Shared fixtures. The bus guard is always on in tests (scenarios default to guard: stop)."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ def test_guard_exempt_rows_are_allowed():
     X = np.arange(6, dtype=float).reshape(3, 2)
     guard = PrivacyGuard({"alice": X}, exempt=[X[:1]])
     assert guard.find({"a": X[:1]}) is None
-    assert guard.find({"a": X[1:2]}) == ("alice", "a", 0)
+    assert guard.find({"a": X[1:2]})[:3] == ("alice", "a", 0)
 
 
 def test_bus_local_runs_at_the_party_only():

@@ -169,7 +169,7 @@ def test_noised_run_reports_claim_assumptions_and_keeps_the_guard(tmp_path):
         # 4 supports + 1 final distance per client, composed by the accountant
         assert res["privacy"]["alice"]["events"] == 5
         assert math.isfinite(res["privacy"]["alice"]["epsilon"])
-        assert res["transcript"]["guard"] == "on"
+        assert res["transcript"]["guard"] == "stop"
         # the data are clipped to norm 6 but the claim assumed 1: the results must say so
         norms = [a for a in res["privacy_assumptions"] if "L2 norm" in a["assumption"]]
         assert norms and not any(a["holds"] for a in norms)

@@ -135,7 +135,7 @@ def test_guard_finds_no_private_row_with_audit_rows_in_the_transfer_set(seed):
     # Assert: the transfer set sent to clients really contains 15 client_0 training rows
     sent = next(e for e in tr if e.kind.endswith("transfer_set")).payload
     assert _rows_in(sent, world.parties["client_0"].X).sum() == 15
-    assert results["transcript"]["guard"] == "on"
+    assert results["transcript"]["guard"] == "stop"
     assert set(world.protocol.private_arrays(world.parties)) == {"client_0", "client_1", "client_2"}
 
 
