@@ -153,7 +153,9 @@ class _GammaConfig(PluginConfig):
 
 class TriangleWadConfig(_GammaConfig):
     clients: list[str] | None = Field(
-        None, description="the two parties holding mu (buyer) and nu (default: the first two)"
+        None,
+        description="the parties holding mu (buyer) and nu (default: the first two); known_t "
+        "also takes more than two: the server then returns every pairwise distance",
     )
     setting: Literal["known_t", "unknown_t"] = Field(
         "known_t", description="t public (eq. 7) or kept private by the buyer (Thm 2 fit)"
@@ -257,18 +259,24 @@ class TriangleWad(_TriangleBase):
     Config = TriangleWadConfig
 
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:
-        names = self.config.clients or list(parties)[:2]
-        if len(names) != 2 or any(n not in parties for n in names):
-            raise DataError(
-                f"triangle_wad needs exactly two client parties; got {names}, "
-                f"parties are {list(parties)}"
-            )
+        names = self._all_clients(parties)
         return names[0], names[1]
+
+    def _all_clients(self, parties: Mapping[str, PartyData]) -> list[str]:
+        names = list(self.config.clients or list(parties)[:2])
+        many = self.config.setting == "known_t" and len(names) > 2
+        if (len(names) != 2 and not many) or any(n not in parties for n in names):
+            raise DataError(
+                f"triangle_wad needs exactly two client parties (known_t: at least two); got "
+                f"{names}, parties are {list(parties)}"
+            )
+        return names
 
     def roles(self, parties):
         a, b = self._clients(parties)
         if self.config.setting == "known_t":
-            return {a: "client (mu)", b: "client (nu)"}
+            more = {c: "client" for c in self._all_clients(parties)[2:]}
+            return {a: "client (mu)", b: "client (nu)", **more}
         return {a: "buyer (mu, keeps t0)", b: "seller (nu)"}
 
     @classmethod
@@ -302,16 +310,31 @@ class TriangleWad(_TriangleBase):
         a, b = self._clients(parties)
         d = self._check_dims(bus, [a, b])
         if cfg.setting == "known_t":
-            gamma = self._gamma(bus, rng, SERVER, [a, b], d)
-            eta_a = bus.local(a, _eta, gamma, cfg.t)
-            eta_b = bus.local(b, _eta, gamma, cfg.t)
-            got_a = bus.send(a, SERVER, "triangle_wad.eta", eta_a, round=1).payload
-            got_b = bus.send(b, SERVER, "triangle_wad.eta", eta_b, round=1).payload
+            names = self._all_clients(parties)
+            if len(names) > 2:
+                d = self._check_dims(bus, names)
+            gamma = self._gamma(bus, rng, SERVER, names, d)
+            etas = bus.local_map([(n, _eta, gamma, cfg.t) for n in names])
+            got = {
+                n: bus.send(n, SERVER, "triangle_wad.eta", eta, round=1).payload
+                for n, eta in zip(names, etas)
+            }
+            got_a, got_b = got[a], got[b]
             M = tot.cost_matrix(got_a.support, got_b.support)
             _, cost, u, v = tot.emd_duals(got_a.weights, got_b.weights, M)
             estimate = float(np.sqrt(cost) / (1.0 - cfg.t))
+            estimates: dict[str, Any] = {"wasserstein": estimate}
+            if len(names) > 2:
+                from protocols.dp_baselines import pairwise_estimates
+
+                estimates = pairwise_estimates(
+                    "wasserstein",
+                    [got[n] for n in names],
+                    lambda x, y: tot.wasserstein(x, y) / (1.0 - cfg.t),
+                )
+                estimates["wasserstein"] = estimate
             return ProtocolResult(
-                estimates={"wasserstein": estimate},
+                estimates=estimates,
                 outputs={"t": cfg.t, "support_size": cfg.support_size},
                 mode="known_t",
                 deviations=(BIAS_NOTE,),
@@ -344,8 +367,15 @@ class TriangleWad(_TriangleBase):
             detection={"seller": {b: scores}},
         )
 
-    def reference(self, parties) -> dict[str, float]:
-        a, b = self._clients(parties)
+    def reference(self, parties) -> dict[str, Any]:
+        names = self._all_clients(parties)
+        if len(names) > 2:
+            from protocols.dp_baselines import pairwise_estimates
+
+            return pairwise_estimates(
+                "wasserstein", [Measure(parties[n].X) for n in names], tot.wasserstein
+            )
+        a, b = names
         return {"wasserstein": tot.wasserstein(Measure(parties[a].X), Measure(parties[b].X))}
 
 

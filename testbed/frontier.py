@@ -44,6 +44,7 @@ def setting_label(row: Mapping[str, Any]) -> str:
         if p.get(k) is not None
     ]
     tags += [p["covariance"]] if "covariance" in p else []
+    tags += ["no debias"] if p.get("debias") is False else []
     if tags:
         name += f"({', '.join(tags)})"
     for d in res.get("defenses") or []:

@@ -232,3 +232,24 @@ def test_reference_is_exact_pot():
     proto = TriangleWad(TriangleWadConfig())
     expected = tot.wasserstein(Measure(parties["alice"].X), Measure(parties["bob"].X))
     assert proto.reference(parties) == {"wasserstein": expected}
+
+
+def test_known_t_with_more_clients_returns_the_exact_matrix_for_k1():
+    # Prepare: three clients, one gamma atom (every pair exact, fact 1)
+    rng = np.random.default_rng(4)
+    parties = {n: PartyData(n, rng.normal(size=(20, 3)) + i) for i, n in enumerate("abc")}
+    proto = TriangleWad(
+        TriangleWadConfig(support_size=1, t=0.4, gamma_seed=3, clients=["a", "b", "c"])
+    )
+    # Execute
+    res, bus = _run(proto, parties)
+    ref = proto.reference(parties)
+    # Assert: one eta per client, the whole matrix exact, roles for every client
+    assert sum(e.kind == "triangle_wad.eta" for e in bus.transcript) == 3
+    np.testing.assert_allclose(res.estimates["distance_matrix"], ref["distance_matrix"], rtol=1e-9)
+    np.testing.assert_allclose(res.estimates["wasserstein"], ref["wasserstein"], rtol=1e-9)
+    assert set(proto.roles(parties)) == {"a", "b", "c"}
+    with pytest.raises(Exception, match="exactly two"):
+        TriangleWad(TriangleWadConfig(setting="unknown_t", clients=["a", "b", "c"])).run(
+            parties, Bus(parties=parties), np.random.default_rng(0)
+        )
