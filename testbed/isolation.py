@@ -251,7 +251,16 @@ def _context():
         ctx = mp.get_context("forkserver")
         # the server imports the testbed's plugins once, never __main__ (a user's script, or
         # pytest's) and never the driver's data; each attack forks from it
-        ctx.set_forkserver_preload(["testbed.isolation", "attacks", "protocols"])
+        ctx.set_forkserver_preload(
+            [
+                "testbed.isolation",
+                "testbed.runner",
+                "testbed.sweep",
+                "attacks",
+                "protocols",
+                "defenses",
+            ]
+        )
         _CTX = ctx
     return _CTX
 
