@@ -16,11 +16,14 @@ DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
 __all__ = ["rerun_attacks", "run_attacks"]
 
 
-def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, Any]]:
+def run_attacks(
+    world, transcript: Transcript, released=None, evidence: dict | None = None
+) -> list[dict[str, Any]]:
     """Run every attack of the scenario on what its observer saw; return scored rows.
 
     ``released``: the protocol's final estimates, which the participants learn; attacks find
-    them in ``public.extra["released"]``.
+    them in ``public.extra["released"]``. ``evidence``: when a dict, it receives the small arrays
+    the report draws for each row (:func:`testbed.evidence.leakage_evidence`, scoring side).
     """
     sc = world.scenario
     rows: list[dict[str, Any]] = []
@@ -56,6 +59,10 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
                     **score_attack(out, base, world),
                 }
             )
+            if evidence is not None:
+                from testbed.evidence import leakage_evidence
+
+                evidence.update(leakage_evidence(len(rows) - 1, out, base, world))
             if out.kind == "scores" and world.ledger.parties():
                 # the audit's empirical lower bound is shown beside the defense's claim
                 rows[-1]["epsilon_claimed"] = world.ledger.epsilon(out.target, DELTA)
