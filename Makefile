@@ -7,7 +7,7 @@ SCENARIO ?= scenarios/leakage_vs_accuracy.yaml
 PYTEST_ARGS ?=
 JOBS ?= 2
 
-.PHONY: demo test test-slow test-ray bench lint install clean
+.PHONY: demo test test-slow test-ray bench lint install clean docs-check
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	@$(PY) -m pytest -m benchmark tests/benchmarks $(PYTEST_ARGS)
 	@$(VENV)/bin/testbed bench $(BENCH_ARGS)
+
+# recompute the figures README.md and docs/ quote; fails when one drifts beyond its rounding or
+# its seeds' 95 % interval (slow: includes the demo sweep)
+docs-check: $(STAMP)
+	@$(PY) -m pytest -m slow tests/test_docs_figures.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check testbed protocols attacks defenses tests

@@ -32,7 +32,9 @@ def ground_truth(world) -> GroundTruth:
     )
 
 
-def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, Any]]:
+def run_attacks(
+    world, transcript: Transcript, released=None, evidence: dict | None = None
+) -> list[dict[str, Any]]:
     """Run every attack of the scenario on what its observer saw; return scored rows.
 
     Each attack runs in its own process (:mod:`testbed.isolation`) on a serialised copy of the
@@ -40,7 +42,8 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
     the :class:`~testbed.truth.GroundTruth`, which never leaves this process.
 
     ``released``: the protocol's final estimates, which the participants learn; attacks find
-    them in ``public.extra["released"]``.
+    them in ``public.extra["released"]``. ``evidence``: when a dict, it receives the small arrays
+    the report draws for each row (:func:`testbed.evidence.leakage_evidence`, scoring side).
     """
     sc = world.scenario
     rows: list[dict[str, Any]] = []
@@ -84,6 +87,10 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
                     **score_attack(out, base, truth),
                 }
             )
+            if evidence is not None:
+                from testbed.evidence import leakage_evidence
+
+                evidence.update(leakage_evidence(len(rows) - 1, out, base, world))
             if out.kind == "scores" and world.ledger.parties():
                 # the audit's empirical lower bound is shown beside the defense's claim
                 rows[-1]["epsilon_claimed"] = truth.claimed(out.target)

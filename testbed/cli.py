@@ -6,6 +6,7 @@ Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -451,7 +452,14 @@ def main(argv: list[str] | None = None) -> int:
         from testbed.threads import limit_blas_threads
 
         limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
-        return args.fn(args)
+        rc = args.fn(args)
+        sys.stdout.flush()  # inside the try: a closed pipe is handled below, not at exit
+        return rc
+    except BrokenPipeError:
+        # the reader stopped early (`testbed transcript RUN | head`): end quietly; stdout goes
+        # to /dev/null so the interpreter's final flush does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except TestbedError as exc:
         msg = " ".join(str(exc).split())  # one line, always
         print(f"error: {msg}", file=sys.stderr)

@@ -684,6 +684,348 @@ def _verdict(series: str, w, levels, agg, err_key: str | None, metric: str | Non
     return text
 
 
+# ----------------------------------------------------------------------------- leakage pictures
+#: attack output kind -> (threat, figure metric shown in the coverage matrix)
+THREATS: dict[str, tuple[str, str]] = {
+    "points": ("reconstruction", "coverage"),
+    "scores": ("membership", "auc"),
+    "histogram": ("attribute/label", "tv"),
+    "words": ("text retrieval", "matching_rate"),
+}
+
+
+def _cell_dir(run_dir: Path, row: dict) -> Path:
+    """Where a row's own run directory is: the run itself, or a sweep's ``cells/<hash>/``."""
+    cell = run_dir / "cells" / str(row.get("cell", ""))
+    return cell if row.get("cell") and cell.is_dir() else run_dir
+
+
+def _best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
+    """(protocol, threat) -> the attack with the largest leak of that threat, over settings,
+    with its setting key, attack, target and observer (mean over seeds)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        s, p = _series(r), _point(r)
+        for a in r["results"].get("attacks") or []:
+            kind = a.get("kind")
+            if kind not in THREATS:
+                continue
+            threat, metric = THREATS[kind]
+            name = f"{a.get('attack')}[{a.get('target')}].{metric}"
+            t = agg[(s, p)].get(name)
+            if t is None or not math.isfinite(t[0]):
+                continue
+            cur = best.get((s, threat))
+            higher = LEAKAGE_METRICS[metric]
+            if cur is None or (t[0] > cur["value"][0] if higher else t[0] < cur["value"][0]):
+                best[(s, threat)] = {
+                    "value": t,
+                    "metric": metric,
+                    "attack": a.get("attack"),
+                    "target": str(a.get("target")),
+                    "observer": str(a.get("observer", "?")),
+                    "key": (s, p),
+                    "kind": kind,
+                }
+    return best
+
+
+def _evidence_for(run_dir: Path, rows: list[dict], b: dict) -> dict[str, Any] | None:
+    """The saved arrays of the best attack row, from the lowest seed of its setting."""
+    from testbed.evidence import load_evidence
+
+    cells = sorted(
+        (r for r in rows if (_series(r), _point(r)) == b["key"]), key=lambda r: str(r.get("seed"))
+    )
+    for r in cells:
+        ev = load_evidence(_cell_dir(run_dir, r))
+        for i, a in enumerate(r["results"].get("attacks") or []):
+            if (a.get("attack"), str(a.get("target"))) == (b["attack"], b["target"]) and i in ev:
+                return {**ev[i], "seed": r.get("seed")}
+    return None
+
+
+def _fig_digits(ev: dict, title: str):
+    """Private 8x8 digits (top) and their nearest reconstructions (bottom), one heatmap."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    side = int(ev["image_side"])
+    orig, rec = np.asarray(ev["orig"]), np.asarray(ev["recon"])
+    k = len(orig)
+    lo, hi = float(min(orig.min(), rec.min())), float(max(orig.max(), rec.max()))
+    canvas = np.full((2 * side + 1, k * (side + 1) - 1), np.nan)
+    for j in range(k):
+        c = j * (side + 1)
+        canvas[:side, c : c + side] = orig[j].reshape(side, side)
+        canvas[side + 1 :, c : c + side] = rec[j].reshape(side, side)
+    fig = go.Figure(
+        go.Heatmap(
+            z=canvas,
+            colorscale="Greys",
+            zmin=lo,
+            zmax=hi,
+            showscale=False,
+            hovertemplate="pixel %{z:.3g}<extra></extra>",
+        )
+    )
+    for j, d in enumerate(np.asarray(ev["dist"])):
+        fig.add_annotation(
+            x=j * (side + 1) + (side - 1) / 2,
+            y=2 * side + 1.2,
+            text=f"d={d:.2g}",
+            showarrow=False,
+            font={"size": 10},
+        )
+    fig.update_layout(
+        title={"text": html.escape(title), "font": {"size": 13}},
+        xaxis={"visible": False},
+        yaxis={"visible": False, "autorange": "reversed", "scaleanchor": "x"},
+        height=260,
+        margin={"l": 90, "r": 10, "t": 40, "b": 10},
+        template="plotly_white",
+        annotations=list(fig.layout.annotations)
+        + [
+            {"x": -1, "y": side / 2, "text": "private", "showarrow": False, "xanchor": "right"},
+            {
+                "x": -1,
+                "y": 1.5 * side + 1,
+                "text": "reconstructed",
+                "showarrow": False,
+                "xanchor": "right",
+            },
+        ],
+    )
+    return fig
+
+
+def _fig_cloud(ev: dict, title: str):
+    import numpy as np
+    import plotly.graph_objects as go
+
+    p, r = np.asarray(ev["cloud_private"]), np.asarray(ev["cloud_recon"])
+    ex = np.asarray(ev.get("pca_explained", [math.nan, math.nan]))
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=p[:, 0],
+            y=p[:, 1],
+            mode="markers",
+            name="private rows",
+            marker={"size": 5, "color": "#888", "opacity": 0.6},
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=r[:, 0],
+            y=r[:, 1],
+            mode="markers",
+            name="reconstructed",
+            marker={"size": 6, "color": "#d62728", "symbol": "x"},
+        )
+    )
+    fig.update_layout(
+        title={"text": html.escape(title), "font": {"size": 13}},
+        xaxis={"title": f"PC 1 ({100 * ex[0]:.0f} % of the private variance)"},
+        yaxis={"title": f"PC 2 ({100 * ex[1]:.0f} %)"},
+        height=380,
+        margin={"l": 60, "r": 10, "t": 40, "b": 50},
+        template="plotly_white",
+    )
+    return fig
+
+
+def _fig_roc(ev: dict, title: str):
+    """Membership ROC on log axes, floored at one over the non-members (the smallest FPR)."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    floor = 1.0 / max(int(ev.get("n_nonmembers", 100)), 1)
+    fig = go.Figure()
+    for pre, name, dash in (("", "attack", "solid"), ("baseline_", "prior-only baseline", "dot")):
+        if f"{pre}fpr" not in ev:
+            continue
+        f, t = np.asarray(ev[f"{pre}fpr"]), np.asarray(ev[f"{pre}tpr"])
+        fig.add_trace(
+            go.Scatter(
+                x=np.maximum(f, floor),
+                y=np.maximum(t, floor),
+                mode="lines",
+                name=name,
+                line={"dash": dash},
+                line_shape="hv",
+            )
+        )
+    grid = np.geomspace(floor, 1, 20)
+    fig.add_trace(
+        go.Scatter(
+            x=grid, y=grid, mode="lines", name="chance", line={"color": "#aaa", "dash": "dash"}
+        )
+    )
+    fig.update_layout(
+        title={"text": html.escape(title), "font": {"size": 13}},
+        xaxis={"title": "false positive rate (log)", "type": "log"},
+        yaxis={"title": "true positive rate (log)", "type": "log"},
+        height=380,
+        margin={"l": 60, "r": 10, "t": 40, "b": 50},
+        template="plotly_white",
+    )
+    return fig
+
+
+def _fig_histogram(ev: dict, title: str):
+    import plotly.graph_objects as go
+
+    labels = [str(i) for i in range(len(ev["inferred"]))]
+    fig = go.Figure(
+        [
+            go.Bar(x=labels, y=ev["true"], name="true"),
+            go.Bar(x=labels, y=ev["inferred"], name="inferred"),
+        ]
+    )
+    fig.update_layout(
+        title={"text": html.escape(title), "font": {"size": 13}},
+        xaxis={"title": "label"},
+        yaxis={"title": "share of rows"},
+        barmode="group",
+        height=330,
+        margin={"l": 60, "r": 10, "t": 40, "b": 50},
+        template="plotly_white",
+    )
+    return fig
+
+
+def _words_html(ev: dict, title: str) -> str:
+    e = html.escape
+    words = [str(w) for w in ev["words"]]
+    hits = [bool(h) for h in ev["hits"]]
+    spans = " ".join(
+        f'<span class="{"hit" if h else "miss"}">{e(w)}</span>' for w, h in zip(words, hits)
+    )
+    n = sum(hits)
+    return (
+        f'<figure class="words"><figcaption>{e(title)} — {n} of {len(words)} retrieved words '
+        f"are in the private text (marked)</figcaption><p>{spans}</p></figure>"
+    )
+
+
+def _pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
+    """One picture per (protocol, threat) from the worst leak's saved arrays."""
+    drawn = 0
+    for (s, threat), b in sorted(best.items()):
+        ev = _evidence_for(run_dir, rows, b)
+        if not ev:
+            continue
+        who = (
+            f"{s}: {b['attack']}, {b['observer']} → {b['target']}, {_setting_name(b['key'][1])}, "
+            f"seed {ev['seed']}"
+        )
+        slug = f"{s}_{threat}".replace("/", "_").replace(" ", "_")
+        if b["kind"] == "points":
+            if "image_side" in ev:
+                cap = f"best-recovered private digits and their nearest reconstruction — {who}"
+                doc.plot(f"leak_{slug}_digits.png", None, _fig_digits(ev, cap), cap)
+                drawn += 1
+            if "cloud_private" in ev:
+                cap = f"private vs reconstructed points, PCA of the private rows — {who}"
+                doc.plot(f"leak_{slug}_cloud.png", None, _fig_cloud(ev, cap), cap)
+                drawn += 1
+        elif b["kind"] == "scores" and "fpr" in ev:
+            cap = f"membership ROC (log axes) — {who}"
+            doc.plot(f"leak_{slug}_roc.png", None, _fig_roc(ev, cap), cap)
+            drawn += 1
+        elif b["kind"] == "histogram" and "inferred" in ev:
+            cap = f"inferred vs true label histogram — {who}"
+            doc.plot(f"leak_{slug}_labels.png", None, _fig_histogram(ev, cap), cap)
+            drawn += 1
+        elif b["kind"] == "words" and "words" in ev:
+            doc.raw(_words_html(ev, f"retrieved words — {who}"), f"Retrieved words — {who}")
+            drawn += 1
+    return drawn
+
+
+# ----------------------------------------------------------------------------- coverage matrix
+def _coverage(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
+    """Protocol x threat: the worst leak's figure, or why there is none; each cell opens onto
+    every number of that attack row and the command that reproduces the cell."""
+    from testbed.registry import ATTACKS
+
+    e = html.escape
+    protocols = sorted({k[0] for k in agg})
+    threats = [t for t, _ in THREATS.values()]
+    head = "".join(f"<th>{e(t)}</th>" for t in threats)
+    trs, md = [], []
+    for s in protocols:
+        tds, mds = [], []
+        pname = next(
+            (r["results"].get("protocol", {}).get("name") for r in rows if _series(r) == s), s
+        )
+        for kind, (threat, _metric) in THREATS.items():
+            b = best.get((s, threat))
+            if b is None:
+                able = [
+                    n
+                    for n, cls in ATTACKS.items()
+                    if kind in getattr(cls, "output_kinds", ())
+                    and ("*" in cls.protocols or pname in cls.protocols)
+                ]
+                if able:
+                    txt = f"not run (would apply: {', '.join(able)})"
+                else:
+                    txt = "not applicable (no attack of this kind applies)"
+                tds.append(f'<td class="none">{e(txt)}</td>')
+                mds.append(txt)
+                continue
+            tds.append(f"<td>{_drill(run_dir, rows, agg, b)}</td>")
+            mds.append(f"{_fmt(b['value'][0])} {b['metric']} ({b['attack']})")
+        trs.append(f"<tr><th>{e(s)}</th>{''.join(tds)}</tr>")
+        md.append([s, *mds])
+    table = (
+        f'<table class="coverage"><thead><tr><th>protocol</th>{head}</tr></thead>'
+        f"<tbody>{''.join(trs)}</tbody></table>"
+    )
+    md_table = "\n".join(
+        ["| protocol | " + " | ".join(threats) + " |", "|" + "---|" * (len(threats) + 1)]
+        + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in md]
+    )
+    doc.raw(table, md_table)
+
+
+def _drill(run_dir: Path, rows: list[dict], agg, b: dict) -> str:
+    e = html.escape
+    a = agg[b["key"]]
+    prefix = f"{b['attack']}[{b['target']}]."
+    nums = "".join(
+        f"<tr><td>{e(k[len(prefix) :])}</td><td>{e(_ci(v))}</td></tr>"
+        for k, v in sorted(a.items())
+        if k.startswith(prefix) and isinstance(v, tuple)
+    )
+    cells = sorted(
+        (r for r in rows if (_series(r), _point(r)) == b["key"]), key=lambda r: str(r.get("seed"))
+    )
+    cmds = []
+    for r in cells:
+        d = _cell_dir(run_dir, r)
+        src = d / "resolved.yaml"
+        cmds.append(
+            f"testbed run {src} --out runs/reproduce-{str(r.get('cell', ''))[:8] or 'run'}"
+            f"   # seed {r.get('seed')}"
+        )
+    cmds.append(
+        f"testbed attack {_cell_dir(run_dir, cells[0])} --attack {b['attack']} "
+        f"--observer {b['observer']}   # this attack on the saved messages"
+    )
+    arrow = "↑" if LEAKAGE_METRICS[b["metric"]] else "↓"
+    return (
+        f"<details><summary><b>{e(_fmt(b['value'][0]))}</b> {e(b['metric'])} {arrow} "
+        f"<small>{e(b['attack'])}, {e(b['observer'])} → {e(b['target'])}, "
+        f"{e(_setting_name(b['key'][1]))}</small></summary>"
+        f"<table><tr><th>metric</th><th>mean [95 % CI] over seeds "
+        f"{e(', '.join(map(str, a.get('seeds', []))))}</th></tr>{nums}</table>"
+        f"<pre>{e(chr(10).join(cmds))}</pre></details>"
+    )
+
+
 # ----------------------------------------------------------------------------- rendering
 def _fmt(x: float) -> str:
     if isinstance(x, str):
@@ -780,7 +1122,10 @@ class _Doc:
             "table-layout:fixed}.headline td{overflow:hidden;text-overflow:ellipsis;"
             "overflow-wrap:anywhere}"
             ".headline td,.headline th{vertical-align:top}.headline small{color:#555}"
-            "td.none{color:#999}"
+            "td.none{color:#999}.hit{background:#c8f0c8;font-weight:bold;padding:0 3px}"
+            ".miss{color:#777;padding:0 3px}details summary{cursor:pointer}"
+            "table.coverage td{vertical-align:top;max-width:300px}"
+            "table.coverage pre{white-space:pre-wrap;font-size:0.75em;max-width:600px}"
             ".verdict{font-size:0.88em;margin:0.25em 0}.verdict b{color:#8b1a1a}"
             ".headline h2{font-size:1.05em;margin:0.2em 0}"
             "table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.85em}"
@@ -813,7 +1158,11 @@ class _Doc:
             elif kind == "img":
                 out.append(f"![{v[2]}](plots/{v[0]})")
             elif kind == "plot":
-                out.append(f"![{v[3]}](plots/{v[0]})")
+                out.append(
+                    f"![{v[3]}](plots/{v[0]})"
+                    if v[1]
+                    else f"*{v[3]}* (interactive, in report.html)"
+                )
             elif kind == "raw":
                 out.append(v[1])
             elif kind == "table":
@@ -890,6 +1239,22 @@ def write_report(run_dir: str | Path) -> Path:
         doc.raw(f'<div class="headline">{head_html}<div class="plot">{div}</div></div>', head_md)
     else:
         doc.raw(f'<div class="headline">{head_html}</div>', head_md)
+
+    # -- what the attacks recovered, and the coverage matrix
+    best = _best_rows(rows, agg)
+    doc.h(2, "What the attacks recovered")
+    if not _pictures(doc, run_dir, rows, agg, best):
+        doc.p(
+            "No picture: no attack ran, or the run predates leakage.npz (re-run it to draw the "
+            "reconstructions)."
+        )
+    doc.h(2, "Coverage: protocol × threat")
+    doc.p(
+        "Each cell: the largest leak of that threat over every setting (mean over seeds; ↑ higher "
+        "= more leakage, ↓ lower = more leakage), by which attack, observer → target. Click a "
+        "cell for all its numbers and the commands that reproduce it."
+    )
+    _coverage(doc, run_dir, rows, agg, best)
 
     # -- plots
     doc.h(2, "Leakage against accuracy")
@@ -1127,9 +1492,9 @@ def write_report(run_dir: str | Path) -> Path:
         )
 
     atomic_write_bytes(run_dir / "report.html", doc.html(title).encode())
-    written = sorted(v[0] for kind, v in doc.parts if kind in ("img", "plot"))
+    written = sorted(v[0] for kind, v in doc.parts if kind in ("img", "plot") and v[1])
     for kind, v in doc.parts:
-        if kind in ("img", "plot"):
+        if kind in ("img", "plot") and v[1]:
             atomic_write_bytes(run_dir / "plots" / v[0], v[1])
     # plots an earlier render wrote that no longer exist; files the testbed did not write stay
     manifest = run_dir / "plots" / ".written-by-testbed"

@@ -412,7 +412,11 @@ def _write_run(sc: Scenario, world: World, out: Path, progress: bool) -> RunOutp
     results, tr, elapsed = run_world(world, progress=progress)
     from testbed.attacking import run_attacks
 
-    results["attacks"] = run_attacks(world, tr, released=results["estimates"])
+    evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
+    results["attacks"] = run_attacks(world, tr, released=results["estimates"], evidence=evidence)
+    from testbed.evidence import write_evidence
+
+    write_evidence(out, evidence)
     if sc.output.save_transcript:
         tr.save(out)
     write_json(out / "run_info.json", {"seconds": elapsed, **package_versions()})

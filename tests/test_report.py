@@ -9,6 +9,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _scenarios import NOISE_SWEEP, tiny
 from hypothesis import given, settings
@@ -267,3 +268,30 @@ def test_rerender_keeps_plots_the_testbed_did_not_write(sweep_dir, tmp_path):
     assert (work / "plots" / "my_figure.png").read_bytes() == b"mine"
     assert not (work / "plots" / "stale_old_plot.png").exists()
     assert "stale_old_plot.png" not in manifest.read_text()
+
+
+def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
+    # Prepare: a single run whose server inverts FedWAD's last interpolants
+    sc = parse_scenario(tiny("pictured", "attacks: [{name: fedwad_distributional}]"))
+    out = run_scenario(sc, tmp_path)
+    # Execute
+    html = write_report(tmp_path).read_text()
+    # Assert: leakage.npz holds, per attack row, the best-recovered private rows with their
+    # nearest reconstruction (distances recomputable from the pair) and the PCA clouds
+    from testbed.evidence import load_evidence
+
+    ev = load_evidence(tmp_path)
+    assert set(ev) == set(range(len(out.results["attacks"])))
+    for row in ev.values():
+        d = np.linalg.norm(row["orig"] - row["recon"], axis=1)
+        np.testing.assert_allclose(d, row["dist"], rtol=1e-9)
+        assert np.all(np.diff(row["dist"]) >= 0)
+        assert row["cloud_private"].shape[1] == row["cloud_recon"].shape[1] == 2
+    assert "image_side" not in ev[0]  # 3-D Gaussians are not images
+    # the report draws them and the coverage matrix names what was not run / cannot apply
+    assert 'id="plot-leak_fedwad_reconstruction_cloud"' in html
+    cov = html.split("Coverage: protocol × threat</h2>")[1].split("<h2>")[0]
+    assert "not run (would apply:" in cov and "not applicable" in cov
+    # drill-down: every number of the cell and the command that reproduces it
+    assert "<details>" in cov and f"testbed run {tmp_path / 'resolved.yaml'}" in cov
+    assert "fedwad_distributional" in cov and "coverage_r" in cov

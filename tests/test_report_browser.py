@@ -242,7 +242,8 @@ def test_report_renders_in_a_headless_browser(browser, demo_report):
         browser,
         "Array.from(document.querySelectorAll('.plotly-graph-div')).map(d => "
         "[d.id, d.querySelectorAll('svg.main-svg').length, "
-        "d.querySelectorAll('.scatterlayer .point').length])",
+        "d.querySelectorAll('.cartesianlayer .point, .cartesianlayer image, "
+        ".cartesianlayer path.js-line').length])",
     )
     assert figs, "no plotly figure in the report"
     for fid, svgs, points in figs:
