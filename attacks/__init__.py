@@ -13,6 +13,11 @@ from attacks.blind_mask_inversion import BlindMaskInversion
 from attacks.clustering_inversion import ClusteringInversion
 from attacks.distillation import LabelDistributionInference, SoftLabelMembership
 from attacks.fedbary_inversion import FedBaryInversion
+from attacks.fedwad_applications import (
+    ClusteredFLLabelInference,
+    CoresetInversion,
+    CoresetLabelInference,
+)
 from attacks.fedwad_distributional import FedWADDistributional
 from attacks.marketplace_trilateration import MarketplaceTrilateration
 from attacks.measure_inversion import MeasureInversion
@@ -27,7 +32,10 @@ __all__ = [
     "AttackOutput",
     "AttackOutputError",
     "BlindMaskInversion",
+    "ClusteredFLLabelInference",
     "ClusteringInversion",
+    "CoresetInversion",
+    "CoresetLabelInference",
     "FedBaryInversion",
     "FedWADDistributional",
     "LabelDistributionInference",

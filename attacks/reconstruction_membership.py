@@ -36,6 +36,7 @@ RECONSTRUCTIONS = (
     "fedwad_distributional",
     "blind_mask_inversion",
     "moments_sampling",
+    "coreset_inversion",
 )
 
 
@@ -94,6 +95,7 @@ class ReconstructionMembership(Attack):
         "dp_jl_ot",
         "fedwad",
         "dp_gaussian_moments",
+        "fedwad_coreset",
     )
     output_kinds = ("scores",)
 

@@ -112,15 +112,23 @@ SPECS: dict[str, dict[str, Any]] = {
         "text_retrieval": _NO_TEXT,
     },
     "fedwad_coreset": {
-        "reconstruction": "not measured yet: the coreset attacks (issue 16) are in progress; the coreset, the interpolants and the per-client coresets are on the wire",
-        "membership": "not measured yet: the coreset attacks (issue 16) are in progress",
-        "attribute_label": "not measured yet: the per-client coreset labels (sent to the server) are the label signal; attack in progress (issue 16)",
+        "reconstruction": ("fedwad_coreset_digits.yaml", None, {"name": "coreset_inversion"}),
+        "membership": "every digits row is held by a client or the test party in the shipped scenario (no rows outside the parties to draw non-members from); docs/fedwad_applications.md measures membership with the test party's rows as non-members",
+        "attribute_label": (
+            "fedwad_coreset_digits.yaml",
+            None,
+            {"name": "coreset_label_inference"},
+        ),
         "text_retrieval": _NO_TEXT,
     },
     "fedwad_clustered_fl": {
-        "reconstruction": "not measured yet: attacks for the clustered-FL protocol (issue 16) are in progress; its FedWAD messages are fedwad_clustering's (see that row)",
-        "membership": "not measured yet: attacks for the clustered-FL protocol (issue 16) are in progress",
-        "attribute_label": "not measured yet: label inference from the model updates and the distance matrix (issue 16) is in progress",
+        "reconstruction": "its FedWAD messages are fedwad_clustering's on OTDD-augmented rows (see that row); the model updates are not inverted here (no gradient-inversion attack in the testbed)",
+        "membership": "every digits row is held by a client in the shipped scenario (no rows outside the parties to draw non-members from)",
+        "attribute_label": (
+            "fedwad_clustered_fl.yaml",
+            None,
+            {"name": "clustered_fl_label_inference"},
+        ),
         "text_retrieval": _NO_TEXT,
     },
     "sinkhorn_distillation": {

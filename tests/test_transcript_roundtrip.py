@@ -76,7 +76,12 @@ def _shipped_cells():
         cells = expand_cells(load_scenario(f))
         picks = {c.scenario.protocol.name: c for c in reversed(cells)}
         for proto, c in sorted(picks.items()):
-            slow = f.stem in {"fedwad_gaussians_attack"}  # optimisation attack, ~30 s
+            # optimisation attack ~30 s; the FedWAD applications on digits ~40 s each
+            slow = f.stem in {
+                "fedwad_gaussians_attack",
+                "fedwad_coreset_digits",
+                "fedwad_clustered_fl",
+            }
             marks = [pytest.mark.slow] if slow else []
             out.append(pytest.param(f, c.index, id=f"{f.stem}[{proto}]", marks=marks))
     return out
