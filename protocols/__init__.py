@@ -6,6 +6,7 @@ from protocols.dp_moments import DPGaussianMoments
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
 from protocols.fedwad_clustering import FedWADClustering
+from protocols.fedwad_coreset import FedWADCoreset
 from protocols.sinkhorn_distillation import SinkhornDistillation
 from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
 
@@ -16,6 +17,7 @@ __all__ = [
     "FedBary",
     "FedWAD",
     "FedWADClustering",
+    "FedWADCoreset",
     "Protocol",
     "ProtocolResult",
     "SinkhornDistillation",

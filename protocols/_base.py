@@ -62,6 +62,14 @@ class Protocol(Plugin):
     def reference(self, parties: Mapping[str, PartyData]) -> dict[str, float]:
         """The same quantities computed centrally (exact POT), keyed like ``estimates``."""
 
+    def evaluate(
+        self, result: ProtocolResult, parties: Mapping[str, PartyData]
+    ) -> dict[str, float]:
+        """Task quantities of a finished run that need data no party holds alone (e.g. the pooled
+        rows), computed on the scoring side like :meth:`reference`; keyed like ``reference`` so
+        the runner scores them (default: none). Never sent, never shown to attacks."""
+        return {}
+
     def reference_key(self) -> str:
         """What :meth:`reference` depends on besides the data (default: the whole config); the
         runner memoises references by it."""

@@ -111,6 +111,12 @@ SPECS: dict[str, dict[str, Any]] = {
         "attribute_label": "the server learns which clients share label sets: that is the protocol's output (the clustering), not a leak beyond it",
         "text_retrieval": _NO_TEXT,
     },
+    "fedwad_coreset": {
+        "reconstruction": "not measured yet: the coreset attacks (issue 16) are in progress; the coreset, the interpolants and the per-client coresets are on the wire",
+        "membership": "not measured yet: the coreset attacks (issue 16) are in progress",
+        "attribute_label": "not measured yet: the per-client coreset labels (sent to the server) are the label signal; attack in progress (issue 16)",
+        "text_retrieval": _NO_TEXT,
+    },
     "sinkhorn_distillation": {
         "reconstruction": "only soft labels on the public transfer set cross the bus; no feature vector of a private row is sent",
         "membership": (

@@ -328,9 +328,10 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         bar.close()
     elapsed = time.perf_counter() - t0
     reference = _reference(world.protocol, world.parties)
-    accuracy = {
-        k: _accuracy(result.estimates[k], reference[k]) for k in result.estimates if k in reference
-    }
+    # scoring side, like the reference: quantities of the run that need the pooled data
+    evaluation = world.protocol.evaluate(result, world.parties)
+    scored = {**result.estimates, **evaluation}
+    accuracy = {k: _accuracy(scored[k], reference[k]) for k in scored if k in reference}
     detection = score_detection(result.detection, world.noise_masks)
     tr = bus.transcript
     tm = sc.threat_model
@@ -385,10 +386,9 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         "privacy": world.ledger.summary(DELTA),
         # one epsilon axis: the worst claim over the parties that sent anything (inf = no claim)
         "privacy_epsilon": max((world.ledger.epsilon(p, DELTA) for p in senders), default=0.0),
-        "utility": task_utility(
-            world.protocol, result.estimates, reference, result.outputs, detection
-        ),
+        "utility": task_utility(world.protocol, scored, reference, result.outputs, detection),
         "privacy_assumptions": assumptions,
+        **({"evaluation": evaluation} if evaluation else {}),
         "guard": {"mode": "off"} if guard is None else guard.summary(),
     }
     return results, tr, elapsed

@@ -21,6 +21,9 @@ key                        definition (central = the protocol's ``reference()``:
                            scores; mean over detectors), against the injected noise masks
 ``student_accuracy``       accuracy of the distilled student on the held-out test set
 ``student_accuracy_ratio`` that accuracy divided by the central student's
+``coreset_quality``        W2(central coreset, pooled) / W2(federated coreset, pooled), same init
+                           and steps, clipped at 1 (1 = as good as the exact-distance coreset)
+``nn_accuracy``            held-out accuracy of the 1-NN classifier built from per-client coresets
 =========================  =====================================================================
 
 Utility values are deterministic functions of the seed-determined results, so ``results.json``
@@ -45,6 +48,8 @@ UTILITY_KEYS = (
     "detection_auc",
     "student_accuracy",
     "student_accuracy_ratio",
+    "coreset_quality",
+    "nn_accuracy",
 )
 
 _DISTANCE_KEYS = ("wasserstein", "sliced_wasserstein")
@@ -108,4 +113,9 @@ def task_utility(
         ref = float(reference.get("accuracy", math.nan))
         if ref and math.isfinite(ref):
             out["student_accuracy_ratio"] = float(estimates["accuracy"]) / ref
+    if "coreset_wasserstein" in estimates and "coreset_wasserstein" in reference:
+        est, ref = float(estimates["coreset_wasserstein"]), float(reference["coreset_wasserstein"])
+        out["coreset_quality"] = min(1.0, ref / est) if est > 0 else 1.0
+    if "nn_accuracy" in estimates:
+        out["nn_accuracy"] = float(estimates["nn_accuracy"])
     return out
