@@ -96,6 +96,7 @@ class ReconstructionMembership(Attack):
         "dp_gaussian_moments",
     )
     output_kinds = ("scores",)
+    contract_scenario = "contract_tiny_fedbary_membership.yaml"
 
     def _inner(self) -> Attack:
         cls = ATTACKS.get(self.config.reconstruction)

@@ -32,6 +32,7 @@ __all__ = [
     "AttackSpec",
     "DataSpec",
     "DefenseSpec",
+    "MembershipSpec",
     "OutputSpec",
     "PluginSpec",
     "Scenario",
@@ -54,6 +55,27 @@ class AttackSpec(PluginSpec):
     target: str | None = Field(
         None, description="party to attack (default: every party the attack can target)"
     )
+    label: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="column label of this attack configuration in results.csv and the report "
+        "(default: the name, plus a short digest of its params when another entry of the same "
+        "attack has different params)",
+    )
+
+
+class MembershipSpec(BaseModel):
+    """A membership-candidate pool (issue 11): ``nonmembers`` rows drawn (seeded) from the
+    dataset and held out from every party, plus ``members`` rows of each target party. Attacks
+    see the candidates in ``public.extra["candidates"][target]``; which are members only the
+    scorer knows."""
+
+    model_config = _STRICT
+    members: int = Field(50, ge=1, le=100_000, description="member candidates per target party")
+    nonmembers: int = Field(
+        50, ge=1, le=100_000, description="held-out rows (no party holds them), shared by targets"
+    )
+    targets: list[str] | None = Field(None, description="parties to draw members of (default: all)")
 
 
 class DefenseSpec(PluginSpec):
@@ -118,6 +140,9 @@ class Scenario(BaseModel):
     defenses: list[DefenseSpec] = Field(default_factory=list)
     threat_model: ThreatModel = Field(default_factory=ThreatModel)
     attacks: list[AttackSpec] = Field(default_factory=list)
+    membership: MembershipSpec | None = Field(
+        None, description="membership-candidate pool for membership attacks (members + held-out)"
+    )
     output: OutputSpec = Field(default_factory=OutputSpec)
     guard: Literal["stop", "record", "off"] | bool = Field(
         "stop",
@@ -419,6 +444,10 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         d["params"] = p
     for a, p in zip(out["attacks"], resolved_params["attacks"]):
         a["params"] = p
+        if a.get("label") is None:  # unset labels leave older configs' hashes unchanged
+            a.pop("label", None)
+    if out.get("membership") is None:
+        out.pop("membership", None)
     out.pop("output", None)  # where results go does not change what they are
     for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
         out.pop(k, None)

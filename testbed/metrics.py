@@ -231,9 +231,9 @@ def membership_metrics(scores, is_member) -> dict[str, float]:
     return {
         "auc": float(roc_auc_score(m, np.asarray(scores, dtype=np.float64).ravel())),
         "tpr_at_1pct_fpr": t1,
-        "tpr_at_0.1pct_fpr": t01,
+        "tpr_at_0_1pct_fpr": t01,
         "alpha_used_1pct": a1,
-        "alpha_used_0.1pct": a01,
+        "alpha_used_0_1pct": a01,
         "advantage": float(np.max(tpr - fpr)),
         "n_members": float(n_pos),
         "n_nonmembers": float(n_neg),
@@ -350,7 +350,8 @@ def score_attack(output, baseline, world) -> dict:
         row["n_words"] = len(output.words)
         if ranked:
             k = len(ranked[0])
-            row[f"precision_at_{k}"] = precision_at_k(ranked, doc, k)
+            row["precision_at_k"] = precision_at_k(ranked, doc, k)
+            row["k"] = k
         if baseline is not None and baseline.words is not None:
             row["matching_rate_baseline"] = matching_rate(baseline.words, doc)
             row["matching_rate_any_baseline"] = matching_rate(baseline.words, every)
@@ -364,15 +365,9 @@ def score_attack(output, baseline, world) -> dict:
         if member is None:
             raise MetricError(f"scores output: no membership ground truth for {output.target!r}")
         row.update(membership_metrics(output.scores, member))
-        delta = world.meta.get("delta", 0.0)
-        row.update(
-            {
-                f"audit_{k}": v
-                for k, v in epsilon_lower_bound_from_scores(
-                    output.scores, member, delta=delta
-                ).items()
-            }
-        )
+        # threshold chosen on held-out candidates (never the scored ones): an honest bound
+        audit = heldout_epsilon_lb(output.scores, member, delta=world.meta.get("delta", 0.0))
+        row.update({"eps_lower": audit["epsilon_lb"], "eps_method": audit["method"]})
         return row
     if output.kind == "histogram":
         if truth.y is None:
@@ -396,14 +391,25 @@ def _rows_in(candidates, X, decimals: int = 9) -> np.ndarray:
     return np.array([r.tobytes() in keys for r in C], dtype=bool)
 
 
+#: how :func:`heldout_epsilon_lb` bounds ε (written next to every audited bound)
+HELDOUT_METHOD = (
+    "threshold chosen on the even-indexed trials, bound from the odd-indexed ones; one-sided "
+    "Clopper-Pearson bounds (TPR lower, FPR upper, each at 1 - (1 - confidence)/2)"
+)
+
+
 def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float = 0.95) -> dict:
     """ε lower bound without selection bias: the threshold is chosen (best bound) on the even
-    candidates and the bound is evaluated with Clopper-Pearson on the odd ones."""
+    trials and the bound is evaluated with Clopper-Pearson on the odd ones (never the trials
+    that chose it). Returns ``epsilon_lb``, the held-out ``tpr``/``fpr``, the ``threshold`` and
+    the ``method`` (:data:`HELDOUT_METHOD`)."""
     s = np.asarray(scores, np.float64)
     m = np.asarray(is_member, bool)
     fit, ev = np.arange(s.size) % 2 == 0, np.arange(s.size) % 2 == 1
+    out = {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0, "threshold": math.inf}
+    out["method"] = HELDOUT_METHOD
     if min(m[fit].sum(), (~m[fit]).sum(), m[ev].sum(), (~m[ev]).sum()) == 0:
-        return {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+        return out
     fpr, tpr, thr, _, _ = _roc(s[fit], m[fit])
     best_t, best = math.inf, -1.0
     for f, t, th in zip(fpr, tpr, thr):
@@ -414,7 +420,8 @@ def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float 
     t_ev = float(pred[m[ev]].mean())
     f_ev = float(pred[~m[ev]].mean())
     e = epsilon_lower_bound(t_ev, f_ev, int(m[ev].sum()), int((~m[ev]).sum()), delta, confidence)
-    return {"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev}
+    out.update({"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev, "threshold": float(best_t)})
+    return out
 
 
 def _claimed(world, party: str, delta: float = 1e-5) -> float:
@@ -422,16 +429,31 @@ def _claimed(world, party: str, delta: float = 1e-5) -> float:
     return math.inf if ledger is None else float(ledger.epsilon(party, delta))
 
 
+def _labels_for(candidates, target: str, world) -> np.ndarray:
+    """Member flags of ``candidates`` for ``target``: the testbed's pool labels when the attack
+    scored the pool's candidates (``scenario.membership``), else rows of the target's data."""
+    pool = world.public.extra.get("candidates") if getattr(world, "public", None) else None
+    labels = (world.meta or {}).get("membership", {})
+    if isinstance(pool, dict) and target in pool and target in labels:
+        if np.array_equal(np.asarray(pool[target]), np.asarray(candidates)):
+            return np.asarray(labels[target], bool)
+    return _rows_in(candidates, world.parties[target].X)
+
+
 def score_membership(output, baseline, world) -> dict:
     """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
-    the candidates that are rows of the target's private data (ground truth)."""
-    is_member = _rows_in(output.meta["candidates"], world.parties[output.target].X)
+    the pool's labels (or the candidates that are rows of the target's private data). The
+    baseline is scored with the labels of its own candidate order."""
+    is_member = _labels_for(output.meta["candidates"], output.target, world)
     out = membership_metrics(output.scores, is_member)
-    out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
+    audit = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)
+    out["epsilon_lb"] = audit["epsilon_lb"]
     out["eps_lower"] = out["epsilon_lb"]  # the key the report's claimed-vs-audited table reads
+    out["eps_method"] = audit["method"]
     out["claimed_epsilon"] = _claimed(world, output.target)
     out["score"] = output.meta.get("score")
     if baseline is not None and baseline.scores is not None:
-        b = membership_metrics(baseline.scores, is_member)
+        b_cand = (baseline.meta or {}).get("candidates", output.meta["candidates"])
+        b = membership_metrics(baseline.scores, _labels_for(b_cand, output.target, world))
         out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
     return out
