@@ -13,7 +13,42 @@ from testbed.seeding import component_rng
 
 DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
 
-__all__ = ["rerun_attacks", "run_attacks"]
+__all__ = ["attack_labels", "rerun_attacks", "run_attacks"]
+
+
+def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
+    """One label per attack configuration (``{name, params, label?}``), keying its columns in
+    results.csv and the report: the explicit ``label``, else the name, plus a short digest of
+    the params when another entry of the same attack has different params. Duplicate labels are
+    refused."""
+    import hashlib
+    import json
+
+    from testbed.errors import TestbedError
+
+    def digest(p):
+        blob = json.dumps(p.get("params") or {}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:6]
+
+    variants: dict[str, set[str]] = {}
+    for p in specs:
+        variants.setdefault(p["name"], set()).add(digest(p))
+    labels = []
+    for p in specs:
+        lab = p.get("label") or (
+            p["name"] if len(variants[p["name"]]) == 1 else f"{p['name']}-{digest(p)}"
+        )
+        labels.append(lab)
+    seen: dict[tuple, int] = {}
+    for i, (lab, p) in enumerate(zip(labels, specs)):
+        key = (lab, p.get("target"))  # one configuration aimed at two targets: rows differ
+        if key in seen:
+            raise TestbedError(
+                f"attacks[{i}]: label {lab!r} already used by attacks[{seen[key]}]; give one "
+                "of them an explicit `label:`"
+            )
+        seen[key] = i
+    return labels
 
 
 def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, Any]]:
@@ -34,6 +69,12 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
     if released is not None:
         public = replace(public, extra={**public.extra, "released": dict(released)})
     view = transcript.view(tm.observer, tm.colluders, own_data=own, public=public)
+    labels = attack_labels(
+        [
+            {**world.resolved["attacks"][i], "label": spec.label, "target": spec.target}
+            for i, spec in enumerate(sc.attacks)
+        ]
+    )
     for i, spec in enumerate(sc.attacks):
         cls = ATTACKS.get(spec.name)
         attack = cls(cls.Config(**world.resolved["attacks"][i]["params"]))
@@ -51,6 +92,7 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
             rows.append(
                 {
                     "attack": spec.name,
+                    "label": labels[i],
                     "target": out.target,
                     "observer": tm.observer,
                     **score_attack(out, base, world),

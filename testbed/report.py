@@ -47,7 +47,7 @@ LEAKAGE_METRICS: dict[str, bool] = {
     "tv": False,
     "eps_lower": True,
 }
-_NOT_METRICS = {"attack", "target", "observer", "colluders", "kind", "note"}
+_NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note"}
 #: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
 _UNIT_METRICS = {
     "leakage",
@@ -139,8 +139,9 @@ def _attack_metrics(res: dict) -> dict[str, float]:
             x = _f(v)
             if math.isnan(x) and v is not None:
                 continue
-            out[f"{a.get('attack')}[{a.get('target')}].{k}"] = x
-            worst[f"{a.get('attack')}.{k}"].append(x)
+            col = a.get("label") or a.get("attack")  # one column set per attack configuration
+            out[f"{col}[{a.get('target')}].{k}"] = x
+            worst[f"{col}.{k}"].append(x)
     for key, xs in list(worst.items()):
         metric = key.rsplit(".", 1)[1]
         if metric in LEAKAGE_METRICS and metric != "w2":

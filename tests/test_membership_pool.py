@@ -84,3 +84,19 @@ def test_support_membership_beats_chance_on_measure_protocols(tmp_path, protocol
         # 30 non-members: TPR at 1 % and 0.1 % use the floor 1/30 (never NaN)
         assert r["alpha_used_1pct"] == pytest.approx(1 / 30)
     assert max(r["auc"] for r in rows) > 0.6
+
+
+def test_two_configurations_of_one_attack_get_their_own_labels():
+    from testbed.attacking import attack_labels
+
+    specs = [
+        {"name": "measure_inversion", "params": {"a": 1}},
+        {"name": "measure_inversion", "params": {"a": 2}},
+        {"name": "support_membership", "params": {}},
+        {"name": "x", "params": {}, "label": "mine"},
+    ]
+    labels = attack_labels(specs)
+    assert labels[2:] == ["support_membership", "mine"]
+    assert labels[0] != labels[1] and all(lab.startswith("measure_inversion-") for lab in labels[:2])
+    with pytest.raises(TestbedError, match="label 'mine' already used"):
+        attack_labels([*specs, {"name": "y", "params": {}, "label": "mine"}])
