@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
-from attacks.reconstruction_membership import _candidates, membership_scores
+from attacks.reconstruction_membership import _candidates, chance_scores, membership_scores
 from testbed.bus import PublicInfo, View
 from testbed.payload import iter_arrays
 from testbed.registry import ATTACKS
@@ -85,16 +85,4 @@ class SupportMembership(Attack):
 
     def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
         """Prior only: every candidate scores the same (chance)."""
-        out = []
-        for t in public.parties:
-            cand = _candidates(public, t)
-            if cand is not None and t != view.observer and t not in view.colluders:
-                out.append(
-                    AttackOutput(
-                        kind="scores",
-                        target=t,
-                        scores=np.zeros(cand.shape[0]),
-                        meta={"candidates": cand, "baseline": "prior"},
-                    )
-                )
-        return out
+        return chance_scores(view, public)
