@@ -15,12 +15,17 @@ class MetricError(TestbedError):
 
 
 __all__ = [
+    "LEAKAGE_METRICS",
+    "METRIC_KEYS",
     "MetricError",
     "coverage_at_r",
     "detection_metrics",
     "epsilon_lower_bound",
     "epsilon_lower_bound_from_scores",
     "exact_recovery_rate",
+    "exact_recovery_tolerance",
+    "EXACT_RECOVERY_REL_TOL",
+    "HELDOUT_METHOD",
     "heldout_epsilon_lb",
     "matching_rate",
     "mean_ci",
@@ -33,6 +38,64 @@ __all__ = [
     "tv_distance",
     "w2_leakage",
 ]
+
+
+#: Every key the scorer (:func:`score_attack`) and the attack stage write into an attack row of
+#: results.json, with its meaning and its direction: True = larger means more leakage, False =
+#: smaller means more leakage, None = not a leakage measure (context: sizes, radii, labels).
+#: results.csv and the report use these names unchanged.
+METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
+    # row identity
+    "attack": ("registered attack name", None),
+    "label": ("attack configuration label (explicit label:, or name + params digest)", None),
+    "target": ("attacked party", None),
+    "observer": ("who observed the messages", None),
+    "kind": ("attack output kind: points, scores, words, histogram", None),
+    "method": ("the attack's method note (AttackOutput.meta['method'])", None),
+    "score": ("the membership score's name (AttackOutput.meta['score'])", None),
+    # points
+    "w2": ("W2(reconstruction, private data)", False),
+    "w2_baseline": ("W2(prior-only baseline, private data)", None),
+    "w2_ratio": ("w2 / w2_baseline, unclipped (lower = more leakage)", False),
+    "leakage": ("1 - w2_ratio clipped to [0, 1]", True),
+    "leakage_raw": ("1 - w2_ratio unclipped (< 0: worse than the baseline)", True),
+    "leakage_clipped": ("1.0 when the clip to [0, 1] changed leakage", None),
+    "coverage": ("share of private rows with a reconstructed point within coverage_r", True),
+    "coverage_r": ("median leave-one-out NN distance inside the private data", None),
+    "coverage_baseline": ("coverage of the prior-only baseline", None),
+    "exact_recovery": ("share of private rows recovered within exact_recovery_tol", True),
+    "exact_recovery_tol": ("1e-6 x median private row norm", None),
+    # words
+    "matching_rate": ("share of retrieved words in the target's document", True),
+    "matching_rate_any": ("share of retrieved words in any party's document", True),
+    "matching_rate_baseline": ("matching_rate of the prior-only baseline", None),
+    "matching_rate_any_baseline": ("matching_rate_any of the prior-only baseline", None),
+    "n_words": ("retrieved words", None),
+    "precision_at_k": ("mean share of a shared point's top-k words in the document", True),
+    "k": ("k of precision_at_k", None),
+    # scores (membership)
+    "auc": ("membership ROC-AUC", True),
+    "tpr_at_1pct_fpr": ("largest TPR with FPR <= 1 % (floor 1/#non-members)", True),
+    "tpr_at_0_1pct_fpr": ("largest TPR with FPR <= 0.1 % (floor 1/#non-members)", True),
+    "alpha_used_1pct": ("FPR level used for tpr_at_1pct_fpr (after the floor)", None),
+    "alpha_used_0_1pct": ("FPR level used for tpr_at_0_1pct_fpr (after the floor)", None),
+    "advantage": ("max(TPR - FPR)", True),
+    "n_members": ("member candidates", None),
+    "n_nonmembers": ("non-member candidates", None),
+    "baseline_auc": ("AUC of the prior-only baseline (its own candidate order)", None),
+    "baseline_tpr_at_1pct_fpr": ("tpr_at_1pct_fpr of the prior-only baseline", None),
+    "eps_lower": ("audited epsilon lower bound (held-out threshold, Clopper-Pearson)", True),
+    "epsilon_lb": ("same as eps_lower (older name)", None),
+    "eps_method": ("how eps_lower was computed", None),
+    "claimed_epsilon": ("the ledger's epsilon for the target (delta 1e-5)", None),
+    "epsilon_claimed": ("the ledger's epsilon for the target (delta 1e-5)", None),
+    # histogram
+    "tv": ("total variation to the target's label histogram", False),
+    "tv_baseline": ("tv of the prior-only baseline", None),
+}
+
+#: leakage metrics -> True when a larger value means more leakage (what the report plots)
+LEAKAGE_METRICS: dict[str, bool] = {k: d for k, (_, d) in METRIC_KEYS.items() if d is not None}
 
 
 def relative_error(estimate: float, exact: float) -> float:
@@ -90,7 +153,9 @@ def w2_leakage(
     points, weights, truth, baseline_points=None, baseline_weights=None
 ) -> dict[str, float]:
     """Distributional leakage: ``W2(nu_hat, nu)``, its ratio to the prior-only baseline's
-    ``W2(baseline, nu)`` (lower = more leakage) and ``1 - ratio`` clipped to [0, 1]."""
+    ``W2(baseline, nu)`` (``w2_ratio``, lower = more leakage, unclipped), the normalised leakage
+    ``leakage_raw = 1 - ratio`` (negative when the attack is worse than the baseline) and
+    ``leakage`` = that clipped to [0, 1], with ``leakage_clipped`` = 1.0 when the clip changed it."""
     from testbed import ot as tot
     from testbed.measure import Measure
 
@@ -100,8 +165,16 @@ def w2_leakage(
     if baseline_points is not None:
         wb = tot.wasserstein(Measure(baseline_points, baseline_weights), nu)
         ratio = w / wb if wb > 0 else math.inf
+        raw = 1.0 - ratio
+        clipped = float(np.clip(raw, 0.0, 1.0))
         out.update(
-            {"w2_baseline": wb, "w2_ratio": ratio, "leakage": float(np.clip(1.0 - ratio, 0.0, 1.0))}
+            {
+                "w2_baseline": wb,
+                "w2_ratio": ratio,
+                "leakage_raw": raw,
+                "leakage": clipped,
+                "leakage_clipped": float(clipped != raw),
+            }
         )
     return out
 
@@ -117,8 +190,14 @@ def median_loo_nn_distance(X) -> float:
     return float(np.median(dist[:, 1]))
 
 
-def _nn_distance(truth, recon) -> np.ndarray:
-    """Distance from every row of ``truth`` to its nearest row of ``recon``."""
+def _nn_distance(truth, recon, k: int = 4) -> np.ndarray:
+    """Distance from every row of ``truth`` to its nearest row of ``recon``.
+
+    The neighbour search (sklearn) may use the expansion |x|² − 2x·y + |y|², whose rounding
+    error (~1e-8 relative to |x|², i.e. ~1e-6 for rows of norm 60) depends on the BLAS and its
+    thread count. The ``k`` nearest candidates it returns are therefore re-measured as
+    ``‖x − y‖`` from the difference, which is exact to the rows' own rounding and the same for
+    any number of threads."""
     from sklearn.neighbors import NearestNeighbors
 
     truth = np.asarray(truth, dtype=np.float64)
@@ -132,8 +211,11 @@ def _nn_distance(truth, recon) -> np.ndarray:
     finite = np.all(np.isfinite(recon), axis=1)
     if not finite.any():
         return np.full(truth.shape[0], math.inf)
-    dist, _ = NearestNeighbors(n_neighbors=1).fit(recon[finite]).kneighbors(truth)
-    return dist[:, 0]
+    R = recon[finite]
+    kk = min(k, R.shape[0])
+    _, idx = NearestNeighbors(n_neighbors=kk).fit(R).kneighbors(truth)
+    diff = truth[:, None, :] - R[idx]
+    return np.sqrt(np.einsum("ikd,ikd->ik", diff, diff)).min(axis=1)
 
 
 def coverage_at_r(recon, truth, r: float | None = None) -> dict[str, float]:
@@ -147,8 +229,23 @@ def coverage_at_r(recon, truth, r: float | None = None) -> dict[str, float]:
     return {"coverage": float(np.mean(d <= radius)), "coverage_r": radius}
 
 
-def exact_recovery_rate(recon, truth, tol: float = 1e-6) -> float:
-    """Share of private rows with a reconstructed point within Euclidean distance ``tol``."""
+#: exact recovery: a private row counts as recovered when a reconstructed point lies within
+#: this fraction of the private data's median row norm (DESIGN.md, Metrics)
+EXACT_RECOVERY_REL_TOL = 1e-6
+
+
+def exact_recovery_tolerance(truth, rel_tol: float = EXACT_RECOVERY_REL_TOL) -> float:
+    """``rel_tol`` × the median Euclidean row norm of ``truth`` (the data's scale); when every
+    row is zero, ``rel_tol`` itself (an absolute floor, so the tolerance is never 0)."""
+    med = float(np.median(np.linalg.norm(np.asarray(truth, dtype=np.float64), axis=1)))
+    return rel_tol * (med if med > 0 else 1.0)
+
+
+def exact_recovery_rate(recon, truth, rel_tol: float = EXACT_RECOVERY_REL_TOL) -> float:
+    """Share of private rows with a reconstructed point within
+    :func:`exact_recovery_tolerance` (``rel_tol`` × median private row norm), with distances
+    computed from differences (independent of BLAS threads; see :func:`_nn_distance`)."""
+    tol = exact_recovery_tolerance(truth, rel_tol)
     return float(np.mean(_nn_distance(truth, recon) <= tol))
 
 
@@ -331,6 +428,7 @@ def score_attack(output, baseline, world) -> dict:
         )
         row.update(coverage_at_r(output.points, truth.X))
         row["exact_recovery"] = exact_recovery_rate(output.points, truth.X)
+        row["exact_recovery_tol"] = exact_recovery_tolerance(truth.X)
         if baseline is not None:
             row["coverage_baseline"] = coverage_at_r(baseline.points, truth.X, row["coverage_r"])[
                 "coverage"

@@ -27,26 +27,14 @@ from typing import Any
 
 from testbed.bus import atomic_write_bytes
 from testbed.errors import TestbedError
+from testbed.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
 from testbed.metrics import mean_ci
 
 __all__ = ["LEAKAGE_METRICS", "load_rows", "pareto_front", "write_report"]
 
-#: leakage metric -> True when a larger value means more leakage
-LEAKAGE_METRICS: dict[str, bool] = {
-    "leakage": True,
-    "w2_ratio": False,
-    "w2": False,
-    "coverage": True,
-    "exact_recovery": True,
-    "matching_rate": True,
-    "precision_at_k": True,
-    "auc": True,
-    "tpr_at_1pct_fpr": True,
-    "tpr_at_0_1pct_fpr": True,
-    "advantage": True,
-    "tv": False,
-    "eps_lower": True,
-}
+#: leakage metric -> True when a larger value means more leakage: the scorer's own list
+#: (testbed.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
+LEAKAGE_METRICS: dict[str, bool] = dict(_SCORER_LEAKAGE)
 _NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note"}
 #: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
 _UNIT_METRICS = {
@@ -60,6 +48,7 @@ _UNIT_METRICS = {
     "tpr_at_0_1pct_fpr",
     "advantage",
     "tv",
+    "matching_rate_any",
 }
 #: the worst case over every attack and target of a cell, so protocols attacked by different
 #: attacks share one plot (raw w2 is left out: its scale is the data's, not comparable)

@@ -97,6 +97,8 @@ def test_two_configurations_of_one_attack_get_their_own_labels():
     ]
     labels = attack_labels(specs)
     assert labels[2:] == ["support_membership", "mine"]
-    assert labels[0] != labels[1] and all(lab.startswith("measure_inversion-") for lab in labels[:2])
+    assert labels[0] != labels[1] and all(
+        lab.startswith("measure_inversion-") for lab in labels[:2]
+    )
     with pytest.raises(TestbedError, match="label 'mine' already used"):
         attack_labels([*specs, {"name": "y", "params": {}, "label": "mine"}])
