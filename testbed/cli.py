@@ -201,13 +201,25 @@ def cmd_audit(args) -> int:
                 party,
                 f"{r.claimed_epsilon:.4g}",
                 f"{r.audited_epsilon:.4g}",
+                "-" if r.claimed_mu is None else f"{r.claimed_mu:.4g}",
+                f"{r.mu_lower:.4g}",
+                f"{r.epsilon_gdp:.4g}",
                 f"{r.tpr:.3f}",
                 f"{r.fpr:.3f}",
                 "consistent" if r.consistent else "VIOLATION",
             ]
         )
     print(f"{sc.name}: canary audit, {args.trials} trials per world, delta {args.delta:g}")
-    print(_table(rows, ["party", "claimed ε", "audited ε ≥", "TPR", "FPR", "status"]))
+    print(
+        _table(
+            rows,
+            ["party", "claimed ε", "audited ε ≥", "claimed μ", "audited μ ≥", "ε(μ≥)", "TPR",
+             "FPR", "status"],
+        )
+    )
+    from testbed.audit import AUDIT_METHOD
+
+    print(f"method: {AUDIT_METHOD} (c = 0.95)")
     return 0
 
 

@@ -26,6 +26,11 @@ __all__ = [
     "exact_recovery_tolerance",
     "EXACT_RECOVERY_REL_TOL",
     "HELDOUT_METHOD",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu_lower_bound",
     "heldout_epsilon_lb",
     "matching_rate",
     "mean_ci",
@@ -337,14 +342,70 @@ def membership_metrics(scores, is_member) -> dict[str, float]:
     }
 
 
-def _cp_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
-    """Two-sided Clopper–Pearson interval for a binomial proportion k/n."""
+def clopper_pearson_lower(k: int, n: int, alpha: float) -> float:
+    """One-sided Clopper–Pearson lower bound of a binomial proportion: P(p < bound) <= alpha."""
     from scipy.stats import beta
 
-    a = 1.0 - confidence
-    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
+    return 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided Clopper–Pearson upper bound of a binomial proportion: P(p > bound) <= alpha."""
+    from scipy.stats import beta
+
+    return 1.0 if k == n else float(beta.ppf(1 - alpha, k + 1, n - k))
+
+
+def _cp_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """One-sided lower and upper Clopper–Pearson bounds, each at ``1 - (1 - confidence)/2``
+    (so both hold together with ``confidence``)."""
+    a = (1.0 - confidence) / 2
+    return clopper_pearson_lower(k, n, a), clopper_pearson_upper(k, n, a)
+
+
+def gdp_mu_lower_bound(
+    tpr: float, fpr: float, n_members: int, n_nonmembers: int, confidence: float = 0.95
+) -> float:
+    r"""Lower bound on μ of any μ-GDP mechanism (Dong, Roth & Su, "Gaussian differential
+    privacy") that could produce this operating point: every test of a μ-GDP mechanism has
+    TPR <= Φ(Φ⁻¹(FPR) + μ), so with one-sided Clopper–Pearson bounds (TPR low, FPR high, jointly
+    at ``confidence``) :math:`\mu \ge \Phi^{-1}(\underline{TPR}) - \Phi^{-1}(\overline{FPR})`,
+    clipped at 0. A Gaussian-mechanism claim with noise multiplier z per release is
+    μ = 1/z-GDP (composition: √Σ 1/z²), so μ bound > claimed μ refutes the claimed noise."""
+    from scipy.stats import norm
+
+    if n_members < 1 or n_nonmembers < 1:
+        raise MetricError("gdp_mu_lower_bound: need at least one member and one non-member")
+    tp = int(round(tpr * n_members))
+    fp = int(round(fpr * n_nonmembers))
+    tpr_lo, _ = _cp_bounds(tp, n_members, confidence)
+    _, fpr_hi = _cp_bounds(fp, n_nonmembers, confidence)
+    if tpr_lo <= 0.0 or fpr_hi >= 1.0:
+        return 0.0
+    return float(max(0.0, norm.ppf(tpr_lo) - norm.ppf(fpr_hi)))
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    r"""δ(ε) of μ-GDP: :math:`\Phi(-\varepsilon/\mu + \mu/2) - e^{\varepsilon}\Phi(-\varepsilon/\mu - \mu/2)`."""
+    from scipy.stats import norm
+
+    if mu <= 0:
+        return 0.0
+    return float(
+        norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
+    )
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε with δ(ε) <= ``delta`` for μ-GDP (0 when μ = 0)."""
+    from scipy.optimize import brentq
+
+    if mu <= 0 or gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while gdp_delta(mu, hi) > delta:
+        hi *= 2
+    return float(brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-10))
 
 
 def epsilon_lower_bound(
