@@ -213,8 +213,17 @@ def cmd_audit(args) -> int:
     print(
         _table(
             rows,
-            ["party", "claimed ε", "audited ε ≥", "claimed μ", "audited μ ≥", "ε(μ≥)", "TPR",
-             "FPR", "status"],
+            [
+                "party",
+                "claimed ε",
+                "audited ε ≥",
+                "claimed μ",
+                "audited μ ≥",
+                "ε(μ≥)",
+                "TPR",
+                "FPR",
+                "status",
+            ],
         )
     )
     from testbed.audit import AUDIT_METHOD

@@ -100,7 +100,9 @@ def _tight_world(halve_noise: bool):
     if halve_noise:  # the mutation: half the noise is added, the ledger still records full sigma
         d = w.defenses[0]
         send = d.on_send
-        object.__setattr__(d, "on_send", lambda env, rng, ledger: send(env, _HalfNoise(rng), ledger))
+        object.__setattr__(
+            d, "on_send", lambda env, rng, ledger: send(env, _HalfNoise(rng), ledger)
+        )
     return w
 
 
@@ -135,5 +137,6 @@ def test_audit_threshold_is_chosen_on_held_out_trials(monkeypatch):
     canary_audit(_world("[]"), "alice", trials=40)
     (f0, f1), (e0, e1) = seen["fit"], seen["ev"]
     for k in f0:
-        assert len(f0[k]) == len(e0[k]) == 20
+        # 20 trials per world choose, the other 20 are scored: no trial is in both halves
+        assert len(f0[k]) == len(e0[k]) == len(f1[k]) == len(e1[k]) == 20
         assert set(map(float, f0[k])).isdisjoint(map(float, e0[k])) or len(set(f0[k])) == 1
