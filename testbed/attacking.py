@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from testbed.bus import Transcript
-from testbed.registry import ATTACKS
+from testbed.registry import ATTACKS, plugin_phase
 from testbed.rundir import run_dir_lock
 from testbed.seeding import component_rng
 
@@ -81,8 +81,14 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
         if not attack.applies_to(sc.protocol.name):
             continue  # e.g. a sweep over protocols: each attack runs where it applies
         rng = component_rng(sc.seed, "attack", i, spec.name)
-        outputs = attack.run(view, public, rng)
-        baseline = attack.baseline(view, public, component_rng(sc.seed, "baseline", i, spec.name))
+        with plugin_phase("attack", spec.name, "run"):
+            outputs = attack.run(view, public, rng)
+        _check_outputs(outputs, public, cls, "run")
+        with plugin_phase("attack", spec.name, "baseline"):
+            baseline = attack.baseline(
+                view, public, component_rng(sc.seed, "baseline", i, spec.name)
+            )
+        _check_outputs(baseline, public, cls, "baseline")
         for out in outputs:
             if spec.target is not None and out.target != spec.target:
                 continue
@@ -102,6 +108,19 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
                 # the audit's empirical lower bound is shown beside the defense's claim
                 rows[-1]["epsilon_claimed"] = world.ledger.epsilon(out.target, DELTA)
     return rows
+
+
+def _check_outputs(outputs, public, cls, phase: str) -> None:
+    """Validate an attack's outputs at run time: one line naming the plugin, phase and field."""
+    from attacks._base import AttackOutputError, validate_outputs
+    from testbed.errors import TestbedError
+
+    try:
+        validate_outputs(outputs, public, cls.output_kinds)
+    except AttackOutputError as exc:
+        raise TestbedError(
+            f"attack {cls.name!r} returned an invalid output from {phase}: {exc}"
+        ) from exc
 
 
 def rerun_attacks(

@@ -275,6 +275,8 @@ def cmd_plugins(args) -> int:
         width = max((len(n) for n, _ in items), default=0)
         for name, cls in items:
             print(f"  {name.ljust(width)}  {cls.describe()}")
+        for name, why in reg.broken().items():  # listed, never fatal: only its users fail
+            print(f"  {name.ljust(width)}  BROKEN: {why}")
     return 0
 
 
@@ -395,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
     )
+    ap.add_argument(
+        "--debug", action="store_true", help="on an error, also print the traceback of its cause"
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run a scenario and write its run directory")
     p.add_argument("scenario")
@@ -474,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
         return args.fn(args)
     except TestbedError as exc:
+        if getattr(args, "debug", False):  # the cause's traceback (e.g. inside a plugin)
+            import traceback
+
+            traceback.print_exception(exc.__cause__ or exc, file=sys.stderr)
         msg = " ".join(str(exc).split())  # one line, always
         print(f"error: {msg}", file=sys.stderr)
         return 2

@@ -29,7 +29,14 @@ from testbed.errors import TestbedError
 from testbed.ledger import PrivacyLedger
 from testbed.metrics import detection_metrics, relative_error
 from testbed.public import gaussian_prior
-from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+from testbed.registry import (
+    DATASETS,
+    DEFENSES,
+    PARTITIONERS,
+    PROTOCOLS,
+    TRANSFORMS,
+    plugin_phase,
+)
 from testbed.rundir import run_dir_lock
 from testbed.seeding import component_rng
 
@@ -351,11 +358,13 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             on_send=bar,
             parties=world.parties,
         ) as bus:
-            result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
+            with plugin_phase("protocol", world.protocol.name, "run"):
+                result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
     finally:
         bar.close()
     elapsed = time.perf_counter() - t0
-    reference = _reference(world.protocol, world.parties)
+    with plugin_phase("protocol", world.protocol.name, "reference"):
+        reference = _reference(world.protocol, world.parties)
     # scoring side, like the reference: quantities of the run that need the pooled data
     evaluation = world.protocol.evaluate(result, world.parties)
     scored = {**result.estimates, **evaluation}
