@@ -13,7 +13,7 @@ from testbed.seeding import component_rng
 
 DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
 
-__all__ = ["attack_labels", "rerun_attacks", "run_attacks"]
+__all__ = ["attack_labels", "rerun_attacks", "run_attacks", "saved_attack_rows"]
 
 
 def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
@@ -177,6 +177,24 @@ def rerun_attacks(
     _check_same_run(run_dir, saved, want, transcript)
     world = build_world(sc)
     return run_attacks(world, transcript, released=saved.get("estimates")), sc
+
+
+def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
+    """Rows of every ``attacks-*.json`` that ``testbed attack`` wrote in ``run_dir`` (sorted by
+    file name); unreadable files are refused with their name."""
+    import json
+    from pathlib import Path
+
+    from testbed.errors import TestbedError
+
+    rows: list[dict[str, Any]] = []
+    for f in sorted(Path(run_dir).glob("attacks-*.json")):
+        try:
+            data = json.loads(f.read_text())
+            rows.extend(data["rows"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TestbedError(f"{f}: not an attack-rows file ({type(exc).__name__})") from None
+    return rows
 
 
 def _load_results(path) -> dict[str, Any]:

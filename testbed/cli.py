@@ -139,11 +139,6 @@ def _print_attack_rows(rows) -> None:
 def cmd_attack(args) -> int:
     import json
 
-    from testbed.attacking import rerun_attacks
-    from testbed.bus import atomic_write_bytes
-    from testbed.config import config_hash
-    from testbed.runner import jsonable
-
     attacks = None
     if args.attack:
         attacks = []
@@ -159,26 +154,50 @@ def cmd_attack(args) -> int:
                 raise TestbedError(f"--attack {spec!r}: params after ':' must be a JSON object")
             attacks.append({"name": name, "params": p})
     colluders = args.colluders.split(",") if args.colluders else None
-    rows, sc = rerun_attacks(args.run_dir, attacks, args.observer, colluders)
-    tag = config_hash(
-        {
-            "attacks": [a.model_dump(mode="json") for a in sc.attacks],
-            "threat_model": sc.threat_model.model_dump(mode="json"),
-        }
-    )[:8]
-    out = Path(args.run_dir) / f"attacks-{tag}.json"
-    payload = {
+    run_dir = Path(args.run_dir)
+    if (run_dir / "results.jsonl").is_file():  # a sweep: every finished cell
+        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
+        if not cells:
+            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
+    else:
+        cells = [run_dir]
+    total = 0
+    for cell in cells:
+        rows, sc, out = _attack_run_dir(cell, attacks, args.observer, colluders)
+        total += len(rows)
+        print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
+        _print_attack_rows(rows)
+        print(f"rows: {out}")
+    if len(cells) > 1:
+        print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")
+    return 0
+
+
+def _attack_run_dir(run_dir, attacks, observer, colluders):
+    """Re-run attacks on one saved run (or sweep cell); write ``attacks-<tag>.json`` beside its
+    results, which ``testbed report`` merges in (labels suffixed ``@observer``)."""
+    import json
+
+    from testbed.attacking import rerun_attacks
+    from testbed.bus import atomic_write_bytes
+    from testbed.config import config_hash
+    from testbed.runner import jsonable
+
+    rows, sc = rerun_attacks(run_dir, attacks, observer, colluders)
+    spec = {
         "attacks": [a.model_dump(mode="json") for a in sc.attacks],
         "threat_model": sc.threat_model.model_dump(mode="json"),
-        "rows": rows,
     }
+    tag = config_hash(spec)[:8]
+    out = Path(run_dir) / f"attacks-{tag}.json"
+    for r in rows:
+        r["label"] = f"{r.get('label') or r['attack']}@{sc.threat_model.observer}"
+        r["source"] = out.name
+    payload = {**spec, "rows": rows}
     atomic_write_bytes(
         out, (json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n").encode()
     )
-    print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
-    _print_attack_rows(rows)
-    print(f"rows: {out}")
-    return 0
+    return rows, sc, out
 
 
 def cmd_audit(args) -> int:

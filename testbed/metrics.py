@@ -58,6 +58,7 @@ METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
     "kind": ("attack output kind: points, scores, words, histogram", None),
     "method": ("the attack's method note (AttackOutput.meta['method'])", None),
     "score": ("the membership score's name (AttackOutput.meta['score'])", None),
+    "source": ("attacks-<tag>.json of a `testbed attack` re-run", None),
     # points
     "w2": ("W2(reconstruction, private data)", False),
     "w2_baseline": ("W2(prior-only baseline, private data)", None),

@@ -81,6 +81,8 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
     if (run_dir / "results.jsonl").is_file():
         rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines() if x]
         info["kind"] = "sweep"
+        for row in rows:  # rows of `testbed attack` re-runs saved in each cell
+            _merge_reruns(row, run_dir / "cells" / str(row.get("cell", "")))
         if (run_dir / "sweep.json").is_file():
             info["sweep"] = json.loads((run_dir / "sweep.json").read_text())
         if (run_dir / "scenario.yaml").is_file():
@@ -99,8 +101,18 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
             "label": "base",
             "results": res,
         }
+        _merge_reruns(row, run_dir)
         return [row], info
     raise TestbedError(f"{run_dir}: no results.json or results.jsonl (not a run directory)")
+
+
+def _merge_reruns(row: dict, cell_dir: Path) -> None:
+    """Append the attack rows of ``testbed attack`` re-runs (``attacks-*.json``) to a row."""
+    from testbed.attacking import saved_attack_rows
+
+    extra = saved_attack_rows(cell_dir)
+    if extra:
+        row["results"] = {**row["results"], "attacks": [*row["results"].get("attacks", []), *extra]}
 
 
 def _series(row: dict) -> str:

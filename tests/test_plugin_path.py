@@ -122,3 +122,32 @@ def test_invalid_attack_output_is_refused_at_run_time_naming_plugin_and_field(
     assert main(["run", sc, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "wrong_dim_attack" in err and "output[0].points" in err and "dimension 7" in err
+
+
+def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, capsys):
+    import csv
+
+    import yaml
+
+    from testbed.report import load_rows
+
+    # Prepare: a two-cell sweep that saves its transcripts
+    raw = yaml.safe_load(open(TINY))
+    raw["sweep"] = {"protocol.params.support_size": [4, 5]}
+    raw["output"] = {"save_transcript": True}
+    sc = tmp_path / "sweep.yaml"
+    sc.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "sweep"
+    assert main(["run", str(sc), "--out", str(out)]) == 0
+    # Execute: re-run an attack under another threat model on every cell
+    assert main(["attack", str(out), "--attack", "fedwad_distributional"]) == 0
+    assert "2 cells" in capsys.readouterr().out
+    assert main(["report", str(out)]) == 0
+    # Assert: each cell's row carries the re-run's rows, keyed by their own label
+    rows, _ = load_rows(out)
+    assert len(rows) == 2
+    for r in rows:
+        labels = {a.get("label") for a in r["results"]["attacks"]}
+        assert "fedwad_distributional@server" in labels
+    header = next(csv.reader(open(out / "results.csv")))
+    assert any(h.startswith("fedwad_distributional@server[") for h in header), header
