@@ -7,13 +7,30 @@ from dataclasses import replace
 from typing import Any
 
 from testbed.bus import Transcript
-from testbed.registry import ATTACKS, plugin_phase
+from testbed.isolation import run_isolated
+from testbed.registry import ATTACKS
 from testbed.rundir import run_dir_lock
 from testbed.seeding import component_rng
+from testbed.truth import GroundTruth, PartyTruth
 
 DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
 
-__all__ = ["attack_labels", "rerun_attacks", "run_attacks", "saved_attack_rows"]
+__all__ = ["attack_labels", "ground_truth", "rerun_attacks", "run_attacks", "saved_attack_rows"]
+
+
+def ground_truth(world) -> GroundTruth:
+    """The scorer's record of the truth for one run (built by the driver, given to no attack)."""
+    tokens = world.meta.get("dataset_meta", {}).get("tokens")
+    ledger = world.ledger
+    return GroundTruth(
+        parties={p: PartyTruth(d.X, d.y, d.source_index) for p, d in world.parties.items()},
+        tokens=None if tokens is None else tuple(tokens),
+        membership=dict(world.meta.get("membership", {})),
+        candidates=dict(pool) if isinstance(pool := world.public.extra.get("candidates"), dict) else {},
+        noise_masks=dict(world.noise_masks),
+        claimed_epsilon={p: float(ledger.epsilon(p, DELTA)) for p in ledger.parties()},
+        delta=DELTA,
+    )
 
 
 def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
@@ -54,6 +71,10 @@ def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
 def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, Any]]:
     """Run every attack of the scenario on what its observer saw; return scored rows.
 
+    Each attack runs in its own process (:mod:`testbed.isolation`) on a serialised copy of the
+    observer's view and of the public information; outputs are validated, then scored against
+    the :class:`~testbed.truth.GroundTruth`, which never leaves this process.
+
     ``released``: the protocol's final estimates, which the participants learn; attacks find
     them in ``public.extra["released"]``.
     """
@@ -64,7 +85,8 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
     from testbed.metrics import score_attack
 
     tm = sc.threat_model
-    own = {p: d.X for p, d in world.parties.items()}
+    who = {tm.observer, *tm.colluders}
+    own = {p: d.X for p, d in world.parties.items() if p in who}
     public = world.public
     if released is not None:
         public = replace(public, extra={**public.extra, "released": dict(released)})
@@ -75,20 +97,21 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
             for i, spec in enumerate(sc.attacks)
         ]
     )
+    truth = ground_truth(world)
     for i, spec in enumerate(sc.attacks):
         cls = ATTACKS.get(spec.name)
-        attack = cls(cls.Config(**world.resolved["attacks"][i]["params"]))
-        if not attack.applies_to(sc.protocol.name):
+        params = world.resolved["attacks"][i]["params"]
+        if not cls(cls.Config(**params)).applies_to(sc.protocol.name):
             continue  # e.g. a sweep over protocols: each attack runs where it applies
-        rng = component_rng(sc.seed, "attack", i, spec.name)
-        with plugin_phase("attack", spec.name, "run"):
-            outputs = attack.run(view, public, rng)
-        _check_outputs(outputs, public, cls, "run")
-        with plugin_phase("attack", spec.name, "baseline"):
-            baseline = attack.baseline(
-                view, public, component_rng(sc.seed, "baseline", i, spec.name)
-            )
-        _check_outputs(baseline, public, cls, "baseline")
+        outputs, baseline = run_isolated(
+            cls,
+            params,
+            view,
+            public,
+            component_rng(sc.seed, "attack", i, spec.name),
+            component_rng(sc.seed, "baseline", i, spec.name),
+        )
+        _validate(spec.name, outputs, baseline, public, cls)
         for out in outputs:
             if spec.target is not None and out.target != spec.target:
                 continue
@@ -101,26 +124,24 @@ def run_attacks(world, transcript: Transcript, released=None) -> list[dict[str, 
                     "label": labels[i],
                     "target": out.target,
                     "observer": tm.observer,
-                    **score_attack(out, base, world),
+                    **score_attack(out, base, truth),
                 }
             )
             if out.kind == "scores" and world.ledger.parties():
                 # the audit's empirical lower bound is shown beside the defense's claim
-                rows[-1]["epsilon_claimed"] = world.ledger.epsilon(out.target, DELTA)
+                rows[-1]["epsilon_claimed"] = truth.claimed(out.target)
     return rows
 
 
-def _check_outputs(outputs, public, cls, phase: str) -> None:
-    """Validate an attack's outputs at run time: one line naming the plugin, phase and field."""
-    from attacks._base import AttackOutputError, validate_outputs
-    from testbed.errors import TestbedError
+def _validate(name: str, outputs, baseline, public, cls) -> None:
+    """Outputs and baseline follow the AttackOutput schema; else one line naming the plugin."""
+    from attacks._base import OUTPUT_KINDS, AttackOutputError, validate_outputs
 
-    try:
-        validate_outputs(outputs, public, cls.output_kinds)
-    except AttackOutputError as exc:
-        raise TestbedError(
-            f"attack {cls.name!r} returned an invalid output from {phase}: {exc}"
-        ) from exc
+    for phase, outs in (("run", outputs), ("baseline", baseline)):
+        try:
+            validate_outputs(list(outs), public, getattr(cls, "output_kinds", None) or OUTPUT_KINDS)
+        except AttackOutputError as exc:
+            raise AttackOutputError(f"attack {name!r} ({phase} output): {exc}") from None
 
 
 def rerun_attacks(

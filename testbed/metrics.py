@@ -463,16 +463,18 @@ def epsilon_lower_bound_from_scores(
     return best
 
 
-def score_attack(output, baseline, world) -> dict:
-    """Score one :class:`~attacks.AttackOutput` against ground truth (held by ``world``) and,
+def score_attack(output, baseline, truth) -> dict:
+    """Score one :class:`~attacks.AttackOutput` against ``truth`` (a
+    :class:`~testbed.truth.GroundTruth`, which only the scorer receives) and,
     next to it, the prior-only baseline's output of the same kind and target.
 
     points: W2, ratio to the baseline, normalised leakage, coverage@r, exact recovery (1e-6);
     words: matching rate and precision@k against the target's document tokens
-    (``world.meta["dataset_meta"]["tokens"]``, one per dataset row);
-    scores: membership metrics and an ε lower bound against ``world.meta["membership"][target]``;
+    (``truth.tokens``, one per dataset row);
+    scores: membership metrics and an ε lower bound against ``truth.membership[target]``;
     histogram: total variation to the target's label histogram.
     """
+    world = truth
     truth = world.parties[output.target]
     row: dict = {"kind": output.kind}
     method = output.meta.get("method") if output.meta else None
@@ -497,7 +499,7 @@ def score_attack(output, baseline, world) -> dict:
             ]
         return row
     if output.kind == "words":
-        tokens = world.meta.get("dataset_meta", {}).get("tokens")
+        tokens = world.tokens
         if tokens is None or truth.source_index is None:
             raise MetricError("words output: the dataset carries no tokens to score against")
         doc = [tokens[i] for i in truth.source_index]
@@ -521,12 +523,12 @@ def score_attack(output, baseline, world) -> dict:
         row.update(score_membership(output, baseline, world))
         return row
     if output.kind == "scores":
-        member = world.meta.get("membership", {}).get(output.target)
+        member = world.membership.get(output.target)
         if member is None:
             raise MetricError(f"scores output: no membership ground truth for {output.target!r}")
         row.update(membership_metrics(output.scores, member))
         # threshold chosen on held-out candidates (never the scored ones): an honest bound
-        audit = heldout_epsilon_lb(output.scores, member, delta=world.meta.get("delta", 0.0))
+        audit = heldout_epsilon_lb(output.scores, member, delta=world.delta)
         row.update({"eps_lower": audit["epsilon_lb"], "eps_method": audit["method"]})
         return row
     if output.kind == "histogram":
@@ -584,36 +586,31 @@ def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float 
     return out
 
 
-def _claimed(world, party: str, delta: float = 1e-5) -> float:
-    ledger = getattr(world, "ledger", None)
-    return math.inf if ledger is None else float(ledger.epsilon(party, delta))
-
-
-def _labels_for(candidates, target: str, world) -> np.ndarray:
+def _labels_for(candidates, target: str, truth) -> np.ndarray:
     """Member flags of ``candidates`` for ``target``: the testbed's pool labels when the attack
     scored the pool's candidates (``scenario.membership``), else rows of the target's data."""
-    pool = world.public.extra.get("candidates") if getattr(world, "public", None) else None
-    labels = (world.meta or {}).get("membership", {})
-    if isinstance(pool, dict) and target in pool and target in labels:
+    pool = getattr(truth, "candidates", {}) or {}
+    labels = truth.membership or {}
+    if target in pool and target in labels:
         if np.array_equal(np.asarray(pool[target]), np.asarray(candidates)):
             return np.asarray(labels[target], bool)
-    return _rows_in(candidates, world.parties[target].X)
+    return _rows_in(candidates, truth.parties[target].X)
 
 
-def score_membership(output, baseline, world) -> dict:
+def score_membership(output, baseline, truth) -> dict:
     """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
     the pool's labels (or the candidates that are rows of the target's private data). The
     baseline is scored with the labels of its own candidate order."""
-    is_member = _labels_for(output.meta["candidates"], output.target, world)
+    is_member = _labels_for(output.meta["candidates"], output.target, truth)
     out = membership_metrics(output.scores, is_member)
     audit = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)
     out["epsilon_lb"] = audit["epsilon_lb"]
     out["eps_lower"] = out["epsilon_lb"]  # the key the report's claimed-vs-audited table reads
     out["eps_method"] = audit["method"]
-    out["claimed_epsilon"] = _claimed(world, output.target)
+    out["claimed_epsilon"] = truth.claimed(output.target)
     out["score"] = output.meta.get("score")
     if baseline is not None and baseline.scores is not None:
         b_cand = (baseline.meta or {}).get("candidates", output.meta["candidates"])
-        b = membership_metrics(baseline.scores, _labels_for(b_cand, output.target, world))
+        b = membership_metrics(baseline.scores, _labels_for(b_cand, output.target, truth))
         out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
     return out

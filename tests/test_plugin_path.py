@@ -111,7 +111,7 @@ def test_exception_inside_a_plugin_is_one_line_naming_plugin_and_phase(
     assert err == ["error: attack 'boom_attack' failed in run: ZeroDivisionError: division by zero"]
     assert main(["--debug", "run", sc, "--out", str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" in err and "1 / 0" in err
+    assert "Traceback" in err and "ZeroDivisionError" in err
 
 
 def test_invalid_attack_output_is_refused_at_run_time_naming_plugin_and_field(

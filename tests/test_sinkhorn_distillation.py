@@ -272,19 +272,14 @@ def test_lwf_and_entropy_baseline_run(tmp_path):
 
 
 def test_membership_scorer_on_known_members():
-    # Prepare: a fake world whose target holds the first 100 rows of a pool of 200 candidates
-    from types import SimpleNamespace
-
+    # Prepare: ground truth whose target holds the first 100 rows of a pool of 200 candidates
     from attacks import AttackOutput
-    from testbed.data import PartyData
-    from testbed.ledger import PrivacyLedger
     from testbed.metrics import score_membership
+    from testbed.truth import GroundTruth, PartyTruth
 
     rng = np.random.default_rng(0)
     cand = rng.normal(size=(200, 3))
-    world = SimpleNamespace(
-        parties={"c": PartyData("c", cand[:100], np.zeros(100, int))}, ledger=PrivacyLedger()
-    )
+    world = GroundTruth(parties={"c": PartyTruth(cand[:100], np.zeros(100, int))})
     perfect = AttackOutput(
         kind="scores", target="c", scores=np.r_[np.ones(100), np.zeros(100)],
         meta={"candidates": cand},

@@ -1,0 +1,211 @@
+"""Attacks are isolated by construction: a hostile plugin that walks the stack, lists every live
+object, reads module globals and tries to write into payloads and public information finds no
+private row and changes nothing another attack sees."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from attacks import Attack, AttackConfig, AttackOutput
+from testbed.attacking import run_attacks
+from testbed.config import parse_scenario
+from testbed.errors import TestbedError
+from testbed.isolation import AttackFailedError, decode_result, encode_result
+from testbed.registry import ATTACKS
+from testbed.runner import build_world, run_world
+
+D = 3
+
+
+def _snoop(view, public) -> np.ndarray:
+    """Every float array of width D this process can reach that is not part of the view."""
+    mine = {id(a) for e in view.envelopes for a in _arrays(e.payload)}
+    mine |= {id(public.prior)} | {id(v) for v in view.own_data.values()}
+    found = []
+
+    def take(x):
+        if isinstance(x, np.ndarray) and id(x) not in mine and x.dtype.kind == "f":
+            if x.ndim == 2 and x.shape[1] == D and x.size:
+                found.append(np.asarray(x, dtype=float))
+        elif "X" in (getattr(type(x), "__dataclass_fields__", None) or {}):
+            take(x.X)  # PartyData and the like
+
+    f = sys._getframe()
+    while f is not None:  # stack walking
+        for v in list(f.f_locals.values()):
+            take(v)
+        f = f.f_back
+    for obj in gc.get_objects():  # every live container object
+        take(obj)
+        if isinstance(obj, dict):
+            for v in list(obj.values()):
+                take(v)
+    for mod in list(sys.modules.values()):  # module globals
+        for v in list(getattr(mod, "__dict__", {}).values()):
+            take(v)
+    return np.vstack(found) if found else np.empty((0, D))
+
+
+def _arrays(p):
+    from testbed.bus import iter_arrays
+
+    return [a for _, a in iter_arrays(p)]
+
+
+class HostileAttack(Attack):
+    """Snoops for private rows and tries to tamper with what it was given."""
+
+    name = "test_hostile_snooper"
+    protocols = ("fedwad",)
+
+    class Config(AttackConfig):
+        pass
+
+    def run(self, view, public, rng):
+        tamper = 0
+        for e in view.envelopes:
+            for a in _arrays(e.payload):
+                try:
+                    a.setflags(write=True)
+                    a[...] = 0.0
+                    tamper += 1
+                except (ValueError, TypeError):
+                    pass
+        for attempt in (
+            lambda: public.extra.__setitem__("released", {"wasserstein": -1.0}),
+            lambda: setattr(public, "prior", None),
+            lambda: public.prior.setflags(write=True),
+        ):
+            try:
+                attempt()
+                tamper += 1
+            except (ValueError, TypeError, AttributeError):
+                pass
+        found = _snoop(view, public)
+        points = found if len(found) else np.asarray(public.prior)
+        return [
+            AttackOutput(kind="points", target=t, points=points, meta={"tamper": tamper})
+            for t in public.parties
+        ]
+
+
+class ProbeAttack(Attack):
+    """Reports what it was given: the first message's support and the released estimate."""
+
+    name = "test_isolation_probe"
+    protocols = ("fedwad",)
+
+    class Config(AttackConfig):
+        pass
+
+    def run(self, view, public, rng):
+        sup = next(e.payload.support for e in view.envelopes if hasattr(e.payload, "support"))
+        shift = float(public.extra["released"]["wasserstein"])
+        return [AttackOutput(kind="points", target=public.parties[0], points=sup + shift)]
+
+
+for _cls in (HostileAttack, ProbeAttack):
+    if _cls.name not in ATTACKS:
+        ATTACKS.register(_cls)
+
+SCENARIO = """\
+name: isolation
+seed: 5
+data:
+  dataset:
+    name: gaussians
+    params:
+      d: 3
+      components:
+        - {{n: 40, mean: 0.0}}
+        - {{n: 30, mean: 2.0}}
+  partition:
+    name: class_subsets
+    params: {{classes: [[0], [1]]}}
+  parties: [alice, bob]
+protocol:
+  name: fedwad
+  params: {{support_size: 5, iterations: 4}}
+threat_model: {{observer: server}}
+attacks: {attacks}
+"""
+
+
+def _run(attacks: str):
+    sc = parse_scenario(SCENARIO.format(attacks=attacks))
+    world = build_world(sc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results, tr, _ = run_world(world)
+        rows = run_attacks(world, tr, released=results["estimates"])
+    return world, tr, rows
+
+
+def _private_rows_in(points, world) -> int:
+    X = np.vstack([d.X for d in world.parties.values()])
+    dist = np.sqrt(((points[:, None, :] - X[None, :, :]) ** 2).sum(-1)).min(axis=1)
+    return int((dist < 1e-9).sum())
+
+
+def test_the_snooper_would_find_private_rows_in_the_driver():
+    # control: the same snooping, run in the driver's process, finds private rows (so the
+    # isolated run below, which finds none, is a real check and not a blind test)
+    world, tr, _ = _run("[]")
+    view = tr.view("server", public=world.public)
+    found = _snoop(view, world.public)
+    assert _private_rows_in(found, world) > 0
+
+
+def test_hostile_attack_finds_no_private_row_and_changes_nothing():
+    world, tr, rows = _run("[{name: test_hostile_snooper}, {name: test_isolation_probe}]")
+    digest_before = tr.digest()
+    hostile = [r for r in rows if r["attack"] == "test_hostile_snooper"]
+    assert hostile and all(r["exact_recovery"] == 0.0 for r in hostile)
+    # the probe that ran after the hostile attack saw the untouched messages and estimate
+    _, _, alone = _run("[{name: test_isolation_probe}]")
+    probe = [r for r in rows if r["attack"] == "test_isolation_probe"]
+    assert probe == alone
+    # nothing in the driver changed either
+    assert tr.digest() == digest_before
+    for e in tr:
+        for a in _arrays(e.payload):
+            assert not a.flags.writeable
+
+
+class FailingAttack(Attack):
+    name = "test_isolation_failing"
+    protocols = ("fedwad",)
+
+    class Config(AttackConfig):
+        pass
+
+    def run(self, view, public, rng):
+        raise KeyError("no such message")
+
+
+if FailingAttack.name not in ATTACKS:
+    ATTACKS.register(FailingAttack)
+
+
+def test_a_failing_attack_is_one_line_naming_plugin_and_phase():
+    with pytest.raises(AttackFailedError) as exc:
+        _run("[{name: test_isolation_failing}]")
+    assert isinstance(exc.value, TestbedError)
+    msg = str(exc.value)
+    assert "\n" not in msg and "test_isolation_failing" in msg and "failed in run" in msg
+    assert "KeyError" in msg and "Traceback" in exc.value.details
+
+
+def test_results_from_the_attack_process_are_decoded_without_unpickling():
+    out = AttackOutput(
+        kind="words", target="a", words=("x", "y"), meta={"ranked": [["x"], ["y"]], "s": 1.5}
+    )
+    back = decode_result(encode_result({"ok": [[out], []]}))
+    assert back["ok"][0][0].words == ("x", "y") and back["ok"][0][0].meta["s"] == 1.5
+    with pytest.raises(TypeError):
+        encode_result({"ok": [[object()], []]})
