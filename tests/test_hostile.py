@@ -13,27 +13,9 @@ import pytest
 
 from testbed.cli import main
 
-BASE = """\
-name: t
-seed: 7
-data:
-  dataset:
-    name: gaussians
-    params:
-      d: 3
-      components:
-        - {n: 30, mean: 0.0}
-        - {n: 20, mean: 2.0}
-  partition:
-    name: class_subsets
-    params: {classes: [[0], [1]]}
-  parties: [alice, bob]
-protocol:
-  name: fedwad
-  params: {support_size: 5, iterations: 4}
-threat_model:
-  observer: server
-"""
+from _scenarios import tiny
+
+BASE = tiny("t", "threat_model:\n  observer: server")
 
 
 def _sub(old: str, new: str) -> str:
@@ -68,10 +50,10 @@ SCENARIOS = [
     ("d-str", _sub("d: 3", "d: 'three'"), "d"),
     ("d-huge", _sub("d: 3", "d: 99999999999"), "d"),
     ("d-zero", _sub("d: 3", "d: 0"), "d"),
-    ("n-true", _sub("{n: 30,", "{n: true,"), "n"),
-    ("n-str", _sub("{n: 30,", "{n: '30',"), "n"),
-    ("n-huge", _sub("{n: 30,", "{n: 1000000000000,"), "n"),
-    ("n-zero", _sub("{n: 30,", "{n: 0,"), "n"),
+    ("n-true", _sub("{n: 40,", "{n: true,"), "n"),
+    ("n-str", _sub("{n: 40,", "{n: '30',"), "n"),
+    ("n-huge", _sub("{n: 40,", "{n: 1000000000000,"), "n"),
+    ("n-zero", _sub("{n: 40,", "{n: 0,"), "n"),
     # non-finite floats
     ("mean-nan", _sub("mean: 0.0", "mean: .nan"), "finite"),
     ("mean-inf", _sub("mean: 0.0", "mean: .inf"), "finite"),
