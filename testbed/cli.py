@@ -506,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         what = "input nested too deeply" if isinstance(exc, RecursionError) else "out of memory"
-        print(f"error: {what} ({type(exc).__name__}); rerun with --debug for details", file=sys.stderr)
+        print(
+            f"error: {what} ({type(exc).__name__}); rerun with --debug for details", file=sys.stderr
+        )
         return 1
     except OSError as exc:
         if debug:

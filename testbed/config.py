@@ -147,6 +147,7 @@ class Scenario(BaseModel):
         if isinstance(self.guard, bool):
             return "stop" if self.guard else "off"
         return self.guard
+
     engine: Literal["inprocess", "ray"] = Field(
         "inprocess", description="where parties compute: in this process, or as Ray actors"
     )
@@ -226,7 +227,9 @@ def _check_depth(text: str, fname: str) -> None:
                         f"{fname}:{tok.start_mark.line + 1}: YAML nested more than "
                         f"{MAX_YAML_DEPTH} levels deep"
                     )
-            elif isinstance(tok, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)):
+            elif isinstance(
+                tok, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+            ):
                 depth -= 1
     except yaml.YAMLError as exc:
         raise ScenarioError(_yaml_msg(exc, fname)) from None
@@ -363,7 +366,8 @@ def _number_kinds(annotation) -> set[type]:
     return out
 
 
-MAX_COUNT = 10_000_000  # any integer plugin parameter (sizes, iterations, dimensions); seeds excepted
+# any integer plugin parameter (sizes, iterations, dimensions); seeds excepted
+MAX_COUNT = 10_000_000
 
 
 def _submodels(annotation) -> list[type]:
@@ -424,7 +428,9 @@ def _admits(annotation, typ: type) -> bool:
     for a in typing.get_args(annotation):
         if a is typ:
             return True
-        if typing.get_origin(a) is typing.Literal and any(isinstance(x, typ) for x in typing.get_args(a)):
+        if typing.get_origin(a) is typing.Literal and any(
+            isinstance(x, typ) for x in typing.get_args(a)
+        ):
             return True
         if typing.get_origin(annotation) in (list, tuple) and _admits(a, typ):
             return True

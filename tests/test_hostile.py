@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from _scenarios import tiny
 
 from testbed.cli import main
-
-from _scenarios import tiny
 
 BASE = tiny("t", "threat_model:\n  observer: server")
 
@@ -115,7 +114,9 @@ SCENARIOS = [
 ]
 
 
-@pytest.mark.parametrize("text,needle", [(t, n) for _, t, n in SCENARIOS], ids=[i for i, _, _ in SCENARIOS])
+@pytest.mark.parametrize(
+    "text,needle", [(t, n) for _, t, n in SCENARIOS], ids=[i for i, _, _ in SCENARIOS]
+)
 def test_bad_scenario_one_line_exit_2(tmp_path, capsys, text, needle):
     f = tmp_path / "s.yaml"
     f.write_text(text)
@@ -248,7 +249,9 @@ def test_new_attack_path_is_file(tmp_path, capsys):
     assert f.read_text() == "mine"
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("boom\nsecond line"), ValueError("bad"), MemoryError(), RecursionError()])
+@pytest.mark.parametrize(
+    "exc", [RuntimeError("boom\nsecond line"), ValueError("bad"), MemoryError(), RecursionError()]
+)
 def test_runtime_fault_exit_1_one_line(monkeypatch, capsys, exc):
     import testbed.cli as cli
 
@@ -285,5 +288,75 @@ def test_output_dir_under_missing_file_parent(tmp_path, capsys):
     assert blocker.read_text() == "user file"
 
 
-def test_json_nesting_helper():
-    json.loads("[]")  # keeps the import honest for the corrupt-file cases above
+# ----------------------------------------------------------------------------- sweeps
+SWEEP = tiny("sw", "sweep:\n  protocol.params.iterations: [2, 3]")
+
+
+def _trivial_cells(monkeypatch):
+    import testbed.sweep as sweep
+
+    monkeypatch.setattr(
+        sweep, "_run_cell", lambda raw, base_dir, cdir: {"config_hash": cdir.name, "x": 1}
+    )
+
+
+@pytest.mark.parametrize(
+    "user_file",
+    [".mine.tmp", ".results.json.abcd1234.tmp", "cells/.x.tmp", "plots/figure.png", "notes.txt"],
+)
+def test_sweep_leaves_user_files(tmp_path, monkeypatch, user_file):
+    from testbed.config import parse_scenario
+    from testbed.sweep import run_sweep
+
+    _trivial_cells(monkeypatch)
+    out = tmp_path / "out"
+    f = out / user_file
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"user data")
+    run_sweep(parse_scenario(SWEEP), out)
+    run_sweep(parse_scenario(SWEEP), out)  # a restart cleans temps again
+    assert f.read_bytes() == b"user data"
+
+
+def test_sweep_removes_its_own_temp(tmp_path, monkeypatch):
+    from testbed.bus import TEMP_MARK
+    from testbed.config import parse_scenario
+    from testbed.sweep import run_sweep
+
+    _trivial_cells(monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    left = out / f".results.jsonl.{TEMP_MARK}abc123.tmp"
+    left.write_bytes(b"half")
+    run_sweep(parse_scenario(SWEEP), out)
+    assert not left.exists()
+
+
+def test_second_sweep_in_same_dir_refused(tmp_path, capsys):
+    from testbed.rundir import run_dir_lock
+
+    f = tmp_path / "s.yaml"
+    f.write_text(SWEEP)
+    out = tmp_path / "out"
+    with run_dir_lock(out, write=True):  # as a first sweep would hold it
+        rc = main(["run", str(f), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "another testbed process" in err and len(err.strip().splitlines()) == 1
+    assert not (out / "results.jsonl").exists()
+
+
+def test_sweep_rows_appended_then_grid_order(tmp_path, monkeypatch):
+    import testbed.sweep as sweep
+    from testbed.config import parse_scenario
+
+    _trivial_cells(monkeypatch)
+    sizes = []
+    out = tmp_path / "out"
+
+    def after(cell, n):
+        sizes.append(len((out / "results.jsonl").read_text().splitlines()))
+
+    res = sweep.run_sweep(parse_scenario(SWEEP), out, after_cell=after)
+    assert sizes == [1, 2]
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1] and res.computed == 2
