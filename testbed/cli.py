@@ -6,7 +6,10 @@ Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+import traceback
 from pathlib import Path
 
 from testbed.errors import TestbedError
@@ -411,13 +414,30 @@ def cmd_new_attack(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= v <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1000000, got {v}")
+    return v
+
+
+def _open_unit(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(v) and 0 < v < 1):
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
-    )
-    ap.add_argument(
-        "--debug", action="store_true", help="on an error, also print the traceback of its cause"
     )
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run a scenario and write its run directory")
@@ -425,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(
-        "-j", "--jobs", type=int, default=1, help="sweep cells run in this many processes"
+        "-j", "--jobs", type=_positive_int, default=1, help="sweep cells run in this many processes"
     )
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser(
@@ -435,8 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--party", action="append", help="party to audit (repeatable; default: first two)"
     )
-    p.add_argument("--trials", type=int, default=200, help="trials per world (D and D')")
-    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (D and D')")
+    p.add_argument("--delta", type=_open_unit, default=1e-5)
     p.set_defaults(fn=cmd_audit)
     p = sub.add_parser(
         "attack", help="run attacks on a saved run's transcript (protocol not re-run)"
@@ -484,13 +504,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_new_attack)
     p = sub.add_parser("transcript", help="show what was exchanged in a run")
     p.add_argument("run_dir")
-    p.add_argument("--limit", type=int, default=40)
+    p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
     p.set_defaults(fn=cmd_transcript)
     return ap
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Every command wrapped: bad input exits 2 with one line naming file/line/field, a runtime
+    fault exits 1 with one line, ``--debug`` shows the traceback; a closed pipe and Ctrl-C end
+    quietly (results are written atomically as they are computed, so nothing is lost)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    if debug:
+        argv.remove("--debug")
     args = build_parser().parse_args(argv)
     try:
         from testbed.threads import limit_blas_threads
@@ -498,16 +529,43 @@ def main(argv: list[str] | None = None) -> int:
         limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
         return args.fn(args)
     except TestbedError as exc:
-        if getattr(args, "debug", False):  # the cause's traceback (e.g. inside a plugin)
-            import traceback
-
-            traceback.print_exception(exc.__cause__ or exc, file=sys.stderr)
-        msg = " ".join(str(exc).split())  # one line, always
-        print(f"error: {msg}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `testbed transcript RUN | head`: the reader left; say nothing, flush nowhere
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+    except (RecursionError, MemoryError) as exc:
+        if debug:
+            traceback.print_exc()
+        what = "input nested too deeply" if isinstance(exc, RecursionError) else "out of memory"
+        print(
+            f"error: {what} ({type(exc).__name__}); rerun with --debug for details", file=sys.stderr
+        )
+        return 1
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a fault, not bad input: one line, traceback on --debug
+        if debug:
+            traceback.print_exc()
+        print(
+            f"error: {type(exc).__name__}: {_one_line(exc)} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":
