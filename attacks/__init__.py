@@ -24,6 +24,7 @@ from attacks.measure_inversion import MeasureInversion
 from attacks.moments_sampling import MomentsSampling
 from attacks.projection_inversion import ProjectionInversion
 from attacks.reconstruction_membership import ReconstructionMembership
+from attacks.support_membership import SupportMembership
 from attacks.word2vec_retrieval import Word2VecRetrieval
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "ProjectionInversion",
     "ReconstructionMembership",
     "SoftLabelMembership",
+    "SupportMembership",
     "Word2VecRetrieval",
     "observed",
     "prior_points",

@@ -190,6 +190,8 @@ def validate_outputs(outputs: Any, public: PublicInfo, kinds: Sequence[str] = OU
             if not isinstance(s, np.ndarray) or s.ndim != 1 or not np.all(np.isfinite(s)):
                 raise AttackOutputError(f"{where}.scores: need a finite 1-D array")
             cand = public.extra.get("candidates")
+            if isinstance(cand, Mapping):  # the testbed's pool: target -> candidate rows
+                cand = cand.get(o.target)
             if cand is not None and len(s) != len(cand):
                 raise AttackOutputError(f"{where}.scores: {len(s)} scores, {len(cand)} candidates")
         elif o.kind == "words":

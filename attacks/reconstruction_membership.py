@@ -98,6 +98,7 @@ class ReconstructionMembership(Attack):
         "fedwad_coreset",
     )
     output_kinds = ("scores",)
+    contract_scenario = "contract_tiny_fedbary_membership.yaml"
 
     def _inner(self) -> Attack:
         cls = ATTACKS.get(self.config.reconstruction)
@@ -124,16 +125,22 @@ class ReconstructionMembership(Attack):
 
     def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
         """Prior only: every candidate scores the same (chance)."""
-        out = []
-        for t in public.parties:
-            cand = _candidates(public, t)
-            if cand is not None and t != view.observer:
-                out.append(
-                    AttackOutput(
-                        kind="scores",
-                        target=t,
-                        scores=np.zeros(cand.shape[0]),
-                        meta={"candidates": cand, "baseline": "prior"},
-                    )
+        return chance_scores(view, public)
+
+
+def chance_scores(view: View, public: PublicInfo) -> list[AttackOutput]:
+    """The prior-only membership baseline: every candidate of every target other than the
+    observer and its colluders scores the same (no message read, chance)."""
+    out = []
+    for t in public.parties:
+        cand = _candidates(public, t)
+        if cand is not None and t != view.observer and t not in view.colluders:
+            out.append(
+                AttackOutput(
+                    kind="scores",
+                    target=t,
+                    scores=np.zeros(cand.shape[0]),
+                    meta={"candidates": cand, "baseline": "prior"},
                 )
-        return out
+            )
+    return out

@@ -15,7 +15,7 @@ from testbed.truth import GroundTruth, PartyTruth
 
 DELTA = 1e-5  # same delta as the run's privacy summary (testbed.runner.DELTA)
 
-__all__ = ["ground_truth", "rerun_attacks", "run_attacks"]
+__all__ = ["attack_labels", "ground_truth", "rerun_attacks", "run_attacks", "saved_attack_rows"]
 
 
 def ground_truth(world) -> GroundTruth:
@@ -26,10 +26,46 @@ def ground_truth(world) -> GroundTruth:
         parties={p: PartyTruth(d.X, d.y, d.source_index) for p, d in world.parties.items()},
         tokens=None if tokens is None else tuple(tokens),
         membership=dict(world.meta.get("membership", {})),
+        candidates=dict(pool) if isinstance(pool := world.public.extra.get("candidates"), dict) else {},
         noise_masks=dict(world.noise_masks),
         claimed_epsilon={p: float(ledger.epsilon(p, DELTA)) for p in ledger.parties()},
         delta=DELTA,
     )
+
+
+def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
+    """One label per attack configuration (``{name, params, label?}``), keying its columns in
+    results.csv and the report: the explicit ``label``, else the name, plus a short digest of
+    the params when another entry of the same attack has different params. Duplicate labels are
+    refused."""
+    import hashlib
+    import json
+
+    from testbed.errors import TestbedError
+
+    def digest(p):
+        blob = json.dumps(p.get("params") or {}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:6]
+
+    variants: dict[str, set[str]] = {}
+    for p in specs:
+        variants.setdefault(p["name"], set()).add(digest(p))
+    labels = []
+    for p in specs:
+        lab = p.get("label") or (
+            p["name"] if len(variants[p["name"]]) == 1 else f"{p['name']}-{digest(p)}"
+        )
+        labels.append(lab)
+    seen: dict[tuple, int] = {}
+    for i, (lab, p) in enumerate(zip(labels, specs)):
+        key = (lab, p.get("target"))  # one configuration aimed at two targets: rows differ
+        if key in seen:
+            raise TestbedError(
+                f"attacks[{i}]: label {lab!r} already used by attacks[{seen[key]}]; give one "
+                "of them an explicit `label:`"
+            )
+        seen[key] = i
+    return labels
 
 
 def run_attacks(
@@ -58,6 +94,12 @@ def run_attacks(
     if released is not None:
         public = replace(public, extra={**public.extra, "released": dict(released)})
     view = transcript.view(tm.observer, tm.colluders, own_data=own, public=public)
+    labels = attack_labels(
+        [
+            {**world.resolved["attacks"][i], "label": spec.label, "target": spec.target}
+            for i, spec in enumerate(sc.attacks)
+        ]
+    )
     truth = ground_truth(world)
     for i, spec in enumerate(sc.attacks):
         cls = ATTACKS.get(spec.name)
@@ -82,6 +124,7 @@ def run_attacks(
             rows.append(
                 {
                     "attack": spec.name,
+                    "label": labels[i],
                     "target": out.target,
                     "observer": tm.observer,
                     **score_attack(out, base, truth),
@@ -162,6 +205,24 @@ def rerun_attacks(
     _check_same_run(run_dir, saved, want, transcript)
     world = build_world(sc)
     return run_attacks(world, transcript, released=saved.get("estimates")), sc
+
+
+def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
+    """Rows of every ``attacks-*.json`` that ``testbed attack`` wrote in ``run_dir`` (sorted by
+    file name); unreadable files are refused with their name."""
+    import json
+    from pathlib import Path
+
+    from testbed.errors import TestbedError
+
+    rows: list[dict[str, Any]] = []
+    for f in sorted(Path(run_dir).glob("attacks-*.json")):
+        try:
+            data = json.loads(f.read_text())
+            rows.extend(data["rows"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TestbedError(f"{f}: not an attack-rows file ({type(exc).__name__})") from None
+    return rows
 
 
 def _load_results(path) -> dict[str, Any]:

@@ -6,8 +6,10 @@ Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+import traceback
 from pathlib import Path
 
 from testbed.errors import TestbedError
@@ -140,11 +142,6 @@ def _print_attack_rows(rows) -> None:
 def cmd_attack(args) -> int:
     import json
 
-    from testbed.attacking import rerun_attacks
-    from testbed.bus import atomic_write_bytes
-    from testbed.config import config_hash
-    from testbed.runner import jsonable
-
     attacks = None
     if args.attack:
         attacks = []
@@ -160,26 +157,50 @@ def cmd_attack(args) -> int:
                 raise TestbedError(f"--attack {spec!r}: params after ':' must be a JSON object")
             attacks.append({"name": name, "params": p})
     colluders = args.colluders.split(",") if args.colluders else None
-    rows, sc = rerun_attacks(args.run_dir, attacks, args.observer, colluders)
-    tag = config_hash(
-        {
-            "attacks": [a.model_dump(mode="json") for a in sc.attacks],
-            "threat_model": sc.threat_model.model_dump(mode="json"),
-        }
-    )[:8]
-    out = Path(args.run_dir) / f"attacks-{tag}.json"
-    payload = {
+    run_dir = Path(args.run_dir)
+    if (run_dir / "results.jsonl").is_file():  # a sweep: every finished cell
+        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
+        if not cells:
+            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
+    else:
+        cells = [run_dir]
+    total = 0
+    for cell in cells:
+        rows, sc, out = _attack_run_dir(cell, attacks, args.observer, colluders)
+        total += len(rows)
+        print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
+        _print_attack_rows(rows)
+        print(f"rows: {out}")
+    if len(cells) > 1:
+        print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")
+    return 0
+
+
+def _attack_run_dir(run_dir, attacks, observer, colluders):
+    """Re-run attacks on one saved run (or sweep cell); write ``attacks-<tag>.json`` beside its
+    results, which ``testbed report`` merges in (labels suffixed ``@observer``)."""
+    import json
+
+    from testbed.attacking import rerun_attacks
+    from testbed.bus import atomic_write_bytes
+    from testbed.config import config_hash
+    from testbed.runner import jsonable
+
+    rows, sc = rerun_attacks(run_dir, attacks, observer, colluders)
+    spec = {
         "attacks": [a.model_dump(mode="json") for a in sc.attacks],
         "threat_model": sc.threat_model.model_dump(mode="json"),
-        "rows": rows,
     }
+    tag = config_hash(spec)[:8]
+    out = Path(run_dir) / f"attacks-{tag}.json"
+    for r in rows:
+        r["label"] = f"{r.get('label') or r['attack']}@{sc.threat_model.observer}"
+        r["source"] = out.name
+    payload = {**spec, "rows": rows}
     atomic_write_bytes(
         out, (json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n").encode()
     )
-    print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
-    _print_attack_rows(rows)
-    print(f"rows: {out}")
-    return 0
+    return rows, sc, out
 
 
 def cmd_audit(args) -> int:
@@ -202,13 +223,34 @@ def cmd_audit(args) -> int:
                 party,
                 f"{r.claimed_epsilon:.4g}",
                 f"{r.audited_epsilon:.4g}",
+                "-" if r.claimed_mu is None else f"{r.claimed_mu:.4g}",
+                f"{r.mu_lower:.4g}",
+                f"{r.epsilon_gdp:.4g}",
                 f"{r.tpr:.3f}",
                 f"{r.fpr:.3f}",
                 "consistent" if r.consistent else "VIOLATION",
             ]
         )
     print(f"{sc.name}: canary audit, {args.trials} trials per world, delta {args.delta:g}")
-    print(_table(rows, ["party", "claimed ε", "audited ε ≥", "TPR", "FPR", "status"]))
+    print(
+        _table(
+            rows,
+            [
+                "party",
+                "claimed ε",
+                "audited ε ≥",
+                "claimed μ",
+                "audited μ ≥",
+                "ε(μ≥)",
+                "TPR",
+                "FPR",
+                "status",
+            ],
+        )
+    )
+    from testbed.audit import AUDIT_METHOD
+
+    print(f"method: {AUDIT_METHOD} (c = 0.95)")
     return 0
 
 
@@ -255,6 +297,8 @@ def cmd_plugins(args) -> int:
         width = max((len(n) for n, _ in items), default=0)
         for name, cls in items:
             print(f"  {name.ljust(width)}  {cls.describe()}")
+        for name, why in reg.broken().items():  # listed, never fatal: only its users fail
+            print(f"  {name.ljust(width)}  BROKEN: {why}")
     return 0
 
 
@@ -370,6 +414,26 @@ def cmd_new_attack(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= v <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1000000, got {v}")
+    return v
+
+
+def _open_unit(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(v) and 0 < v < 1):
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
@@ -381,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(
-        "-j", "--jobs", type=int, default=1, help="sweep cells run in this many processes"
+        "-j", "--jobs", type=_positive_int, default=1, help="sweep cells run in this many processes"
     )
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser(
@@ -391,8 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--party", action="append", help="party to audit (repeatable; default: first two)"
     )
-    p.add_argument("--trials", type=int, default=200, help="trials per world (D and D')")
-    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (D and D')")
+    p.add_argument("--delta", type=_open_unit, default=1e-5)
     p.set_defaults(fn=cmd_audit)
     p = sub.add_parser(
         "attack", help="run attacks on a saved run's transcript (protocol not re-run)"
@@ -440,13 +504,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_new_attack)
     p = sub.add_parser("transcript", help="show what was exchanged in a run")
     p.add_argument("run_dir")
-    p.add_argument("--limit", type=int, default=40)
+    p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
     p.set_defaults(fn=cmd_transcript)
     return ap
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Every command wrapped: bad input exits 2 with one line naming file/line/field, a runtime
+    fault exits 1 with one line, ``--debug`` shows the traceback; a closed pipe and Ctrl-C end
+    quietly (results are written atomically as they are computed, so nothing is lost)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    if debug:
+        argv.remove("--debug")
     args = build_parser().parse_args(argv)
     try:
         from testbed.threads import limit_blas_threads
@@ -461,12 +536,43 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TestbedError as exc:
-        msg = " ".join(str(exc).split())  # one line, always
-        print(f"error: {msg}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `testbed transcript RUN | head`: the reader left; say nothing, flush nowhere
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+    except (RecursionError, MemoryError) as exc:
+        if debug:
+            traceback.print_exc()
+        what = "input nested too deeply" if isinstance(exc, RecursionError) else "out of memory"
+        print(
+            f"error: {what} ({type(exc).__name__}); rerun with --debug for details", file=sys.stderr
+        )
+        return 1
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a fault, not bad input: one line, traceback on --debug
+        if debug:
+            traceback.print_exc()
+        print(
+            f"error: {type(exc).__name__}: {_one_line(exc)} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

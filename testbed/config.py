@@ -32,6 +32,7 @@ __all__ = [
     "AttackSpec",
     "DataSpec",
     "DefenseSpec",
+    "MembershipSpec",
     "OutputSpec",
     "PluginSpec",
     "Scenario",
@@ -54,6 +55,27 @@ class AttackSpec(PluginSpec):
     target: str | None = Field(
         None, description="party to attack (default: every party the attack can target)"
     )
+    label: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="column label of this attack configuration in results.csv and the report "
+        "(default: the name, plus a short digest of its params when another entry of the same "
+        "attack has different params)",
+    )
+
+
+class MembershipSpec(BaseModel):
+    """A membership-candidate pool (issue 11): ``nonmembers`` rows drawn (seeded) from the
+    dataset and held out from every party, plus ``members`` rows of each target party. Attacks
+    see the candidates in ``public.extra["candidates"][target]``; which are members only the
+    scorer knows."""
+
+    model_config = _STRICT
+    members: int = Field(50, ge=1, le=100_000, description="member candidates per target party")
+    nonmembers: int = Field(
+        50, ge=1, le=100_000, description="held-out rows (no party holds them), shared by targets"
+    )
+    targets: list[str] | None = Field(None, description="parties to draw members of (default: all)")
 
 
 class DefenseSpec(PluginSpec):
@@ -78,12 +100,21 @@ class DataSpec(BaseModel):
         None, description="optional feature transform (e.g. otdd_augment)"
     )
 
+    @field_validator("parties", mode="before")
+    @classmethod
+    def _parties_no_bool(cls, v):
+        if isinstance(v, bool):  # `parties: true` is not one party
+            raise ValueError(f"expected a list of names or a count, got {v!r}")
+        return v
+
     @field_validator("parties")
     @classmethod
     def _parties(cls, v):
         if isinstance(v, int):
             if v < 1:
                 raise ValueError("parties must be at least 1")
+            if v > 100_000:
+                raise ValueError(f"parties: {v} is above the limit 100000")
             return v
         if not v:
             raise ValueError("parties must not be empty")
@@ -112,12 +143,15 @@ class Scenario(BaseModel):
     model_config = _STRICT
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, strict=True)  # `seed: true` or "7" is an error, not 1 or 7
     data: DataSpec
     protocol: PluginSpec
     defenses: list[DefenseSpec] = Field(default_factory=list)
     threat_model: ThreatModel = Field(default_factory=ThreatModel)
     attacks: list[AttackSpec] = Field(default_factory=list)
+    membership: MembershipSpec | None = Field(
+        None, description="membership-candidate pool for membership attacks (members + held-out)"
+    )
     output: OutputSpec = Field(default_factory=OutputSpec)
     guard: Literal["stop", "record", "off"] | bool = Field(
         "stop",
@@ -138,6 +172,7 @@ class Scenario(BaseModel):
         if isinstance(self.guard, bool):
             return "stop" if self.guard else "off"
         return self.guard
+
     engine: Literal["inprocess", "ray"] = Field(
         "inprocess", description="where parties compute: in this process, or as Ray actors"
     )
@@ -191,11 +226,80 @@ class _LineLoader(yaml.SafeLoader):
     """SafeLoader that records the line of every mapping key and sequence item."""
 
 
+MAX_YAML_DEPTH = 64  # nesting levels; checked on the token stream before any tree is built
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")
+}
+
+
+def _check_depth(text: str, fname: str) -> None:
+    """Refuse YAML nested deeper than MAX_YAML_DEPTH before composing (no RecursionError)."""
+    depth = 0
+    try:
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(
+                tok,
+                (
+                    yaml.BlockMappingStartToken,
+                    yaml.BlockSequenceStartToken,
+                    yaml.FlowMappingStartToken,
+                    yaml.FlowSequenceStartToken,
+                ),
+            ):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise ScenarioError(
+                        f"{fname}:{tok.start_mark.line + 1}: YAML nested more than "
+                        f"{MAX_YAML_DEPTH} levels deep"
+                    )
+            elif isinstance(
+                tok, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+            ):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_msg(exc, fname)) from None
+
+
+def _check_tree(node, fname: str) -> None:
+    """Plain data only: no duplicate keys (both lines named), no !!set / custom tags, finite floats."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        line = n.start_mark.line + 1
+        if n.tag not in _PLAIN_TAGS and not n.tag.startswith("tag:yaml.org,2002:merge"):
+            raise ScenarioError(
+                f"{fname}:{line}: YAML tag {n.tag.replace('tag:yaml.org,2002:', '!!')} is not "
+                "allowed (only plain data is accepted)"
+            )
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for k, v in n.value:
+                key = str(k.value)
+                kl = k.start_mark.line + 1
+                if key in seen:
+                    raise ScenarioError(
+                        f"{fname}:{kl}: duplicate key {key!r} (first at line {seen[key]})"
+                    )
+                seen[key] = kl
+                stack.extend((k, v))
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+        elif n.tag.endswith(":float"):
+            low = str(n.value).lower().lstrip("+-")
+            if low in (".inf", ".nan"):
+                raise ScenarioError(
+                    f"{fname}:{line}: {n.value} is not allowed (only finite numbers)"
+                )
+
+
 def _compose_lines(text: str, fname: str):
+    _check_depth(text, fname)
     try:
         node = yaml.compose(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         raise ScenarioError(_yaml_msg(exc, fname)) from None
+    if node is not None:
+        _check_tree(node, fname)
     return node
 
 
@@ -274,12 +378,97 @@ def _first_error(exc: ValidationError, prefix: Sequence[Any], root, fname: str) 
     return ScenarioError(f"{where}: {_fmt_loc(loc)}: {msg}{tail}")
 
 
+def _number_kinds(annotation) -> set[type]:
+    """The numeric types (int/float) an annotation admits, looking inside Optional/Union."""
+    import typing
+
+    if annotation in (int, float):
+        return {annotation}
+    out: set[type] = set()
+    for a in typing.get_args(annotation):
+        if a in (int, float):
+            out.add(a)
+    return out
+
+
+# any integer plugin parameter (sizes, iterations, dimensions); seeds excepted
+MAX_COUNT = 10_000_000
+
+
+def _submodels(annotation) -> list[type]:
+    import typing
+
+    cands = [annotation, *typing.get_args(annotation)]
+    return [c for c in cands if isinstance(c, type) and issubclass(c, BaseModel)]
+
+
+def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
+    """No bool or str where a plugin field wants a number (pydantic's lax mode would turn
+    ``true`` into 1 and ``'7'`` into 7), and no integer above MAX_COUNT (a size or iteration
+    count that would allocate or run without end). Nested models are checked too."""
+    if not isinstance(params, dict):
+        return
+    for name, field in getattr(model, "model_fields", {}).items():
+        key = field.alias or name
+        if key not in params:
+            continue
+        v = params[key]
+        seq = typing_is_seq(field.annotation) and isinstance(v, list)
+        vals = v if seq else [v]
+        for i, x in enumerate(vals):
+            sub_loc = [*loc, key, i] if seq else [*loc, key]
+            for sub in _submodels(field.annotation):
+                _refuse_coerced_numbers(sub, x, sub_loc, root, fname)
+            kinds = _number_kinds(field.annotation)
+            if not kinds:
+                continue
+            bad = None
+            if isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
+                bad = f"expected a number, got {x!r}"
+            elif (
+                isinstance(x, int)
+                and not isinstance(x, bool)
+                and "seed" not in key
+                and abs(x) > MAX_COUNT
+            ):
+                bad = f"{x} is above the limit {MAX_COUNT} for a size or count"
+            if bad:
+                line = _line_of(root, sub_loc)
+                where = f"{fname}:{line}" if line else fname
+                raise ScenarioError(f"{where}: {_fmt_loc(sub_loc)}: {bad}")
+
+
+def typing_is_seq(annotation) -> bool:
+    import typing
+
+    return typing.get_origin(annotation) in (list, tuple)
+
+
+def _admits(annotation, typ: type) -> bool:
+    """Whether the annotation itself admits bool/str (e.g. ``int | str``, ``Literal['auto'] | int``)."""
+    import typing
+
+    if annotation is typ:
+        return True
+    for a in typing.get_args(annotation):
+        if a is typ:
+            return True
+        if typing.get_origin(a) is typing.Literal and any(
+            isinstance(x, typ) for x in typing.get_args(a)
+        ):
+            return True
+        if typing.get_origin(annotation) in (list, tuple) and _admits(a, typ):
+            return True
+    return False
+
+
 def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context):
     try:
         cls = reg.get(spec.name)
     except UnknownPluginError as exc:
         line = _line_of(root, [*loc, "name"])
         raise ScenarioError(f"{fname}:{line}: {_fmt_loc([*loc, 'name'])}: {exc}") from None
+    _refuse_coerced_numbers(cls.Config, spec.params, [*loc, "params"], root, fname)
     try:
         cfg = cls.Config.model_validate(spec.params, context=context)
     except ValidationError as exc:
@@ -419,6 +608,10 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         d["params"] = p
     for a, p in zip(out["attacks"], resolved_params["attacks"]):
         a["params"] = p
+        if a.get("label") is None:  # unset labels leave older configs' hashes unchanged
+            a.pop("label", None)
+    if out.get("membership") is None:
+        out.pop("membership", None)
     out.pop("output", None)  # where results go does not change what they are
     for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
         out.pop(k, None)

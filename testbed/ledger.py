@@ -161,6 +161,19 @@ class PrivacyLedger:
             eps += self.claims[party][0]
         return eps
 
+    def gdp_mu(self, party: str) -> float | None:
+        """The μ-GDP the events of ``party`` claim when every one is a full-batch Gaussian
+        mechanism (noise multiplier z: μ = 1/z per release; composition √Σ count/z²); ``None``
+        when another kind of event or claim is involved (inf: nothing protects it)."""
+        evs = [e for e in self.events if e.party == party]
+        if party in self.claims or any(
+            e.epsilon is not None or e.sample_rate != 1.0 or e.mechanism != "gaussian" for e in evs
+        ):
+            return None
+        if not evs or any(e.noise_multiplier <= 0 for e in evs):
+            return math.inf
+        return math.sqrt(sum(e.count / e.noise_multiplier**2 for e in evs))
+
     def summary(self, delta: float) -> dict[str, dict]:
         return {
             p: {

@@ -15,12 +15,22 @@ class MetricError(TestbedError):
 
 
 __all__ = [
+    "LEAKAGE_METRICS",
+    "METRIC_KEYS",
     "MetricError",
     "coverage_at_r",
     "detection_metrics",
     "epsilon_lower_bound",
     "epsilon_lower_bound_from_scores",
     "exact_recovery_rate",
+    "exact_recovery_tolerance",
+    "EXACT_RECOVERY_REL_TOL",
+    "HELDOUT_METHOD",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu_lower_bound",
     "heldout_epsilon_lb",
     "matching_rate",
     "mean_ci",
@@ -33,6 +43,65 @@ __all__ = [
     "tv_distance",
     "w2_leakage",
 ]
+
+
+#: Every key the scorer (:func:`score_attack`) and the attack stage write into an attack row of
+#: results.json, with its meaning and its direction: True = larger means more leakage, False =
+#: smaller means more leakage, None = not a leakage measure (context: sizes, radii, labels).
+#: results.csv and the report use these names unchanged.
+METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
+    # row identity
+    "attack": ("registered attack name", None),
+    "label": ("attack configuration label (explicit label:, or name + params digest)", None),
+    "target": ("attacked party", None),
+    "observer": ("who observed the messages", None),
+    "kind": ("attack output kind: points, scores, words, histogram", None),
+    "method": ("the attack's method note (AttackOutput.meta['method'])", None),
+    "score": ("the membership score's name (AttackOutput.meta['score'])", None),
+    "source": ("attacks-<tag>.json of a `testbed attack` re-run", None),
+    # points
+    "w2": ("W2(reconstruction, private data)", False),
+    "w2_baseline": ("W2(prior-only baseline, private data)", None),
+    "w2_ratio": ("w2 / w2_baseline, unclipped (lower = more leakage)", False),
+    "leakage": ("1 - w2_ratio clipped to [0, 1]", True),
+    "leakage_raw": ("1 - w2_ratio unclipped (< 0: worse than the baseline)", True),
+    "leakage_clipped": ("1.0 when the clip to [0, 1] changed leakage", None),
+    "coverage": ("share of private rows with a reconstructed point within coverage_r", True),
+    "coverage_r": ("median leave-one-out NN distance inside the private data", None),
+    "coverage_baseline": ("coverage of the prior-only baseline", None),
+    "exact_recovery": ("share of private rows recovered within exact_recovery_tol", True),
+    "exact_recovery_tol": ("1e-6 x median private row norm", None),
+    # words
+    "matching_rate": ("share of retrieved words in the target's document", True),
+    "matching_rate_any": ("share of retrieved words in any party's document", True),
+    "matching_rate_baseline": ("matching_rate of the prior-only baseline", None),
+    "matching_rate_any_baseline": ("matching_rate_any of the prior-only baseline", None),
+    "n_words": ("retrieved words", None),
+    "precision_at_k": ("mean share of a shared point's top-k words in the document", True),
+    "k": ("k of precision_at_k", None),
+    # scores (membership)
+    "auc": ("membership ROC-AUC", True),
+    "tpr_at_1pct_fpr": ("largest TPR with FPR <= 1 % (floor 1/#non-members)", True),
+    "tpr_at_0_1pct_fpr": ("largest TPR with FPR <= 0.1 % (floor 1/#non-members)", True),
+    "alpha_used_1pct": ("FPR level used for tpr_at_1pct_fpr (after the floor)", None),
+    "alpha_used_0_1pct": ("FPR level used for tpr_at_0_1pct_fpr (after the floor)", None),
+    "advantage": ("max(TPR - FPR)", True),
+    "n_members": ("member candidates", None),
+    "n_nonmembers": ("non-member candidates", None),
+    "baseline_auc": ("AUC of the prior-only baseline (its own candidate order)", None),
+    "baseline_tpr_at_1pct_fpr": ("tpr_at_1pct_fpr of the prior-only baseline", None),
+    "eps_lower": ("audited epsilon lower bound (held-out threshold, Clopper-Pearson)", True),
+    "epsilon_lb": ("same as eps_lower (older name)", None),
+    "eps_method": ("how eps_lower was computed", None),
+    "claimed_epsilon": ("the ledger's epsilon for the target (delta 1e-5)", None),
+    "epsilon_claimed": ("the ledger's epsilon for the target (delta 1e-5)", None),
+    # histogram
+    "tv": ("total variation to the target's label histogram", False),
+    "tv_baseline": ("tv of the prior-only baseline", None),
+}
+
+#: leakage metrics -> True when a larger value means more leakage (what the report plots)
+LEAKAGE_METRICS: dict[str, bool] = {k: d for k, (_, d) in METRIC_KEYS.items() if d is not None}
 
 
 def relative_error(estimate: float, exact: float) -> float:
@@ -90,7 +159,9 @@ def w2_leakage(
     points, weights, truth, baseline_points=None, baseline_weights=None
 ) -> dict[str, float]:
     """Distributional leakage: ``W2(nu_hat, nu)``, its ratio to the prior-only baseline's
-    ``W2(baseline, nu)`` (lower = more leakage) and ``1 - ratio`` clipped to [0, 1]."""
+    ``W2(baseline, nu)`` (``w2_ratio``, lower = more leakage, unclipped), the normalised leakage
+    ``leakage_raw = 1 - ratio`` (negative when the attack is worse than the baseline) and
+    ``leakage`` = that clipped to [0, 1], with ``leakage_clipped`` = 1.0 when the clip changed it."""
     from testbed import ot as tot
     from testbed.measure import Measure
 
@@ -100,8 +171,16 @@ def w2_leakage(
     if baseline_points is not None:
         wb = tot.wasserstein(Measure(baseline_points, baseline_weights), nu)
         ratio = w / wb if wb > 0 else math.inf
+        raw = 1.0 - ratio
+        clipped = float(np.clip(raw, 0.0, 1.0))
         out.update(
-            {"w2_baseline": wb, "w2_ratio": ratio, "leakage": float(np.clip(1.0 - ratio, 0.0, 1.0))}
+            {
+                "w2_baseline": wb,
+                "w2_ratio": ratio,
+                "leakage_raw": raw,
+                "leakage": clipped,
+                "leakage_clipped": float(clipped != raw),
+            }
         )
     return out
 
@@ -117,8 +196,14 @@ def median_loo_nn_distance(X) -> float:
     return float(np.median(dist[:, 1]))
 
 
-def _nn_distance(truth, recon) -> np.ndarray:
-    """Distance from every row of ``truth`` to its nearest row of ``recon``."""
+def _nn_distance(truth, recon, k: int = 4) -> np.ndarray:
+    """Distance from every row of ``truth`` to its nearest row of ``recon``.
+
+    The neighbour search (sklearn) may use the expansion |x|² − 2x·y + |y|², whose rounding
+    error (~1e-8 relative to |x|², i.e. ~1e-6 for rows of norm 60) depends on the BLAS and its
+    thread count. The ``k`` nearest candidates it returns are therefore re-measured as
+    ``‖x − y‖`` from the difference, which is exact to the rows' own rounding and the same for
+    any number of threads."""
     from sklearn.neighbors import NearestNeighbors
 
     truth = np.asarray(truth, dtype=np.float64)
@@ -132,8 +217,11 @@ def _nn_distance(truth, recon) -> np.ndarray:
     finite = np.all(np.isfinite(recon), axis=1)
     if not finite.any():
         return np.full(truth.shape[0], math.inf)
-    dist, _ = NearestNeighbors(n_neighbors=1).fit(recon[finite]).kneighbors(truth)
-    return dist[:, 0]
+    R = recon[finite]
+    kk = min(k, R.shape[0])
+    _, idx = NearestNeighbors(n_neighbors=kk).fit(R).kneighbors(truth)
+    diff = truth[:, None, :] - R[idx]
+    return np.sqrt(np.einsum("ikd,ikd->ik", diff, diff)).min(axis=1)
 
 
 def coverage_at_r(recon, truth, r: float | None = None) -> dict[str, float]:
@@ -147,8 +235,23 @@ def coverage_at_r(recon, truth, r: float | None = None) -> dict[str, float]:
     return {"coverage": float(np.mean(d <= radius)), "coverage_r": radius}
 
 
-def exact_recovery_rate(recon, truth, tol: float = 1e-6) -> float:
-    """Share of private rows with a reconstructed point within Euclidean distance ``tol``."""
+#: exact recovery: a private row counts as recovered when a reconstructed point lies within
+#: this fraction of the private data's median row norm (DESIGN.md, Metrics)
+EXACT_RECOVERY_REL_TOL = 1e-6
+
+
+def exact_recovery_tolerance(truth, rel_tol: float = EXACT_RECOVERY_REL_TOL) -> float:
+    """``rel_tol`` × the median Euclidean row norm of ``truth`` (the data's scale); when every
+    row is zero, ``rel_tol`` itself (an absolute floor, so the tolerance is never 0)."""
+    med = float(np.median(np.linalg.norm(np.asarray(truth, dtype=np.float64), axis=1)))
+    return rel_tol * (med if med > 0 else 1.0)
+
+
+def exact_recovery_rate(recon, truth, rel_tol: float = EXACT_RECOVERY_REL_TOL) -> float:
+    """Share of private rows with a reconstructed point within
+    :func:`exact_recovery_tolerance` (``rel_tol`` × median private row norm), with distances
+    computed from differences (independent of BLAS threads; see :func:`_nn_distance`)."""
+    tol = exact_recovery_tolerance(truth, rel_tol)
     return float(np.mean(_nn_distance(truth, recon) <= tol))
 
 
@@ -231,23 +334,79 @@ def membership_metrics(scores, is_member) -> dict[str, float]:
     return {
         "auc": float(roc_auc_score(m, np.asarray(scores, dtype=np.float64).ravel())),
         "tpr_at_1pct_fpr": t1,
-        "tpr_at_0.1pct_fpr": t01,
+        "tpr_at_0_1pct_fpr": t01,
         "alpha_used_1pct": a1,
-        "alpha_used_0.1pct": a01,
+        "alpha_used_0_1pct": a01,
         "advantage": float(np.max(tpr - fpr)),
         "n_members": float(n_pos),
         "n_nonmembers": float(n_neg),
     }
 
 
-def _cp_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
-    """Two-sided Clopper–Pearson interval for a binomial proportion k/n."""
+def clopper_pearson_lower(k: int, n: int, alpha: float) -> float:
+    """One-sided Clopper–Pearson lower bound of a binomial proportion: P(p < bound) <= alpha."""
     from scipy.stats import beta
 
-    a = 1.0 - confidence
-    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
+    return 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided Clopper–Pearson upper bound of a binomial proportion: P(p > bound) <= alpha."""
+    from scipy.stats import beta
+
+    return 1.0 if k == n else float(beta.ppf(1 - alpha, k + 1, n - k))
+
+
+def _cp_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """One-sided lower and upper Clopper–Pearson bounds, each at ``1 - (1 - confidence)/2``
+    (so both hold together with ``confidence``)."""
+    a = (1.0 - confidence) / 2
+    return clopper_pearson_lower(k, n, a), clopper_pearson_upper(k, n, a)
+
+
+def gdp_mu_lower_bound(
+    tpr: float, fpr: float, n_members: int, n_nonmembers: int, confidence: float = 0.95
+) -> float:
+    r"""Lower bound on μ of any μ-GDP mechanism (Dong, Roth & Su, "Gaussian differential
+    privacy") that could produce this operating point: every test of a μ-GDP mechanism has
+    TPR <= Φ(Φ⁻¹(FPR) + μ), so with one-sided Clopper–Pearson bounds (TPR low, FPR high, jointly
+    at ``confidence``) :math:`\mu \ge \Phi^{-1}(\underline{TPR}) - \Phi^{-1}(\overline{FPR})`,
+    clipped at 0. A Gaussian-mechanism claim with noise multiplier z per release is
+    μ = 1/z-GDP (composition: √Σ 1/z²), so μ bound > claimed μ refutes the claimed noise."""
+    from scipy.stats import norm
+
+    if n_members < 1 or n_nonmembers < 1:
+        raise MetricError("gdp_mu_lower_bound: need at least one member and one non-member")
+    tp = int(round(tpr * n_members))
+    fp = int(round(fpr * n_nonmembers))
+    tpr_lo, _ = _cp_bounds(tp, n_members, confidence)
+    _, fpr_hi = _cp_bounds(fp, n_nonmembers, confidence)
+    if tpr_lo <= 0.0 or fpr_hi >= 1.0:
+        return 0.0
+    return float(max(0.0, norm.ppf(tpr_lo) - norm.ppf(fpr_hi)))
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    r"""δ(ε) of μ-GDP: :math:`\Phi(-\varepsilon/\mu + \mu/2) - e^{\varepsilon}\Phi(-\varepsilon/\mu - \mu/2)`."""
+    from scipy.stats import norm
+
+    if mu <= 0:
+        return 0.0
+    return float(
+        norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
+    )
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε with δ(ε) <= ``delta`` for μ-GDP (0 when μ = 0)."""
+    from scipy.optimize import brentq
+
+    if mu <= 0 or gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while gdp_delta(mu, hi) > delta:
+        hi *= 2
+    return float(brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-10))
 
 
 def epsilon_lower_bound(
@@ -333,6 +492,7 @@ def score_attack(output, baseline, truth) -> dict:
         )
         row.update(coverage_at_r(output.points, truth.X))
         row["exact_recovery"] = exact_recovery_rate(output.points, truth.X)
+        row["exact_recovery_tol"] = exact_recovery_tolerance(truth.X)
         if baseline is not None:
             row["coverage_baseline"] = coverage_at_r(baseline.points, truth.X, row["coverage_r"])[
                 "coverage"
@@ -352,7 +512,8 @@ def score_attack(output, baseline, truth) -> dict:
         row["n_words"] = len(output.words)
         if ranked:
             k = len(ranked[0])
-            row[f"precision_at_{k}"] = precision_at_k(ranked, doc, k)
+            row["precision_at_k"] = precision_at_k(ranked, doc, k)
+            row["k"] = k
         if baseline is not None and baseline.words is not None:
             row["matching_rate_baseline"] = matching_rate(baseline.words, doc)
             row["matching_rate_any_baseline"] = matching_rate(baseline.words, every)
@@ -366,15 +527,9 @@ def score_attack(output, baseline, truth) -> dict:
         if member is None:
             raise MetricError(f"scores output: no membership ground truth for {output.target!r}")
         row.update(membership_metrics(output.scores, member))
-        delta = world.delta
-        row.update(
-            {
-                f"audit_{k}": v
-                for k, v in epsilon_lower_bound_from_scores(
-                    output.scores, member, delta=delta
-                ).items()
-            }
-        )
+        # threshold chosen on held-out candidates (never the scored ones): an honest bound
+        audit = heldout_epsilon_lb(output.scores, member, delta=world.delta)
+        row.update({"eps_lower": audit["epsilon_lb"], "eps_method": audit["method"]})
         return row
     if output.kind == "histogram":
         if truth.y is None:
@@ -398,14 +553,25 @@ def _rows_in(candidates, X, decimals: int = 9) -> np.ndarray:
     return np.array([r.tobytes() in keys for r in C], dtype=bool)
 
 
+#: how :func:`heldout_epsilon_lb` bounds ε (written next to every audited bound)
+HELDOUT_METHOD = (
+    "threshold chosen on the even-indexed trials, bound from the odd-indexed ones; one-sided "
+    "Clopper-Pearson bounds (TPR lower, FPR upper, each at 1 - (1 - confidence)/2)"
+)
+
+
 def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float = 0.95) -> dict:
     """ε lower bound without selection bias: the threshold is chosen (best bound) on the even
-    candidates and the bound is evaluated with Clopper-Pearson on the odd ones."""
+    trials and the bound is evaluated with Clopper-Pearson on the odd ones (never the trials
+    that chose it). Returns ``epsilon_lb``, the held-out ``tpr``/``fpr``, the ``threshold`` and
+    the ``method`` (:data:`HELDOUT_METHOD`)."""
     s = np.asarray(scores, np.float64)
     m = np.asarray(is_member, bool)
     fit, ev = np.arange(s.size) % 2 == 0, np.arange(s.size) % 2 == 1
+    out = {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0, "threshold": math.inf}
+    out["method"] = HELDOUT_METHOD
     if min(m[fit].sum(), (~m[fit]).sum(), m[ev].sum(), (~m[ev]).sum()) == 0:
-        return {"epsilon_lb": 0.0, "tpr": 0.0, "fpr": 0.0}
+        return out
     fpr, tpr, thr, _, _ = _roc(s[fit], m[fit])
     best_t, best = math.inf, -1.0
     for f, t, th in zip(fpr, tpr, thr):
@@ -416,19 +582,35 @@ def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float 
     t_ev = float(pred[m[ev]].mean())
     f_ev = float(pred[~m[ev]].mean())
     e = epsilon_lower_bound(t_ev, f_ev, int(m[ev].sum()), int((~m[ev]).sum()), delta, confidence)
-    return {"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev}
+    out.update({"epsilon_lb": e, "tpr": t_ev, "fpr": f_ev, "threshold": float(best_t)})
+    return out
+
+
+def _labels_for(candidates, target: str, truth) -> np.ndarray:
+    """Member flags of ``candidates`` for ``target``: the testbed's pool labels when the attack
+    scored the pool's candidates (``scenario.membership``), else rows of the target's data."""
+    pool = getattr(truth, "candidates", {}) or {}
+    labels = truth.membership or {}
+    if target in pool and target in labels:
+        if np.array_equal(np.asarray(pool[target]), np.asarray(candidates)):
+            return np.asarray(labels[target], bool)
+    return _rows_in(candidates, truth.parties[target].X)
 
 
 def score_membership(output, baseline, truth) -> dict:
     """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
-    the candidates that are rows of the target's private data (ground truth)."""
-    is_member = _rows_in(output.meta["candidates"], truth.parties[output.target].X)
+    the pool's labels (or the candidates that are rows of the target's private data). The
+    baseline is scored with the labels of its own candidate order."""
+    is_member = _labels_for(output.meta["candidates"], output.target, truth)
     out = membership_metrics(output.scores, is_member)
-    out["epsilon_lb"] = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)["epsilon_lb"]
+    audit = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)
+    out["epsilon_lb"] = audit["epsilon_lb"]
     out["eps_lower"] = out["epsilon_lb"]  # the key the report's claimed-vs-audited table reads
+    out["eps_method"] = audit["method"]
     out["claimed_epsilon"] = truth.claimed(output.target)
     out["score"] = output.meta.get("score")
     if baseline is not None and baseline.scores is not None:
-        b = membership_metrics(baseline.scores, is_member)
+        b_cand = (baseline.meta or {}).get("candidates", output.meta["candidates"])
+        b = membership_metrics(baseline.scores, _labels_for(b_cand, output.target, truth))
         out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
     return out

@@ -18,6 +18,8 @@ from testbed.errors import TestbedError, UnknownPluginError
 
 __all__ = [
     "ATTACKS",
+    "PluginRuntimeError",
+    "plugin_phase",
     "DATASETS",
     "DEFENSES",
     "PARTITIONERS",
@@ -29,6 +31,32 @@ __all__ = [
 ]
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class PluginRuntimeError(TestbedError):
+    """An exception raised inside a plugin: one line naming the plugin and the phase; the
+    original exception is its ``__cause__`` (``--debug`` prints its traceback)."""
+
+    def __init__(self, kind: str, name: str, phase: str, exc: BaseException):
+        self.kind, self.plugin, self.phase = kind, name, phase
+        msg = " ".join(str(exc).split()) or "(no message)"
+        super().__init__(f"{kind} {name!r} failed in {phase}: {type(exc).__name__}: {msg}")
+
+
+class plugin_phase:  # noqa: N801 - used as a context manager, reads like a statement
+    """``with plugin_phase("attack", name, "run"):`` turns any exception other than a
+    TestbedError into a :class:`PluginRuntimeError` naming the plugin and the phase."""
+
+    def __init__(self, kind: str, name: str, phase: str):
+        self.kind, self.name, self.phase = kind, name, phase
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, exc, tb):
+        if exc is None or isinstance(exc, TestbedError) or not isinstance(exc, Exception):
+            return False  # user-facing errors already say what is wrong; Ctrl-C passes
+        raise PluginRuntimeError(self.kind, self.name, self.phase, exc) from exc
 
 
 class PluginConfig(BaseModel):
@@ -65,6 +93,9 @@ class Registry:
         self._builtin = builtin
         self._items: dict[str, type] = {}
         self._origins: dict[str, str] = {}
+        #: name -> why it cannot be used (failed import, refused duplicate); only scenarios
+        #: that use that name fail, with this message
+        self._broken: dict[str, str] = {}
         self._loaded = False
         self._loading = False
 
@@ -96,27 +127,49 @@ class Registry:
         try:
             importlib.import_module(self._builtin)
             for ep in entry_points(group=self.group):
-                if ep.name in self._items:
-                    continue
-                try:
-                    obj = ep.load()
-                except Exception as exc:  # a broken third-party plugin must not break the rest
-                    raise TestbedError(
-                        f"{self.kind} entry point {ep.name!r} ({ep.value}) failed to load: {exc}"
-                    ) from exc
-                if getattr(obj, "name", "") != ep.name or ep.name not in self._items:
-                    self.register(obj, name=ep.name)
+                self._load_entry_point(ep)
             self._loaded = True
         finally:
             self._loading = False
 
+    def _load_entry_point(self, ep) -> None:
+        """Register one entry point; a failed import or a duplicate name is recorded as broken
+        (listed by ``testbed plugins``; fails only the scenarios that use the name)."""
+        origin = f"entry point {ep.name!r} ({ep.value})"
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken third-party plugin must not break the rest
+            self._broken[ep.name] = (
+                f"{self.kind} {ep.name!r}: {origin} failed to import: {type(exc).__name__}: {exc}"
+            )
+            return
+        if ep.name in self._items:
+            if self._items[ep.name] is obj:
+                return  # the same class, already registered by its own import
+            self._broken[ep.name] = (
+                f"{self.kind} {ep.name!r} is defined twice: by {self._origins[ep.name]} and by "
+                f"{origin}; rename one of them"
+            )
+            return
+        try:
+            self.register(obj, name=ep.name)
+        except TestbedError as exc:
+            self._broken[ep.name] = f"{origin}: {exc}"
+
     def get(self, name: str) -> type:
         self._ensure_loaded()
+        if name in self._broken:
+            raise TestbedError(self._broken[name])
         try:
             return self._items[name]
         except KeyError:
             known = ", ".join(sorted(self._items)) or "(none)"
             raise UnknownPluginError(f"unknown {self.kind} {name!r}; known: {known}") from None
+
+    def broken(self) -> dict[str, str]:
+        """Plugins that cannot be used, with the reason (import error, duplicate name)."""
+        self._ensure_loaded()
+        return dict(sorted(self._broken.items()))
 
     def names(self) -> list[str]:
         self._ensure_loaded()

@@ -30,27 +30,15 @@ from typing import Any
 
 from testbed.bus import atomic_write_bytes
 from testbed.errors import TestbedError
+from testbed.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
 from testbed.metrics import mean_ci
 
 __all__ = ["LEAKAGE_METRICS", "load_rows", "pareto_front", "write_report"]
 
-#: leakage metric -> True when a larger value means more leakage
-LEAKAGE_METRICS: dict[str, bool] = {
-    "leakage": True,
-    "w2_ratio": False,
-    "w2": False,
-    "coverage": True,
-    "exact_recovery": True,
-    "matching_rate": True,
-    "precision_at_k": True,
-    "auc": True,
-    "tpr_at_1pct_fpr": True,
-    "tpr_at_0_1pct_fpr": True,
-    "advantage": True,
-    "tv": False,
-    "eps_lower": True,
-}
-_NOT_METRICS = {"attack", "target", "observer", "colluders", "kind", "note"}
+#: leakage metric -> True when a larger value means more leakage: the scorer's own list
+#: (testbed.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
+LEAKAGE_METRICS: dict[str, bool] = dict(_SCORER_LEAKAGE)
+_NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note"}
 #: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
 _UNIT_METRICS = {
     "leakage",
@@ -63,6 +51,7 @@ _UNIT_METRICS = {
     "tpr_at_0_1pct_fpr",
     "advantage",
     "tv",
+    "matching_rate_any",
 }
 #: the worst case over every attack and target of a cell, so protocols attacked by different
 #: attacks share one plot (raw w2 is left out: its scale is the data's, not comparable)
@@ -95,6 +84,8 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
     if (run_dir / "results.jsonl").is_file():
         rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines() if x]
         info["kind"] = "sweep"
+        for row in rows:  # rows of `testbed attack` re-runs saved in each cell
+            _merge_reruns(row, run_dir / "cells" / str(row.get("cell", "")))
         if (run_dir / "sweep.json").is_file():
             info["sweep"] = json.loads((run_dir / "sweep.json").read_text())
         if (run_dir / "scenario.yaml").is_file():
@@ -113,8 +104,18 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
             "label": "base",
             "results": res,
         }
+        _merge_reruns(row, run_dir)
         return [row], info
     raise TestbedError(f"{run_dir}: no results.json or results.jsonl (not a run directory)")
+
+
+def _merge_reruns(row: dict, cell_dir: Path) -> None:
+    """Append the attack rows of ``testbed attack`` re-runs (``attacks-*.json``) to a row."""
+    from testbed.attacking import saved_attack_rows
+
+    extra = saved_attack_rows(cell_dir)
+    if extra:
+        row["results"] = {**row["results"], "attacks": [*row["results"].get("attacks", []), *extra]}
 
 
 def _series(row: dict) -> str:
@@ -142,8 +143,9 @@ def _attack_metrics(res: dict) -> dict[str, float]:
             x = _f(v)
             if math.isnan(x) and v is not None:
                 continue
-            out[f"{a.get('attack')}[{a.get('target')}].{k}"] = x
-            worst[f"{a.get('attack')}.{k}"].append(x)
+            col = a.get("label") or a.get("attack")  # one column set per attack configuration
+            out[f"{col}[{a.get('target')}].{k}"] = x
+            worst[f"{col}.{k}"].append(x)
     for key, xs in list(worst.items()):
         metric = key.rsplit(".", 1)[1]
         if metric in LEAKAGE_METRICS and metric != "w2":

@@ -29,7 +29,14 @@ from testbed.errors import TestbedError
 from testbed.ledger import PrivacyLedger
 from testbed.metrics import detection_metrics, relative_error
 from testbed.public import gaussian_prior
-from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+from testbed.registry import (
+    DATASETS,
+    DEFENSES,
+    PARTITIONERS,
+    PROTOCOLS,
+    TRANSFORMS,
+    plugin_phase,
+)
 from testbed.rundir import run_dir_lock
 from testbed.seeding import component_rng
 
@@ -97,6 +104,13 @@ def build_world(sc: Scenario) -> World:
     dataset = ds_cls(ds_cls.Config(**resolved["data"]["dataset"]["params"])).load(
         component_rng(seed, "data")
     )
+    held = keep = None
+    if sc.membership is not None:  # held out before partitioning: no party holds these rows
+        from testbed.membership import hold_out
+
+        dataset, keep, held = hold_out(
+            dataset, sc.membership.nonmembers, component_rng(seed, "membership", "holdout")
+        )
     part_cls = PARTITIONERS.get(sc.data.partition.name)
     partitioner = part_cls(part_cls.Config(**resolved["data"]["partition"]["params"]))
     noise = [NoiseSpec.model_validate(n) for n in sc.data.noise]
@@ -108,10 +122,30 @@ def build_world(sc: Scenario) -> World:
         noise,
         component_rng(seed, "noise"),
     )
+    if keep is not None:
+        from testbed.membership import reindex
+
+        parties = reindex(parties, keep)
     if sc.data.transform is not None:
         tr_cls = TRANSFORMS.get(sc.data.transform.name)
         tr = tr_cls(tr_cls.Config(**resolved["data"]["transform"]["params"]))
         parties = {p: tr.apply(d) for p, d in parties.items()}
+        if held is not None:
+            held = tr.apply(PartyData("heldout", held)).X
+    pool_meta: dict[str, Any] = {}
+    cand_extra: dict[str, Any] = {}
+    if held is not None:
+        from testbed.membership import draw_candidates
+
+        cp = draw_candidates(
+            parties,
+            np.asarray(held, dtype=np.float64),
+            sc.membership.members,
+            component_rng(seed, "membership", "candidates"),
+            sc.membership.targets,
+        )
+        cand_extra = {"candidates": cp.candidates}
+        pool_meta = {"membership": cp.labels}  # ground truth: the scorer only
     defenses = []
     overrides: dict[str, Any] = {}
     for i, spec in enumerate(sc.defenses):
@@ -139,6 +173,7 @@ def build_world(sc: Scenario) -> World:
             "prior_mean": prior_mean,
             "prior_cov": prior_cov,
             **dict(dataset.meta.get("public", {})),
+            **cand_extra,
         },
     )
     return World(
@@ -151,7 +186,7 @@ def build_world(sc: Scenario) -> World:
         defenses,
         PrivacyLedger(),
         public,
-        {"dataset_meta": dict(dataset.meta)},
+        {"dataset_meta": dict(dataset.meta), **pool_meta},
     )
 
 
@@ -323,11 +358,13 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             on_send=bar,
             parties=world.parties,
         ) as bus:
-            result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
+            with plugin_phase("protocol", world.protocol.name, "run"):
+                result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
     finally:
         bar.close()
     elapsed = time.perf_counter() - t0
-    reference = _reference(world.protocol, world.parties)
+    with plugin_phase("protocol", world.protocol.name, "reference"):
+        reference = _reference(world.protocol, world.parties)
     # scoring side, like the reference: quantities of the run that need the pooled data
     evaluation = world.protocol.evaluate(result, world.parties)
     scored = {**result.estimates, **evaluation}

@@ -14,7 +14,9 @@ protocols that take different knobs can sit in one sweep). Each cell runs once p
 Every cell is validated like a scenario file, and its errors name the YAML line of the sweep value
 that produced it. A cell's results live in ``cells/<config hash>/results.json``; a cell whose
 results file exists (and names its hash) is never recomputed, so an interrupted sweep resumes.
-``results.jsonl`` has one row per cell (in grid order). Every file is written atomically.
+``results.jsonl`` has one row per cell (in grid order once the sweep ends; while it runs, rows are
+appended as cells finish). Every other file is written atomically. One sweep at a time per
+directory (an ``fcntl`` lock, testbed/rundir.py).
 """
 
 from __future__ import annotations
@@ -332,12 +334,26 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     atomic_write_bytes(path, text.encode())
 
 
+def _append_jsonl(path: Path, rows: list[dict]) -> None:
+    """One write per finished cell (bookkeeping linear in the number of cells). After a crash the
+    file may end in a partial line; the restart rewrites it from the cells' results.json."""
+    from testbed.runner import jsonable
+
+    text = "".join(json.dumps(jsonable(r), sort_keys=True) + "\n" for r in rows)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
 def _clean_temps(out: Path) -> int:
-    """Remove temp files an interrupted atomic write may have left (never a finished file)."""
+    """Remove temp files an interrupted atomic write of the testbed left (their names carry
+    ``TEMP_MARK``); a user's own ``.*.tmp`` files are never touched."""
+    from testbed.bus import TEMP_MARK
+
     n = 0
-    for p in out.rglob(".*.tmp"):
-        p.unlink()
-        n += 1
+    for p in out.rglob(f".*.{TEMP_MARK}*.tmp"):
+        if p.is_file() and not p.is_symlink():
+            p.unlink()
+            n += 1
     return n
 
 
@@ -394,83 +410,93 @@ def run_sweep(
     h = sweep_hash(cells)
     out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{h[:8]}")
     out.mkdir(parents=True, exist_ok=True)
-    _clean_temps(out)
-    write_json(
-        out / "sweep.json",
-        {
-            "scenario": sc.name,
-            "sweep_hash": h,
-            "sweep": sc.sweep,
-            "seeds": sc.seeds if sc.seeds is not None else [sc.seed],
-            "cells": [
-                {
-                    "cell": c.hash,
-                    "index": c.index,
-                    "seed": c.seed,
-                    "setting": c.setting,
-                    "label": c.label,
-                }
-                for c in cells
-            ],
-        },
-    )
-    atomic_write_bytes(out / "config_hash", (h + "\n").encode())
-    base = {k: v for k, v in (sc._raw or sc.model_dump(mode="json")).items()}
-    atomic_write_bytes(out / "scenario.yaml", yaml.safe_dump(base, sort_keys=False).encode())
-    results: dict[int, dict] = {}
-    for c in cells:
-        r = _done(out / "cells" / c.hash, c.hash)
-        if r is not None:
-            results[c.index] = r
-    cached = len(results)
-    computed = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    from testbed.rundir import run_dir_lock
 
-        bar = tqdm(total=len(cells), initial=cached, desc=sc.name, unit="cell", dynamic_ncols=True)
-    # distinct scenarios still to run (two settings may resolve to the same scenario)
-    todo: dict[str, Cell] = {}
-    for c in cells:
-        if c.index not in results and c.hash not in todo:
-            if not any(results.get(d.index) for d in cells if d.hash == c.hash):
-                todo[c.hash] = c
-
-    def finished(c: Cell, res: dict) -> None:
-        nonlocal computed
-        computed += 1
-        for d in cells:
-            if d.hash == c.hash:
-                results[d.index] = res
-        _write_jsonl(
-            out / "results.jsonl", [_row(d, results[d.index]) for d in cells if d.index in results]
+    with run_dir_lock(out, write=True):  # a second sweep in this directory stops with one line
+        _clean_temps(out)
+        write_json(
+            out / "sweep.json",
+            {
+                "scenario": sc.name,
+                "sweep_hash": h,
+                "sweep": sc.sweep,
+                "seeds": sc.seeds if sc.seeds is not None else [sc.seed],
+                "cells": [
+                    {
+                        "cell": c.hash,
+                        "index": c.index,
+                        "seed": c.seed,
+                        "setting": c.setting,
+                        "label": c.label,
+                    }
+                    for c in cells
+                ],
+            },
         )
-        if bar is not None:
-            bar.update(sum(d.hash == c.hash for d in cells))
-            bar.set_postfix_str(c.label[:60], refresh=False)
-        if after_cell is not None:
-            after_cell(c, computed)
+        atomic_write_bytes(out / "config_hash", (h + "\n").encode())
+        base = {k: v for k, v in (sc._raw or sc.model_dump(mode="json")).items()}
+        atomic_write_bytes(out / "scenario.yaml", yaml.safe_dump(base, sort_keys=False).encode())
+        results: dict[int, dict] = {}
+        for c in cells:
+            r = _done(out / "cells" / c.hash, c.hash)
+            if r is not None:
+                results[c.index] = r
+        cached = len(results)
+        computed = 0
+        bar = None
+        if progress:
+            from tqdm import tqdm
 
-    for c in cells:  # cached duplicates of a finished scenario
-        if c.index not in results:
-            same = next((d for d in cells if d.hash == c.hash and d.index in results), None)
-            if same is not None:
-                results[c.index] = results[same.index]
-    try:
-        if jobs <= 1:
-            for c in todo.values():
-                finished(
-                    c, _run_cell(c.scenario._raw, c.scenario._base_dir, out / "cells" / c.hash)
-                )
-        else:
-            _run_parallel(todo, out, jobs, finished)
-    finally:
-        if bar is not None:
-            bar.close()
-    rows = [_row(c, results[c.index]) for c in cells]
-    _write_jsonl(out / "results.jsonl", rows)
-    write_json(
-        out / "run_info.json",
-        {"cells": len(cells), "computed": computed, "cached": cached, **package_versions()},
-    )
-    return SweepOutput(out, rows, computed, cached)
+            bar = tqdm(
+                total=len(cells), initial=cached, desc=sc.name, unit="cell", dynamic_ncols=True
+            )
+        # distinct scenarios still to run (two settings may resolve to the same scenario)
+        by_hash: dict[str, list[Cell]] = {}
+        for c in cells:
+            by_hash.setdefault(c.hash, []).append(c)
+        todo: dict[str, Cell] = {}
+        for c in cells:
+            if c.index not in results and c.hash not in todo:
+                if not any(results.get(d.index) for d in by_hash[c.hash]):
+                    todo[c.hash] = c
+        for c in cells:  # cached duplicates of a finished scenario
+            if c.index not in results:
+                same = next((d for d in by_hash[c.hash] if d.index in results), None)
+                if same is not None:
+                    results[c.index] = results[same.index]
+        # rows known so far, once; then one appended write per finished cell
+        _write_jsonl(
+            out / "results.jsonl", [_row(c, results[c.index]) for c in cells if c.index in results]
+        )
+
+        def finished(c: Cell, res: dict) -> None:
+            nonlocal computed
+            computed += 1
+            same = by_hash[c.hash]
+            for d in same:
+                results[d.index] = res
+            _append_jsonl(out / "results.jsonl", [_row(d, res) for d in same])
+            if bar is not None:
+                bar.update(len(same))
+                bar.set_postfix_str(c.label[:60], refresh=False)
+            if after_cell is not None:
+                after_cell(c, computed)
+
+        try:
+            if jobs <= 1:
+                for c in todo.values():
+                    finished(
+                        c, _run_cell(c.scenario._raw, c.scenario._base_dir, out / "cells" / c.hash)
+                    )
+            else:
+                _run_parallel(todo, out, jobs, finished)
+        finally:
+            if bar is not None:
+                bar.close()
+        rows = [_row(c, results[c.index]) for c in cells]
+        _write_jsonl(out / "results.jsonl", rows)
+        write_json(
+            out / "run_info.json",
+            {"cells": len(cells), "computed": computed, "cached": cached, **package_versions()},
+        )
+        return SweepOutput(out, rows, computed, cached)

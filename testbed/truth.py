@@ -34,6 +34,7 @@ class GroundTruth:
     parties : party -> its private rows (and labels, and dataset row indices for text)
     tokens : one token per dataset row (text datasets), else None
     membership : party -> membership labels of the candidate rows the attacks were given
+    candidates : party -> the candidate pool's rows those labels belong to (scenario membership:)
     noise_masks : party -> which of its rows were corrupted (detection scoring)
     claimed_epsilon : party -> ε claimed by the privacy ledger at ``delta``
     """
@@ -41,6 +42,7 @@ class GroundTruth:
     parties: Mapping[str, PartyTruth]
     tokens: tuple[str, ...] | None = None
     membership: Mapping[str, np.ndarray] = field(default_factory=dict)
+    candidates: Mapping[str, np.ndarray] = field(default_factory=dict)
     noise_masks: Mapping[str, np.ndarray] = field(default_factory=dict)
     claimed_epsilon: Mapping[str, float] = field(default_factory=dict)
     delta: float = 1e-5

@@ -63,3 +63,80 @@ def test_audit_needs_enough_trials():
 
     with pytest.raises(TestbedError, match="at least 20"):
         canary_audit(_world("[]"), "alice", trials=5)
+
+
+# ----------------------------------------------------------------------------- honest audit
+# alice holds one row on the clip sphere: the canary moves FedWAD's released atom by exactly the
+# defense's sensitivity, so the claim is tight and a defense that adds half its noise is caught
+TIGHT = """\
+name: audit_tight
+seed: 0
+data:
+  dataset:
+    name: gaussians
+    params: {d: 2, components: [{n: 1, mean: [1.4142, 1.4142], std: 1.0e-9}, {n: 20, mean: 1.0, std: 0.2}]}
+  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
+  parties: [alice, bob]
+protocol: {name: fedwad, params: {support_size: 3, iterations: 1, init_scale: 0.3, trace: false}}
+defenses: [{name: gaussian_measure_noise, params: {clip_norm: 2.0, push_max: 0.5, noise_multiplier: 1.0}}]
+"""
+
+
+class _HalfNoise:
+    """An rng whose normal() draws half the asked-for standard deviation."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return self.rng.normal(loc, scale / 2, size)
+
+    def __getattr__(self, k):
+        return getattr(self.rng, k)
+
+
+def _tight_world(halve_noise: bool):
+    w = build_world(parse_scenario(TIGHT, "tight.yaml", "."))
+    if halve_noise:  # the mutation: half the noise is added, the ledger still records full sigma
+        d = w.defenses[0]
+        send = d.on_send
+        object.__setattr__(
+            d, "on_send", lambda env, rng, ledger: send(env, _HalfNoise(rng), ledger)
+        )
+    return w
+
+
+def test_audit_reports_a_defense_with_halved_noise_as_violating_its_claim():
+    # Execute
+    honest = canary_audit(_tight_world(False), "alice", trials=800)
+    mutated = canary_audit(_tight_world(True), "alice", trials=800)
+    # Assert: same claim (the ledger is unchanged); the honest defense is consistent with it,
+    # the mutated one is refuted (its mu-GDP lower bound exceeds the claimed noise's mu)
+    assert mutated.claimed_epsilon == honest.claimed_epsilon
+    assert mutated.claimed_mu == honest.claimed_mu == pytest.approx(2**0.5)
+    assert honest.consistent and honest.mu_lower < honest.claimed_mu
+    assert mutated.violated and mutated.mu_lower > mutated.claimed_mu
+    assert "second half" in honest.method
+    assert "Clopper-Pearson" in honest.method
+
+
+def test_audit_threshold_is_chosen_on_held_out_trials(monkeypatch):
+    # a bound computed on the trials that chose the threshold would differ from this one:
+    # re-evaluating the chosen threshold on the fit half gives a larger (optimistic) bound
+    import testbed.audit as audit
+
+    seen = {}
+    orig = audit._held_out
+
+    def spy(fit0, fit1, ev0, ev1, bound):
+        seen.setdefault("fit", (fit0, fit1))
+        seen.setdefault("ev", (ev0, ev1))
+        return orig(fit0, fit1, ev0, ev1, bound)
+
+    monkeypatch.setattr(audit, "_held_out", spy)
+    canary_audit(_world("[]"), "alice", trials=40)
+    (f0, f1), (e0, e1) = seen["fit"], seen["ev"]
+    for k in f0:
+        # 20 trials per world choose, the other 20 are scored: no trial is in both halves
+        assert len(f0[k]) == len(e0[k]) == len(f1[k]) == len(e1[k]) == 20
+        assert set(map(float, f0[k])).isdisjoint(map(float, e0[k])) or len(set(f0[k])) == 1

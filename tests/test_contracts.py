@@ -12,12 +12,7 @@ from testbed.registry import ATTACKS, DEFENSES
 from testbed.testing import check_plugin, plugin_checks
 
 #: (kind, plugin, check) -> why it is known to fail. Keep reasons concrete.
-EXPECTED_FAILURES: dict[tuple[str, str, str], str] = {
-    ("attack", "reconstruction_membership", "produces_output"): (
-        "scores public membership candidates; the contract fixtures carry none until the "
-        "candidate pool (issue 11) puts them in PublicInfo"
-    ),
-}
+EXPECTED_FAILURES: dict[tuple[str, str, str], str] = {}
 
 
 def _cases():

@@ -177,6 +177,15 @@ def _high_dim_case(name):
     return rng.normal(size=(1000, 50)), rng.normal(size=(333, 50)) * 1.2 + 0.5
 
 
+#: the accurate mode's relative errors in the README's table (seed 0)
+README_ACCURATE = {
+    "digits_0-4_vs_5-9": 2.1e-5,
+    "digits_random_halves": 6.7e-5,
+    "gauss50_1000_vs_1000": 6.6e-5,
+    "gauss50_1000_vs_333": 5.8e-5,
+}
+
+
 @pytest.mark.parametrize(
     "case",
     [
@@ -194,10 +203,11 @@ def test_accurate_mode_beats_the_high_dimension_floor(case):
     paper, res_paper, _ = _run(parties, trace=False, init_scale=5.0)
     accurate, res_acc, _ = _run(parties, mode="accurate", trace=False)
     exact = accurate.reference(parties)["wasserstein"]
-    # Assert: the paper mode sits on its floor, the accurate mode is within 5 % (measured: < 1e-4)
+    # Assert: the paper mode sits on its floor; the accurate mode reaches the precision the
+    # README's table claims for this case (with a 25 % margin, so a regression to 1e-4 fails)
     assert (res_paper.estimates["wasserstein"] - exact) / exact > 0.25
     rel = abs(res_acc.estimates["wasserstein"] - exact) / exact
-    assert rel <= 0.05, rel
+    assert rel <= 1.25 * README_ACCURATE[case], rel
     assert res_acc.estimates["wasserstein"] >= exact * (1 - 1e-9)
     assert res_acc.mode == "accurate/exact"
     assert any("accurate mode" in d for d in res_acc.deviations)

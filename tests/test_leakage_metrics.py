@@ -70,8 +70,8 @@ def test_membership_floor_rule_never_nan():
     # Execute
     m = membership_metrics(scores, is_member)
     # Assert
-    assert m["alpha_used_1pct"] == 0.05 and m["alpha_used_0.1pct"] == 0.05
-    assert not math.isnan(m["tpr_at_1pct_fpr"]) and not math.isnan(m["tpr_at_0.1pct_fpr"])
+    assert m["alpha_used_1pct"] == 0.05 and m["alpha_used_0_1pct"] == 0.05
+    assert not math.isnan(m["tpr_at_1pct_fpr"]) and not math.isnan(m["tpr_at_0_1pct_fpr"])
 
 
 def test_membership_ties_all_equal_scores():
@@ -100,9 +100,9 @@ def test_membership_properties(scores, seed):
     m = membership_metrics(scores, lab)
     flipped = membership_metrics(-np.asarray(scores), lab)
     # Assert: ranges, monotone in alpha, AUC antisymmetry under score negation
-    for k in ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "advantage"):
+    for k in ("auc", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr", "advantage"):
         assert 0.0 <= m[k] <= 1.0
-    assert m["tpr_at_0.1pct_fpr"] <= m["tpr_at_1pct_fpr"]
+    assert m["tpr_at_0_1pct_fpr"] <= m["tpr_at_1pct_fpr"]
     np.testing.assert_allclose(m["auc"] + flipped["auc"], 1.0, atol=1e-12)
     # an order-preserving transform of the scores changes nothing (x4 is exact in floating point)
     np.testing.assert_allclose(membership_metrics(4.0 * np.asarray(scores), lab)["auc"], m["auc"])

@@ -1,0 +1,362 @@
+"""Hostile inputs and faults (issue 12): every case ends in one clear line, no traceback.
+
+Scenario cases run ``testbed validate`` in-process; each must exit 2 with ``error: FILE:LINE:``
+and a message naming what is wrong. CLI flag cases must be refused by the parser (exit 2).
+Run-directory cases feed corrupt files to ``report`` / ``transcript`` and must end in one line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _scenarios import tiny
+
+from testbed.cli import main
+
+BASE = tiny("t", "threat_model:\n  observer: server")
+
+
+def _sub(old: str, new: str) -> str:
+    assert old in BASE, old
+    return BASE.replace(old, new, 1)
+
+
+# (id, text, substring the one-line message must contain)
+SCENARIOS = [
+    # coercion of bool / str into numbers
+    ("seed-true", _sub("seed: 7", "seed: true"), "seed"),
+    ("seed-false", _sub("seed: 7", "seed: false"), "seed"),
+    ("seed-str", _sub("seed: 7", "seed: '7'"), "seed"),
+    ("seed-float", _sub("seed: 7", "seed: 7.5"), "seed"),
+    ("seed-neg", _sub("seed: 7", "seed: -1"), "seed"),
+    ("seed-list", _sub("seed: 7", "seed: [1]"), "seed"),
+    ("seed-null-str", _sub("seed: 7", "seed: 'null'"), "seed"),
+    ("support-true", _sub("support_size: 5", "support_size: true"), "support_size"),
+    ("support-false", _sub("support_size: 5", "support_size: false"), "support_size"),
+    ("support-str", _sub("support_size: 5", "support_size: '5'"), "support_size"),
+    ("support-zero", _sub("support_size: 5", "support_size: 0"), "support_size"),
+    ("support-neg", _sub("support_size: 5", "support_size: -3"), "support_size"),
+    ("support-huge", _sub("support_size: 5", "support_size: 100000000000"), "support_size"),
+    ("support-float", _sub("support_size: 5", "support_size: 5.5"), "support_size"),
+    ("iter-true", _sub("iterations: 4", "iterations: true"), "iterations"),
+    ("iter-str", _sub("iterations: 4", "iterations: '4'"), "iterations"),
+    ("iter-billion", _sub("iterations: 4", "iterations: 1000000000"), "iterations"),
+    ("iter-zero", _sub("iterations: 4", "iterations: 0"), "iterations"),
+    ("iter-list", _sub("iterations: 4", "iterations: [4]"), "iterations"),
+    ("iter-map", _sub("iterations: 4", "iterations: {a: 1}"), "iterations"),
+    ("d-true", _sub("d: 3", "d: true"), "d"),
+    ("d-str", _sub("d: 3", "d: 'three'"), "d"),
+    ("d-huge", _sub("d: 3", "d: 99999999999"), "d"),
+    ("d-zero", _sub("d: 3", "d: 0"), "d"),
+    ("n-true", _sub("{n: 40,", "{n: true,"), "n"),
+    ("n-str", _sub("{n: 40,", "{n: '30',"), "n"),
+    ("n-huge", _sub("{n: 40,", "{n: 1000000000000,"), "n"),
+    ("n-zero", _sub("{n: 40,", "{n: 0,"), "n"),
+    # non-finite floats
+    ("mean-nan", _sub("mean: 0.0", "mean: .nan"), "finite"),
+    ("mean-inf", _sub("mean: 0.0", "mean: .inf"), "finite"),
+    ("mean-neginf", _sub("mean: 0.0", "mean: -.inf"), "finite"),
+    ("mean-NaN", _sub("mean: 0.0", "mean: .NaN"), "finite"),
+    ("mean-Inf", _sub("mean: 0.0", "mean: +.Inf"), "finite"),
+    ("guard-tol-nan", BASE + "guard_rel_tol: .nan\n", "finite"),
+    ("guard-tol-zero", BASE + "guard_rel_tol: 0\n", "guard_rel_tol"),
+    ("guard-tol-two", BASE + "guard_rel_tol: 2\n", "guard_rel_tol"),
+    # duplicate keys, both lines named
+    ("dup-top", BASE + "seed: 3\n", "duplicate key 'seed' (first at line 2)"),
+    ("dup-name", BASE + "name: u\n", "duplicate key 'name'"),
+    ("dup-nested", _sub("      d: 3\n", "      d: 3\n      d: 4\n"), "duplicate key 'd'"),
+    ("dup-flow", _sub("support_size: 5,", "support_size: 5, support_size: 6,"), "duplicate key"),
+    ("dup-protocol", BASE + "protocol: {name: fedwad}\n", "duplicate key 'protocol'"),
+    # tags other than plain data
+    ("tag-set", _sub("parties: [alice, bob]", "parties: !!set {alice, bob}"), "!!set"),
+    ("tag-python", _sub("name: t", "name: !!python/object:os.system x"), "not allowed"),
+    ("tag-omap", _sub("parties: [alice, bob]", "parties: !!omap [a: 1]"), "not allowed"),
+    ("tag-pairs", _sub("parties: [alice, bob]", "parties: !!pairs [a: 1]"), "not allowed"),
+    ("tag-binary", _sub("name: t", "name: !!binary aGVsbG8="), "not allowed"),
+    ("tag-timestamp", _sub("seed: 7", "seed: !!timestamp 2001-12-14"), "not allowed"),
+    ("tag-custom", _sub("name: t", "name: !mine t"), "not allowed"),
+    ("tag-python-name", _sub("name: t", "name: !!python/name:os.system"), "not allowed"),
+    # deep nesting (no RecursionError)
+    ("deep-flow-seq", BASE + "description: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+    ("deep-flow-map", BASE + "description: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n", "nested"),
+    (
+        "deep-block",
+        BASE + "".join("  " * i + "k:\n" for i in range(200)) + "  " * 200 + "v\n",
+        "nested",
+    ),
+    ("deep-unclosed", BASE + "description: " + "[" * 5000 + "\n", "nested"),
+    # syntax and shape
+    ("syntax-tab", BASE + "\tx: 1\n", "YAML"),
+    ("syntax-colon", BASE + "a: b: c\n", "YAML"),
+    ("syntax-unclosed", BASE + "x: [1, 2\n", "YAML"),
+    ("not-mapping-list", "- a\n- b\n", "mapping"),
+    ("not-mapping-scalar", "hello\n", "mapping"),
+    ("empty", "", "mapping"),
+    ("only-comment", "# nothing\n", "mapping"),
+    ("alias-bomb", "a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", ""),
+    # schema
+    ("unknown-top", BASE + "colour: red\n", "colour"),
+    ("unknown-protocol", _sub("name: fedwad", "name: fedwadd"), "fedwadd"),
+    ("unknown-param", _sub("iterations: 4}", "iterations: 4, iteratons: 5}"), "iteratons"),
+    ("unknown-dataset", _sub("name: gaussians", "name: gausians"), "gausians"),
+    ("bad-name", _sub("name: t", "name: 'a b/c'"), "name"),
+    ("name-int", _sub("name: t", "name: [1]"), "name"),
+    ("observer-unknown", _sub("observer: server", "observer: mallory"), "mallory"),
+    ("guard-bad", BASE + "guard: sometimes\n", "guard"),
+    ("defense-unknown", BASE + "defenses: [{name: nope}]\n", "nope"),
+    ("attack-unknown", BASE + "attacks: [{name: nope}]\n", "nope"),
+    ("parties-true", _sub("parties: [alice, bob]", "parties: true"), "parties"),
+    ("seeds-dup", BASE + "seeds: [1, 1]\n", "unique"),
+    ("parties-huge", _sub("parties: [alice, bob]", "parties: 10000000"), "parties"),
+    ("parties-zero", _sub("parties: [alice, bob]", "parties: 0"), "parties"),
+    ("parties-dup", _sub("parties: [alice, bob]", "parties: [alice, alice]"), "unique"),
+]
+
+
+@pytest.mark.parametrize(
+    "text,needle", [(t, n) for _, t, n in SCENARIOS], ids=[i for i, _, _ in SCENARIOS]
+)
+def test_bad_scenario_one_line_exit_2(tmp_path, capsys, text, needle):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"error: {f}"), err
+    assert needle in lines[0], err
+
+
+def test_base_scenario_is_valid(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    assert main(["validate", str(f)]) == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"name: t\xff\xfe\n", b"\x00\x01\x02", b"\xef\xbb\xbfname: [\n"],
+    ids=["latin1", "binary", "bom-broken"],
+)
+def test_bad_bytes_scenario(tmp_path, capsys, raw):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(raw)
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_scenario_path_is_directory(tmp_path, capsys):
+    assert main(["validate", str(tmp_path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_scenario_missing(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "nope.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+FLAGS = [
+    ["audit", "s.yaml", "--party", "alice", "--delta", "2"],
+    ["audit", "s.yaml", "--party", "alice", "--delta", "0"],
+    ["audit", "s.yaml", "--party", "alice", "--delta", "-1e-5"],
+    ["audit", "s.yaml", "--party", "alice", "--delta", "nan"],
+    ["audit", "s.yaml", "--party", "alice", "--delta", "inf"],
+    ["audit", "s.yaml", "--party", "alice", "--delta", "abc"],
+    ["audit", "s.yaml", "--party", "alice", "--delta", "1"],
+    ["audit", "s.yaml", "--party", "alice", "--trials", "0"],
+    ["audit", "s.yaml", "--party", "alice", "--trials", "-5"],
+    ["audit", "s.yaml", "--party", "alice", "--trials", "1.5"],
+    ["audit", "s.yaml", "--party", "alice", "--trials", "10000000000"],
+    ["run", "s.yaml", "--jobs", "-5"],
+    ["run", "s.yaml", "--jobs", "0"],
+    ["run", "s.yaml", "--jobs", "x"],
+    ["run", "s.yaml", "--jobs", "2000000"],
+    ["run", "s.yaml", "-j", "-1"],
+    ["transcript", "r", "--limit", "0"],
+    ["transcript", "r", "--limit", "-1"],
+    ["transcript", "r", "--limit", "ten"],
+    ["nosuchcommand"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", FLAGS, ids=[" ".join(a) or "empty" for a in FLAGS])
+def test_bad_flags_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as ei:
+        main(argv)
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err
+
+
+def _run_dir(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    return d
+
+
+CORRUPT = [
+    ("results.json", b""),
+    ("results.json", b"{"),
+    ("results.json", b"[]"),
+    ("results.json", b"\xff\xfe\x00"),
+    ("results.json", b"[" * 100000 + b"]" * 100000),
+    ("run_info.json", b"{"),
+    ("run_info.json", b"[" * 100000),
+    ("envelopes.jsonl", b"{\n"),
+    ("envelopes.jsonl", b"[" * 100000 + b"]" * 100000 + b"\n"),
+    ("envelopes.jsonl", b"\xff\xfe\n"),
+    ("envelopes.jsonl", b'"just a string"\n'),
+    ("payloads.npz", b"PK\x03\x04garbage"),
+    ("payloads.npz", b""),
+]
+
+
+@pytest.mark.parametrize("cmd", ["report", "transcript"])
+@pytest.mark.parametrize(
+    "fname,content", CORRUPT, ids=[f"{f}-{i}" for i, (f, _) in enumerate(CORRUPT)]
+)
+def test_corrupt_run_dir_one_line(tmp_path, capsys, cmd, fname, content):
+    d = _run_dir(tmp_path)
+    (d / fname).write_bytes(content)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    rc = main([cmd, str(d)])
+    err = capsys.readouterr().err
+    assert rc in (1, 2), err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    # the user's (corrupt) files are left as they were
+    for name, data in before.items():
+        assert (d / name).read_bytes() == data
+
+
+def test_run_dir_missing(tmp_path, capsys):
+    for cmd in ("report", "transcript"):
+        rc = main([cmd, str(tmp_path / "nope")])
+        err = capsys.readouterr().err
+        assert rc in (1, 2) and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_new_attack_path_is_file(tmp_path, capsys):
+    f = tmp_path / "file.txt"
+    f.write_text("mine")
+    rc = main(["new-attack", "my_attack", str(f)])
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "exc", [RuntimeError("boom\nsecond line"), ValueError("bad"), MemoryError(), RecursionError()]
+)
+def test_runtime_fault_exit_1_one_line(monkeypatch, capsys, exc):
+    import testbed.cli as cli
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setattr(cli, "cmd_plugins", boom)
+    assert main(["plugins"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main(["plugins", "--debug"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_output_dir_is_file(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("user file")
+    rc = main(["run", str(f), "--out", str(blocker)])
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert blocker.read_text() == "user file"
+
+
+def test_output_dir_under_missing_file_parent(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("user file")
+    rc = main(["run", str(f), "--out", str(blocker / "sub" / "run")])
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert blocker.read_text() == "user file"
+
+
+# ----------------------------------------------------------------------------- sweeps
+SWEEP = tiny("sw", "sweep:\n  protocol.params.iterations: [2, 3]")
+
+
+def _trivial_cells(monkeypatch):
+    import testbed.sweep as sweep
+
+    monkeypatch.setattr(
+        sweep, "_run_cell", lambda raw, base_dir, cdir: {"config_hash": cdir.name, "x": 1}
+    )
+
+
+@pytest.mark.parametrize(
+    "user_file",
+    [".mine.tmp", ".results.json.abcd1234.tmp", "cells/.x.tmp", "plots/figure.png", "notes.txt"],
+)
+def test_sweep_leaves_user_files(tmp_path, monkeypatch, user_file):
+    from testbed.config import parse_scenario
+    from testbed.sweep import run_sweep
+
+    _trivial_cells(monkeypatch)
+    out = tmp_path / "out"
+    f = out / user_file
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"user data")
+    run_sweep(parse_scenario(SWEEP), out)
+    run_sweep(parse_scenario(SWEEP), out)  # a restart cleans temps again
+    assert f.read_bytes() == b"user data"
+
+
+def test_sweep_removes_its_own_temp(tmp_path, monkeypatch):
+    from testbed.bus import TEMP_MARK
+    from testbed.config import parse_scenario
+    from testbed.sweep import run_sweep
+
+    _trivial_cells(monkeypatch)
+    out = tmp_path / "out"
+    out.mkdir()
+    left = out / f".results.jsonl.{TEMP_MARK}abc123.tmp"
+    left.write_bytes(b"half")
+    run_sweep(parse_scenario(SWEEP), out)
+    assert not left.exists()
+
+
+def test_second_sweep_in_same_dir_refused(tmp_path, capsys):
+    from testbed.rundir import run_dir_lock
+
+    f = tmp_path / "s.yaml"
+    f.write_text(SWEEP)
+    out = tmp_path / "out"
+    with run_dir_lock(out, write=True):  # as a first sweep would hold it
+        rc = main(["run", str(f), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "another testbed process" in err and len(err.strip().splitlines()) == 1
+    assert not (out / "results.jsonl").exists()
+
+
+def test_sweep_rows_appended_then_grid_order(tmp_path, monkeypatch):
+    import testbed.sweep as sweep
+    from testbed.config import parse_scenario
+
+    _trivial_cells(monkeypatch)
+    sizes = []
+    out = tmp_path / "out"
+
+    def after(cell, n):
+        sizes.append(len((out / "results.jsonl").read_text().splitlines()))
+
+    res = sweep.run_sweep(parse_scenario(SWEEP), out, after_cell=after)
+    assert sizes == [1, 2]
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1] and res.computed == 2

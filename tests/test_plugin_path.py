@@ -1,0 +1,153 @@
+"""The plugin path (issue 11): duplicate names refused naming both origins, a plugin that fails
+to import is listed as broken and fails only its users, an exception inside a plugin is one line
+naming plugin and phase (--debug adds the traceback), outputs validated at run time."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+import numpy as np
+import pytest
+
+from attacks import Attack, AttackConfig, AttackOutput
+from testbed.cli import main
+from testbed.errors import TestbedError
+from testbed.registry import ATTACKS
+
+TINY = "scenarios/contract_tiny.yaml"
+
+
+class Dup(Attack):
+    """A third-party attack that reuses a built-in name."""
+
+    protocols = ("fedwad",)
+
+    def run(self, view, public, rng):
+        return []
+
+
+def _registry(monkeypatch, eps):
+    """The attack registry with these entry points loaded (restored after the test)."""
+    ATTACKS.names()  # built-ins first
+    monkeypatch.setattr(ATTACKS, "_broken", dict(ATTACKS._broken))
+    monkeypatch.setattr(ATTACKS, "_items", dict(ATTACKS._items))
+    monkeypatch.setattr(ATTACKS, "_origins", dict(ATTACKS._origins))
+    for ep in eps:
+        ATTACKS._load_entry_point(ep)
+    return ATTACKS
+
+
+def test_duplicate_entry_point_is_refused_naming_both_origins(monkeypatch):
+    ep = EntryPoint("fedwad_distributional", "tests.test_plugin_path:Dup", "ot_testbed.attacks")
+    r = _registry(monkeypatch, [ep])
+    why = r.broken()["fedwad_distributional"]
+    assert "attacks.fedwad_distributional.FedWADDistributional" in why
+    assert "tests.test_plugin_path:Dup" in why
+    with pytest.raises(TestbedError, match="defined twice"):
+        r.get("fedwad_distributional")
+
+
+def test_plugin_that_fails_to_import_is_listed_and_breaks_only_its_users(
+    monkeypatch, capsys, tmp_path
+):
+    ep = EntryPoint("my_broken", "no_such_module_xyz:Attack", "ot_testbed.attacks")
+    r = _registry(monkeypatch, [ep])
+    assert "ModuleNotFoundError" in r.broken()["my_broken"]
+    assert "measure_inversion" in r.names()  # the rest still loads
+    with pytest.raises(TestbedError, match="my_broken.*failed to import"):
+        r.get("my_broken")
+    # listed by `testbed plugins`, fatal only for a scenario using it
+    assert main(["plugins"]) == 0
+    assert "BROKEN: attack 'my_broken'" in capsys.readouterr().out
+    assert main(["validate", TINY]) == 0
+    assert main(["validate", _scenario(tmp_path, "my_broken")]) == 2
+    assert "failed to import" in capsys.readouterr().err
+
+
+def _with_attack(monkeypatch, cls):
+    monkeypatch.setitem(ATTACKS._items, cls.name, cls)
+    monkeypatch.setitem(ATTACKS._origins, cls.name, f"{cls.__module__}.{cls.__qualname__}")
+
+
+class Boom(Attack):
+    """Divides by zero."""
+
+    name = "boom_attack"
+    protocols = ("fedwad",)
+
+    class Config(AttackConfig):
+        pass
+
+    def run(self, view, public, rng):
+        return [1 / 0]
+
+
+class WrongDim(Boom):
+    """Returns points of the wrong dimension."""
+
+    name = "wrong_dim_attack"
+
+    def run(self, view, public, rng):
+        return [AttackOutput(kind="points", target="alice", points=np.zeros((3, 7)))]
+
+
+def _scenario(tmp_path, attack):
+    import yaml
+
+    raw = yaml.safe_load(open(TINY))
+    raw["attacks"] = [{"name": attack}]
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    return str(p)
+
+
+def test_exception_inside_a_plugin_is_one_line_naming_plugin_and_phase(
+    monkeypatch, tmp_path, capsys
+):
+    _with_attack(monkeypatch, Boom)
+    sc = _scenario(tmp_path, "boom_attack")
+    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: attack 'boom_attack' failed in run: ZeroDivisionError: division by zero"]
+    assert main(["--debug", "run", sc, "--out", str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError" in err
+
+
+def test_invalid_attack_output_is_refused_at_run_time_naming_plugin_and_field(
+    monkeypatch, tmp_path, capsys
+):
+    _with_attack(monkeypatch, WrongDim)
+    sc = _scenario(tmp_path, "wrong_dim_attack")
+    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "wrong_dim_attack" in err and "output[0].points" in err and "dimension 7" in err
+
+
+def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, capsys):
+    import csv
+
+    import yaml
+
+    from testbed.report import load_rows
+
+    # Prepare: a two-cell sweep that saves its transcripts
+    raw = yaml.safe_load(open(TINY))
+    raw["sweep"] = {"protocol.params.support_size": [4, 5]}
+    raw["output"] = {"save_transcript": True}
+    sc = tmp_path / "sweep.yaml"
+    sc.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "sweep"
+    assert main(["run", str(sc), "--out", str(out)]) == 0
+    # Execute: re-run an attack under another threat model on every cell
+    assert main(["attack", str(out), "--attack", "fedwad_distributional"]) == 0
+    assert "2 cells" in capsys.readouterr().out
+    assert main(["report", str(out)]) == 0
+    # Assert: each cell's row carries the re-run's rows, keyed by their own label
+    rows, _ = load_rows(out)
+    assert len(rows) == 2
+    for r in rows:
+        labels = {a.get("label") for a in r["results"]["attacks"]}
+        assert "fedwad_distributional@server" in labels
+    header = next(csv.reader(open(out / "results.csv")))
+    assert any(h.startswith("fedwad_distributional@server[") for h in header), header
