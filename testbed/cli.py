@@ -533,7 +533,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader stopped early (`testbed transcript RUN | head`): end quietly; stdout goes
         # to /dev/null so the interpreter's final flush does not raise again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
         return 0
     except TestbedError as exc:
         if debug:
@@ -543,14 +546,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # `testbed transcript RUN | head`: the reader left; say nothing, flush nowhere
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return 0
     except (RecursionError, MemoryError) as exc:
         if debug:
             traceback.print_exc()
