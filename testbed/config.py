@@ -391,6 +391,7 @@ def _number_kinds(annotation) -> set[type]:
     return out
 
 
+_SCI = __import__("re").compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 # any integer plugin parameter (sizes, iterations, dimensions); seeds excepted
 MAX_COUNT = 10_000_000
 
@@ -423,7 +424,11 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
             if not kinds:
                 continue
             bad = None
-            if isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
+            if isinstance(x, str) and float in kinds and _SCI.fullmatch(x):
+                # 1e-8: YAML 1.1 reads exponent-only floats as strings; pydantic converts them
+                if not __import__("math").isfinite(float(x)):
+                    bad = f"{x} is not allowed (only finite numbers)"
+            elif isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
                 bad = f"expected a number, got {x!r}"
             elif (
                 isinstance(x, int)

@@ -38,6 +38,7 @@ SCENARIOS = [
     ("support-zero", _sub("support_size: 5", "support_size: 0"), "support_size"),
     ("support-neg", _sub("support_size: 5", "support_size: -3"), "support_size"),
     ("support-huge", _sub("support_size: 5", "support_size: 100000000000"), "support_size"),
+    ("mean-sci-str", _sub("mean: 0.0", "mean: '1e400'"), "finite"),
     ("support-float", _sub("support_size: 5", "support_size: 5.5"), "support_size"),
     ("iter-true", _sub("iterations: 4", "iterations: true"), "iterations"),
     ("iter-str", _sub("iterations: 4", "iterations: '4'"), "iterations"),
