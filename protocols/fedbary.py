@@ -273,7 +273,7 @@ class FedBary(Protocol):
             steps = bus.local_map([(c, _client_step, gammas[c], cfg.t, cfg) for c in clients])
             plans = []  # the server's plans Q^(k-1) -> gamma_i^(k-1): its barycenter step's too
             w_server = []  # W(Q^(k-1), gamma_i^(k-1)) as the server solved it
-            for c, (eta_p, w_p) in zip(clients, steps):
+            for c, (_, w_p) in zip(clients, steps):
                 got = bus.send(
                     c, SERVER, "fedbary.gamma", {"gamma": gammas[c], "distance": w_p}, round=k
                 ).payload
