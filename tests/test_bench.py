@@ -15,6 +15,7 @@ from testbed import ot as tot
 from testbed.bench import (
     BareBus,
     BenchOptions,
+    fedbary_target,
     fedwad_public_algorithm,
     fit_exponent,
     make_clients,
@@ -150,3 +151,14 @@ def test_cli_bench_rejects_bad_grid(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--n", "0,10"])
     assert "positive integers" in capsys.readouterr().err
+
+
+def test_fedbary_target_row_on_workers_profiles_a_miss():
+    # a tiny FedBary with a zero budget: the row is a miss, profiled on the plain bus, whose
+    # transcript must equal the worker-process run's
+    key, sec, limit, unit, met, detail, prof = fedbary_target(
+        BenchOptions(), workers=2, clients=4, points=20, limit=0.0
+    )
+    assert key == "fedbary_100x500" and unit == "s" and sec > 0 and not met
+    assert "2 worker processes" in detail and "same transcript: True" in detail
+    assert prof and all(r["calls"] > 0 for r in prof)
