@@ -885,6 +885,9 @@ def to_markdown(res: dict[str, Any]) -> str:
         "interleaved repeats; peak memory is the tracemalloc peak (Python + NumPy).",
         "",
     ]
+    from testbed.bench_issue15 import issue15_lines
+
+    lines += issue15_lines(res)
     if res["targets"]:
         lines += ["## Targets", ""]
         for t in res["targets"]:

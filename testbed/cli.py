@@ -356,6 +356,12 @@ def cmd_bench(args) -> int:
     for t in res["targets"]:
         state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"
         print(f"target: {t['text']}: {t['measured']:.4g} {t['unit']} -> {state}")
+    if res["targets"]:
+        from testbed.bench_issue15 import issue15_rows
+
+        for r in issue15_rows(res):
+            value = r["detail"] if r["value"] is None else f"{r['value']:.4g} {r['unit']}"
+            print(f"issue 15: {r['quantity']}: {value}")
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 

@@ -162,3 +162,32 @@ def test_fedbary_target_row_on_workers_profiles_a_miss():
     assert key == "fedbary_100x500" and unit == "s" and sec > 0 and not met
     assert "2 worker processes" in detail and "same transcript: True" in detail
     assert prof and all(r["calls"] > 0 for r in prof)
+
+
+def test_issue15_rows_report_what_was_measured_and_say_why_not_otherwise():
+    from testbed.bench_issue15 import issue15_lines, issue15_rows
+
+    res = {
+        "targets": [
+            {"target": "fedbary_100x500", "measured": 41.5, "detail": "2 workers"},
+            {"target": "triangle_wad_vs_emd", "measured": 0.4, "detail": "d = 64: 0.4x"},
+        ],
+        "overhead": [
+            {"case": "triangle_wad", "n": 1000, "d": 784, "transcript_overhead": 0.09},
+            {"case": "fedwad_paper", "n": 1000, "d": 784, "transcript_overhead": 0.04},
+        ],
+    }
+    rows = issue15_rows(res)
+    assert [r["value"] for r in rows] == [41.5, 0.09, None, 0.4, None]
+    assert rows[2]["detail"].startswith("not measured: ")
+    assert rows[4]["detail"].startswith("not measured: ")
+    # the transcript section's own logging rows take precedence when present
+    res["transcript_hash"] = {
+        "logging": [{"case": "triangle_wad", "n": 2000, "d": 784, "logging_share": 0.03}]
+    }
+    res["pairwise_1000"] = {"peak_rss_mib": 1234.0, "engine": "ray"}
+    rows = issue15_rows(res)
+    assert rows[1]["value"] == 0.03 and rows[4]["value"] == 1234.0
+    md = "\n".join(issue15_lines(res))
+    assert "| FedBary, 100 clients x 500 points, d = 64 | 41.5 | s |" in md
+    assert issue15_lines({}) == []
