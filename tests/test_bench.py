@@ -191,3 +191,42 @@ def test_issue15_rows_report_what_was_measured_and_say_why_not_otherwise():
     md = "\n".join(issue15_lines(res))
     assert "| FedBary, 100 clients x 500 points, d = 64 | 41.5 | s |" in md
     assert issue15_lines({}) == []
+
+
+FEW = ("fedwad_paper", "fedbary")
+
+
+def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
+    # a tiny grid; a zero per-point budget stops every case after its first size, with a note
+    from testbed.bench_scaling import ScalingOptions, bench_scaling, write_scaling
+
+    res = bench_scaling(ScalingOptions(ns=(30, 60), clients=(6, 8), d=2, ray=False, cases=FEW))
+    assert {(r["axis"], r["size"]) for r in res["rows"]} >= {("n", 30), ("n", 60), ("N", 6)}
+    assert all(r["seconds"] > 0 and r["peak_mib"] is not None for r in res["rows"])
+    assert any("not installed" in n for n in res["notes"])
+    capped = bench_scaling(
+        ScalingOptions(ns=(30, 60), clients=(6,), d=2, ray=False, cases=FEW, point_budget=0)
+    )
+    assert all(r["size"] in (30, 6) for r in capped["rows"])
+    assert any("per point" in n for n in capped["notes"])
+    paths = write_scaling(res, tmp_path, "testbed bench --scaling (test)")
+    assert "| fedbary | inprocess | N | 6 |" in paths[1].read_text()
+    assert json.loads(paths[0].read_text())["rows"] and paths[2].stat().st_size > 1000
+    code = main(
+        [
+            "bench",
+            "--scaling",
+            "--n",
+            "30",
+            "--clients",
+            "6",
+            "--cases",
+            "fedbary",
+            "--d",
+            "2",
+            "-q",
+            "--out",
+            str(tmp_path / "cli"),
+        ]
+    )
+    assert code == 0 and (tmp_path / "cli" / "scaling.md").exists()
