@@ -38,9 +38,13 @@ class InProcessEngineConfig(PluginConfig):
     )
 
 
-def _serve(conn, parties: Mapping[str, Any]) -> None:
+def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     """Worker loop: receive a batch of ``(party | None, fn, args, kwargs)``, run it in order,
     send back ``(ok, value)`` per call; ``None`` stops the worker."""
+    if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
+        from testbed.threads import limit_blas_threads  # workers do not each start a pool
+
+        limit_blas_threads(blas_threads)
     while True:
         batch = conn.recv()
         if batch is None:
@@ -86,6 +90,9 @@ class PoolBus(Bus):
         names = list(parties)
         k = max(1, min(int(workers), len(names) or 1))
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        from testbed.engines.ray_bus import _driver_blas_threads
+
+        threads = _driver_blas_threads()
         self._conns = []
         self._procs = []
         self._where: dict[str, int] = {}
@@ -94,7 +101,7 @@ class PoolBus(Bus):
             for w in range(k):
                 group = {p: parties[p] for p in names[w::k]}
                 parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_serve, args=(child, group), daemon=True)
+                proc = ctx.Process(target=_serve, args=(child, group, threads), daemon=True)
                 proc.start()
                 child.close()
                 self._conns.append(parent)
