@@ -61,6 +61,7 @@ from testbed.registry import PROTOCOLS, PluginConfig
 __all__ = [
     "FedBary",
     "FedBaryConfig",
+    "barycenter_steps",
     "central_barycenter",
     "contributions",
     "duplication_study",
@@ -135,6 +136,43 @@ def central_barycenter(
     return Measure(X)
 
 
+def barycenter_steps(
+    measures: Sequence[Measure],
+    X_init: np.ndarray,
+    steps: int,
+    first_plans: Sequence[np.ndarray | None] | None = None,
+    stop_thr: float = 1e-7,
+) -> Measure:
+    """``steps`` fixed-point steps of the free-support barycenter with the arithmetic of POT's
+    ``ot.lp.free_support_barycenter`` (uniform λ, uniform weights ``b`` on the atoms, the same
+    update and the same ``stopThr`` rule), so the result equals :func:`central_barycenter`'s bit for
+    bit (tests/test_fedbary.py).
+
+    ``first_plans[i]``, when given, is the optimal plan between ``Measure(X_init)`` and
+    ``measures[i]`` already solved elsewhere (FedBary's server solved exactly that problem for
+    its interpolation in the same round): the first step reuses it instead of solving it again.
+    The network simplex is deterministic, so the reused plan is the one POT would compute. Plans
+    not given are solved with :func:`testbed.ot.plan` (iteration cap 1e7, non-optimality is an
+    error; POT's barycenter uses its default cap 1e5 and only warns)."""
+    X = np.asarray(X_init, dtype=np.float64)
+    k, d = X.shape
+    b = np.ones((k,), dtype=np.float64) / k
+    lam = np.ones((len(measures),), dtype=np.float64) / len(measures)
+    displacement = stop_thr + 1.0
+    it = 0
+    while displacement > stop_thr and it < steps:
+        T_sum = np.zeros((k, d), dtype=np.float64)
+        for i, (m, w) in enumerate(zip(measures, lam)):
+            T = first_plans[i] if it == 0 and first_plans is not None else None
+            if T is None:
+                T, _ = tot.plan(Measure(X, b), m)
+            T_sum = T_sum + w * 1.0 / b[:, None] * np.dot(T, m.support)
+        displacement = np.sum((T_sum - X) ** 2)
+        X = T_sum
+        it += 1
+    return Measure(X)
+
+
 # ----------------------------------------------------------------------------- party-side code
 def _size_dim(party: PartyData) -> tuple[int, int]:
     return party.n, party.X.shape[1]
@@ -146,6 +184,26 @@ def _client_step(
     """Client: eta_Pi = Interp(P_i, gamma_i, t) and W(P_i, gamma_i)."""
     eta, _, cost = fedwad_round_interp(Measure(party.X), gamma, t, cfg.interpolation)
     return eta, float(np.sqrt(cost))
+
+
+def _gamma_step(
+    party: PartyData, eta_p: Measure, eta_q: Measure, t: float, cfg: FedBaryConfig
+) -> Measure:
+    """Client (step 7): gamma_i = Interp(eta_Pi, eta_Qi, t); uses no private rows."""
+    gamma, _, _ = fedwad_round_interp(eta_p, eta_q, t, cfg.interpolation)
+    return gamma
+
+
+def _server_interp(
+    Q: Measure, gamma: Measure, t: float, cfg: FedBaryConfig
+) -> tuple[Measure, np.ndarray, float]:
+    """Server without validation set: eta_Qi = Interp(Q, gamma_i, t), its plan and W(Q, gamma_i)."""
+    eta_q, P, cost = fedwad_round_interp(Q, gamma, t, cfg.interpolation)
+    return eta_q, P, float(np.sqrt(cost))
+
+
+def _same(a: Measure, b: Measure) -> bool:
+    return np.array_equal(a.support, b.support) and np.array_equal(a.weights, b.weights)
 
 
 def _validation_step(
@@ -225,25 +283,44 @@ class FedBary(Protocol):
             received = {}
             # the clients' steps are independent: an engine with remote parties runs them at once
             steps = bus.local_map([(c, _client_step, gammas[c], cfg.t, cfg) for c in clients])
-            for c, (eta_p, w_p) in zip(clients, steps):
+            plans = []  # the server's plans Q^(k-1) -> gamma_i^(k-1): its barycenter step's too
+            w_server = []  # W(Q^(k-1), gamma_i^(k-1)) as the server solved it
+            ahead = self._server_ahead(bus, clients, val, gammas, Q, cfg)
+            for c, (_, w_p) in zip(clients, steps):
                 got = bus.send(
                     c, SERVER, "fedbary.gamma", {"gamma": gammas[c], "distance": w_p}, round=k
                 ).payload
                 received[c] = got["gamma"]
-                if val is not None:
-                    eta_q, _ = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
+                if c in ahead and _same(got["gamma"], gammas[c]):
+                    eta_q, P, w_q = ahead[c]
+                    if val is None:
+                        plans.append(P)
+                elif val is not None:
+                    eta_q, w_q = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
                 else:
-                    eta_q, _, _ = fedwad_round_interp(Q, got["gamma"], cfg.t, cfg.interpolation)
+                    eta_q, P, w_q = _server_interp(Q, got["gamma"], cfg.t, cfg)
+                    plans.append(P)
+                w_server.append(w_q)
                 eta_q_at_client[c] = bus.send(SERVER, c, "fedbary.eta_q", eta_q, round=k).payload
-                gammas[c], _, _ = fedwad_round_interp(
-                    eta_p, eta_q_at_client[c], cfg.t, cfg.interpolation
+            if cfg.trace and k > 1:  # the bound of round k-1 from this round's solves
+                history["bound"].append(
+                    self._bound(
+                        bus, clients, val, gammas, Q, [w for _, w in steps], received, w_server
+                    )
                 )
+            # step 7 at every client (independent of the sends above, so batched afterwards: an
+            # engine with remote parties runs them at once)
+            updated = bus.local_map(
+                [
+                    (c, _gamma_step, eta_p, eta_q_at_client[c], cfg.t, cfg)
+                    for c, (eta_p, _) in zip(clients, steps)
+                ]
+            )
+            gammas.update(zip(clients, updated))
             if val is None:
-                Q = central_barycenter(
-                    list(received.values()), Q.support, iterations=cfg.barycenter_steps
+                Q = barycenter_steps(
+                    list(received.values()), Q.support, cfg.barycenter_steps, first_plans=plans
                 )
-            if cfg.trace:
-                history["bound"].append(self._bound(bus, clients, val, gammas, Q))
         # final round: gamma_i^(K) and W(P_i, gamma_i^(K)) to the server
         K = cfg.iterations + 1
         finals = {}
@@ -252,15 +329,30 @@ class FedBary(Protocol):
             finals[c] = bus.send(
                 c, SERVER, "fedbary.final", {"gamma": gammas[c], "distance": w_p}, round=K
             ).payload
+        sent_final = {c: f["gamma"] for c, f in finals.items()}
         if val is None:
-            Q = central_barycenter(
-                [f["gamma"] for f in finals.values()], Q.support, iterations=cfg.barycenter_steps
+            # the barycenter's first step solves Q^(K) -> gamma_i^(K): its costs give the bound
+            first = bus.map_pure([(tot.plan, Q, g) for g in sent_final.values()])
+            w_server = [float(np.sqrt(cost)) for _, cost in first]
+            if cfg.trace:
+                history["bound"].append(
+                    self._bound(bus, clients, val, gammas, Q, w_final, sent_final, w_server)
+                )
+            Q = barycenter_steps(
+                list(sent_final.values()),
+                Q.support,
+                cfg.barycenter_steps,
+                first_plans=[P for P, _ in first],
             )
-        dist = {}
-        for c in clients:
-            g = finals[c]["gamma"]
-            w_q = bus.local(val, _distance_to, g) if val is not None else tot.wasserstein(Q, g)
-            dist[c] = float(finals[c]["distance"] + w_q)
+        if val is not None:
+            w_val = bus.local_map([(val, _distance_to, sent_final[c]) for c in clients])
+        else:
+            w_val = bus.map_pure([(tot.wasserstein, Q, sent_final[c]) for c in clients])
+        dist = {c: float(finals[c]["distance"] + w_q) for c, w_q in zip(clients, w_val)}
+        if val is not None and cfg.trace:
+            history["bound"].append(
+                self._bound(bus, clients, val, gammas, Q, w_final, sent_final, w_val)
+            )
         contrib = contributions(dist)
         targets = {
             c: eta_q_at_client[c] if cfg.detect_on == "eta_q" else gammas[c] for c in clients
@@ -292,16 +384,35 @@ class FedBary(Protocol):
         )
 
     @staticmethod
-    def _bound(bus, clients, val, gammas, Q) -> float:
-        """A^(k) = sum_i W(P_i, gamma_i^(k)) + W(Q^(k), gamma_i^(k)) (testbed diagnostic)."""
+    def _server_ahead(bus, clients, val, gammas, Q, cfg) -> dict:
+        """On an engine that runs calls at once, the server's step for every client computed
+        ahead, on the gamma_i each client is about to send: the loop uses a result only when
+        the gamma the server then receives is the same bit for bit (no defense changed it), so
+        the server's output is what it would compute after receiving it. Plain bus: nothing."""
+        if not bus.runs_concurrently:
+            return {}
+        own = [gammas[c] for c in clients]
+        if val is not None:
+            got = bus.local_map([(val, _validation_step, g, cfg.t, cfg) for g in own])
+            return {c: (e, None, w) for c, (e, w) in zip(clients, got)}
+        return dict(zip(clients, bus.map_pure([(_server_interp, Q, g, cfg.t, cfg) for g in own])))
+
+    @staticmethod
+    def _bound(bus, clients, val, gammas, Q, w_client, sent, w_server) -> float:
+        """A^(k) = sum_i W(P_i, gamma_i^(k)) + W(Q^(k), gamma_i^(k)) (testbed diagnostic).
+
+        Called in round k+1 (or the final round) with the distances that round solved anyway:
+        ``w_client[i]`` = W(P_i, gamma_i^(k)) from the client's own step and ``w_server[i]`` =
+        W(Q^(k), sent gamma_i). The server's value is reused only when the gamma it received is
+        the client's own bit for bit (no defense changed it); otherwise it is solved here.
+        Same solves and the same summation order as computing the bound at the end of round k."""
         total = 0.0
-        for c in clients:
-            total += bus.local(c, _distance_to, gammas[c])
-            total += (
-                bus.local(val, _distance_to, gammas[c])
-                if val is not None
-                else tot.wasserstein(Q, gammas[c])
-            )
+        for c, w_p, w_q in zip(clients, w_client, w_server):
+            total += w_p
+            g, got = gammas[c], sent[c]
+            if not _same(g, got):
+                w_q = bus.local(val, _distance_to, g) if val is not None else tot.wasserstein(Q, g)
+            total += w_q
         return total
 
     def reference(self, parties) -> dict[str, float]:

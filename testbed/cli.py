@@ -374,9 +374,29 @@ def _ints(text: str) -> list[int]:
     return vals
 
 
+def _bench_scaling(args) -> int:
+    from testbed.bench_scaling import ScalingOptions, bench_scaling, write_scaling
+
+    kw = {k: getattr(args, k) for k in ("ns", "clients") if getattr(args, k) is not None}
+    if args.ds is not None:
+        kw["d"] = args.ds[0]
+    if args.cases is not None:
+        kw["cases"] = [c for c in args.cases.split(",") if c]
+    opts = ScalingOptions(
+        **kw,
+        log=(lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
+    )
+    command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    paths = write_scaling(bench_scaling(opts), args.out, command)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from testbed.bench import BenchOptions, run_bench, write_outputs
 
+    if args.scaling:
+        return _bench_scaling(args)
     kw = {}
     for key in ("ns", "ds", "clients"):
         if getattr(args, key) is not None:
@@ -401,6 +421,12 @@ def cmd_bench(args) -> int:
     for t in res["targets"]:
         state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"
         print(f"target: {t['text']}: {t['measured']:.4g} {t['unit']} -> {state}")
+    if res["targets"]:
+        from testbed.bench_issue15 import issue15_rows
+
+        for r in issue15_rows(res):
+            value = r["detail"] if r["value"] is None else f"{r['value']:.4g} {r['unit']}"
+            print(f"issue 15: {r['quantity']}: {value}")
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
@@ -490,6 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", help="also time this scenario end to end (target: 3 min)")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
     p.add_argument("--targets", action="store_true", help="check the issue-6 targets")
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="only the scaling curves: time and peak memory against n (--n) and N (--clients), "
+        "every engine available (about 15 min on 2 cores)",
+    )
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(fn=cmd_bench)

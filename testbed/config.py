@@ -177,7 +177,8 @@ class Scenario(BaseModel):
         "inprocess", description="where parties compute: in this process, or as Ray actors"
     )
     engine_params: dict[str, Any] = Field(
-        default_factory=dict, description="engine options (ray: actors, num_cpus, temp_root)"
+        default_factory=dict,
+        description="engine options (ray: actors, num_cpus, temp_root; inprocess: workers)",
     )
     sweep: dict[str, list[Any]] | list[dict[str, list[Any]]] | None = Field(
         None,
@@ -545,11 +546,13 @@ def validate_plugins(
             RayEngineConfig.model_validate(sc.engine_params)
         except ValidationError as exc:
             raise _first_error(exc, ["engine_params"], root, fname) from None
-    elif sc.engine_params:
-        line = _line_of(root, ["engine_params"])
-        raise ScenarioError(
-            f"{fname}:{line}: engine_params: the {sc.engine} engine takes no parameters"
-        )
+    else:
+        from testbed.engines.pool import InProcessEngineConfig
+
+        try:
+            InProcessEngineConfig.model_validate(sc.engine_params)
+        except ValidationError as exc:
+            raise _first_error(exc, ["engine_params"], root, fname) from None
     tm = sc.threat_model
     allowed = {"server", "eavesdropper", *names}
     for field, who in [("observer", [tm.observer]), ("colluders", tm.colluders)]:

@@ -15,6 +15,7 @@ from testbed import ot as tot
 from testbed.bench import (
     BareBus,
     BenchOptions,
+    fedbary_target,
     fedwad_public_algorithm,
     fit_exponent,
     make_clients,
@@ -150,3 +151,82 @@ def test_cli_bench_rejects_bad_grid(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--n", "0,10"])
     assert "positive integers" in capsys.readouterr().err
+
+
+def test_fedbary_target_row_on_workers_profiles_a_miss():
+    # a tiny FedBary with a zero budget: the row is a miss, profiled on the plain bus, whose
+    # transcript must equal the worker-process run's
+    key, sec, limit, unit, met, detail, prof = fedbary_target(
+        BenchOptions(), workers=2, clients=4, points=20, limit=0.0
+    )
+    assert key == "fedbary_100x500" and unit == "s" and sec > 0 and not met
+    assert "2 worker processes" in detail and "same transcript: True" in detail
+    assert prof and all(r["calls"] > 0 for r in prof)
+
+
+def test_issue15_rows_report_what_was_measured_and_say_why_not_otherwise():
+    from testbed.bench_issue15 import issue15_lines, issue15_rows
+
+    res = {
+        "targets": [
+            {"target": "fedbary_100x500", "measured": 41.5, "detail": "2 workers"},
+            {"target": "triangle_wad_vs_emd", "measured": 0.4, "detail": "d = 64: 0.4x"},
+        ],
+        "overhead": [
+            {"case": "triangle_wad", "n": 1000, "d": 784, "transcript_overhead": 0.09},
+            {"case": "fedwad_paper", "n": 1000, "d": 784, "transcript_overhead": 0.04},
+        ],
+    }
+    rows = issue15_rows(res)
+    assert [r["value"] for r in rows] == [41.5, 0.09, None, 0.4, None]
+    assert rows[2]["detail"].startswith("not measured: ")
+    assert rows[4]["detail"].startswith("not measured: ")
+    # the transcript section's own logging rows take precedence when present
+    res["transcript_hash"] = {
+        "logging": [{"case": "triangle_wad", "n": 2000, "d": 784, "logging_share": 0.03}]
+    }
+    res["pairwise_1000"] = {"peak_rss_mib": 1234.0, "engine": "ray"}
+    rows = issue15_rows(res)
+    assert rows[1]["value"] == 0.03 and rows[4]["value"] == 1234.0
+    md = "\n".join(issue15_lines(res))
+    assert "| FedBary, 100 clients x 500 points, d = 64 | 41.5 | s |" in md
+    assert issue15_lines({}) == []
+
+
+FEW = ("fedwad_paper", "fedbary")
+
+
+def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
+    # a tiny grid; a zero per-point budget stops every case after its first size, with a note
+    from testbed.bench_scaling import ScalingOptions, bench_scaling, write_scaling
+
+    res = bench_scaling(ScalingOptions(ns=(30, 60), clients=(6, 8), d=2, ray=False, cases=FEW))
+    assert {(r["axis"], r["size"]) for r in res["rows"]} >= {("n", 30), ("n", 60), ("N", 6)}
+    assert all(r["seconds"] > 0 and r["peak_mib"] is not None for r in res["rows"])
+    assert any("not installed" in n for n in res["notes"])
+    capped = bench_scaling(
+        ScalingOptions(ns=(30, 60), clients=(6,), d=2, ray=False, cases=FEW, point_budget=0)
+    )
+    assert all(r["size"] in (30, 6) for r in capped["rows"])
+    assert any("per point" in n for n in capped["notes"])
+    paths = write_scaling(res, tmp_path, "testbed bench --scaling (test)")
+    assert "| fedbary | inprocess | N | 6 |" in paths[1].read_text()
+    assert json.loads(paths[0].read_text())["rows"] and paths[2].stat().st_size > 1000
+    code = main(
+        [
+            "bench",
+            "--scaling",
+            "--n",
+            "30",
+            "--clients",
+            "6",
+            "--cases",
+            "fedbary",
+            "--d",
+            "2",
+            "-q",
+            "--out",
+            str(tmp_path / "cli"),
+        ]
+    )
+    assert code == 0 and (tmp_path / "cli" / "scaling.md").exists()

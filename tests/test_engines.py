@@ -27,7 +27,7 @@ def test_inprocess_bus_is_the_plain_bus_and_local_map_keeps_order():
     np.testing.assert_allclose(got, [36.0, 8.0])
 
 
-def test_inprocess_engine_takes_no_params():
+def test_inprocess_engine_takes_only_workers():
     with pytest.raises(ScenarioError, match="engine_params"):
         with open_bus("inprocess", {"actors": 2}):
             pass
@@ -75,5 +75,5 @@ def test_bad_engine_params_fail_at_load_time_with_the_line(scenarios_dir):
     text = (scenarios_dir / "contract_tiny.yaml").read_text()
     with pytest.raises(ScenarioError, match=r"x\.yaml:\d+: engine_params\.actors"):
         parse_scenario(text + "engine: ray\nengine_params: {actors: 0}\n", "x.yaml")
-    with pytest.raises(ScenarioError, match="inprocess engine takes no parameters"):
+    with pytest.raises(ScenarioError, match=r"x\.yaml:\d+: engine_params\.actors"):
         parse_scenario(text + "engine_params: {actors: 2}\n", "x.yaml")

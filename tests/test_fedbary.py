@@ -14,6 +14,7 @@ from hypothesis.extra.numpy import arrays
 from protocols.fedbary import (
     FedBary,
     FedBaryConfig,
+    barycenter_steps,
     central_barycenter,
     contributions,
     duplication_study,
@@ -246,3 +247,25 @@ def test_round_interp_rejects_anything_but_a_method_name():
     a = Measure(np.zeros((2, 1)))
     with pytest.raises(ValueError, match="interpolation must be"):
         fedwad_round_interp(a, a, 0.5, FedBaryConfig())
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+@pytest.mark.parametrize("reuse", [False, True])
+def test_barycenter_steps_equal_pot_bit_for_bit(steps, reuse):
+    # FedBary's server update reuses the plans of its interpolation step; the result must be
+    # POT's free_support_barycenter's, not merely close to it
+    g = np.random.default_rng(11)
+    measures = [
+        Measure(g.normal(i, 1.0, size=(12 + 3 * i, 3)), g.dirichlet(np.ones(12 + 3 * i)))
+        for i in range(4)
+    ]
+    X0 = g.normal(size=(10, 3))
+    plans = [tot.plan(Measure(X0), m)[0] for m in measures] if reuse else None
+    ours = barycenter_steps(measures, X0, steps, first_plans=plans)
+    pot = central_barycenter(measures, X0, iterations=steps)
+    assert np.array_equal(ours.support, pot.support)
+    assert np.array_equal(ours.weights, pot.weights)
+    if reuse:  # the reused plans are used: wrong plans give a different barycenter
+        product = [np.outer(np.full(10, 0.1), m.weights) for m in measures]
+        wrong = barycenter_steps(measures, X0, steps, first_plans=product)
+        assert not np.allclose(wrong.support, pot.support)

@@ -1,6 +1,8 @@
 """Execution engines: where the parties' local computations run.
 
-``inprocess`` (default): the plain :class:`~testbed.bus.Bus`; every party lives in this process.
+``inprocess`` (default): the plain :class:`~testbed.bus.Bus`; every party lives in this process;
+with ``engine_params: {workers: k}`` (k > 1) the parties live in k worker processes
+(:class:`~testbed.engines.pool.PoolBus`) and independent local computations run at once.
 ``ray``: :class:`~testbed.engines.ray_bus.RayBus`; parties live in Ray actors (one per client
 group) on a local cluster bound to 127.0.0.1, the transcript, defenses and guard stay here. Needs
 the optional extra ``pip install '.[ray]'``.
@@ -24,6 +26,19 @@ __all__ = ["ENGINES", "open_bus"]
 ENGINES = ("inprocess", "ray")
 
 
+def _engine_config(cls, params: Mapping[str, Any]):
+    try:
+        return cls(**params)
+    except Exception as exc:  # pydantic ValidationError -> one line naming the field
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ScenarioError(f"engine_params.{loc}: {err['msg']}") from None
+
+
 @contextmanager
 def open_bus(
     engine: str, params: Mapping[str, Any] | None = None, /, **bus_kwargs
@@ -32,25 +47,22 @@ def open_bus(
     files) are released when the block exits, whatever happens inside it."""
     params = dict(params or {})
     if engine == "inprocess":
-        if params:
-            raise ScenarioError(
-                f"engine_params: the inprocess engine takes no parameters, got {sorted(params)}"
-            )
-        yield Bus(**bus_kwargs)
+        from testbed.engines.pool import InProcessEngineConfig, PoolBus
+
+        cfg = _engine_config(InProcessEngineConfig, params)
+        if cfg.workers == 1:
+            yield Bus(**bus_kwargs)
+            return
+        bus = PoolBus(workers=cfg.workers, **bus_kwargs)
+        try:
+            yield bus
+        finally:
+            bus.close()
         return
     if engine == "ray":
         from testbed.engines.ray_bus import RayBus, RayEngineConfig
 
-        try:
-            cfg = RayEngineConfig(**params)
-        except Exception as exc:  # pydantic ValidationError -> one line naming the field
-            from pydantic import ValidationError
-
-            if not isinstance(exc, ValidationError):
-                raise
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ScenarioError(f"engine_params.{loc}: {err['msg']}") from None
+        cfg = _engine_config(RayEngineConfig, params)
         bus = RayBus(config=cfg, **bus_kwargs)
         try:
             yield bus

@@ -1,0 +1,106 @@
+"""``testbed bench`` section: issue 15's five numbers side by side, from one bench run.
+
+Kept apart from :mod:`testbed.bench`'s measuring code: this module only reads what a run
+measured (its targets, its transcript-overhead rows and the transcript section's rows when that
+section is present) and says "not measured: <reason>" for anything the run did not measure; it
+never fills a row with a value from elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["issue15_lines", "issue15_rows"]
+
+
+def _row(quantity: str, value: float | None, unit: str, detail: str) -> dict[str, Any]:
+    return {"quantity": quantity, "value": value, "unit": unit, "detail": detail}
+
+
+def _target_row(targets: dict, key: str, quantity: str, unit: str, how: str) -> dict[str, Any]:
+    t = targets.get(key)
+    if t is None or t.get("measured") is None:
+        return _row(quantity, None, unit, f"not measured: {how}")
+    return _row(quantity, float(t["measured"]), unit, t.get("detail", ""))
+
+
+def _overhead_row(res: dict[str, Any]) -> dict[str, Any]:
+    quantity = "transcript overhead (time logging / protocol time without logging)"
+    logging = (res.get("transcript_hash") or {}).get("logging") or []
+    if logging:
+        worst = max(logging, key=lambda r: r["logging_share"])
+        detail = "worst of " + ", ".join(
+            f"{r['case']} (n={r['n']}, d={r['d']}): {r['logging_share']:.3f}" for r in logging
+        )
+        return _row(quantity, float(worst["logging_share"]), "ratio", detail)
+    rows = res.get("overhead") or []
+    if rows:
+        worst = max(rows, key=lambda r: r["transcript_overhead"])
+        detail = "time inside Bus.send / rest of the same run, worst of " + ", ".join(
+            f"{r['case']} (n={r['n']}, d={r['d']}): {r['transcript_overhead']:.3f}" for r in rows
+        )
+        return _row(quantity, float(worst["transcript_overhead"]), "ratio", detail)
+    return _row(quantity, None, "ratio", "not measured: this run had no transcript-overhead rows")
+
+
+def _pairwise_row(res: dict[str, Any]) -> dict[str, Any]:
+    quantity = "pairwise FedWAD, N = 1000 clients: peak resident memory"
+    got = res.get("pairwise_1000")
+    if got and got.get("peak_rss_mib") is not None:
+        detail = ", ".join(f"{k}={v}" for k, v in sorted(got.items()) if k != "peak_rss_mib")
+        return _row(quantity, float(got["peak_rss_mib"]), "MiB", detail)
+    return _row(
+        quantity,
+        None,
+        "MiB",
+        "not measured: this bench has no N = 1000 pairwise FedWAD run (it needs the transcript "
+        "spilled to disk and the Ray engine; issue 15's bounded-memory part)",
+    )
+
+
+def issue15_rows(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """The five rows of issue 15's closing check, in its order."""
+    targets = {t["target"]: t for t in res.get("targets") or []}
+    need = "run with --targets (or --full)"
+    return [
+        _target_row(
+            targets,
+            "fedbary_100x500",
+            "FedBary, 100 clients x 500 points, d = 64",
+            "s",
+            f"{need} and the fedbary case",
+        ),
+        _overhead_row(res),
+        _target_row(
+            targets,
+            "fedwad_vs_public",
+            "FedWAD time, ours / the public reference's algorithm (worst n, d)",
+            "ratio",
+            f"{need} with fedwad_paper and fedwad_public",
+        ),
+        _target_row(
+            targets,
+            "triangle_wad_vs_emd",
+            "TriangleWad end to end / one exact ot.emd, n = 2000 (worst d)",
+            "ratio",
+            f"{need} with triangle_wad and n = 2000 in --n",
+        ),
+        _pairwise_row(res),
+    ]
+
+
+def issue15_lines(res: dict[str, Any]) -> list[str]:
+    """Markdown table of :func:`issue15_rows` (empty when nothing of it was measured)."""
+    rows = issue15_rows(res)
+    if all(r["value"] is None for r in rows):
+        return []
+    lines = [
+        "## Issue 15, side by side",
+        "",
+        "| quantity | measured | unit | how |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        value = "-" if r["value"] is None else f"{r['value']:.4g}"
+        lines.append(f"| {r['quantity']} | {value} | {r['unit']} | {r['detail']} |")
+    return [*lines, ""]
