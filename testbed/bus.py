@@ -63,6 +63,9 @@ class Bus:
         Passed to defenses for privacy accounting.
     on_send : callable, optional
         Called with each delivered envelope (progress reporting only).
+    transcript : Transcript, optional
+        Where delivered envelopes are logged (e.g. one that spills payloads to the run
+        directory); a fresh in-memory transcript by default.
     parties : mapping name -> PartyData
         The parties' private data. Protocol code reaches it only through :meth:`local`, which
         runs a function *at* a party; another engine (e.g. Ray actors) can run it remotely.
@@ -75,8 +78,9 @@ class Bus:
         ledger=None,
         on_send=None,
         parties=None,
+        transcript: Transcript | None = None,
     ):
-        self.transcript = Transcript()
+        self.transcript = transcript if transcript is not None else Transcript()
         self._parties = dict(parties or {})
         self._defenses = list(defenses)
         self.guard = guard

@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -24,6 +24,10 @@ from testbed.envelope import Envelope, visible_to
 from testbed.errors import DataError, TestbedError
 from testbed.measure import Measure
 from testbed.payload import Payload, _ro, digest_algorithm, payload_digest
+from testbed.spill import SPILL_NAME, SpillStore
+
+#: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
+DEFAULT_SPILL_THRESHOLD = 256 << 20
 
 __all__ = ["PublicInfo", "Transcript", "View", "atomic_write_bytes"]
 
@@ -86,17 +90,48 @@ def _decode(spec, arrays) -> Payload:
 
 
 class Transcript:
-    """Append-only log of delivered envelopes."""
+    """Append-only log of delivered envelopes.
 
-    def __init__(self, envelopes: Iterable[Envelope] = ()):
-        self._envelopes: list[Envelope] = list(envelopes)
+    With ``spill_dir``, payloads stop being kept in memory once ``spill_threshold`` bytes are:
+    each further payload's arrays go to the append-only ``payloads.spill`` file there and the
+    logged envelope reads them through a read-only memory map (:mod:`testbed.spill`). Digests,
+    views and attacks see the same bytes either way.
+    """
+
+    def __init__(
+        self,
+        envelopes: Iterable[Envelope] = (),
+        *,
+        spill_dir: str | Path | None = None,
+        spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+    ):
+        self._envelopes: list[Envelope] = []
+        self._in_memory = 0
+        self._threshold = int(spill_threshold)
+        self._spill = SpillStore(Path(spill_dir) / SPILL_NAME) if spill_dir is not None else None
+        for e in envelopes:
+            self._append(e)
+
+    @property
+    def spilled_bytes(self) -> int:
+        """Payload bytes held in the spill file (0 when nothing spilled)."""
+        return 0 if self._spill is None else self._spill.nbytes
 
     def _append(self, env: Envelope) -> None:
         if env.seq != len(self._envelopes):
             raise TestbedError(
                 f"transcript is append-only: expected seq {len(self._envelopes)}, got {env.seq}"
             )
+        if self._spill is not None and self._in_memory + env.nbytes > self._threshold:
+            env = replace(env, payload=self._spill.spill(env.payload))  # same bytes, same digest
+        else:
+            self._in_memory += env.nbytes
         self._envelopes.append(env)
+
+    def close(self) -> None:
+        """Finish the spill file (trimmed, synced); the transcript stays readable."""
+        if self._spill is not None:
+            self._spill.close()
 
     def __len__(self) -> int:
         return len(self._envelopes)
