@@ -33,8 +33,7 @@ class SpillStore:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._fd = -1  # the file is created on the first spilled array
         self._used = 0
         self._cap = 0
         self._map: mmap.mmap | None = None
@@ -47,6 +46,9 @@ class SpillStore:
 
     def _append_array(self, a: np.ndarray) -> np.ndarray:
         a = np.ascontiguousarray(a)
+        if self._fd < 0 and self._cap == 0:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         off = -(-self._used // _ALIGN) * _ALIGN
         end = off + a.nbytes
         if end > self._cap:

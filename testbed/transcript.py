@@ -103,11 +103,11 @@ class Transcript:
         envelopes: Iterable[Envelope] = (),
         *,
         spill_dir: str | Path | None = None,
-        spill_threshold: int = DEFAULT_SPILL_THRESHOLD,
+        spill_threshold: int | None = None,
     ):
         self._envelopes: list[Envelope] = []
         self._in_memory = 0
-        self._threshold = int(spill_threshold)
+        self._threshold = DEFAULT_SPILL_THRESHOLD if spill_threshold is None else spill_threshold
         self._spill = SpillStore(Path(spill_dir) / SPILL_NAME) if spill_dir is not None else None
         for e in envelopes:
             self._append(e)

@@ -104,3 +104,23 @@ def test_spill_file_is_append_only_and_grows_past_its_first_map(tmp_path, monkey
     for a, b in zip(sent, tr):  # earlier arrays stay valid after the file grew and re-mapped
         assert payload_digest(b.payload) == a.digest
     assert (tmp_path / SPILL_NAME).stat().st_size == tr.spilled_bytes
+
+
+@pytest.mark.parametrize("name", ["contract_tiny.yaml", "contract_tiny_triangle_wad.yaml"])
+def test_a_run_that_spills_gives_the_same_results(tmp_path, monkeypatch, name):
+    import json
+    from pathlib import Path
+
+    import testbed.transcript as transcript_mod
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / name)
+    plain = run_scenario(sc, tmp_path / "plain")
+    monkeypatch.setattr(transcript_mod, "DEFAULT_SPILL_THRESHOLD", 0)
+    spilled = run_scenario(sc, tmp_path / "spilled")
+    assert (tmp_path / "spilled" / SPILL_NAME).stat().st_size > 0
+    assert not (tmp_path / "plain" / SPILL_NAME).exists()
+    assert spilled.transcript.digest() == plain.transcript.digest()
+    a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("plain", "spilled"))
+    assert a["attacks"] == b["attacks"] and a["transcript"] == b["transcript"]
