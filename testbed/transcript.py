@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import io
 import json
 import os
 import tempfile
@@ -87,6 +86,22 @@ def _decode(spec, arrays) -> Payload:
     if t == "bool":
         return bool(spec["value"])
     return spec["value"]
+
+
+def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """``np.savez`` straight into a temporary file next to ``path``, then rename: the arrays
+    (memory-mapped ones included) are streamed one by one, never gathered in one buffer."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 class Transcript:
@@ -201,9 +216,7 @@ class Transcript:
             }
             lines.append(json.dumps(rec, sort_keys=True))
         atomic_write_bytes(directory / "envelopes.jsonl", ("\n".join(lines) + "\n").encode())
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        atomic_write_bytes(directory / "payloads.npz", buf.getvalue())
+        _atomic_savez(directory / "payloads.npz", arrays)
 
     @classmethod
     def load(cls, directory: str | Path) -> Transcript:
