@@ -808,6 +808,9 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         clients += ray_rows
         notes += notes3
     overhead = bench_overhead(opts)
+    from testbed.bench_transcript import bench_transcript_hash
+
+    transcript_hash = bench_transcript_hash(opts)
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
     exps = exponents(pairs, clients)
     return {
@@ -820,6 +823,7 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "pairs": pairs,
         "clients": clients,
         "overhead": overhead,
+        "transcript_hash": transcript_hash,
         "targets": targets,
         "exponents": exps,
         "notes": sorted(set(notes)),

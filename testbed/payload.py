@@ -12,6 +12,11 @@ import numpy as np
 
 from testbed.measure import Measure, immutable
 
+try:  # a cryptographic hash, several times faster than SHA-256 on large arrays
+    from blake3 import blake3 as _blake3
+except ImportError:  # pragma: no cover - blake3 is a declared dependency
+    _blake3 = None
+
 Payload = Any  # Measure | float | int | str | np.ndarray | Mapping[str, Payload]
 
 __all__ = [
@@ -21,6 +26,8 @@ __all__ = [
     "map_arrays",
     "payload_digest",
     "payload_nbytes",
+    "DIGEST_ALGORITHM",
+    "digest_algorithm",
 ]
 
 
@@ -103,7 +110,10 @@ def _digest_update(h, p: Payload) -> None:
     elif isinstance(p, np.ndarray):
         a = np.ascontiguousarray(p)
         h.update(f"A{a.dtype.str}{a.shape}".encode())
-        h.update(a.tobytes())
+        if a.dtype.hasobject:
+            h.update(a.tobytes())
+        else:  # the array's own buffer: no copy
+            h.update(memoryview(a.reshape(-1)).cast("B"))
     elif isinstance(p, Mapping):
         h.update(b"D")
         for k in sorted(p):
@@ -113,8 +123,33 @@ def _digest_update(h, p: Payload) -> None:
         h.update(f"S{type(p).__name__}:{p!r}".encode())
 
 
-def payload_digest(p: Payload) -> str:
-    """SHA-256 over a canonical encoding of the payload (types, shapes, dtypes, bytes)."""
-    h = hashlib.sha256()
+#: The content hash of new payloads. Digests carry it as a prefix (``"blake3:<hex>"``); a digest
+#: without a prefix is SHA-256 (transcripts saved before the switch still verify).
+DIGEST_ALGORITHM = "blake3" if _blake3 is not None else "sha256"
+
+
+def digest_algorithm(digest: str) -> str:
+    """The algorithm that produced ``digest`` (its prefix; none means SHA-256)."""
+    head, sep, _ = digest.partition(":")
+    return head if sep else "sha256"
+
+
+def payload_digest(p: Payload, algorithm: str | None = None) -> str:
+    """Content hash over a canonical encoding of the payload (types, shapes, dtypes, bytes).
+
+    BLAKE3 by default (a cryptographic hash: finding another payload with the same digest is
+    as hard as for SHA-256, so a tampered transcript is still detected) and returned as
+    ``"blake3:<hex>"``; ``algorithm="sha256"`` gives the unprefixed SHA-256 digest older
+    transcripts stored.
+    """
+    algorithm = algorithm or DIGEST_ALGORITHM
+    if algorithm == "blake3":
+        if _blake3 is None:
+            raise RuntimeError("digest needs the blake3 package (pip install blake3)")
+        h = _blake3()
+    elif algorithm == "sha256":
+        h = hashlib.sha256()
+    else:
+        raise ValueError(f"unknown digest algorithm {algorithm!r}")
     _digest_update(h, p)
-    return h.hexdigest()
+    return h.hexdigest() if algorithm == "sha256" else f"{algorithm}:{h.hexdigest()}"

@@ -329,8 +329,11 @@ def score_detection(detection, noise_masks) -> dict:
     return out
 
 
-def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, float]:
-    """Run the protocol on the bus; return (results, transcript, seconds)."""
+def run_world(
+    world: World, progress: bool = False, spill_dir: Path | None = None
+) -> tuple[dict, Transcript, float]:
+    """Run the protocol on the bus; return (results, transcript, seconds). With ``spill_dir``
+    (the run directory) payloads past the transcript's memory threshold go to a file there."""
     sc = world.scenario
     seed = sc.seed
     guard = (
@@ -347,6 +350,7 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
     bar = _Progress(progress, sc.name)
+    spilling = Transcript(spill_dir=spill_dir) if spill_dir is not None else None
     t0 = time.perf_counter()
     try:
         with open_bus(
@@ -357,11 +361,14 @@ def run_world(world: World, progress: bool = False) -> tuple[dict, Transcript, f
             ledger=world.ledger,
             on_send=bar,
             parties=world.parties,
+            transcript=spilling,
         ) as bus:
             with plugin_phase("protocol", world.protocol.name, "run"):
                 result = world.protocol.run(world.parties, bus, component_rng(seed, "protocol"))
     finally:
         bar.close()
+        if spilling is not None:
+            spilling.close()
     elapsed = time.perf_counter() - t0
     with plugin_phase("protocol", world.protocol.name, "reference"):
         reference = _reference(world.protocol, world.parties)
@@ -446,7 +453,7 @@ def _write_run(sc: Scenario, world: World, out: Path, progress: bool) -> RunOutp
         out / "resolved.yaml", yaml.safe_dump(world.resolved, sort_keys=True).encode()
     )
     atomic_write_bytes(out / "config_hash", (world.config_hash + "\n").encode())
-    results, tr, elapsed = run_world(world, progress=progress)
+    results, tr, elapsed = run_world(world, progress=progress, spill_dir=out)
     from testbed.attacking import run_attacks
 
     evidence: dict = {}  # pictures of leakage for the report (leakage.npz)

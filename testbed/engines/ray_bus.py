@@ -173,8 +173,16 @@ class RayBus(Bus):
         parties=None,
         *,
         config: RayEngineConfig | None = None,
+        transcript=None,
     ):
-        super().__init__(defenses, guard=guard, ledger=ledger, on_send=on_send, parties=None)
+        super().__init__(
+            defenses,
+            guard=guard,
+            ledger=ledger,
+            on_send=on_send,
+            parties=None,
+            transcript=transcript,
+        )
         self.config = config or RayEngineConfig()
         parties = dict(parties or {})
         self.ray = _ray()

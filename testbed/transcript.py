@@ -1,0 +1,303 @@
+"""The append-only transcript of delivered envelopes, its files, and observer views.
+
+A transcript is saved as ``envelopes.jsonl`` (routing, digests, payload layout) plus
+``payloads.npz`` and reloads byte for byte: every payload digest is checked on load.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from testbed.envelope import Envelope, visible_to
+from testbed.errors import DataError, TestbedError
+from testbed.measure import Measure
+from testbed.payload import Payload, _ro, digest_algorithm, payload_digest
+from testbed.spill import SPILL_NAME, SpillStore
+
+#: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
+DEFAULT_SPILL_THRESHOLD = 256 << 20
+
+__all__ = ["PublicInfo", "Transcript", "View", "atomic_write_bytes"]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ----------------------------------------------------------------------------- transcript
+def _encode(p: Payload, prefix: str, arrays: dict[str, np.ndarray]):
+    if isinstance(p, Measure):
+        arrays[f"{prefix}support"] = p.support
+        arrays[f"{prefix}weights"] = p.weights
+        return {"type": "measure", "key": prefix}
+    if isinstance(p, np.ndarray):
+        arrays[prefix] = p
+        return {"type": "array", "key": prefix}
+    if isinstance(p, Mapping):
+        return {
+            "type": "mapping",
+            "items": {k: _encode(v, f"{prefix}/{k}", arrays) for k, v in p.items()},
+        }
+    if isinstance(p, bool):
+        return {"type": "bool", "value": p}
+    if isinstance(p, int):
+        return {"type": "int", "value": p}
+    if isinstance(p, float):
+        return {"type": "float", "value": repr(p)}
+    return {"type": "str", "value": str(p)}
+
+
+def _decode(spec, arrays) -> Payload:
+    t = spec["type"]
+    if t == "measure":
+        return Measure.restore(arrays[f"{spec['key']}support"], arrays[f"{spec['key']}weights"])
+    if t == "array":
+        return _ro(arrays[spec["key"]])
+    if t == "mapping":
+        return {k: _decode(v, arrays) for k, v in spec["items"].items()}
+    if t == "float":
+        return float(spec["value"])
+    if t == "int":
+        return int(spec["value"])
+    if t == "bool":
+        return bool(spec["value"])
+    return spec["value"]
+
+
+def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """``np.savez`` straight into a temporary file next to ``path``, then rename: the arrays
+    (memory-mapped ones included) are streamed one by one, never gathered in one buffer."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Transcript:
+    """Append-only log of delivered envelopes.
+
+    With ``spill_dir``, payloads stop being kept in memory once ``spill_threshold`` bytes are:
+    each further payload's arrays go to the append-only ``payloads.spill`` file there and the
+    logged envelope reads them through a read-only memory map (:mod:`testbed.spill`). Digests,
+    views and attacks see the same bytes either way.
+    """
+
+    def __init__(
+        self,
+        envelopes: Iterable[Envelope] = (),
+        *,
+        spill_dir: str | Path | None = None,
+        spill_threshold: int | None = None,
+    ):
+        self._envelopes: list[Envelope] = []
+        self._in_memory = 0
+        self._threshold = DEFAULT_SPILL_THRESHOLD if spill_threshold is None else spill_threshold
+        self._spill = SpillStore(Path(spill_dir) / SPILL_NAME) if spill_dir is not None else None
+        for e in envelopes:
+            self._append(e)
+
+    @property
+    def spilled_bytes(self) -> int:
+        """Payload bytes held in the spill file (0 when nothing spilled)."""
+        return 0 if self._spill is None else self._spill.nbytes
+
+    def _append(self, env: Envelope) -> None:
+        if env.seq != len(self._envelopes):
+            raise TestbedError(
+                f"transcript is append-only: expected seq {len(self._envelopes)}, got {env.seq}"
+            )
+        if self._spill is not None and self._in_memory + env.nbytes > self._threshold:
+            env = replace(env, payload=self._spill.spill(env.payload))  # same bytes, same digest
+        else:
+            self._in_memory += env.nbytes
+        self._envelopes.append(env)
+
+    def close(self) -> None:
+        """Finish the spill file (trimmed, synced); the transcript stays readable."""
+        if self._spill is not None:
+            self._spill.close()
+
+    def __len__(self) -> int:
+        return len(self._envelopes)
+
+    def __iter__(self) -> Iterator[Envelope]:
+        return iter(tuple(self._envelopes))
+
+    def __getitem__(self, i: int) -> Envelope:
+        return self._envelopes[i]
+
+    @property
+    def envelopes(self) -> tuple[Envelope, ...]:
+        return tuple(self._envelopes)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self._envelopes)
+
+    def digest(self) -> str:
+        """Hash of the whole transcript (routing + payload digests), order-sensitive."""
+        h = hashlib.sha256()
+        for e in self._envelopes:
+            h.update(f"{e.seq}|{e.round}|{e.sender}|{e.receiver}|{e.kind}|{e.digest}\n".encode())
+        return h.hexdigest()
+
+    def parties(self) -> list[str]:
+        names = {e.sender for e in self._envelopes} | {e.receiver for e in self._envelopes}
+        return sorted(names)
+
+    def view(
+        self,
+        observer: str,
+        colluders: Sequence[str] = (),
+        own_data: Mapping[str, np.ndarray] | None = None,
+        public: PublicInfo | None = None,
+    ) -> View:
+        """What ``observer`` (plus colluders) saw. ``eavesdropper`` sees every envelope."""
+        who = {observer, *colluders}
+        seen = tuple(e for e in self._envelopes if visible_to(e, who))
+        own = {k: _ro(v) for k, v in (own_data or {}).items() if k in who}
+        return View(
+            observer=observer,
+            colluders=tuple(colluders),
+            envelopes=seen,
+            own_data=MappingProxyType(own),
+            public=public or PublicInfo(),
+        )
+
+    # -- persistence
+    def save(self, directory: str | Path) -> None:
+        """Write ``envelopes.jsonl`` and ``payloads.npz`` (atomically) into ``directory``."""
+        directory = Path(directory)
+        arrays: dict[str, np.ndarray] = {}
+        lines = []
+        for e in self._envelopes:
+            spec = _encode(e.payload, f"{e.seq}", arrays)
+            rec = {
+                "seq": e.seq,
+                "round": e.round,
+                "sender": e.sender,
+                "receiver": e.receiver,
+                "kind": e.kind,
+                "nbytes": e.nbytes,
+                "digest": e.digest,
+                "meta": dict(e.meta),
+                "payload": spec,
+            }
+            lines.append(json.dumps(rec, sort_keys=True))
+        atomic_write_bytes(directory / "envelopes.jsonl", ("\n".join(lines) + "\n").encode())
+        _atomic_savez(directory / "payloads.npz", arrays)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Transcript:
+        directory = Path(directory)
+        env_path, npz_path = directory / "envelopes.jsonl", directory / "payloads.npz"
+        for p in (env_path, npz_path):
+            if not p.exists():
+                raise TestbedError(f"{p}: transcript file not found")
+        with np.load(npz_path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        out = cls()
+        for lineno, line in enumerate(env_path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                payload = _decode(rec["payload"], arrays)
+                algorithm = digest_algorithm(str(rec["digest"]))
+                if algorithm not in ("blake3", "sha256"):
+                    raise ValueError(f"unknown digest algorithm {algorithm!r}")
+            except (ValueError, KeyError, TypeError, DataError) as exc:
+                raise TestbedError(
+                    f"{env_path}:{lineno}: corrupt transcript record ({exc})"
+                ) from None
+            env = Envelope.make(
+                seq=rec["seq"],
+                round=rec["round"],
+                sender=rec["sender"],
+                receiver=rec["receiver"],
+                kind=rec["kind"],
+                payload=payload,
+                meta=rec.get("meta"),
+                algorithm=algorithm,
+            )
+            if env.digest != rec["digest"]:
+                raise TestbedError(
+                    f"{env_path}:{lineno}: payload digest mismatch for message #{env.seq}"
+                )
+            out._append(env)
+        return out
+
+
+# ----------------------------------------------------------------------------- view
+@dataclass(frozen=True)
+class PublicInfo:
+    """What everyone knows: protocol name and public parameters, data dimension and a public
+    prior (e.g. a public reference sample from the same domain, or bounds)."""
+
+    protocol: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    parties: tuple[str, ...] = ()
+    dim: int = 0
+    prior: np.ndarray | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class View:
+    """Read-only record of what an observer saw: envelopes, its own private data, public info."""
+
+    observer: str
+    colluders: tuple[str, ...]
+    envelopes: tuple[Envelope, ...]
+    own_data: Mapping[str, np.ndarray]
+    public: PublicInfo
+
+    def messages(self, kind: str = "*", sender: str | None = None, receiver: str | None = None):
+        """Envelopes whose kind matches the glob ``kind`` (and sender/receiver if given)."""
+        return [
+            e
+            for e in self.envelopes
+            if fnmatch.fnmatchcase(e.kind, kind)
+            and (sender is None or e.sender == sender)
+            and (receiver is None or e.receiver == receiver)
+        ]
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for e in self.envelopes:  # envelope digests: verified on load, payloads are immutable
+            h.update(e.digest.encode())
+            h.update(f"{e.seq}{e.kind}{e.sender}{e.receiver}".encode())
+        for k in sorted(self.own_data):
+            h.update(payload_digest(self.own_data[k]).encode())
+        return h.hexdigest()

@@ -1,0 +1,104 @@
+"""The transcript's content hash: BLAKE3, computed once per delivered payload, older SHA-256
+transcripts still verify, and tampering is still detected."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import testbed.bus as busmod
+import testbed.payload as payloadmod
+from testbed.bus import Bus, Envelope, Transcript, payload_digest
+from testbed.errors import TestbedError
+from testbed.measure import Measure
+
+
+def _payload():
+    g = np.random.default_rng(0)
+    return {"m": Measure(g.normal(size=(7, 3))), "a": g.normal(size=(4, 4)), "s": 1.5}
+
+
+def test_digest_is_blake3_and_names_its_algorithm():
+    d = payload_digest(_payload())
+    assert d.startswith("blake3:") and len(d) == len("blake3:") + 64
+    assert payload_digest(_payload()) == d  # deterministic
+    sha = payload_digest(_payload(), "sha256")
+    assert len(sha) == 64 and ":" not in sha
+
+
+def test_digest_sees_dtype_shape_and_every_byte():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    base = payload_digest(a)
+    assert payload_digest(a.reshape(4, 3)) != base
+    assert payload_digest(a.astype(np.float32)) != base
+    b = a.copy()
+    b[2, 3] = np.nextafter(b[2, 3], np.inf)  # one bit
+    assert payload_digest(b) != base
+    assert payload_digest(np.asfortranarray(a)) == base  # layout is not content
+
+
+def test_bus_hashes_each_payload_once(monkeypatch):
+    calls = []
+    real = payloadmod.payload_digest
+
+    def counting(p, algorithm=None):
+        calls.append(1)
+        return real(p, algorithm)
+
+    monkeypatch.setattr(busmod, "payload_digest", counting)
+    monkeypatch.setattr("testbed.envelope.payload_digest", counting)
+    bus = Bus()
+    for i in range(5):
+        bus.send("a", "b", "p.x", _payload(), round=i)
+    assert len(calls) == 5
+    assert all(e.digest == real(e.payload) for e in bus.transcript)
+
+
+def _saved(tmp_path, algorithm):
+    tr = Transcript(
+        Envelope.make(
+            seq=i,
+            round=0,
+            sender="a",
+            receiver="b",
+            kind="p.x",
+            payload=_payload(),
+            algorithm=algorithm,
+        )
+        for i in range(3)
+    )
+    tr.save(tmp_path)
+    return tr
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "blake3"])
+def test_saved_transcript_reloads_with_its_own_algorithm(tmp_path, algorithm):
+    tr = _saved(tmp_path, algorithm)
+    back = Transcript.load(tmp_path)
+    assert [e.digest for e in back] == [e.digest for e in tr]
+    assert back.digest() == tr.digest()
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "blake3"])
+def test_tampered_payload_is_refused(tmp_path, algorithm):
+    _saved(tmp_path, algorithm)
+    with np.load(tmp_path / "payloads.npz") as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    arrays["1/a"][0, 0] += 1e-12
+    np.savez(tmp_path / "payloads.npz", **arrays)
+    with pytest.raises(TestbedError, match="digest mismatch for message #1"):
+        Transcript.load(tmp_path)
+
+
+def test_unknown_digest_algorithm_is_a_one_line_error(tmp_path):
+    _saved(tmp_path, None)
+    p = tmp_path / "envelopes.jsonl"
+    lines = p.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["digest"] = "md5:" + rec["digest"].split(":")[1]
+    lines[0] = json.dumps(rec)
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TestbedError, match=r"envelopes.jsonl:1: .*unknown digest algorithm 'md5'"):
+        Transcript.load(tmp_path)
