@@ -26,11 +26,12 @@ from testbed.payload import (
     payload_digest,
     payload_nbytes,
 )
-from testbed.transcript import PublicInfo, Transcript, View, atomic_write_bytes
+from testbed.transcript import TEMP_MARK, PublicInfo, Transcript, View, atomic_write_bytes
 
 __all__ = [
     "EAVESDROPPER",
     "SERVER",
+    "TEMP_MARK",
     "Bus",
     "Envelope",
     "GuardFinding",
@@ -133,6 +134,16 @@ class Bus:
         In process they run one after another; an engine with remote parties (Ray) runs them
         concurrently. Same contract as :meth:`local` for each call."""
         return [self.local(c[0], c[1], *c[2:]) for c in calls]
+
+    #: True when :meth:`local_map`/:meth:`map_pure` run calls at the same time (a protocol may
+    #: then precompute work it would otherwise do one call at a time)
+    runs_concurrently = False
+
+    def map_pure(self, calls):
+        """Run ``(fn, *args)`` calls that read no party's data (e.g. the server's own solves);
+        results in call order. In process they run one after another; the pool engine
+        (:mod:`testbed.engines.pool`) runs them in its workers."""
+        return [c[0](*c[1:]) for c in calls]
 
     def broadcast(
         self,

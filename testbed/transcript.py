@@ -31,11 +31,14 @@ DEFAULT_SPILL_THRESHOLD = 256 << 20
 __all__ = ["PublicInfo", "Transcript", "View", "atomic_write_bytes"]
 
 
+TEMP_MARK = "testbed-"  # in every temp file name the testbed creates; restarts delete only these
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{TEMP_MARK}", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -91,7 +94,7 @@ def _decode(spec, arrays) -> Payload:
 def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """``np.savez`` straight into a temporary file next to ``path``, then rename: the arrays
     (memory-mapped ones included) are streamed one by one, never gathered in one buffer."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{TEMP_MARK}", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
