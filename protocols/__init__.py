@@ -5,6 +5,7 @@ from protocols.dp_baselines import DPJLOT, DPSlicedWasserstein
 from protocols.dp_moments import DPGaussianMoments
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
+from protocols.fedwad_clustered_fl import FedWADClusteredFL
 from protocols.fedwad_clustering import FedWADClustering
 from protocols.fedwad_coreset import FedWADCoreset
 from protocols.sinkhorn_distillation import SinkhornDistillation
@@ -16,6 +17,7 @@ __all__ = [
     "DPSlicedWasserstein",
     "FedBary",
     "FedWAD",
+    "FedWADClusteredFL",
     "FedWADClustering",
     "FedWADCoreset",
     "Protocol",

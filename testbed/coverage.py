@@ -117,6 +117,12 @@ SPECS: dict[str, dict[str, Any]] = {
         "attribute_label": "not measured yet: the per-client coreset labels (sent to the server) are the label signal; attack in progress (issue 16)",
         "text_retrieval": _NO_TEXT,
     },
+    "fedwad_clustered_fl": {
+        "reconstruction": "not measured yet: attacks for the clustered-FL protocol (issue 16) are in progress; its FedWAD messages are fedwad_clustering's (see that row)",
+        "membership": "not measured yet: attacks for the clustered-FL protocol (issue 16) are in progress",
+        "attribute_label": "not measured yet: label inference from the model updates and the distance matrix (issue 16) is in progress",
+        "text_retrieval": _NO_TEXT,
+    },
     "sinkhorn_distillation": {
         "reconstruction": "only soft labels on the public transfer set cross the bus; no feature vector of a private row is sent",
         "membership": (

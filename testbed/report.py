@@ -3,8 +3,10 @@
 ``write_report(run_dir)`` reads ``results.jsonl`` (a sweep: one row per cell) or ``results.json``
 (a single run) and writes
 
-- ``report.html`` — self-contained (plots embedded as base64 PNG, inline CSS, no external link);
-- ``report.md`` — the same tables in Markdown, plots in ``plots/*.png``;
+- ``report.html`` — one self-contained file: a headline (per protocol the best accuracy at each
+  leakage level, the worst leak found, by which attack and observer, a one-sentence verdict), then
+  interactive plotly figures (plotly's JavaScript inlined once; no network request), tables;
+- ``report.md`` — the same tables in Markdown, static matplotlib plots in ``plots/*.png``;
 - ``results.csv`` — one row per cell, every scalar metric in a column.
 
 Everything shown comes from the files: accuracy and transcript sizes from each cell's results,
@@ -21,6 +23,7 @@ import html
 import io
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -347,6 +350,340 @@ def _plot_error_by_setting(agg, err_key: str):
     return _fig_png(fig)
 
 
+# ----------------------------------------------------------------------------- interactive plots
+#: a log axis shows at most this many decades below its largest value; smaller values (e.g. an
+#: exact estimate's 1e-15 rounding error) are drawn at the floor and flagged in their hover text
+_LOG_DECADES = 4
+
+
+def _axis(vals: list[float]) -> tuple[str, float | None]:
+    """('log'|'linear', floor): log only when the positive values span more than 50x."""
+    v = [x for x in vals if math.isfinite(x)]
+    pos = [x for x in v if x > 0]
+    if len(pos) >= 2 and len(pos) == len(v) and max(pos) / min(pos) > 50:
+        return "log", max(min(pos), max(pos) / 10**_LOG_DECADES)
+    return "linear", None
+
+
+def _clip(x: float, floor: float | None) -> tuple[float, bool]:
+    if floor is not None and x < floor:
+        return floor, True
+    return x, False
+
+
+def _hover(agg, key, err_key: str, y_key: str) -> str:
+    a = agg[key]
+    lines = [
+        f"<b>{html.escape(key[0])}</b> #{_point_id(agg, key)}",
+        f"setting: {html.escape(str(key[1]))}",
+        f"seeds: {', '.join(map(str, a.get('seeds', [])))}",
+        f"{html.escape(err_key)}: {_ci(a[err_key])}",
+        f"{html.escape(y_key)}: {_ci(a[y_key])}",
+    ]
+    for k in sorted(a):  # the cell's other headline numbers
+        if k.startswith(("eps_claimed[", ANY_ATTACK + ".")) and k != y_key:
+            lines.append(f"{html.escape(k)}: {_ci(a[k])}")
+    if "bytes" in a:
+        lines.append(f"observer bytes: {_fmt(a.get('observer_bytes', (math.nan,))[0])}")
+    return "<br>".join(lines)
+
+
+def _plotly_tradeoff(agg, err_key: str, y_key: str, y_label: str, higher_leaks: bool, title: str):
+    """Interactive twin of :func:`_plot_tradeoff`: hover = the cell, legend toggles series."""
+    import plotly.graph_objects as go
+
+    keys = [
+        k
+        for k in agg
+        if y_key in agg[k]
+        and err_key in agg[k]
+        and math.isfinite(agg[k][y_key][0])
+        and math.isfinite(agg[k][err_key][0])
+    ]
+    xtype, xfloor = _axis([agg[k][err_key][0] for k in keys])
+    ytype, yfloor = _axis([agg[k][y_key][0] for k in keys])
+    fig = go.Figure()
+    for s in sorted({k[0] for k in keys}):
+        ks = sorted(k for k in keys if k[0] == s)
+        xs, ys, ex_lo, ex_hi, ey_lo, ey_hi, text, sym = [], [], [], [], [], [], [], []
+        for k in ks:
+            (xm, xl, xh), (ym, yl, yh) = agg[k][err_key], agg[k][y_key]
+            x, cx = _clip(xm, xfloor)
+            y, cy = _clip(ym, yfloor)
+            xs.append(x)
+            ys.append(y)
+            ex_lo.append(0 if cx else max(0.0, xm - max(xl, xfloor or -math.inf)))
+            ex_hi.append(0 if cx else max(0.0, xh - xm))
+            ey_lo.append(0 if cy else max(0.0, ym - max(yl, yfloor or -math.inf)))
+            ey_hi.append(0 if cy else max(0.0, yh - ym))
+            note = "<br><i>below the axis floor: drawn at the floor</i>" if cx or cy else ""
+            text.append(_hover(agg, k, err_key, y_key) + note)
+            sym.append("triangle-left" if cx else ("triangle-down" if cy else "circle"))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers",
+                name=s,
+                marker={"size": 10, "symbol": sym},
+                error_x={"type": "data", "symmetric": False, "array": ex_hi, "arrayminus": ex_lo},
+                error_y={"type": "data", "symmetric": False, "array": ey_hi, "arrayminus": ey_lo},
+                hovertext=text,
+                hoverinfo="text",
+            )
+        )
+    pts = [(agg[k][err_key][0], agg[k][y_key][0] * (1 if higher_leaks else -1)) for k in keys]
+    front = pareto_front(pts)
+    if front:
+        fig.add_trace(
+            go.Scatter(
+                x=[_clip(agg[keys[i]][err_key][0], xfloor)[0] for i in front],
+                y=[_clip(agg[keys[i]][y_key][0], yfloor)[0] for i in front],
+                mode="lines",
+                name="Pareto front",
+                line={"dash": "dash", "color": "black", "width": 1},
+                hoverinfo="skip",
+            )
+        )
+    fig.update_layout(
+        title={"text": html.escape(title), "font": {"size": 13}, "x": 0.01, "y": 0.99},
+        xaxis={
+            "title": f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)",
+            "type": xtype,
+        },
+        yaxis={"title": y_label, "type": ytype, "automargin": True},
+        height=430,
+        margin={"l": 60, "r": 10, "t": 60, "b": 50},
+        legend={
+            "font": {"size": 11},
+            "orientation": "h",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "x": 1.0,
+            "xanchor": "right",
+        },
+        template="plotly_white",
+    )
+    return fig
+
+
+def _plotly_error_by_setting(agg, err_key: str):
+    import plotly.graph_objects as go
+
+    keys = sorted(k for k in agg if err_key in agg[k] and math.isfinite(agg[k][err_key][0]))
+    xtype, xfloor = _axis([agg[k][err_key][0] for k in keys])
+    fig = go.Figure()
+    for s in sorted({k[0] for k in keys}):
+        ks = [k for k in keys if k[0] == s]
+        xs = [_clip(agg[k][err_key][0], xfloor)[0] for k in ks]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[f"#{_point_id(agg, k)} {k[1]}"[:60] for k in ks],
+                mode="markers",
+                name=s,
+                marker={"size": 9},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [max(0.0, agg[k][err_key][2] - agg[k][err_key][0]) for k in ks],
+                    "arrayminus": [
+                        max(0.0, agg[k][err_key][0] - max(agg[k][err_key][1], xfloor or -math.inf))
+                        for k in ks
+                    ],
+                },
+                hovertext=[_hover(agg, k, err_key, err_key) for k in ks],
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(
+        title={"text": "accuracy by setting", "font": {"size": 14}},
+        xaxis={
+            "title": f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)",
+            "type": xtype,
+        },
+        yaxis={"automargin": True, "tickfont": {"size": 10}},
+        height=max(300, 22 * len(keys) + 120),
+        margin={"l": 10, "r": 10, "t": 40, "b": 50},
+        template="plotly_white",
+    )
+    return fig
+
+
+# ----------------------------------------------------------------------------- headline
+#: leakage levels of the headline: the best accuracy among settings leaking at most this much
+_LEVELS = (0.05, 0.25, 0.5, 1.0)
+#: what a headline metric measures, in words (DESIGN.md's pinned definitions)
+_MEANING = {
+    "leakage": "distributional leakage (1 − W2 to the data / W2 of the prior-only baseline)",
+    "coverage": "coverage@r (share of private rows with a reconstruction within r)",
+    "matching_rate": "matching rate (share of retrieved words in the private text)",
+    "auc": "membership ROC-AUC",
+    "advantage": "membership advantage max(TPR − FPR)",
+}
+
+
+def _headline_metric(metric_keys: list[str]) -> str | None:
+    for m in _MEANING:
+        if f"{ANY_ATTACK}.{m}" in metric_keys:
+            return f"{ANY_ATTACK}.{m}"
+    return None
+
+
+def _pct(x: float) -> str:
+    """A relative error as a percentage (exact estimates show their rounding error)."""
+    if not math.isfinite(x):
+        return _fmt(x)
+    if abs(x) < 1e-9:
+        return f"exact ({x:.1g})"
+    v = 100 * x
+    return f"{v:.3g} %" if v < 1000 else f"{v:,.0f} %"
+
+
+def _setting_name(point: str) -> str:
+    return "no defense" if point in ("none", "base", "[]", "defenses=none") else point
+
+
+def _worst(rows: list[dict], agg, keys, metric: str):
+    """(mean, lo, hi), attack, target, setting key and observer of the largest leak."""
+    worst = None
+    for k in keys:
+        for name, t in agg[k].items():
+            m = re.fullmatch(r"(.+)\[(.+)\]\.(\w+)", name)
+            if not m or m.group(3) != metric or not math.isfinite(t[0]):
+                continue
+            if worst is None or (
+                t[0] > worst[0][0] if LEAKAGE_METRICS[metric] else t[0] < worst[0][0]
+            ):
+                worst = (t, m.group(1), m.group(2), k)
+    if worst is None:
+        return None
+    r = next(x for x in rows if (_series(x), _point(x)) == worst[3])
+    a = next(
+        (
+            x
+            for x in r["results"].get("attacks") or []
+            if x.get("attack") == worst[1] and str(x.get("target")) == worst[2]
+        ),
+        {},
+    )
+    observer = str(
+        a.get("observer") or (r["results"].get("observer_view") or {}).get("observer", "?")
+    )
+    if a.get("colluders"):
+        observer += " + " + ", ".join(map(str, a["colluders"]))
+    return worst + (observer,)
+
+
+def _headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
+    """Per protocol: worst leak (what, to whom, at what accuracy), best error per leakage level,
+    one verdict sentence. Returns (HTML, Markdown)."""
+    e = html.escape
+    metric = lead.rsplit(".", 1)[1] if lead else None
+    higher = LEAKAGE_METRICS.get(metric, True)
+    trs, md_rows, verdicts = [], [], []
+    for s in sorted({k[0] for k in agg}):
+        keys = [k for k in agg if k[0] == s]
+        w = _worst(rows, agg, keys, metric) if lead else None
+        levels = []
+        for lv in _LEVELS:
+            ok = [
+                k
+                for k in keys
+                if err_key in agg[k]
+                and lead in agg[k]
+                and math.isfinite(agg[k][err_key][0])
+                and (agg[k][lead][0] <= lv + 1e-12 if higher else agg[k][lead][0] >= lv)
+            ]
+            levels.append(min(ok, key=lambda k: agg[k][err_key][0]) if ok else None)
+        cells_html, cells_md = [], []
+        for best in levels:
+            if best is None:
+                cells_html.append('<td class="none">none</td>')
+                cells_md.append("none")
+                continue
+            name = _setting_name(best[1])
+            short = name if len(name) <= 34 else name[:32] + "…"
+            cells_html.append(
+                f'<td title="{e(name)}"><b>{e(_pct(agg[best][err_key][0]))}</b>'
+                f"<br><small>{e(short)}</small></td>"
+            )
+            cells_md.append(f"{_pct(agg[best][err_key][0])} ({name})")
+        if w:
+            t, attack, target, key, observer = w
+            err = _pct(agg[key][err_key][0]) if err_key in agg[key] else "–"
+            worst_html = (
+                f"<b>{e(_fmt(t[0]))}</b> {e(attack)}<br><small>{e(observer)} → {e(target)}, "
+                f"error {e(err)}, {e(_setting_name(key[1]))[:40]}</small>"
+            )
+            worst_md = f"{_fmt(t[0])}: {attack}, {observer} → {target}, error {err}"
+        else:
+            worst_html = worst_md = "no attack applied"
+        trs.append(f"<tr><th>{e(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>")
+        md_rows.append([s, worst_md, *cells_md])
+        verdicts.append(_verdict(s, w, levels, agg, err_key, metric))
+    if lead:
+        cmp = "≤" if higher else "≥"
+        table = (
+            '<table><colgroup><col style="width:14%"><col style="width:26%">'
+            + '<col style="width:15%">' * len(_LEVELS)
+            + "</colgroup><thead><tr><th>protocol</th><th>worst leak found</th>"
+            + "".join(
+                f"<th>best error, {e(metric)} {cmp} {lv:g}</th>"
+                if lv < 1 or not higher
+                else "<th>best error, any leakage</th>"
+                for lv in _LEVELS
+            )
+            + "</tr></thead><tbody>"
+            + "".join(trs)
+            + "</tbody></table>"
+        )
+        caption = (
+            f"{e(metric)}: {e(_MEANING[metric])}; worst over attacks and targets, mean over "
+            f"seeds. Error: relative error of {e((err_key or '?').split('.')[0])} against the "
+            "central exact reference. Hover a column's setting for its full name."
+        )
+    else:
+        table, caption = "", "No attack ran, so no leakage level is measured."
+    html_text = (
+        '<div class="headline-text"><h2>Headline: who learns what, at what accuracy</h2>'
+        + "".join(f'<p class="verdict">{v}</p>' for v in verdicts)
+        + table
+        + f'<p class="runinfo">{caption}</p></div>'
+    )
+    md = "## Headline\n\n" + "\n\n".join(re.sub(r"</?b>", "**", v) for v in verdicts)
+    if lead:
+        head = ["protocol", "worst leak"] + [f"{metric} ≤ {lv:g}" for lv in _LEVELS]
+        md += "\n\n" + "\n".join(
+            ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in md_rows]
+        )
+    return html_text, md
+
+
+def _verdict(series: str, w, levels, agg, err_key: str | None, metric: str | None) -> str:
+    """One sentence from the measured numbers (HTML-escaped, may hold <b>)."""
+    e = html.escape
+    if not w:
+        return f"<b>{e(series)}</b>: no attack applied to this protocol; no leak was measured."
+    t, attack, target, key, observer = w
+    err = _pct(agg[key][err_key][0]) if err_key and err_key in agg[key] else "–"
+    text = (
+        f"<b>{e(series)}</b> leaks {e(target)}'s data to the <b>{e(observer)}</b>: "
+        f"{e(attack)} reaches {e(metric)} <b>{_fmt(t[0])}</b> at error {e(err)} "
+        f"({e(_setting_name(key[1]))})"
+    )
+    quiet = levels[0]
+    if quiet is not None:
+        text += (
+            f"; keeping {e(metric)} within {_LEVELS[0]:g} costs error "
+            f"<b>{e(_pct(agg[quiet][err_key][0]))}</b> ({e(_setting_name(quiet[1]))})."
+        )
+    else:
+        text += f"; no setting tried keeps {e(metric)} within {_LEVELS[0]:g}."
+    return text
+
+
 # ----------------------------------------------------------------------------- rendering
 def _fmt(x: float) -> str:
     if isinstance(x, str):
@@ -390,6 +727,14 @@ class _Doc:
     def pre(self, text: str):
         self.parts.append(("pre", text))
 
+    def plot(self, name: str, png: bytes, fig, alt: str):
+        """An interactive plotly figure in the HTML, the static PNG in the Markdown and plots/."""
+        self.parts.append(("plot", (name, png, fig, alt)))
+
+    def raw(self, html_text: str, markdown: str):
+        """Pre-rendered HTML (already escaped) with its Markdown counterpart."""
+        self.parts.append(("raw", (html_text, markdown)))
+
     def html(self, title: str) -> str:
         e = html.escape
         body = []
@@ -401,6 +746,17 @@ class _Doc:
                 body.append(f"<p>{e(v)}</p>")
             elif kind == "pre":
                 body.append(f"<pre>{e(v)}</pre>")
+            elif kind == "raw":
+                body.append(v[0])
+            elif kind == "plot":
+                name, _png, fig, alt = v
+                div = fig.to_html(
+                    full_html=False,
+                    include_plotlyjs=False,
+                    div_id="plot-" + name.rsplit(".", 1)[0],
+                    config={"displaylogo": False, "responsive": True},
+                )
+                body.append(f'<figure class="plot">{div}<figcaption>{e(alt)}</figcaption></figure>')
             elif kind == "img":
                 name, png, alt = v
                 b64 = base64.b64encode(png).decode()
@@ -416,15 +772,31 @@ class _Doc:
                 )
                 body.append(f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>")
         css = (
-            "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
-            "color:#222}table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.85em}"
+            "body{font-family:sans-serif;max-width:1340px;margin:0.6em auto;padding:0 1em;"
+            "color:#222}h1{font-size:1.35em;margin:0.2em 0}.runinfo{font-size:0.8em;color:#555;"
+            "margin:0.2em 0 0.5em}.headline{display:flex;gap:1em;align-items:flex-start}"
+            ".headline>.headline-text{flex:0 0 50%;max-width:50%}.headline>.plot{flex:1 1 0;"
+            "min-width:0}.headline table{font-size:0.76em;margin:0.3em 0;width:100%;"
+            "table-layout:fixed}.headline td{overflow:hidden;text-overflow:ellipsis;"
+            "overflow-wrap:anywhere}"
+            ".headline td,.headline th{vertical-align:top}.headline small{color:#555}"
+            "td.none{color:#999}"
+            ".verdict{font-size:0.88em;margin:0.25em 0}.verdict b{color:#8b1a1a}"
+            ".headline h2{font-size:1.05em;margin:0.2em 0}"
+            "table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.85em}"
             "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f2f2f2}"
             "pre{background:#f7f7f7;padding:0.8em;overflow-x:auto;font-size:0.8em}"
             "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
         )
+        script = ""
+        if any(kind == "plot" for kind, _ in self.parts):
+            from plotly.offline import get_plotlyjs
+
+            # the library once per page, inline: the file works offline and asks no server
+            script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
         return (
             '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-            f"<title>{e(title)}</title><style>{css}</style></head><body>\n"
+            f"<title>{e(title)}</title><style>{css}</style>{script}</head><body>\n"
             + "\n".join(body)
             + "\n</body></html>\n"
         )
@@ -440,6 +812,10 @@ class _Doc:
                 out.append("```\n" + v.rstrip() + "\n```")
             elif kind == "img":
                 out.append(f"![{v[2]}](plots/{v[0]})")
+            elif kind == "plot":
+                out.append(f"![{v[3]}](plots/{v[0]})")
+            elif kind == "raw":
+                out.append(v[1])
             elif kind == "table":
                 header, rows = v
                 cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
@@ -471,15 +847,13 @@ def write_report(run_dir: str | Path) -> Path:
     doc.h(1, title)
     seeds = sorted({r.get("seed") for r in rows}, key=str)
     hash_ = info.get("sweep", {}).get("sweep_hash") or first.get("config_hash", "")
-    doc.p(
+    run_line = (
         f"Run directory {run_dir.name}: {len(rows)} cell(s), {len(agg)} setting(s), "
         f"seeds {', '.join(map(str, seeds))}; config hash {hash_[:16]}. "
         "Every number below is read from the run's result files; intervals are 95 % Student-t "
         "intervals over seeds (a single seed shows the value alone)."
     )
-
-    # -- plots
-    doc.h(2, "Leakage against accuracy")
+    doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', run_line)
     metric_keys = sorted(
         {
             k
@@ -493,6 +867,32 @@ def write_report(run_dir: str | Path) -> Path:
         },
         key=lambda k: (not k.startswith(ANY_ATTACK + "."), k),  # the cross-protocol view first
     )
+    lead = _headline_metric(metric_keys)
+    head_html, head_md = _headline(rows, agg, err_key, lead)
+    if lead and err_key:
+        # the first screen: the headline beside the frontier of its leakage metric
+        higher = LEAKAGE_METRICS[lead.rsplit(".", 1)[1]]
+        fig = _plotly_tradeoff(
+            agg,
+            err_key,
+            lead,
+            f"{lead} ({'↑' if higher else '↓'} more leakage)",
+            higher,
+            "frontier: " + lead + " (worst attack and target) vs error",
+        )
+        fig.update_layout(height=520)
+        div = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id="plot-frontier",
+            config={"displaylogo": False, "responsive": True},
+        )
+        doc.raw(f'<div class="headline">{head_html}<div class="plot">{div}</div></div>', head_md)
+    else:
+        doc.raw(f'<div class="headline">{head_html}</div>', head_md)
+
+    # -- plots
+    doc.h(2, "Leakage against accuracy")
     plots = 0
     on_front: dict[tuple[str, str], list[str]] = defaultdict(list)
     if err_key:
@@ -508,7 +908,16 @@ def write_report(run_dir: str | Path) -> Path:
             worst = "worst attack and target" if mk.startswith(ANY_ATTACK) else "worst target"
             label = f"{mk} ({'higher' if higher else 'lower'} = more leakage; {worst})"
             png = _plot_tradeoff(agg, err_key, mk, label, higher, f"{mk} vs error")
-            doc.img(f"tradeoff_{mk.replace('.', '_')}.png", png, f"{mk} against relative error")
+            arrow = "↑" if higher else "↓"
+            fig = _plotly_tradeoff(
+                agg, err_key, mk, f"{mk} ({arrow} more leakage)", higher, f"{mk} vs error"
+            )
+            doc.plot(
+                f"tradeoff_{mk.replace('.', '_')}.png",
+                png,
+                fig,
+                f"{mk} against relative error — {label}",
+            )
             plots += 1
         eps_keys = sorted({k for a in agg.values() for k in a if k.startswith("eps_claimed[")})
         finite = [
@@ -517,21 +926,22 @@ def write_report(run_dir: str | Path) -> Path:
             if any(math.isfinite(a.get(k, (math.inf,))[0]) for a in agg.values())
         ]
         for k in finite:
-            png = _plot_tradeoff(
-                agg,
-                err_key,
-                k,
-                f"{k} (higher = weaker guarantee)",
-                True,
-                f"claimed ε vs error ({k})",
-            )
-            doc.img(
+            args = (agg, err_key, k, f"{k} (higher = weaker guarantee)", True)
+            png = _plot_tradeoff(*args, f"claimed ε vs error ({k})")
+            fig = _plotly_tradeoff(*args[:3], f"{k} (↑ weaker)", True, f"claimed ε vs error ({k})")
+            doc.plot(
                 f"tradeoff_{k.replace('[', '_').replace(']', '')}.png",
                 png,
+                fig,
                 f"claimed ε of {k[12:-1]} against relative error",
             )
             plots += 1
-        doc.img("error_by_setting.png", _plot_error_by_setting(agg, err_key), "accuracy by setting")
+        doc.plot(
+            "error_by_setting.png",
+            _plot_error_by_setting(agg, err_key),
+            _plotly_error_by_setting(agg, err_key),
+            "accuracy by setting",
+        )
         plots += 1
     if not metric_keys:
         doc.p(
@@ -717,13 +1127,17 @@ def write_report(run_dir: str | Path) -> Path:
         )
 
     atomic_write_bytes(run_dir / "report.html", doc.html(title).encode())
-    written = {v[0] for kind, v in doc.parts if kind == "img"}
+    written = sorted(v[0] for kind, v in doc.parts if kind in ("img", "plot"))
     for kind, v in doc.parts:
-        if kind == "img":
+        if kind in ("img", "plot"):
             atomic_write_bytes(run_dir / "plots" / v[0], v[1])
-    for old in (run_dir / "plots").glob("*.png"):  # plots of an earlier render that no longer exist
-        if old.name not in written:
-            old.unlink()
+    # plots an earlier render wrote that no longer exist; files the testbed did not write stay
+    manifest = run_dir / "plots" / ".written-by-testbed"
+    earlier = manifest.read_text().split() if manifest.is_file() else []
+    for name in set(earlier) - set(written):
+        if "/" not in name and (run_dir / "plots" / name).is_file():
+            (run_dir / "plots" / name).unlink()
+    atomic_write_bytes(manifest, ("\n".join(written) + "\n").encode())
     atomic_write_bytes(run_dir / "report.md", doc.markdown().encode())
     return run_dir / "report.html"
 

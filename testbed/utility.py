@@ -24,6 +24,9 @@ key                        definition (central = the protocol's ``reference()``:
 ``coreset_quality``        W2(central coreset, pooled) / W2(federated coreset, pooled), same init
                            and steps, clipped at 1 (1 = as good as the exact-distance coreset)
 ``nn_accuracy``            held-out accuracy of the 1-NN classifier built from per-client coresets
+``fl_accuracy``            clients' held-out accuracy with their cluster's FedAvg model
+``fl_accuracy_gain``       that accuracy minus FedAvg-over-all-clients' (same rounds, seeds; in
+                           [-1, 1])
 =========================  =====================================================================
 
 Utility values are deterministic functions of the seed-determined results, so ``results.json``
@@ -50,6 +53,8 @@ UTILITY_KEYS = (
     "student_accuracy_ratio",
     "coreset_quality",
     "nn_accuracy",
+    "fl_accuracy",
+    "fl_accuracy_gain",
 )
 
 _DISTANCE_KEYS = ("wasserstein", "sliced_wasserstein")
@@ -118,4 +123,7 @@ def task_utility(
         out["coreset_quality"] = min(1.0, ref / est) if est > 0 else 1.0
     if "nn_accuracy" in estimates:
         out["nn_accuracy"] = float(estimates["nn_accuracy"])
+    if "accuracy_gain" in estimates and "fedavg_accuracy" in estimates:
+        out["fl_accuracy"] = float(estimates["accuracy"])
+        out["fl_accuracy_gain"] = float(estimates["accuracy_gain"])
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import csv
 import json
@@ -48,26 +47,28 @@ def sweep_dir(tmp_path_factory) -> Path:
     return out
 
 
-def _assert_self_contained(html: str) -> list[bytes]:
+def _assert_self_contained(html: str) -> list[str]:
+    """No reference leaves the file; plotly's library inlined once; returns the figures' ids."""
     links = _parse(html)
-    assert links.refs, "no images at all"
-    pngs = []
     for tag, attr, value in links.refs:
         assert value.startswith("data:") or value.startswith("#"), f"external {tag} {attr}={value}"
-        if value.startswith("data:image/png;base64,"):
-            pngs.append(base64.b64decode(value.split(",", 1)[1]))
-    assert "<link" not in html and "<script" not in html and "url(" not in html
-    assert all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
-    return pngs
+    assert "<link" not in html
+    assert not re.search(r"<script[^>]*\bsrc=", html), "a script loaded from elsewhere"
+    assert "cdn.plot.ly" not in html.split("</head>", 1)[1]
+    # the library once, in the head; every figure a div with its own inline data
+    assert html.count("Plotly.newPlot") >= 1 and html.split("</head>")[0].count("<script") == 1
+    figs = re.findall(r'<div id="(plot-[^"]+)" class="plotly-graph-div"', html)
+    assert figs and len(figs) == len(set(figs))
+    return figs
 
 
 def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir):
     # Execute
     path = write_report(sweep_dir)
     html = path.read_text()
-    # Assert: embedded PNG plots, no external reference
-    pngs = _assert_self_contained(html)
-    assert len(pngs) >= 2  # claimed-epsilon trade-off per party + accuracy by setting
+    # Assert: interactive plots with their library inline, no external reference
+    figs = _assert_self_contained(html)
+    assert len(figs) >= 2  # claimed-epsilon trade-off per party + accuracy by setting
     # tables: one per protocol, the epsilon table, the observer's view, provenance
     for heading in (
         "Leakage against accuracy",
@@ -155,12 +156,16 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     # Assert: one plot per normalised leakage metric present (w2_ratio, leakage, eps_lower) for
     # the attack and for the worst case over attacks (the cross-protocol view), claimed epsilon
     # per party, accuracy by setting; the raw w2 is in the tables only
-    pngs = _assert_self_contained(html)
-    assert len(pngs) == 3 + 3 + 2 + 1
+    figs = _assert_self_contained(html)
+    assert len(figs) == 1 + 3 + 3 + 2 + 1  # the headline's frontier first
     for m in ("w2_ratio", "leakage", "eps_lower"):
         assert f"fedwad_geodesic.{m} against relative error" in html
         assert f"any_attack.{m} against relative error" in html
+        assert (work / "plots" / f"tradeoff_any_attack_{m}.png").read_bytes().startswith(b"\x89PNG")
     assert "fedwad_geodesic.w2 against relative error" not in html
+    # the headline names the worst leak, its attack and observer, and gives a verdict
+    head = html.split('class="headline-text"')[1].split("</div>")[0]
+    assert "fedwad_geodesic" in head and "server" in head and 'class="verdict"' in head
     # the least-error and the least-leakage settings are on the leakage Pareto front
     means: dict[str, list[float]] = {}
     for r in rows:
@@ -243,3 +248,22 @@ def test_pareto_front(points):
         assert not any(dominates(q, points[i]) for q in points)
     for j in set(range(len(points))) - set(front):
         assert any(dominates(points[i], points[j]) for i in front)
+
+
+def test_rerender_keeps_plots_the_testbed_did_not_write(sweep_dir, tmp_path):
+    # Prepare: a user's own file in plots/, and a stale plot an earlier render wrote
+    work = tmp_path / "own_files"
+    work.mkdir()
+    for name in ("results.jsonl", "sweep.json", "run_info.json", "scenario.yaml"):
+        (work / name).write_bytes((sweep_dir / name).read_bytes())
+    write_report(work)
+    (work / "plots" / "my_figure.png").write_bytes(b"mine")
+    manifest = work / "plots" / ".written-by-testbed"
+    manifest.write_text(manifest.read_text() + "stale_old_plot.png\n")
+    (work / "plots" / "stale_old_plot.png").write_bytes(b"old")
+    # Execute
+    write_report(work)
+    # Assert
+    assert (work / "plots" / "my_figure.png").read_bytes() == b"mine"
+    assert not (work / "plots" / "stale_old_plot.png").exists()
+    assert "stale_old_plot.png" not in manifest.read_text()

@@ -84,6 +84,7 @@ def test_every_contract_row_has_utility(name):
     # Assert: at least one documented key, each in its range
     assert u and set(u) <= set(UTILITY_KEYS)
     for k, v in u.items():
-        lo = -1.0 if k in ("distance_rank", "contribution_spearman", "clustering_ari") else 0.0
+        signed = ("distance_rank", "contribution_spearman", "clustering_ari", "fl_accuracy_gain")
+        lo = -1.0 if k in signed else 0.0
         assert lo <= v <= (math.inf if k == "student_accuracy_ratio" else 1.0), (k, v)
     assert results["privacy_epsilon"] >= 0

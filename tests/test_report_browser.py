@@ -1,0 +1,259 @@
+"""The report in a real browser: headless Debian chromium driven over the DevTools protocol.
+
+Loads a rendered report from a ``file://`` URL and checks what a person would see: no console
+error, no request leaving the file, the headline present, every plotly figure drawn (an SVG with
+data points), and a screenshot of the first screen (1400x900) saved under ``test-artifacts/``.
+Skipped with a message when no chromium is installed (``apt-get install chromium``; CI installs it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("TESTBED_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--window-size=1400,900",
+]
+
+websocket = pytest.importorskip("websocket", reason="websocket-client is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _CDP:
+    """A minimal Chrome DevTools Protocol client: numbered commands, events collected on the way."""
+
+    def __init__(self, ws_url: str):
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
+        self.n = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params) -> dict:
+        self.n += 1
+        self.ws.send(json.dumps({"id": self.n, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.n:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_event(self, method: str, timeout: float = 60) -> dict:
+        end = time.monotonic() + timeout
+        for ev in self.events:
+            if ev.get("method") == method:
+                return ev
+        while time.monotonic() < end:
+            msg = json.loads(self.ws.recv())
+            self.events.append(msg)
+            if msg.get("method") == method:
+                return msg
+        raise TimeoutError(method)
+
+    def close(self):
+        self.ws.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.skip(
+            f"no chromium at {CHROMIUM}: install Debian's browser (apt-get install -y chromium) "
+            "to run the headless report test; CI (.ci/run) installs it"
+        )
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="testbed-chromium-") as profile:
+        proc = subprocess.Popen(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--remote-debugging-port={port}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            url = None
+            for _ in range(200):
+                try:
+                    with urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/json/list", timeout=2
+                    ) as r:
+                        pages = [t for t in json.load(r) if t.get("type") == "page"]
+                    if pages:
+                        url = pages[0]["webSocketDebuggerUrl"]
+                        break
+                except OSError:
+                    pass
+                if proc.poll() is not None:
+                    pytest.fail(f"chromium exited with code {proc.returncode}")
+                time.sleep(0.1)
+            assert url, "chromium's DevTools endpoint did not come up"
+            cdp = _CDP(url)
+            yield cdp
+            cdp.close()
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _open(cdp: _CDP, path: Path) -> dict:
+    """Load a file; return console errors, exceptions and every requested URL."""
+    cdp.events.clear()
+    for domain in ("Page", "Runtime", "Network", "Log"):
+        cdp.call(f"{domain}.enable")
+    cdp.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=1400,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    cdp.call("Page.navigate", url=path.resolve().as_uri())
+    cdp.wait_event("Page.loadEventFired")
+    # plotly draws after load: wait until every figure div holds its SVG or a timeout
+    for _ in range(300):
+        done = cdp.call(
+            "Runtime.evaluate",
+            expression="Array.from(document.querySelectorAll('.plotly-graph-div'))"
+            ".every(d => d.querySelector('svg.main-svg'))",
+            returnByValue=True,
+        )["result"]["value"]
+        if done:
+            break
+        time.sleep(0.1)
+    errors = [
+        ev["params"]
+        for ev in cdp.events
+        if ev.get("method") == "Runtime.exceptionThrown"
+        or (ev.get("method") == "Runtime.consoleAPICalled" and ev["params"]["type"] == "error")
+        or (ev.get("method") == "Log.entryAdded" and ev["params"]["entry"]["level"] == "error")
+    ]
+    requests = [
+        ev["params"]["request"]["url"]
+        for ev in cdp.events
+        if ev.get("method") == "Network.requestWillBeSent"
+    ]
+    return {"errors": errors, "requests": requests}
+
+
+def _js(cdp: _CDP, expr: str):
+    return cdp.call("Runtime.evaluate", expression=expr, returnByValue=True)["result"].get("value")
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory) -> Path:
+    """The report of a small sweep with attacks (the demo's protocols and defenses, one seed)."""
+
+    from testbed.config import parse_scenario
+    from testbed.report import write_report
+    from testbed.sweep import run_sweep
+
+    out = tmp_path_factory.mktemp("browser_report")
+    run_sweep(parse_scenario(BROWSER_SWEEP), out)
+    return write_report(out)
+
+
+BROWSER_SWEEP = """
+name: browser_demo
+seed: 0
+seeds: [0, 1]
+data:
+  dataset: {name: digits, params: {n_samples: 300}}
+  partition:
+    name: class_subsets
+    params: {classes: [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]}
+  parties: [alice, bob]
+  transform: {name: scale, params: {factor: 0.0625, clip_norm: 5.0}}
+protocol:
+  name: fedwad
+  params: {support_size: 8, iterations: 5, t: 0.5, distances: every_round, init_scale: 0.3}
+threat_model: {observer: server}
+attacks:
+  - {name: fedwad_distributional}
+  - {name: measure_inversion}
+sweep:
+  - protocol:
+      - {name: fedwad, params: {support_size: 8, iterations: 5, t: 0.5, distances: every_round, init_scale: 0.3}}
+    defenses:
+      - []
+      - [{name: gaussian_measure_noise, params: {clip_norm: 5.0, push_max: 0.5, noise_multiplier: 0.1}}]
+  - protocol:
+      - {name: triangle_wad, params: {support_size: 8, t: 0.5, gamma_mean: 0.5, gamma_std: 0.5}}
+    defenses:
+      - []
+      - [{name: small_support, params: {support_size: 1}}]
+"""
+
+
+def test_report_renders_in_a_headless_browser(browser, demo_report):
+    # Execute
+    seen = _open(browser, demo_report)
+    # Assert: nothing went wrong and nothing left the file
+    assert not seen["errors"], seen["errors"]
+    external = [u for u in seen["requests"] if not u.startswith(("file:", "data:", "about:"))]
+    assert not external, external
+    # the headline with one verdict per protocol, and above the fold
+    verdicts = _js(
+        browser, "Array.from(document.querySelectorAll('.verdict')).map(p => p.innerText)"
+    )
+    assert len(verdicts) == 2 and any("fedwad" in v for v in verdicts), verdicts
+    top = _js(
+        browser,
+        "Math.max(...Array.from(document.querySelectorAll('.headline table, #plot-frontier'))"
+        ".map(e => e.getBoundingClientRect().bottom))",
+    )
+    assert 0 < top <= 900, f"headline or frontier ends at y={top}, below the 1400x900 first screen"
+    # every plotly figure drew an SVG holding data points
+    figs = _js(
+        browser,
+        "Array.from(document.querySelectorAll('.plotly-graph-div')).map(d => "
+        "[d.id, d.querySelectorAll('svg.main-svg').length, "
+        "d.querySelectorAll('.scatterlayer .point').length])",
+    )
+    assert figs, "no plotly figure in the report"
+    for fid, svgs, points in figs:
+        assert svgs >= 1 and points >= 1, (fid, svgs, points)
+    # the first screen, for a person to look at
+    shot = browser.call(
+        "Page.captureScreenshot",
+        format="png",
+        clip={"x": 0, "y": 0, "width": 1400, "height": 900, "scale": 1},
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    png = base64.b64decode(shot["data"])
+    assert png.startswith(b"\x89PNG")
+    (ARTIFACTS / "report_first_screen.png").write_bytes(png)
