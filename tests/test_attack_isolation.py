@@ -109,9 +109,6 @@ class ProbeAttack(Attack):
         return [AttackOutput(kind="points", target=public.parties[0], points=sup + shift)]
 
 
-for _cls in (HostileAttack, ProbeAttack):
-    if _cls.name not in ATTACKS:
-        ATTACKS.register(_cls)
 
 SCENARIO = """\
 name: isolation
@@ -188,8 +185,20 @@ class FailingAttack(Attack):
         raise KeyError("no such message")
 
 
-if FailingAttack.name not in ATTACKS:
-    ATTACKS.register(FailingAttack)
+_TEST_PLUGINS = (HostileAttack, ProbeAttack, FailingAttack)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered():
+    """Registered only while this module runs, so the contract kit (which parametrises over
+    every registered attack at collection time) never picks these test plugins up."""
+    for cls in _TEST_PLUGINS:
+        if cls.name not in ATTACKS:
+            ATTACKS.register(cls)
+    yield
+    for cls in _TEST_PLUGINS:
+        ATTACKS._items.pop(cls.name, None)
+        ATTACKS._origins.pop(cls.name, None)
 
 
 def test_a_failing_attack_is_one_line_naming_plugin_and_phase():
