@@ -93,3 +93,11 @@ class Protocol(Plugin):
         """Rows the server legitimately holds (e.g. a transfer set that overlaps a client's data):
         the bus guard does not treat them as private (default: none)."""
         return []
+
+    def membership_truth(
+        self, parties: Mapping[str, PartyData]
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Ground truth of a membership experiment the protocol itself carries (scorer only):
+        target -> (candidate rows, member flags), decided by dataset row indices, never by
+        comparing row values (default: none; the scenario's ``membership:`` pool is separate)."""
+        return {}

@@ -191,6 +191,20 @@ class SinkhornDistillation(Protocol):
         c = self.config
         return [parties[p].X for p in (c.transfer, c.audit) if p is not None]
 
+    def membership_truth(self, parties):
+        """The audit party's rows are the candidates (appended to the transfer set); a row is a
+        member of a client's training set when that client holds the same dataset row."""
+        audit = self.config.audit
+        if audit is None or audit not in parties or parties[audit].source_index is None:
+            return {}
+        cand = parties[audit]
+        out = {}
+        for c in self._clients(parties):
+            idx = parties[c].source_index
+            if idx is not None:
+                out[c] = (cand.X, np.isin(cand.source_index, idx))
+        return out
+
     def _coords(self, n_classes: int) -> np.ndarray:
         if self.config.label_coords is not None:
             return np.asarray(self.config.label_coords, dtype=np.float64)

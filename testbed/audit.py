@@ -23,6 +23,7 @@ from testbed.errors import TestbedError
 from testbed.ledger import PrivacyLedger
 from testbed.measure import Measure
 from testbed.metrics import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound
+from testbed.run.roster import Roster
 from testbed.seeding import component_rng
 
 __all__ = ["AUDIT_METHOD", "AuditResult", "canary_audit", "canary_score"]
@@ -129,7 +130,7 @@ def canary_audit(
     world, party: str, trials: int = 200, delta: float = 1e-5, confidence: float = 0.95
 ) -> AuditResult:
     """Run the distinguishing game ``trials`` times per world on ``world`` (from
-    :func:`testbed.runner.build_world`) and return the audited bounds beside the claimed ones
+    ``testbed.run.execute(scenario, until="world")``) and return the audited bounds beside the claimed ones
     (method: :data:`AUDIT_METHOD`)."""
     if party not in world.parties:
         raise TestbedError(f"audit: unknown party {party!r}; parties: {', '.join(world.parties)}")
@@ -158,7 +159,8 @@ def canary_audit(
             bus = Bus(defs, ledger=ledger, parties=worlds[b])
             # the protocol's own randomness (e.g. FedWAD's xi^(0)) is the server's choice, so the
             # observer knows it: it is the same in every trial; only the defenses' noise is fresh
-            world.protocol.run(worlds[b], bus, component_rng(seed, "audit", "protocol"))
+            roster = Roster.of(worlds[b])
+            world.protocol.run(roster, bus, component_rng(seed, "audit", "protocol"))
             for k in stats:
                 scores[(b, k)].append(canary_score(bus.transcript, party, u, k))
     claimed, claimed_mu = float(ledger.epsilon(party, delta)), ledger.gdp_mu(party)

@@ -206,14 +206,14 @@ def _attack_run_dir(run_dir, attacks, observer, colluders):
 def cmd_audit(args) -> int:
     from testbed.audit import canary_audit
     from testbed.config import load_scenario
-    from testbed.runner import build_world
+    from testbed.run import execute
 
     sc = load_scenario(args.scenario)
     if sc.is_sweep:
         raise TestbedError(
             f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
         )
-    world = build_world(sc)
+    world = execute(sc, until="world").world
     parties = args.party or [p for p in world.parties][:2]
     rows = []
     for party in parties:

@@ -254,12 +254,12 @@ def _measure(protocol: str, threat: str, spec) -> dict:
     from attacks import ReconstructionMembership
     from testbed.attacking import run_attacks
     from testbed.metrics import membership_metrics
-    from testbed.runner import build_world, run_world
+    from testbed.run import execute
 
     scenario, proto, attack = spec[:3]
     observer = spec[3] if len(spec) > 3 else "server"
-    world = build_world(_scenario(scenario, proto, attack, observer))
-    results, tr, _ = run_world(world)
+    run = execute(_scenario(scenario, proto, attack, observer), until="results", write=False)
+    world, results, tr = run.world, run.results, run.transcript
     base = {"attack": attack["name"], "scenario": f"scenarios/{scenario}", "observer": observer}
     if proto is not None:
         base["protocol_params"] = proto.get("params", {})

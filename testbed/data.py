@@ -573,8 +573,3 @@ def build_parties(
         masks[spec.party] = masks.get(spec.party, np.zeros(parties[spec.party].n, bool)) | m
     return parties, masks
 
-
-# text datasets (gensim imported lazily inside them) and the distillation tasks + the
-# distill_split partitioner (issue 5) register themselves on import
-from testbed import distill_data as _distill_data  # noqa: E402,F401
-from testbed import text as _text  # noqa: E402,F401

@@ -69,15 +69,15 @@ def _points(out, X: np.ndarray, dataset: str) -> dict[str, np.ndarray]:
     return ev
 
 
-def _scores(out, baseline, world) -> dict[str, np.ndarray]:
+def _scores(out, baseline, truth) -> dict[str, np.ndarray]:
     from sklearn.metrics import roc_curve
 
     if "candidates" in (out.meta or {}):
-        from testbed.metrics import _rows_in
+        from testbed.metrics import membership_labels
 
-        member = _rows_in(out.meta["candidates"], world.parties[out.target].X)
+        member = membership_labels(out.meta["candidates"], out.target, truth)
     else:
-        member = world.meta.get("membership", {}).get(out.target)
+        member = truth.membership.get(out.target)
     if member is None:
         return {}
     member = np.asarray(member, dtype=bool)
@@ -94,18 +94,18 @@ def _scores(out, baseline, world) -> dict[str, np.ndarray]:
     return ev
 
 
-def _words(out, world) -> dict[str, np.ndarray]:
-    tokens = world.meta.get("dataset_meta", {}).get("tokens")
-    truth = world.parties[out.target]
-    if tokens is None or truth.source_index is None or not out.words:
+def _words(out, truth) -> dict[str, np.ndarray]:
+    tokens = truth.tokens
+    party = truth.parties[out.target]
+    if tokens is None or party.source_index is None or not out.words:
         return {}
-    doc = {tokens[i] for i in truth.source_index}
+    doc = {tokens[i] for i in party.source_index}
     words = [str(w) for w in out.words]
     return {"words": np.array(words, dtype=str), "hits": np.array([w in doc for w in words])}
 
 
-def _histogram(out, world) -> dict[str, np.ndarray]:
-    y = world.parties[out.target].y
+def _histogram(out, truth) -> dict[str, np.ndarray]:
+    y = truth.parties[out.target].y
     if y is None or out.histogram is None:
         return {}
     h = np.asarray(out.histogram, dtype=np.float64)
@@ -113,21 +113,17 @@ def _histogram(out, world) -> dict[str, np.ndarray]:
     return {"inferred": h, "true": true[: len(h)] / max(true.sum(), 1.0)}
 
 
-def leakage_evidence(row: int, out, baseline, world) -> dict[str, np.ndarray]:
-    """The arrays the report draws for one scored attack output (scoring side only)."""
-    truth = world.parties[out.target]
-    try:
-        dataset = world.scenario.data.dataset.name
-    except AttributeError:
-        dataset = ""
+def leakage_evidence(row: int, out, baseline, truth, dataset: str = "") -> dict[str, np.ndarray]:
+    """The arrays the report draws for one scored attack output (scoring side only: ``truth``
+    is the run's :class:`~testbed.truth.GroundTruth`, ``dataset`` the dataset's name)."""
     if out.kind == "points" and out.points is not None:
-        ev = _points(out, truth.X, dataset)
+        ev = _points(out, truth.parties[out.target].X, dataset)
     elif out.kind == "scores" and out.scores is not None:
-        ev = _scores(out, baseline, world)
+        ev = _scores(out, baseline, truth)
     elif out.kind == "words":
-        ev = _words(out, world)
+        ev = _words(out, truth)
     elif out.kind == "histogram":
-        ev = _histogram(out, world)
+        ev = _histogram(out, truth)
     else:
         ev = {}
     return {f"{row}/{k}": np.asarray(v) for k, v in ev.items()}

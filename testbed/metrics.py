@@ -34,6 +34,7 @@ __all__ = [
     "heldout_epsilon_lb",
     "matching_rate",
     "mean_ci",
+    "membership_labels",
     "membership_metrics",
     "median_loo_nn_distance",
     "precision_at_k",
@@ -586,9 +587,12 @@ def heldout_epsilon_lb(scores, is_member, delta: float = 0.0, confidence: float 
     return out
 
 
-def _labels_for(candidates, target: str, truth) -> np.ndarray:
-    """Member flags of ``candidates`` for ``target``: the testbed's pool labels when the attack
-    scored the pool's candidates (``scenario.membership``), else rows of the target's data."""
+def membership_labels(candidates, target: str, truth) -> np.ndarray:
+    """Member flags of ``candidates`` for ``target``: the ground truth's labels when the attack
+    scored the candidates the testbed supplied (the scenario's ``membership:`` pool, or the
+    protocol's own experiment such as distillation's audit rows, decided by dataset row
+    indices); only for candidate rows the testbed did not supply (a plugin's own) are members
+    found by comparing rows with the target's data."""
     pool = getattr(truth, "candidates", {}) or {}
     labels = truth.membership or {}
     if target in pool and target in labels:
@@ -601,7 +605,7 @@ def score_membership(output, baseline, truth) -> dict:
     """Membership metrics of ``output.scores`` over ``output.meta['candidates']``; members are
     the pool's labels (or the candidates that are rows of the target's private data). The
     baseline is scored with the labels of its own candidate order."""
-    is_member = _labels_for(output.meta["candidates"], output.target, truth)
+    is_member = membership_labels(output.meta["candidates"], output.target, truth)
     out = membership_metrics(output.scores, is_member)
     audit = heldout_epsilon_lb(output.scores, is_member, delta=1e-5)
     out["epsilon_lb"] = audit["epsilon_lb"]
@@ -611,6 +615,6 @@ def score_membership(output, baseline, truth) -> dict:
     out["score"] = output.meta.get("score")
     if baseline is not None and baseline.scores is not None:
         b_cand = (baseline.meta or {}).get("candidates", output.meta["candidates"])
-        b = membership_metrics(baseline.scores, _labels_for(b_cand, output.target, truth))
+        b = membership_metrics(baseline.scores, membership_labels(b_cand, output.target, truth))
         out.update({"baseline_auc": b["auc"], "baseline_tpr_at_1pct_fpr": b["tpr_at_1pct_fpr"]})
     return out

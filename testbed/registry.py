@@ -191,6 +191,6 @@ class Registry:
 PROTOCOLS = Registry("protocol", "ot_testbed.protocols", "protocols")
 ATTACKS = Registry("attack", "ot_testbed.attacks", "attacks")
 DEFENSES = Registry("defense", "ot_testbed.defenses", "defenses")
-DATASETS = Registry("dataset", "ot_testbed.datasets", "testbed.data")
-PARTITIONERS = Registry("partitioner", "ot_testbed.partitioners", "testbed.data")
+DATASETS = Registry("dataset", "ot_testbed.datasets", "testbed.datasets")
+PARTITIONERS = Registry("partitioner", "ot_testbed.partitioners", "testbed.datasets")
 TRANSFORMS = Registry("transform", "ot_testbed.transforms", "testbed.transforms")

@@ -21,277 +21,24 @@ directory (an ``fcntl`` lock, testbed/rundir.py).
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import itertools
 import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from testbed.bus import atomic_write_bytes
 from testbed.config import (
+    Cell,
     Scenario,
-    _first_error,
-    _line_of,
-    config_hash,
-    resolve,
-    validate_plugins,
+    expand_cells,
+    parse_path,
+    sweep_hash,
+    value_label,
 )
-from testbed.errors import ScenarioError
 
 __all__ = ["Cell", "SweepOutput", "expand_cells", "parse_path", "run_sweep", "value_label"]
-
-_TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
-_FORBIDDEN = {"sweep", "seeds", "seed", "name", "output"}
-
-
-def parse_path(path: str) -> list[str | int]:
-    """``"defenses[0].params.sigma"`` -> ``["defenses", 0, "params", "sigma"]``."""
-    out: list[str | int] = []
-    for part in path.split("."):
-        m = _TOKEN.fullmatch(part)
-        if m is None:
-            raise ValueError(f"bad sweep path {path!r} (near {part!r})")
-        out.append(m.group(1))
-        out.extend(int(i) for i in re.findall(r"\[(\d+)\]", m.group(2)))
-    if out[0] in _FORBIDDEN:
-        raise ValueError(f"sweep path {path!r}: {out[0]!r} cannot be swept (use `seeds`)")
-    return out
-
-
-def _set(raw: Any, tokens: list[str | int], value: Any, path: str) -> None:
-    cur = raw
-    for i, tok in enumerate(tokens[:-1]):
-        nxt = tokens[i + 1]
-        if isinstance(tok, int):
-            if not isinstance(cur, list) or tok >= len(cur):
-                raise ValueError(f"sweep path {path!r}: no item [{tok}]")
-            cur = cur[tok]
-        else:
-            if not isinstance(cur, dict):
-                raise ValueError(f"sweep path {path!r}: {tok!r} is not inside a mapping")
-            if tok not in cur or cur[tok] is None:
-                cur[tok] = [] if isinstance(nxt, int) else {}
-            cur = cur[tok]
-    last = tokens[-1]
-    if isinstance(last, int):
-        if not isinstance(cur, list) or last >= len(cur):
-            raise ValueError(f"sweep path {path!r}: no item [{last}]")
-        cur[last] = copy.deepcopy(value)
-    else:
-        if not isinstance(cur, dict):
-            raise ValueError(f"sweep path {path!r}: {last!r} is not inside a mapping")
-        cur[last] = copy.deepcopy(value)
-
-
-# ----------------------------------------------------------------------------- YAML nodes
-def _child(node, tok):
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if k.value == str(tok):
-                return v
-    elif isinstance(node, yaml.SequenceNode) and isinstance(tok, int) and tok < len(node.value):
-        return node.value[tok]
-    return None
-
-
-def _node_at(node, tokens):
-    for tok in tokens:
-        if node is None:
-            return None
-        node = _child(node, tok)
-    return node
-
-
-def _node_set(node, tokens, value_node):
-    """A copy of ``node`` with the subtree at ``tokens`` replaced by ``value_node`` (so a cell's
-    errors point at the sweep value's line); untouched subtrees are shared."""
-    if node is None or value_node is None:
-        return node
-    if not tokens:
-        return value_node
-    tok, rest = tokens[0], tokens[1:]
-    new = copy.copy(node)
-    if isinstance(node, yaml.MappingNode):
-        new.value = list(node.value)
-        for i, (k, v) in enumerate(new.value):
-            if k.value == str(tok):
-                if not rest:  # errors are reported at the key's line: point it at the value
-                    k = copy.copy(k)
-                    k.start_mark = value_node.start_mark
-                new.value[i] = (k, _node_set(v, rest, value_node))
-                return new
-        key = yaml.ScalarNode("tag:yaml.org,2002:str", str(tok), value_node.start_mark)
-        filler = yaml.MappingNode("tag:yaml.org,2002:map", [], value_node.start_mark)
-        new.value.append((key, _node_set(filler, rest, value_node) if rest else value_node))
-        return new
-    if isinstance(node, yaml.SequenceNode) and isinstance(tok, int) and tok < len(node.value):
-        new.value = list(node.value)
-        new.value[tok] = _node_set(node.value[tok], rest, value_node)
-        return new
-    return node
-
-
-# ----------------------------------------------------------------------------- labels
-def value_label(v: Any) -> str:
-    """Short human label of a swept value (plugin specs as ``name(k=v)``, lists joined by +)."""
-    if isinstance(v, dict) and "name" in v:
-        params = v.get("params") or {}
-        inner = ",".join(f"{k}={value_label(x)}" for k, x in sorted(params.items()))
-        return f"{v['name']}({inner})" if inner else str(v["name"])
-    if isinstance(v, list):
-        return "+".join(value_label(x) for x in v) if v else "none"
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, dict):
-        return "{" + ",".join(f"{k}={value_label(x)}" for k, x in sorted(v.items())) + "}"
-    return str(v)
-
-
-def axis_labels(values: list[Any]) -> list[str]:
-    """Labels for one axis's values; plugin specs show only the params that differ on the axis."""
-
-    def is_spec(v):
-        return isinstance(v, dict) and "name" in v
-
-    def specs(v):
-        return [v] if is_spec(v) else list(v)
-
-    if len(values) == 1 and is_spec(values[0]):
-        return [str(values[0]["name"])]  # a single protocol spec: the series is its name
-    if all(is_spec(v) or (isinstance(v, list) and all(map(is_spec, v))) for v in values):
-        by_name: dict[str, list[dict]] = {}
-        for v in values:
-            for sp in specs(v):
-                by_name.setdefault(sp["name"], []).append(sp.get("params") or {})
-        differ = {
-            name: {
-                k
-                for k in {k for p in ps for k in p}
-                # a spec that appears once shows all its params; repeated ones only what differs
-                if len(ps) == 1 or len({json.dumps(p.get(k), sort_keys=True) for p in ps}) > 1
-            }
-            for name, ps in by_name.items()
-        }
-
-        def short(sp):
-            p = sp.get("params") or {}
-            return {
-                "name": sp["name"],
-                "params": {k: x for k, x in p.items() if k in differ[sp["name"]]},
-            }
-
-        return [
-            value_label(short(v)) if is_spec(v) else value_label([short(x) for x in v])
-            for v in values
-        ]
-    return [value_label(v) for v in values]
-
-
-# ----------------------------------------------------------------------------- cells
-@dataclass
-class Cell:
-    """One fully resolved scenario of a sweep."""
-
-    index: int
-    seed: int
-    setting: dict[str, Any]  # dotted path -> value
-    scenario: Scenario
-    resolved: dict
-    hash: str
-    labels: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return ", ".join(f"{p}={lab}" for p, lab in self.labels.items()) or "base"
-
-
-def _grids(sc: Scenario) -> list[dict[str, list[Any]]]:
-    if sc.sweep is None:
-        return [{}]
-    return [sc.sweep] if isinstance(sc.sweep, dict) else list(sc.sweep)
-
-
-def expand_cells(sc: Scenario) -> list[Cell]:
-    """Every cell of the sweep (grid(s) x seeds), each validated with line-numbered errors."""
-    fname, root = sc._fname, sc._yaml_root
-    raw = sc._raw if sc._raw is not None else sc.model_dump(mode="json", exclude_none=True)
-    raw = {k: v for k, v in raw.items() if k not in ("sweep", "seeds")}
-    if root is not None:
-        root = copy.copy(root)
-        root.value = [(k, v) for k, v in root.value if k.value not in ("sweep", "seeds")]
-    seeds = sc.seeds if sc.seeds is not None else [sc.seed]
-    grid_list = _grids(sc)
-    cells: list[Cell] = []
-    for g, grid in enumerate(grid_list):
-        gloc = ["sweep"] if isinstance(sc.sweep, dict) else ["sweep", g]
-        paths = list(grid)
-        labels = {p: axis_labels(grid[p]) for p in paths}
-        tokens = {}
-        for p in paths:
-            try:
-                tokens[p] = parse_path(p)
-            except ValueError as exc:
-                line = _line_of(sc._yaml_root, [*gloc, p])
-                raise ScenarioError(f"{fname}:{line}: sweep: {exc}") from None
-        for combo in itertools.product(*(range(len(grid[p])) for p in paths)):
-            for s_i, seed in enumerate(seeds):
-                cell_raw = copy.deepcopy(raw)
-                cell_root = root
-                setting = {}
-                for p, j in zip(paths, combo):
-                    value = grid[p][j]
-                    try:
-                        _set(cell_raw, tokens[p], value, p)
-                    except ValueError as exc:
-                        line = _line_of(sc._yaml_root, [*gloc, p, j])
-                        raise ScenarioError(f"{fname}:{line}: sweep: {exc}") from None
-                    vnode = _node_at(sc._yaml_root, [*gloc, p, j])
-                    cell_root = _node_set(cell_root, tokens[p], vnode)
-                    setting[p] = value
-                cell_raw["seed"] = seed
-                if sc.seeds is not None:
-                    cell_root = _node_set(
-                        cell_root, ["seed"], _node_at(sc._yaml_root, ["seeds", s_i])
-                    )
-                try:
-                    cell = Scenario.model_validate(cell_raw)
-                except ValidationError as exc:
-                    raise _with_cell(_first_error(exc, [], cell_root, fname), setting) from None
-                try:
-                    validate_plugins(cell, cell_root, fname, sc._base_dir)
-                except ScenarioError as exc:
-                    raise _with_cell(exc, setting) from None
-                cell._base_dir = sc._base_dir
-                cell._raw, cell._yaml_root, cell._fname = cell_raw, cell_root, fname
-                resolved = resolve(cell)
-                cells.append(
-                    Cell(
-                        index=len(cells),
-                        seed=seed,
-                        setting=setting,
-                        scenario=cell,
-                        resolved=resolved,
-                        hash=config_hash(resolved),
-                        labels={p: labels[p][j] for p, j in zip(paths, combo)},
-                    )
-                )
-    return cells
-
-
-def _with_cell(exc: ScenarioError, setting: dict) -> ScenarioError:
-    where = ", ".join(f"{p}={value_label(v)}" for p, v in setting.items())
-    return ScenarioError(f"{exc} (in sweep cell {where})" if where else str(exc))
-
-
-def sweep_hash(cells: list[Cell]) -> str:
-    return hashlib.sha256("".join(c.hash for c in cells).encode()).hexdigest()
 
 
 # ----------------------------------------------------------------------------- running
@@ -357,14 +104,26 @@ def _clean_temps(out: Path) -> int:
     return n
 
 
-def _run_cell(raw: dict, base_dir: str, cdir: Path) -> dict:
-    """Run one cell from its raw scenario (picklable, for worker processes); return results."""
-    from testbed.runner import run_scenario
+def _run_cell(raw: dict, base_dir: str, cdir: Path, resolved: dict, h: str) -> dict:
+    """Run one cell from its raw scenario and the resolved config the sweep validated (both
+    picklable, for worker processes); return its results."""
+    from testbed.run import ResolvedScenario, execute
 
     sc = Scenario.model_validate(raw)
     sc._base_dir = base_dir
-    run_scenario(sc, cdir)
+    execute(ResolvedScenario(sc, resolved, h), cdir)
     return json.loads((cdir / "results.json").read_text())
+
+
+def _args_of(c: Cell, out: Path) -> tuple:
+    return (
+        _run_cell,
+        c.scenario._raw,
+        c.scenario._base_dir,
+        out / "cells" / c.hash,
+        c.resolved,
+        c.hash,
+    )
 
 
 def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None:
@@ -377,10 +136,7 @@ def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None
     with ProcessPoolExecutor(
         max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=limit_blas_threads
     ) as ex:
-        futures = {
-            ex.submit(_run_cell, c.scenario._raw, c.scenario._base_dir, out / "cells" / h): c
-            for h, c in todo.items()
-        }
+        futures = {ex.submit(*_args_of(c, out)): c for h, c in todo.items()}
         try:
             pending = set(futures)
             while pending:
@@ -485,9 +241,7 @@ def run_sweep(
         try:
             if jobs <= 1:
                 for c in todo.values():
-                    finished(
-                        c, _run_cell(c.scenario._raw, c.scenario._base_dir, out / "cells" / c.hash)
-                    )
+                    finished(c, _run_cell(*_args_of(c, out)[1:]))
             else:
                 _run_parallel(todo, out, jobs, finished)
         finally:

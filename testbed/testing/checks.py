@@ -87,11 +87,11 @@ def contract_scenario(protocol: str) -> Path:
 @functools.lru_cache(maxsize=8)
 def _fixture_from_path(path: str) -> PluginFixture:
     from testbed.config import load_scenario
-    from testbed.runner import build_world, run_world
+    from testbed.run import execute
 
     sc = load_scenario(path)
-    world = build_world(sc)
-    results, tr, _ = run_world(world)
+    run = execute(sc, until="results", write=False)
+    world, results, tr = run.world, run.results, run.transcript
     public = replace(world.public, extra={**world.public.extra, "released": results["estimates"]})
     parties = tuple(world.parties)
     return PluginFixture(

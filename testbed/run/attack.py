@@ -1,0 +1,110 @@
+"""Stage 6: attacks run on an Observation — nothing else.
+
+Each attack runs in its own process (:mod:`testbed.isolation`) on a serialised copy of the View
+and the public information; its outputs and its prior-only baseline come back as data and are
+validated against the AttackOutput schema. This stage never holds ground truth: it receives the
+scenario's attack specs and an :class:`~testbed.run.view.Observation` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.errors import TestbedError
+from testbed.isolation import run_isolated
+from testbed.registry import ATTACKS
+from testbed.run.view import Observation
+from testbed.seeding import component_rng
+
+__all__ = ["AttackRun", "attack_labels", "run_attacks"]
+
+
+@dataclass(frozen=True)
+class AttackRun:
+    """One attack configuration's outputs and baseline outputs on one observation."""
+
+    index: int  # position in the scenario's ``attacks``
+    name: str
+    label: str
+    target: str | None  # the spec's target filter (None: every target the attack produced)
+    observer: str
+    outputs: tuple
+    baseline: tuple
+
+
+def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
+    """One label per attack configuration (``{name, params, label?}``), keying its columns in
+    results.csv and the report: the explicit ``label``, else the name, plus a short digest of
+    the params when another entry of the same attack has different params. Duplicate labels are
+    refused."""
+
+    def digest(p):
+        blob = json.dumps(p.get("params") or {}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:6]
+
+    variants: dict[str, set[str]] = {}
+    for p in specs:
+        variants.setdefault(p["name"], set()).add(digest(p))
+    labels = []
+    for p in specs:
+        lab = p.get("label") or (
+            p["name"] if len(variants[p["name"]]) == 1 else f"{p['name']}-{digest(p)}"
+        )
+        labels.append(lab)
+    seen: dict[tuple, int] = {}
+    for i, (lab, p) in enumerate(zip(labels, specs)):
+        key = (lab, p.get("target"))  # one configuration aimed at two targets: rows differ
+        if key in seen:
+            raise TestbedError(
+                f"attacks[{i}]: label {lab!r} already used by attacks[{seen[key]}]; give one "
+                "of them an explicit `label:`"
+            )
+        seen[key] = i
+    return labels
+
+
+def _validate(name: str, outputs, baseline, public, cls) -> None:
+    """Outputs and baseline follow the AttackOutput schema; else one line naming the plugin."""
+    from attacks._base import OUTPUT_KINDS, AttackOutputError, validate_outputs
+
+    for phase, outs in (("run", outputs), ("baseline", baseline)):
+        try:
+            validate_outputs(list(outs), public, getattr(cls, "output_kinds", None) or OUTPUT_KINDS)
+        except AttackOutputError as exc:
+            raise AttackOutputError(f"attack {name!r} ({phase} output): {exc}") from None
+
+
+def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
+    """Run every attack of ``scenario`` that applies to its protocol on ``obs``."""
+    runs: list[AttackRun] = []
+    if not scenario.attacks:
+        return runs
+    labels = attack_labels(
+        [
+            {**resolved["attacks"][i], "label": spec.label, "target": spec.target}
+            for i, spec in enumerate(scenario.attacks)
+        ]
+    )
+    for i, spec in enumerate(scenario.attacks):
+        cls = ATTACKS.get(spec.name)
+        params = resolved["attacks"][i]["params"]
+        if not cls(cls.Config(**params)).applies_to(scenario.protocol.name):
+            continue  # e.g. a sweep over protocols: each attack runs where it applies
+        outputs, baseline = run_isolated(
+            cls,
+            params,
+            obs.view,
+            obs.public,
+            component_rng(scenario.seed, "attack", i, spec.name),
+            component_rng(scenario.seed, "baseline", i, spec.name),
+        )
+        _validate(spec.name, outputs, baseline, obs.public, cls)
+        runs.append(
+            AttackRun(
+                i, spec.name, labels[i], spec.target, obs.observer, tuple(outputs), tuple(baseline)
+            )
+        )
+    return runs

@@ -1,0 +1,131 @@
+"""Stage 4: accuracy and task utility — the protocol's estimates against the central reference.
+
+The reference is computed by the testbed on the pooled private data with exact POT solves
+(``protocol.reference(parties)``); it is the testbed's side of the run, never sent on the bus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from testbed.errors import TestbedError
+from testbed.metrics import detection_metrics, relative_error
+from testbed.registry import plugin_phase
+from testbed.run.exchange import Exchange
+from testbed.run.roster import World
+from testbed.utility import task_utility
+
+__all__ = ["Evaluation", "accuracy_of", "evaluate", "score_detection"]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The run's accuracy (estimate vs exact), detection scores and task utility."""
+
+    reference: dict[str, Any]
+    accuracy: dict[str, Any]
+    detection: dict[str, Any]
+    utility: dict[str, Any]
+    evaluation: dict[str, Any]  # protocol.evaluate(): run quantities that need pooled data
+    assumptions: list  # defenses' privacy assumptions, checked against the data
+
+
+_REFERENCE_CACHE: dict[str, dict] = {}
+
+
+def reference(protocol, parties) -> dict:
+    """``protocol.reference(parties)``, memoised in-process by protocol name, the protocol's
+    ``reference_key()`` and a digest of the parties' data: sweep cells that share data (every
+    defense setting and knob of a scenario) solve the central exact OT once. Exact POT solves are
+    deterministic, so results are byte-identical with or without the cache."""
+    h = hashlib.sha256(f"{protocol.name}|{protocol.reference_key()}".encode())
+    for name in sorted(parties):
+        d = parties[name]
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(d.X).tobytes())
+        h.update(str(d.X.shape).encode())
+        if d.y is not None:
+            h.update(np.ascontiguousarray(d.y).tobytes())
+    key = h.hexdigest()
+    if key not in _REFERENCE_CACHE:
+        if len(_REFERENCE_CACHE) >= 64:
+            _REFERENCE_CACHE.pop(next(iter(_REFERENCE_CACHE)))
+        _REFERENCE_CACHE[key] = protocol.reference(parties)
+    return dict(_REFERENCE_CACHE[key])
+
+
+def accuracy_of(estimate, exact) -> dict:
+    """Relative error of one estimate; arrays (e.g. a distance matrix) use the Frobenius norm and
+    their signed error is that of the sum (the direction of an overall bias)."""
+    if isinstance(estimate, np.ndarray) or isinstance(exact, np.ndarray):
+        est, ex = np.asarray(estimate, dtype=np.float64), np.asarray(exact, dtype=np.float64)
+        norm = float(np.linalg.norm(ex))
+        return {
+            "estimate": est,
+            "exact": ex,
+            "relative_error": float(np.linalg.norm(est - ex)) / norm if norm else math.nan,
+            "signed_relative_error": float((est.sum() - ex.sum()) / ex.sum())
+            if ex.sum()
+            else math.nan,
+        }
+    return {
+        "estimate": estimate,
+        "exact": exact,
+        "relative_error": relative_error(estimate, exact),
+        # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
+        "signed_relative_error": (estimate - exact) / exact if exact != 0 else math.nan,
+    }
+
+
+def score_detection(detection, noise_masks) -> dict:
+    """Score a protocol's per-row detection scores against the noise masks (ground truth).
+
+    ``{detector: {party: metrics}}``; a party without a noise mask counts as all clean. When a
+    detector scores several parties, ``"pooled"`` scores all their rows together.
+    """
+    out: dict[str, dict] = {}
+    for detector, per_party in detection.items():
+        rows, scores, masks = {}, [], []
+        for party, s in per_party.items():
+            s = np.asarray(s, dtype=np.float64).reshape(-1)
+            m = noise_masks.get(party)
+            m = np.zeros(s.size, dtype=bool) if m is None else np.asarray(m, dtype=bool)
+            if m.size != s.size:
+                raise TestbedError(
+                    f"detection {detector!r}: {s.size} scores for party {party!r} with {m.size} rows"
+                )
+            rows[party] = detection_metrics(s, m)
+            scores.append(s)
+            masks.append(m)
+        if len(scores) > 1:
+            rows["pooled"] = detection_metrics(np.concatenate(scores), np.concatenate(masks))
+        out[detector] = rows
+    return out
+
+
+def evaluate(world: World, exchange: Exchange) -> Evaluation:
+    """Reference, accuracy, detection and task utility of one protocol run."""
+    result = exchange.result
+    with plugin_phase("protocol", world.protocol.name, "reference"):
+        ref = reference(world.protocol, world.parties)
+    # scoring side, like the reference: quantities of the run that need the pooled data
+    extra = world.protocol.evaluate(result, world.parties)
+    scored = {**result.estimates, **extra}
+    accuracy = {k: accuracy_of(scored[k], ref[k]) for k in scored if k in ref}
+    detection = score_detection(result.detection, world.noise_masks)
+    assumptions = []
+    for dfn in world.defenses:
+        check = getattr(dfn, "assumptions", None)
+        if check is not None:  # testbed diagnostic: checked against the data, never sent
+            assumptions.extend(
+                check(
+                    world.parties, world.scenario.protocol.name, world.protocol.config.model_dump()
+                )
+            )
+    utility = task_utility(world.protocol, scored, ref, result.outputs, detection)
+    return Evaluation(ref, accuracy, detection, utility, extra, assumptions)

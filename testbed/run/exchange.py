@@ -1,0 +1,105 @@
+"""Stage 3: the protocol runs on the bus; the record is what went over the wire.
+
+``protocol.run(roster, bus, rng)``: the protocol's driver code gets the :class:`Roster` (handles,
+no rows); each party's local work runs where the engine placed that party's data. Defenses
+transform every outgoing message before it is logged, the guard checks it, and the transcript
+keeps it (spilling to the run directory past its memory threshold).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.bus import PrivacyGuard, Transcript
+from testbed.engines import open_bus
+from testbed.ledger import PrivacyLedger
+from testbed.registry import plugin_phase
+from testbed.run.roster import World
+from testbed.seeding import component_rng
+
+__all__ = ["Exchange", "run_protocol"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What the protocol produced and sent: its result, the transcript and the privacy ledger."""
+
+    result: Any  # protocols.ProtocolResult
+    transcript: Transcript
+    ledger: PrivacyLedger
+    guard: dict  # what the guard checked and found (results.json "guard")
+    seconds: float
+
+
+class _Progress:
+    """A tqdm bar over messages (only when stderr is a terminal and ``enabled``)."""
+
+    def __init__(self, enabled: bool, desc: str):
+        self.bar = None
+        if enabled:
+            import sys
+
+            from tqdm import tqdm
+
+            if sys.stderr.isatty():
+                self.bar = tqdm(desc=desc, unit="msg", leave=False, dynamic_ncols=True)
+
+    def __call__(self, env) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"round {env.round}", refresh=False)
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = None) -> Exchange:
+    """Run the protocol on the scenario's engine. With ``spill_dir`` (the run directory)
+    payloads past the transcript's memory threshold go to a file there."""
+    sc = world.scenario
+    seed = sc.seed
+    guard = (
+        PrivacyGuard(
+            world.protocol.private_arrays(world.parties),
+            exempt=world.protocol.exempt_arrays(world.parties),
+            rel_tol=sc.guard_rel_tol,
+            mode=sc.guard_mode,
+        )
+        if sc.guard_mode != "off"
+        else None
+    )
+    defs = [
+        (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
+    ]
+    bar = _Progress(progress, sc.name)
+    spilling = Transcript(spill_dir=spill_dir) if spill_dir is not None else None
+    t0 = time.perf_counter()
+    try:
+        with open_bus(
+            sc.engine,
+            sc.engine_params,
+            defenses=defs,
+            guard=guard,
+            ledger=world.ledger,
+            on_send=bar,
+            parties=world.roster.placement(),
+            transcript=spilling,
+        ) as bus:
+            with plugin_phase("protocol", world.protocol.name, "run"):
+                result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
+    finally:
+        bar.close()
+        if spilling is not None:
+            spilling.close()
+    elapsed = time.perf_counter() - t0
+    return Exchange(
+        result=result,
+        transcript=bus.transcript,
+        ledger=world.ledger,
+        guard={"mode": "off"} if guard is None else guard.summary(),
+        seconds=elapsed,
+    )

@@ -1,0 +1,144 @@
+"""``execute()``: the one driver of the run stages.
+
+``testbed run`` and every sweep cell call :func:`execute` with an output directory; ``audit``
+stops after the World (``until="world"``) and plays its distinguishing game on it; ``bench``
+times it; ``testbed attack`` replays a saved transcript (:class:`Replay`): the protocol does not
+run again, the World is rebuilt from the seed for the public information and the scorer, and the
+attack and score stages run on the saved messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from testbed.bus import Transcript, atomic_write_bytes
+from testbed.run.attack import run_attacks
+from testbed.run.evaluate import Evaluation, evaluate
+from testbed.run.exchange import Exchange, run_protocol
+from testbed.run.results import package_versions, results_row, write_json
+from testbed.run.roster import World, build_world
+from testbed.run.scenario import ResolvedScenario
+from testbed.run.score import ground_truth, score_runs
+from testbed.run.view import observe
+from testbed.rundir import run_dir_lock
+
+__all__ = ["Replay", "RunOutput", "execute"]
+
+Until = Literal["world", "results", "scores"]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Attack a saved transcript instead of running the protocol.
+
+    ``released``: the estimates results.json recorded (attacks find them in
+    ``public.extra["released"]``); ``observer``/``colluders`` override the scenario's threat model.
+    """
+
+    transcript: Transcript
+    released: dict[str, Any] | None = None
+    observer: str | None = None
+    colluders: tuple[str, ...] | None = None
+
+
+@dataclass
+class RunOutput:
+    """What :func:`execute` produced; fields after the ``until`` stage are None."""
+
+    out_dir: Path | None
+    world: World
+    results: dict | None = None
+    transcript: Transcript | None = None
+    elapsed: float = 0.0
+    exchange: Exchange | None = None
+    evaluation: Evaluation | None = None
+    rows: list[dict] = field(default_factory=list)
+
+
+def _default_dir(rs: ResolvedScenario) -> Path:
+    sc = rs.scenario
+    return Path(sc.output.dir or Path("runs") / f"{sc.name}-{rs.config_hash[:8]}")
+
+
+def execute(
+    scenario,
+    out_dir: str | Path | None = None,
+    *,
+    progress: bool = False,
+    until: Until = "scores",
+    write: bool = True,
+    replay: Replay | None = None,
+    world: World | None = None,
+) -> RunOutput:
+    """Drive the stages for one scenario (a :class:`~testbed.config.Scenario` or a
+    :class:`ResolvedScenario`).
+
+    ``until``: the last stage to run — ``"world"`` (the roster stage: data, parties, protocol,
+    defenses, public info), ``"results"`` (protocol, reference, accuracy: the results row
+    without attacks) or ``"scores"`` (everything). ``write``: write the run directory
+    (``out_dir``, default ``output.dir`` or ``runs/<name>-<hash>``) under its lock; only with
+    ``until="scores"``. ``replay``: attack a saved transcript (no protocol run, nothing written).
+    ``world``: a World already built for this scenario (a caller that inspects it first).
+    """
+    rs = ResolvedScenario.of(scenario if world is None else world.resolved_scenario)
+    if world is None:
+        world = build_world(rs)
+    if until == "world":
+        return RunOutput(None, world)
+    if replay is not None:
+        return RunOutput(None, world, rows=_attack_and_score(world, replay.transcript, replay))
+    if not write or until != "scores":
+        return _run(world, None, progress, until, evidence=None)
+    out = Path(out_dir) if out_dir is not None else _default_dir(rs)
+    with run_dir_lock(out, write=True):
+        atomic_write_bytes(
+            out / "resolved.yaml", yaml.safe_dump(rs.resolved, sort_keys=True).encode()
+        )
+        atomic_write_bytes(out / "config_hash", (rs.config_hash + "\n").encode())
+        evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
+        res = _run(world, out, progress, until, evidence=evidence)
+        from testbed.evidence import write_evidence
+
+        write_evidence(out, evidence)
+        if rs.scenario.output.save_transcript:
+            res.transcript.save(out)
+        write_json(out / "run_info.json", {"seconds": res.elapsed, **package_versions()})
+        write_json(out / "results.json", res.results)  # last: a sweep treats it as "finished"
+    res.out_dir = out
+    return res
+
+
+def _run(world: World, spill_dir: Path | None, progress: bool, until: Until, evidence) -> RunOutput:
+    exchange = run_protocol(world, progress=progress, spill_dir=spill_dir)
+    ev = evaluate(world, exchange)
+    results = results_row(world, exchange, ev)
+    out = RunOutput(spill_dir, world, results, exchange.transcript, exchange.seconds, exchange, ev)
+    if until == "scores":
+        rows = _attack_and_score(
+            world,
+            exchange.transcript,
+            Replay(exchange.transcript, released=results["estimates"]),
+            evidence=evidence,
+        )
+        results["attacks"] = rows
+        out.rows = rows
+    return out
+
+
+def _attack_and_score(world: World, transcript: Transcript, replay: Replay, evidence=None):
+    if not world.scenario.attacks:
+        return []
+    obs = observe(world, transcript, replay.released, replay.observer, replay.colluders)
+    runs = run_attacks(world.scenario, world.resolved, obs)
+    truth = ground_truth(world)
+    return score_runs(
+        runs,
+        truth,
+        dataset=world.scenario.data.dataset.name,
+        evidence=evidence,
+        audited_claims=bool(world.ledger.parties()),
+    )

@@ -1,0 +1,143 @@
+"""Stage 8: the results row of a run and its run directory.
+
+``results.json`` holds only seed-determined values, so the same seed gives byte-identical files;
+wall-clock times and versions go to ``run_info.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from testbed.bus import atomic_write_bytes
+from testbed.run.evaluate import Evaluation
+from testbed.run.exchange import Exchange
+from testbed.run.roster import World
+from testbed.run.score import DELTA
+
+__all__ = [
+    "jsonable",
+    "package_versions",
+    "results_row",
+    "transcript_summary",
+    "write_json",
+]
+
+
+def jsonable(x: Any) -> Any:
+    """Convert to JSON-safe values: arrays to lists, NaN to null, +-inf to the strings 'inf'/'-inf'."""
+    if isinstance(x, Mapping):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        if math.isnan(f):
+            return None
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    return x
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(jsonable(obj), indent=2, sort_keys=True) + "\n").encode())
+
+
+def transcript_summary(envelopes) -> dict[str, dict[str, int]]:
+    """Messages and bytes per message kind."""
+    out: dict[str, dict[str, int]] = {}
+    for e in envelopes:
+        k = out.setdefault(e.kind, {"messages": 0, "bytes": 0})
+        k["messages"] += 1
+        k["bytes"] += e.nbytes
+    return dict(sorted(out.items()))
+
+
+def package_versions() -> dict:
+    """Python and package versions (for run_info.json and the report)."""
+    import importlib.metadata as md
+
+    versions = {}
+    for pkg in (
+        "ot-testbed",
+        "numpy",
+        "POT",
+        "torch",
+        "scikit-learn",
+        "opacus",
+        "gensim",
+        "pydantic",
+        "matplotlib",
+    ):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    return {"python": platform.python_version(), "versions": versions}
+
+
+def results_row(world: World, exchange: Exchange, ev: Evaluation) -> dict[str, Any]:
+    """``results.json`` of one run, without its attack rows."""
+    sc = world.scenario
+    result, tr, ledger = exchange.result, exchange.transcript, exchange.ledger
+    tm = sc.threat_model
+    seen = tr.view(tm.observer, tm.colluders).envelopes
+    senders = sorted({e.sender for e in tr} & set(world.parties))
+    return {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "config_hash": world.config_hash,
+        "protocol": {
+            "name": sc.protocol.name,
+            "mode": result.mode,
+            "deviations": list(result.deviations),
+            "roles": world.protocol.roles(world.parties),
+            "params": world.protocol.config.model_dump(mode="json"),
+        },
+        "defenses": [
+            {"name": d.name, "params": d.config.model_dump(mode="json")} for d in world.defenses
+        ],
+        "parties": {p: {"rows": d.n, "dim": d.X.shape[1]} for p, d in world.parties.items()},
+        "estimates": dict(result.estimates),
+        "reference": ev.reference,
+        "accuracy": ev.accuracy,
+        "history": {k: list(v) for k, v in result.history.items()},
+        "outputs": dict(result.outputs),
+        "diagnostics": dict(result.diagnostics),
+        "detection": ev.detection,
+        "transcript": {
+            "messages": len(tr),
+            "bytes": tr.nbytes,
+            "rounds": max((e.round for e in tr), default=0),
+            "digest": tr.digest(),
+            "guard": exchange.guard.get("mode", "off"),
+            "by_kind": transcript_summary(tr),
+        },
+        "observer_view": {
+            "observer": tm.observer,
+            "colluders": list(tm.colluders),
+            "messages": len(seen),
+            "bytes": sum(e.nbytes for e in seen),
+            "by_kind": transcript_summary(seen),
+        },
+        "privacy": ledger.summary(DELTA),
+        # one epsilon axis: the worst claim over the parties that sent anything (inf = no claim)
+        "privacy_epsilon": max((ledger.epsilon(p, DELTA) for p in senders), default=0.0),
+        "utility": ev.utility,
+        "privacy_assumptions": ev.assumptions,
+        **({"evaluation": ev.evaluation} if ev.evaluation else {}),
+        "guard": exchange.guard,
+    }

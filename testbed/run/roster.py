@@ -1,0 +1,229 @@
+"""Stage 2: the World of a run — a Roster of Parties, the protocol, defenses and public info.
+
+Each :class:`Party` holds only its own data. The protocol's driver code receives the
+:class:`Roster`, a mapping of party name to :class:`PartyHandle`: names and public sizes, no rows.
+Local computations run on the party through the bus (``bus.local(party, fn, ...)``), which an
+engine executes where the party lives (this process, a worker process, a Ray actor).
+
+The private side of the World (every party's rows, noise masks, membership labels) is for the
+engine that hosts the parties, the central reference and the scorer; attacks never receive it
+(:mod:`testbed.run.attack` runs them in another process on a serialised View).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from testbed.bus import PublicInfo
+from testbed.data import NoiseSpec, PartyData, build_parties
+from testbed.errors import TestbedError
+from testbed.ledger import PrivacyLedger
+from testbed.public import gaussian_prior
+from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+from testbed.run.scenario import ResolvedScenario
+from testbed.seeding import component_rng
+
+__all__ = ["Party", "PartyHandle", "Roster", "World", "build_world"]
+
+
+class Party:
+    """One participant: its name and its own private data (nobody else's)."""
+
+    __slots__ = ("_data", "name")
+
+    def __init__(self, name: str, data: PartyData):
+        self.name = name
+        self._data = data
+
+    @property
+    def handle(self) -> PartyHandle:
+        return PartyHandle(self.name, self._data.n, int(self._data.X.shape[1]))
+
+    def local(self, fn, /, *args, **kwargs):
+        """Run ``fn(own_data, *args, **kwargs)`` at this party."""
+        return fn(self._data, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Party({self.name!r}, rows={self._data.n})"
+
+
+@dataclass(frozen=True)
+class PartyHandle:
+    """What the protocol's driver holds for a party: its name and public size, never its rows."""
+
+    name: str
+    n: int
+    dim: int
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in ("X", "y", "source_index"):
+            raise TestbedError(
+                f"the protocol read party {self.name!r}'s private `{attr}` on the driver; "
+                f"run local work at the party with bus.local({self.name!r}, fn, ...)"
+            )
+        raise AttributeError(attr)
+
+
+class Roster(Mapping[str, PartyHandle]):
+    """The run's participants, in scenario order: name -> :class:`PartyHandle`.
+
+    This is what ``Protocol.run`` receives. :meth:`placement` hands each party's own data to
+    the engine that hosts the parties (it never reaches the protocol's driver code).
+    """
+
+    def __init__(self, parties: Mapping[str, Party]):
+        self._parties = dict(parties)
+        self._handles = {p: party.handle for p, party in self._parties.items()}
+
+    @classmethod
+    def of(cls, data: Mapping[str, PartyData]) -> Roster:
+        return cls({p: Party(p, d) for p, d in data.items()})
+
+    def __getitem__(self, name: str) -> PartyHandle:
+        try:
+            return self._handles[name]
+        except KeyError:
+            known = ", ".join(self._handles) or "(none)"
+            raise KeyError(f"no party {name!r}; parties: {known}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._handles)
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def __repr__(self) -> str:
+        return f"Roster({', '.join(self._handles)})"
+
+    def placement(self) -> dict[str, PartyData]:
+        """Each party's own data, for the engine that places it at that party."""
+        return {p: party._data for p, party in self._parties.items()}
+
+
+@dataclass
+class World:
+    """The roster stage's record: everything a run needs before the protocol starts.
+
+    ``roster`` is what the protocol gets; ``parties`` (the same parties' data) stays on the
+    testbed's side: the engine that hosts them, the central reference and the scorer.
+    ``noise_masks`` and ``meta["membership"]`` are ground truth (scorer only).
+    """
+
+    scenario: Any  # testbed.config.Scenario
+    resolved: dict
+    config_hash: str
+    parties: dict[str, PartyData]
+    noise_masks: dict[str, np.ndarray]
+    protocol: Any
+    defenses: list
+    ledger: PrivacyLedger
+    public: PublicInfo
+    meta: dict = field(default_factory=dict)
+    roster: Roster | None = None
+
+    def __post_init__(self):
+        if self.roster is None:
+            self.roster = Roster.of(self.parties)
+
+    @property
+    def resolved_scenario(self) -> ResolvedScenario:
+        return ResolvedScenario(self.scenario, self.resolved, self.config_hash)
+
+
+def build_world(rs: ResolvedScenario | Any) -> World:
+    """Load data, partition, inject noise, transform; seat each party's data at its Party;
+    instantiate protocol and defenses; assemble the public information."""
+    rs = ResolvedScenario.of(rs)
+    sc, resolved, seed = rs.scenario, rs.resolved, rs.seed
+    ds_cls = DATASETS.get(sc.data.dataset.name)
+    dataset = ds_cls(ds_cls.Config(**resolved["data"]["dataset"]["params"])).load(
+        component_rng(seed, "data")
+    )
+    held = keep = None
+    if sc.membership is not None:  # held out before partitioning: no party holds these rows
+        from testbed.membership import hold_out
+
+        dataset, keep, held = hold_out(
+            dataset, sc.membership.nonmembers, component_rng(seed, "membership", "holdout")
+        )
+    part_cls = PARTITIONERS.get(sc.data.partition.name)
+    partitioner = part_cls(part_cls.Config(**resolved["data"]["partition"]["params"]))
+    noise = [NoiseSpec.model_validate(n) for n in sc.data.noise]
+    parties, masks = build_parties(
+        dataset,
+        partitioner,
+        sc.data.party_names(),
+        component_rng(seed, "partition"),
+        noise,
+        component_rng(seed, "noise"),
+    )
+    if keep is not None:
+        from testbed.membership import reindex
+
+        parties = reindex(parties, keep)
+    if sc.data.transform is not None:
+        tr_cls = TRANSFORMS.get(sc.data.transform.name)
+        tr = tr_cls(tr_cls.Config(**resolved["data"]["transform"]["params"]))
+        parties = {p: tr.apply(d) for p, d in parties.items()}
+        if held is not None:
+            held = tr.apply(PartyData("heldout", held)).X
+    pool_meta: dict[str, Any] = {}
+    cand_extra: dict[str, Any] = {}
+    if held is not None:
+        from testbed.membership import draw_candidates
+
+        cp = draw_candidates(
+            parties,
+            np.asarray(held, dtype=np.float64),
+            sc.membership.members,
+            component_rng(seed, "membership", "candidates"),
+            sc.membership.targets,
+        )
+        cand_extra = {"candidates": cp.candidates}
+        pool_meta = {"membership": cp.labels}  # ground truth: the scorer only
+    defenses = []
+    overrides: dict[str, Any] = {}
+    for i, spec in enumerate(sc.defenses):
+        cls = DEFENSES.get(spec.name)
+        dfn = cls(cls.Config(**resolved["defenses"][i]["params"]))
+        defenses.append(dfn)
+        overrides.update(dfn.protocol_overrides(sc.protocol.name))
+    proto_cls = PROTOCOLS.get(sc.protocol.name)
+    proto_params = {**resolved["protocol"]["params"], **overrides}
+    protocol = proto_cls(proto_cls.Config(**proto_params))
+    d = next(iter(parties.values())).X.shape[1]
+    pool = np.vstack([v.X for v in parties.values()])
+    prior_mean, prior_cov, prior = gaussian_prior(
+        pool, component_rng(seed, "public_prior"), max(v.n for v in parties.values())
+    )
+    public = PublicInfo(
+        protocol=sc.protocol.name,
+        params=protocol.public_params(),
+        parties=tuple(parties),
+        dim=d,
+        prior=prior,
+        extra={
+            "dataset": sc.data.dataset.name,
+            "sizes": {p: v.n for p, v in parties.items()},
+            "prior_mean": prior_mean,
+            "prior_cov": prior_cov,
+            **dict(dataset.meta.get("public", {})),
+            **cand_extra,
+        },
+    )
+    return World(
+        sc,
+        resolved,
+        rs.config_hash,
+        parties,
+        masks,
+        protocol,
+        defenses,
+        PrivacyLedger(),
+        public,
+        {"dataset_meta": dict(dataset.meta), **pool_meta},
+    )

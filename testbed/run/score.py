@@ -1,0 +1,84 @@
+"""Stage 7: scoring — attack outputs against the ground truth.
+
+:func:`ground_truth` builds the only record that holds the private rows, membership labels, noise
+masks and privacy claims together; it is passed to :func:`testbed.metrics.score_attack` (and to
+the report's evidence pictures) in this process and to nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from testbed.evidence import leakage_evidence
+from testbed.ledger import PrivacyLedger
+from testbed.metrics import score_attack
+from testbed.run.attack import AttackRun
+from testbed.run.roster import World
+from testbed.truth import GroundTruth, PartyTruth
+
+__all__ = ["DELTA", "ground_truth", "score_runs"]
+
+DELTA = 1e-5  # δ of every claimed ε in results.json and of the audits beside them
+
+
+def ground_truth(world: World, ledger: PrivacyLedger | None = None) -> GroundTruth:
+    """The scorer's record of the truth for one run (built by the driver, given to no attack)."""
+    tokens = world.meta.get("dataset_meta", {}).get("tokens")
+    ledger = world.ledger if ledger is None else ledger
+    pool = world.public.extra.get("candidates")
+    candidates = dict(pool) if isinstance(pool, dict) else {}
+    membership = dict(world.meta.get("membership", {}))
+    # a membership experiment the protocol carries (e.g. distillation's audit rows): labels from
+    # dataset row indices; the scenario's pool (``membership:``) comes first
+    for target, (rows, flags) in world.protocol.membership_truth(world.parties).items():
+        if target not in membership:
+            candidates[target], membership[target] = rows, np.asarray(flags, dtype=bool)
+    return GroundTruth(
+        parties={p: PartyTruth(d.X, d.y, d.source_index) for p, d in world.parties.items()},
+        tokens=None if tokens is None else tuple(tokens),
+        membership=membership,
+        candidates=candidates,
+        noise_masks=dict(world.noise_masks),
+        claimed_epsilon={p: float(ledger.epsilon(p, DELTA)) for p in ledger.parties()},
+        delta=DELTA,
+    )
+
+
+def score_runs(
+    runs: list[AttackRun],
+    truth: GroundTruth,
+    dataset: str = "",
+    evidence: dict | None = None,
+    audited_claims: bool = False,
+) -> list[dict[str, Any]]:
+    """One results row per (attack, target) output, in attack order.
+
+    ``evidence``: when a dict, it receives the small arrays the report draws for each row.
+    ``audited_claims``: put the defense's claimed ε beside every membership score (when a ledger
+    recorded any mechanism).
+    """
+    rows: list[dict[str, Any]] = []
+    for run in runs:
+        for out in run.outputs:
+            if run.target is not None and out.target != run.target:
+                continue
+            base = next(
+                (b for b in run.baseline if b.target == out.target and b.kind == out.kind), None
+            )
+            rows.append(
+                {
+                    "attack": run.name,
+                    "label": run.label,
+                    "target": out.target,
+                    "observer": run.observer,
+                    **score_attack(out, base, truth),
+                }
+            )
+            if evidence is not None:
+                evidence.update(leakage_evidence(len(rows) - 1, out, base, truth, dataset))
+            if out.kind == "scores" and audited_claims:
+                # the audit's empirical lower bound is shown beside the defense's claim
+                rows[-1]["epsilon_claimed"] = truth.claimed(out.target)
+    return rows

@@ -1,0 +1,149 @@
+"""The run pipeline's structure: no import circles, stages import only earlier stages, the
+protocol's driver code holds party handles, not rows."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _scenarios import tiny
+
+from testbed.data import PartyData
+from testbed.errors import TestbedError
+from testbed.run.roster import Roster
+
+
+@pytest.fixture
+def tiny_scenario():
+    from testbed.config import parse_scenario
+
+    return parse_scenario(tiny("arch"), "tiny.yaml", ".")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("testbed", "protocols", "attacks", "defenses")
+
+#: the stage modules of testbed/run in pipeline order (DESIGN.md, "One data path")
+STAGES = [
+    "testbed.run.scenario",
+    "testbed.run.roster",
+    "testbed.run.exchange",
+    "testbed.run.evaluate",
+    "testbed.run.view",
+    "testbed.run.attack",
+    "testbed.run.score",
+    "testbed.run.results",
+    "testbed.run.execute",
+]
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for p in (ROOT / pkg).rglob("*.py"):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(parts)] = p
+    return mods
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> project modules it imports (at module level or inside functions). Importing
+    ``a.b`` also runs package ``a``'s ``__init__``, which is not an edge of the module itself."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                    pkg = pkg[: len(pkg) - node.level + 1]
+                    base = ".".join([*pkg, base] if base else pkg)
+                targets = [f"{base}.{a.name}" for a in node.names]
+                if base in mods and not any(t in mods for t in targets):
+                    targets = [base]
+            for t in targets:
+                if t in mods and t != name:
+                    graph[name].add(t)
+    return graph
+
+
+def test_no_import_circles():
+    try:
+        tuple(graphlib.TopologicalSorter(import_graph()).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import circle: {' -> '.join(exc.args[1])}")
+
+
+def test_the_cycle_check_finds_a_circle():
+    with pytest.raises(graphlib.CycleError):
+        tuple(graphlib.TopologicalSorter({"a": {"b"}, "b": {"c"}, "c": {"a"}}).static_order())
+
+
+def test_stages_import_only_earlier_stages():
+    graph = import_graph()
+    for i, stage in enumerate(STAGES):
+        later = set(STAGES[i + 1 :])
+        assert not graph[stage] & later, f"{stage} imports a later stage: {graph[stage] & later}"
+        # nor anything that imports a later stage
+        reach, todo = set(), [t for t in graph[stage] if t not in STAGES]
+        while todo:
+            m = todo.pop()
+            if m in reach:
+                continue
+            reach.add(m)
+            todo.extend(graph.get(m, ()))
+        assert not reach & later, f"{stage} reaches a later stage through {sorted(reach & later)}"
+
+
+def test_attack_stage_holds_no_ground_truth():
+    graph = import_graph()
+    stage = graph["testbed.run.attack"]
+    assert "testbed.truth" not in stage and "testbed.run.score" not in stage
+    assert "testbed.metrics" not in stage
+
+
+def test_roster_hands_out_no_rows():
+    X = np.arange(6.0).reshape(3, 2)
+    roster = Roster.of({"alice": PartyData("alice", X), "bob": PartyData("bob", X + 1)})
+    assert list(roster) == ["alice", "bob"] and len(roster) == 2
+    h = roster["alice"]
+    assert (h.name, h.n, h.dim) == ("alice", 3, 2)
+    for attr in ("X", "y", "source_index"):
+        with pytest.raises(TestbedError, match=f"private `{attr}`.*bus.local"):
+            getattr(h, attr)
+    assert not any(isinstance(v, np.ndarray) for v in vars(h).values())
+    with pytest.raises(KeyError, match="no party 'carol'"):
+        roster["carol"]
+    placed = roster.placement()
+    assert placed["bob"].X is not X and np.array_equal(placed["bob"].X, X + 1)
+
+
+def test_protocol_run_receives_the_roster(monkeypatch, tiny_scenario):
+    """execute() gives the protocol a Roster (handles), and the bus hosts the data."""
+    from testbed.run import execute
+
+    seen = {}
+    world = execute(tiny_scenario, until="world").world
+    proto = world.protocol
+    original = type(proto).run
+
+    def spy(self, parties, bus, rng):
+        seen["type"] = type(parties)
+        seen["rows"] = [bus.local(p, lambda d: d.n) for p in parties]
+        return original(self, parties, bus, rng)
+
+    monkeypatch.setattr(type(proto), "run", spy)
+    out = execute(tiny_scenario, world=world, until="results", write=False)
+    assert seen["type"] is Roster
+    assert seen["rows"] == [d.n for d in world.parties.values()]
+    assert out.results["estimates"]
