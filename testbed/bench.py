@@ -591,6 +591,24 @@ def _in_run_share(case: BenchCase, parties, guard, seed: int, repeats: int) -> t
     return best
 
 
+#: The cases whose logging share is measured (n, d as in issue 15).
+LOGGING_CASES = (("triangle_wad", 2000, 784), ("fedwad_paper", 2000, 784))
+
+
+def logging_rows(opts) -> list[dict]:
+    """Share of each run spent in ``Bus.send``, against the rest of the run (same run)."""
+    by_key = {c.key: c for c in PAIR_CASES}
+    rows = []
+    for key, n, d in LOGGING_CASES:
+        case = by_key.get(key)
+        if case is None or not _registered(case.protocol):
+            continue
+        opts.log(f"transcript logging: {key} n={n} d={d}")
+        share, total = _in_run_share(case, make_pair(n, d, opts.seed), None, opts.seed, 3)
+        rows.append({"case": key, "n": n, "d": d, "logging_share": share, "run_seconds": total})
+    return rows
+
+
 def bench_overhead(opts: BenchOptions) -> list[dict]:
     """What the transcript costs: the share of each run spent in ``Bus.send`` (same run, robust
     to load), and the A/B comparison with :class:`BareBus` (separate runs, noisier)."""
@@ -811,6 +829,11 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     from testbed.bench_transcript import bench_transcript_hash
 
     transcript_hash = bench_transcript_hash(opts)
+    if opts.targets:
+        transcript_hash["logging"] = logging_rows(opts)
+    from testbed.bench_isolation import isolation_rows
+
+    isolation = isolation_rows(opts)
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
     exps = exponents(pairs, clients)
     return {
@@ -824,6 +847,7 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "clients": clients,
         "overhead": overhead,
         "transcript_hash": transcript_hash,
+        "isolation": isolation,
         "targets": targets,
         "exponents": exps,
         "notes": sorted(set(notes)),
@@ -963,6 +987,26 @@ def to_markdown(res: dict[str, Any]) -> str:
             ("ab_overhead", "A/B overhead"),
         ],
     )
+    if res.get("isolation"):
+        lines += [
+            "## Attack isolation",
+            "",
+            "Each attack runs in a fresh process from a forkserver (testbed/isolation.py). One "
+            "attack (run + baseline) called in process against the same call isolated, on the "
+            "same View; minimum over repeats.",
+            "",
+        ]
+        lines += _md_table(
+            res["isolation"],
+            [
+                ("scenario", "scenario"),
+                ("attack", "attack"),
+                ("in_process_s", "in process s"),
+                ("isolated_s", "isolated s"),
+                ("overhead_ms", "overhead ms"),
+                ("overhead_ratio", "isolated / in process"),
+            ],
+        )
     lines += ["## Fitted exponents (cost ~ x^e, least squares on log-log)", ""]
     lines += _md_table(
         res["exponents"],

@@ -20,9 +20,6 @@ from testbed.payload import payload_digest
 
 __all__ = ["bench_transcript_hash"]
 
-#: The cases whose logging share is measured (n, d as in issue 15).
-LOGGING_CASES = (("triangle_wad", 2000, 784), ("fedwad_paper", 2000, 784))
-
 
 def _min_seconds(fn, repeats: int) -> float:
     best = float("inf")
@@ -45,27 +42,10 @@ def hash_rows(n: int = 2000, d: int = 784, repeats: int = 5, seed: int = 0) -> l
     return rows
 
 
-def logging_rows(opts) -> list[dict]:
-    """Share of each run spent in ``Bus.send``, against the rest of the run (same run)."""
-    from testbed.bench import PAIR_CASES, _in_run_share, _registered, make_pair
-
-    by_key = {c.key: c for c in PAIR_CASES}
-    rows = []
-    for key, n, d in LOGGING_CASES:
-        case = by_key.get(key)
-        if case is None or not _registered(case.protocol):
-            continue
-        opts.log(f"transcript logging: {key} n={n} d={d}")
-        share, total = _in_run_share(case, make_pair(n, d, opts.seed), None, opts.seed, 3)
-        rows.append({"case": key, "n": n, "d": d, "logging_share": share, "run_seconds": total})
-    return rows
-
-
 def bench_transcript_hash(opts) -> dict[str, Any]:
-    """The section's JSON: hash timings always, the logging shares with ``--targets`` (full)."""
+    """The section's JSON, hash part (:mod:`testbed.bench` adds the logging shares with
+    ``--targets``)."""
     out: dict[str, Any] = {"hash": hash_rows(seed=opts.seed)}
     sha, b3 = out["hash"]
     out["blake3_speedup"] = sha["seconds"] / b3["seconds"]
-    if opts.targets:
-        out["logging"] = logging_rows(opts)
     return out
