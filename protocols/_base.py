@@ -53,10 +53,14 @@ class Protocol(Plugin):
     raw_row_kinds: tuple[str, ...] = ()
 
     @abstractmethod
-    def run(
-        self, parties: Mapping[str, PartyData], bus: Bus, rng: np.random.Generator
-    ) -> ProtocolResult:
-        """Run the protocol; every inter-party value goes through ``bus``."""
+    def run(self, parties: Mapping[str, Any], bus: Bus, rng: np.random.Generator) -> ProtocolResult:
+        """Run the protocol; every inter-party value goes through ``bus``.
+
+        ``parties`` is the run's :class:`~testbed.run.roster.Roster`: party name -> handle
+        (``name``, ``n`` rows, ``dim``), never the rows themselves. Work on a party's own data
+        runs at that party: ``bus.local(party, fn, *args)`` calls ``fn(party_data, *args)``
+        where the engine placed it; its result reaches another party only through
+        ``bus.send``."""
 
     @abstractmethod
     def reference(self, parties: Mapping[str, PartyData]) -> dict[str, float]:

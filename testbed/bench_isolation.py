@@ -24,7 +24,7 @@ __all__ = ["ISOLATION_CASES", "isolation_rows"]
 #: (scenario, attack) pairs: a cheap attack and a heavier one on shipped scenarios
 ISOLATION_CASES = (
     ("contract_tiny.yaml", "fedwad_distributional"),
-    ("contract_tiny.yaml", "measure_inversion"),
+    ("contract_tiny_triangle_wad.yaml", "measure_inversion"),
 )
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

@@ -230,3 +230,16 @@ def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
         ]
     )
     assert code == 0 and (tmp_path / "cli" / "scaling.md").exists()
+
+
+def test_isolation_section_times_both_paths():
+    """`testbed bench` reports, per attack, the in-process and the isolated time of the same
+    call on the same View (the isolation overhead; no timing is asserted)."""
+    from testbed.bench import BenchOptions
+    from testbed.bench_isolation import ISOLATION_CASES, isolation_rows
+
+    rows = isolation_rows(BenchOptions(), repeats=1)
+    assert [r["attack"] for r in rows] == [a for _, a in ISOLATION_CASES]
+    for r in rows:
+        assert r["in_process_s"] > 0 and r["isolated_s"] > 0
+        assert r["overhead_ms"] == pytest.approx(1e3 * (r["isolated_s"] - r["in_process_s"]))
