@@ -297,7 +297,7 @@ def _trivial_cells(monkeypatch):
     import testbed.sweep as sweep
 
     monkeypatch.setattr(
-        sweep, "_run_cell", lambda raw, base_dir, cdir: {"config_hash": cdir.name, "x": 1}
+        sweep, "_run_cell", lambda raw, base_dir, cdir, *_: {"config_hash": cdir.name, "x": 1}
     )
 
 
