@@ -144,18 +144,18 @@ def protocol_run(cls, scenario: str | Path | Mapping | None = None) -> ProtocolR
     return _cached_run(cls, yaml.safe_dump(sc._raw, sort_keys=True), sc._fname, sc._base_dir)
 
 
-def private_row_findings(run: ProtocolRun, colluders: Mapping[str, tuple[str, ...]] | None = None):
+def private_row_findings(run: ProtocolRun, coalitions=()) -> dict[str, list]:
     """``{observer: [GuardFinding]}``: near-copies of a private row of *another* party (not the
-    observer's own, nor its colluders') in the messages each observer saw. Kinds the protocol
-    declares in ``raw_row_kinds`` are skipped."""
+    observer's own, nor its colluders') in the messages each observer saw: the server, each
+    party, the eavesdropper, and each ``(observer, colluders)`` of ``coalitions`` (keyed
+    ``"observer+colluder+..."``). Kinds the protocol declares in ``raw_row_kinds`` are skipped."""
     protocol, parties = run.world.protocol, run.world.parties
     private = protocol.private_arrays(parties)
     exempt = protocol.exempt_arrays(parties)
     raw_kinds = tuple(getattr(protocol, "raw_row_kinds", ()) or ())
-    observers = {o: () for o in run.observers}
-    observers.update(colluders or {})
+    models = [(o, ()) for o in run.observers] + [(o, tuple(c)) for o, c in coalitions]
     out = {}
-    for obs, coll in observers.items():
+    for obs, coll in models:
         who = {obs, *coll}
         guard = PrivacyGuard(
             {p: X for p, X in private.items() if p not in who},
@@ -166,7 +166,7 @@ def private_row_findings(run: ProtocolRun, colluders: Mapping[str, tuple[str, ..
         for env in run.transcript.view(obs, coll).envelopes:
             if not any(fnmatch.fnmatchcase(env.kind, k) for k in raw_kinds):
                 guard.check(env)
-        out[obs if not coll else "+".join((obs, *coll))] = list(guard.findings)
+        out["+".join((obs, *coll))] = list(guard.findings)
     return out
 
 
