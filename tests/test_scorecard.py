@@ -1,0 +1,59 @@
+"""`testbed scorecard`: one run, every applicable attack under every threat model, one report;
+the leaky toy protocol's scorecard shows its leak."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testbed.cli import main
+from testbed.scorecard import scorecard, threat_models
+from tests._toy_protocols import LeakyMean, PrivateMean, registered
+
+
+@pytest.fixture(scope="module")
+def toys():
+    with registered(LeakyMean, PrivateMean):
+        yield
+
+
+def test_threat_models_cover_server_parties_eavesdropper_and_collusions():
+    labels = [t["label"] for t in threat_models(["a", "b", "c"])]
+    assert labels == ["server", "a", "b", "c", "eavesdropper", "server+a+b", "a+b"]
+    assert [t["label"] for t in threat_models(["a", "b"])][-1] == "server+a"
+
+
+def test_the_leaky_toy_scorecard_shows_the_leak(toys, tmp_path):
+    # Execute
+    card = scorecard("toy_leaky_mean", tmp_path / "sc")
+    # Assert: the guard search finds both parties' rows in what the server and eavesdropper see
+    assert {f["party"] for f in card.raw_rows["server"]} == {"alice", "bob"}
+    assert {f["kind"] for f in card.raw_rows["eavesdropper"]} == {"toy_leaky_mean.sample"}
+    assert card.raw_rows["alice"] == [] and card.raw_rows["bob"] == []
+    # the any-protocol attack recovers rows exactly, from the server's view, not from a party's
+    hits = {(r["threat"], r["target"]): r["metrics"] for r in card.attacks if r["attack"] == "sent_rows"}
+    assert hits[("server", "alice")]["exact_recovery"] > 0
+    assert ("alice", "bob") not in hits  # alice never sees bob's messages
+    # the accuracy side: the estimate equals its reference
+    assert card.accuracy["mean_distance"]["within"] is True
+    # one report in three formats, saying what leaks to whom
+    data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
+    assert any(x.startswith("server: near-copies of private rows") for x in data["leaks"])
+    md = (tmp_path / "sc" / "scorecard.md").read_text()
+    assert "toy_leaky_mean.sample" in md and "What leaks, to whom" in md
+    assert (tmp_path / "sc" / "scorecard.html").read_text().startswith("<!DOCTYPE html>")
+    assert (tmp_path / "sc" / "run" / "report.html").exists()
+
+
+def test_a_private_toy_scorecard_shows_no_row_leak(toys, tmp_path):
+    card = scorecard("toy_private_mean", tmp_path / "sc")
+    assert all(not fs for fs in card.raw_rows.values())
+    assert not [r for r in card.attacks if r["attack"] == "sent_rows"]  # no row ever sent
+
+
+def test_scorecard_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["scorecard", "no_such_protocol", "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown protocol 'no_such_protocol'" in err[0]
+    assert main(["scorecard", str(tmp_path / "missing.yaml")]) == 2
