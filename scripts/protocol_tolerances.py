@@ -10,6 +10,7 @@ the declared tolerance (the kit checks the contract scenario's own seed).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import statistics
 
 
@@ -40,7 +41,9 @@ def main() -> None:
                 errs.setdefault(k, []).append(a["relative_error"])
         tol = cls.reference_tolerance
         for k, v in errs.items():
-            t = tol.get(k, "-") if isinstance(tol, dict) else tol
+            t = tol
+            if isinstance(tol, dict):
+                t = next((v for g, v in tol.items() if fnmatch.fnmatchcase(k, g)), "-")
             print(
                 f"{name:26s} {k:28s} max {max(v):.4g}  median {statistics.median(v):.4g}  "
                 f"declared {t}",

@@ -32,7 +32,9 @@ def test_the_leaky_toy_scorecard_shows_the_leak(toys, tmp_path):
     assert {f["kind"] for f in card.raw_rows["eavesdropper"]} == {"toy_leaky_mean.sample"}
     assert card.raw_rows["alice"] == [] and card.raw_rows["bob"] == []
     # the any-protocol attack recovers rows exactly, from the server's view, not from a party's
-    hits = {(r["threat"], r["target"]): r["metrics"] for r in card.attacks if r["attack"] == "sent_rows"}
+    hits = {
+        (r["threat"], r["target"]): r["metrics"] for r in card.attacks if r["attack"] == "sent_rows"
+    }
     assert hits[("server", "alice")]["exact_recovery"] > 0
     assert ("alice", "bob") not in hits  # alice never sees bob's messages
     # the accuracy side: the estimate equals its reference
