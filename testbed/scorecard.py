@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from testbed.errors import TestbedError
+from testbed.metrics import LEAKAGE_METRICS
 
 __all__ = ["HEADLINE_METRICS", "Scorecard", "scorecard", "threat_models"]
 
@@ -43,19 +44,52 @@ class Scorecard:
     applicable: list[str]
     paths: dict[str, Path] = field(default_factory=dict)
 
+    def worst(self) -> dict[str, dict[str, Any]]:
+        """Per threat model: how many messages carry near-copies (and whose rows), and the
+        attack row that leaks most (largest ``leakage``, else largest ``auc``, else ``tv``...)."""
+        out = {}
+        for t in self.threats:
+            label = t["label"]
+            fs = self.raw_rows.get(label, [])
+            best = None
+            for metric in HEADLINE_METRICS:
+                rows = [
+                    r
+                    for r in self.attacks
+                    if r["threat"] == label and r["metric"] == metric and r["value"] is not None
+                ]
+                if rows:
+                    flip = LEAKAGE_METRICS.get(metric, True) is False  # smaller = more leakage
+                    best = max(rows, key=lambda r: -r["value"] if flip else r["value"])
+                    break
+            out[label] = {
+                "near_copy_messages": len(fs),
+                "rows_of": sorted({f["party"] for f in fs}),
+                "attack": None if best is None else best["attack"],
+                "target": None if best is None else best["target"],
+                "metric": None if best is None else best["metric"],
+                "value": None if best is None else best["value"],
+            }
+        return out
+
     def leaks(self) -> list[str]:
-        """One line per threat model that sees private rows, or whose attack beats the prior."""
-        out = [
-            f"{t}: near-copies of private rows of {sorted({f['party'] for f in fs})} in "
-            f"{len(fs)} message(s)"
-            for t, fs in self.raw_rows.items()
-            if fs
-        ]
-        for r in self.attacks:
-            if r["metric"] == "leakage" and (r["value"] or 0) > 0:
-                out.append(
-                    f"{r['threat']}: {r['attack']} on {r['target']}: leakage {r['value']:.3g}"
+        """One line per threat model that sees private rows or whose best attack beats the
+        prior-only baseline (leakage > 0, or AUC > 0.5)."""
+        out = []
+        for label, w in self.worst().items():
+            parts = []
+            if w["near_copy_messages"]:
+                parts.append(
+                    f"near-copies of private rows of {w['rows_of']} in "
+                    f"{w['near_copy_messages']} message(s)"
                 )
+            v = w["value"]
+            if v is not None and (
+                (w["metric"] == "leakage" and v > 0) or (w["metric"] == "auc" and v > 0.5)
+            ):
+                parts.append(f"{w['attack']} on {w['target']}: {w['metric']} {v:.3g}")
+            if parts:
+                out.append(f"{label}: " + "; ".join(parts))
         return out
 
     def summary_lines(self) -> list[str]:
@@ -71,14 +105,17 @@ class Scorecard:
             f"{len(self.applicable)} applicable attack(s) x {len(self.threats)} threat model(s): "
             f"{len(self.attacks)} row(s), {len(self.errors)} error(s)",
         ]
-        return lines + [f"LEAK {x}" for x in self.leaks()]
+        return lines + [f"leak: {x}" for x in self.leaks()]
 
 
-def threat_models(parties: list[str]) -> list[dict[str, Any]]:
-    """``[{label, observer, colluders}]``: server, each party, eavesdropper, and collusions."""
+def threat_models(parties: list[str], clients: list[str] | None = None) -> list[dict[str, Any]]:
+    """``[{label, observer, colluders}]``: server, each party, eavesdropper, and collusions of
+    the server with every client but the last, and of those clients (``clients``: the parties
+    whose role is a client, default all)."""
     out = [{"label": "server", "observer": "server", "colluders": []}]
     out += [{"label": p, "observer": p, "colluders": []} for p in parties]
     out.append({"label": "eavesdropper", "observer": "eavesdropper", "colluders": []})
+    parties = list(clients) if clients else list(parties)
     if len(parties) >= 2:
         out.append(
             {
@@ -118,6 +155,18 @@ def _scenario(target: str):
         where, base = sc._fname, sc._base_dir
     raw = dict(sc._raw)
     raw.update(guard="record", attacks=[], output={"save_transcript": True})
+    if not path.is_file() and raw.get("membership") is None:
+        # a protocol name: add a small membership-candidate pool so membership attacks have
+        # candidates; kept only when the scenario's data allow it
+        from testbed.runner import build_world
+
+        with_pool = {**raw, "membership": {"members": 10, "nonmembers": 10}}
+        try:
+            pooled = parse_scenario(yaml.safe_dump(with_pool, sort_keys=False), where, base)
+            build_world(pooled)
+            return pooled
+        except TestbedError:
+            pass
     return parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, base)
 
 
@@ -176,7 +225,8 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     write_report(run_dir)
     world = build_world(sc)
     parties = list(world.parties)
-    threats = threat_models(parties)
+    roles = world.protocol.roles(world.parties)
+    threats = threat_models(parties, [p for p in parties if "client" in roles.get(p, "")])
     # what leaks as rows: the guard's search on each threat model's view
     found = private_row_findings(
         ProtocolRun(sc, world, ran.results, ran.transcript),
@@ -271,10 +321,25 @@ def _write(card: Scorecard, results: dict) -> None:
     doc.h(2, "What leaks, to whom")
     leaks = card.leaks()
     doc.p(
-        "; ".join(leaks)
+        "; ".join(leaks) + "."
         if leaks
-        else "No private row reaches another party and no attack "
-        "beats the prior-only baseline on this run."
+        else "No private row reaches another party and no attack beats the prior-only "
+        "baseline on this run."
+    )
+    doc.table(
+        ["threat model", "near-copies of private rows", "most leaking attack", "target", "figure"],
+        [
+            [
+                t,
+                f"{w['near_copy_messages']} message(s) ({', '.join(w['rows_of'])})"
+                if w["near_copy_messages"]
+                else "none",
+                w["attack"] or "no output",
+                w["target"] or "-",
+                "-" if w["value"] is None else f"{w['metric']} {_fmt(w['value'])}",
+            ]
+            for t, w in card.worst().items()
+        ],
     )
     doc.h(3, "Private rows in what each threat model sees (guard, near-copy search)")
     doc.table(
@@ -338,6 +403,7 @@ def _write(card: Scorecard, results: dict) -> None:
                 "attacks": card.attacks,
                 "errors": card.errors,
                 "leaks": card.leaks(),
+                "worst": card.worst(),
             }
         ),
     )

@@ -22,6 +22,9 @@ def test_threat_models_cover_server_parties_eavesdropper_and_collusions():
     labels = [t["label"] for t in threat_models(["a", "b", "c"])]
     assert labels == ["server", "a", "b", "c", "eavesdropper", "server+a+b", "a+b"]
     assert [t["label"] for t in threat_models(["a", "b"])][-1] == "server+a"
+    # collusions are among clients (by role): a test party is observed alone, never colludes
+    labels = [t["label"] for t in threat_models(["a", "b", "c", "test"], ["a", "b", "c"])]
+    assert labels[-2:] == ["server+a+b", "a+b"] and "test" in labels
 
 
 def test_the_leaky_toy_scorecard_shows_the_leak(toys, tmp_path):
@@ -39,6 +42,9 @@ def test_the_leaky_toy_scorecard_shows_the_leak(toys, tmp_path):
     assert ("alice", "bob") not in hits  # alice never sees bob's messages
     # the accuracy side: the estimate equals its reference
     assert card.accuracy["mean_distance"]["within"] is True
+    # per threat model: the server sees near-copies of both parties' rows, a party none
+    worst = card.worst()
+    assert worst["server"]["near_copy_messages"] == 2 and worst["alice"]["near_copy_messages"] == 0
     # one report in three formats, saying what leaks to whom
     data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
     assert any(x.startswith("server: near-copies of private rows") for x in data["leaks"])
@@ -59,3 +65,27 @@ def test_scorecard_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown protocol 'no_such_protocol'" in err[0]
     assert main(["scorecard", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.slow  # eight threat models, each re-running the attacks in their own process: ~25 s
+def test_a_scenario_file_is_scored_as_written(toys, tmp_path):
+    import yaml
+
+    sc = {
+        "name": "leaky_three",
+        "seed": 3,
+        "data": {
+            "dataset": {"name": "gaussians", "params": {"d": 2, "components": [{"n": 45}]}},
+            "partition": {"name": "iid"},
+            "parties": ["alice", "bob", "carol"],
+        },
+        "protocol": {"name": "toy_leaky_mean"},
+    }
+    path = tmp_path / "leaky_three.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    card = scorecard(str(path), tmp_path / "sc")
+    assert card.scenario == "leaky_three"
+    assert [t["label"] for t in card.threats][-2:] == ["server+alice+bob", "alice+bob"]
+    assert {f["party"] for f in card.raw_rows["server"]} == {"alice", "bob"}
+    # a coalition's own rows are not a leak to it
+    assert card.raw_rows["server+alice+bob"] == [] and card.raw_rows["carol"] == []
