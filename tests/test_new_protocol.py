@@ -119,3 +119,17 @@ def test_installed_protocol_is_listed_passes_its_own_kit_and_has_a_scorecard(tmp
         assert data["protocol"] == name and "sent_rows" in data["applicable_attacks"]
     finally:
         run(*pip, "uninstall", "-y", "-q", f"ot-testbed-{name.replace('_', '-')}")
+
+
+def test_the_tutorial_shows_the_scaffolded_protocol_verbatim():
+    import re
+    from pathlib import Path
+
+    from testbed.scaffold import PROTOCOL
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    block = next(
+        b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if "AnchorSketch(" in b
+    )
+    src = PROTOCOL.format(name="anchor_sketch", cls="AnchorSketch", dist="anchor-sketch")
+    assert block.strip() == src[src.index("from __future__") :].strip()
