@@ -26,9 +26,7 @@ def ground_truth(world) -> GroundTruth:
         parties={p: PartyTruth(d.X, d.y, d.source_index) for p, d in world.parties.items()},
         tokens=None if tokens is None else tuple(tokens),
         membership=dict(world.meta.get("membership", {})),
-        candidates=dict(pool)
-        if isinstance(pool := world.public.extra.get("candidates"), dict)
-        else {},
+        candidates=dict(pool) if isinstance(pool := world.public.extra.get("candidates"), dict) else {},
         noise_masks=dict(world.noise_masks),
         claimed_epsilon={p: float(ledger.epsilon(p, DELTA)) for p in ledger.parties()},
         delta=DELTA,
