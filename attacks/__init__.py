@@ -24,6 +24,7 @@ from attacks.measure_inversion import MeasureInversion
 from attacks.moments_sampling import MomentsSampling
 from attacks.projection_inversion import ProjectionInversion
 from attacks.reconstruction_membership import ReconstructionMembership
+from attacks.sent_rows import SentRows
 from attacks.support_membership import SupportMembership
 from attacks.word2vec_retrieval import Word2VecRetrieval
 
@@ -45,6 +46,7 @@ __all__ = [
     "MomentsSampling",
     "ProjectionInversion",
     "ReconstructionMembership",
+    "SentRows",
     "SoftLabelMembership",
     "SupportMembership",
     "Word2VecRetrieval",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -51,6 +51,17 @@ class Protocol(Plugin):
 
     #: protocol step kinds that legitimately carry raw rows (none for the built-ins)
     raw_row_kinds: tuple[str, ...] = ()
+    #: every message kind the protocol may send (globs allowed, e.g. ``"fedwad.*"``); the
+    #: protocol contract kit (:func:`testbed.testing.check_protocol`) refuses any other kind
+    message_kinds: ClassVar[tuple[str, ...]] = ()
+    #: how far the estimates may be from :meth:`reference` on the protocol's contract scenario,
+    #: relative (|estimate - reference| / |reference|; Frobenius norms for arrays): one number for
+    #: every compared key, or ``{key: tolerance}`` (keys left out are not compared). ``None`` =
+    #: not declared (the contract kit fails). Measured values of the built-ins: docs/plugins.md.
+    reference_tolerance: ClassVar[float | Mapping[str, float] | None] = None
+    #: scenario the contract kit runs it on (file name in scenarios/, or a path); default:
+    #: scenarios/contract_tiny_<name>.yaml when it exists, else a two-party Gaussian scenario
+    contract_scenario: ClassVar[str | None] = None
 
     @abstractmethod
     def run(self, parties: Mapping[str, Any], bus: Bus, rng: np.random.Generator) -> ProtocolResult:

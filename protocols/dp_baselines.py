@@ -283,6 +283,9 @@ class DPSlicedWasserstein(_DPProjectionBase):
 
     name = "dp_sliced_wasserstein"
     Config = DPSlicedWassersteinConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.6
+    message_kinds = ("dp_sliced_wasserstein.directions", "dp_sliced_wasserstein.projections")
     kind = "sphere"
     estimate_key = "sliced_wasserstein"
 
@@ -301,6 +304,9 @@ class DPJLOT(_DPProjectionBase):
 
     name = "dp_jl_ot"
     Config = DPJLOTConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 1.0
+    message_kinds = ("dp_jl_ot.directions", "dp_jl_ot.projections")
     kind = "jl"
     estimate_key = "wasserstein"
 

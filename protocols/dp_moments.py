@@ -125,6 +125,9 @@ class DPGaussianMoments(DPClientsBase):
 
     name = "dp_gaussian_moments"
     Config = DPGaussianMomentsConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.15
+    message_kinds = ("dp_gaussian_moments.moments",)
     role = "client (releases noisy moments)"
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:

@@ -231,6 +231,9 @@ class FedBary(Protocol):
 
     name = "fedbary"
     Config = FedBaryConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"distance_*": 0.65, "contribution_*": 0.2}
+    message_kinds = ("fedbary.gamma_init", "fedbary.gamma", "fedbary.eta_q", "fedbary.final")
 
     def _roles(self, parties: Mapping[str, PartyData]) -> tuple[list[str], str | None]:
         cfg = self.config

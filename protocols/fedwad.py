@@ -154,6 +154,15 @@ class FedWAD(Protocol):
 
     name = "fedwad"
     Config = FedWADConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.25
+    message_kinds = (
+        "fedwad.xi",
+        "fedwad.xi_mu",
+        "fedwad.xi_nu",
+        "fedwad.distance",
+        "fedwad.xi_final",
+    )
 
     # -- roles
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:

@@ -215,6 +215,20 @@ class FedWADClusteredFL(Protocol):
 
     name = "fedwad_clustered_fl"
     Config = FedWADClusteredFLConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"distance_matrix": 0.35, "ari": 0.1}
+    message_kinds = (
+        "fedwad.xi",
+        "fedwad.xi_mu",
+        "fedwad.xi_nu",
+        "fedwad.distance",
+        "fedwad.xi_final",
+        *(
+            f"fedwad_clustered_fl.{p}{s}"
+            for p in ("", "fedavg_")
+            for s in ("model", "update", "size")
+        ),
+    )
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config

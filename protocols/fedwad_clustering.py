@@ -101,6 +101,15 @@ class FedWADClustering(Protocol):
 
     name = "fedwad_clustering"
     Config = FedWADClusteringConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}
+    message_kinds = (
+        "fedwad.xi",
+        "fedwad.xi_mu",
+        "fedwad.xi_nu",
+        "fedwad.distance",
+        "fedwad.xi_final",
+    )
 
     def _seed(self, rng: np.random.Generator) -> int:
         return int(rng.integers(0, 2**31 - 1))

@@ -175,6 +175,18 @@ class FedWADCoreset(Protocol):
 
     name = "fedwad_coreset"
     Config = FedWADCoresetConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"coreset_wasserstein": 2.6, "nn_accuracy": 0.1}
+    message_kinds = (
+        *(
+            f"fedwad_coreset.{t}{s}"
+            for t in ("", "local.")
+            for s in ("xi", "xi_client", "xi_final", "distance")
+        ),
+        "fedwad_coreset.local_coreset",
+        "fedwad_coreset.labels",
+        "fedwad_coreset.classifier",
+    )
 
     def _clients(self, parties) -> list[str]:
         cfg = self.config

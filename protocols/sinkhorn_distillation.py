@@ -155,6 +155,22 @@ class SinkhornDistillation(Protocol):
 
     name = "sinkhorn_distillation"
     Config = SinkhornDistillationConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"macro_f1": 1.0, "accuracy": 0.7, "semantic_distance": 0.6}
+    message_kinds = (
+        *(
+            f"sinkhorn_distillation.{s}"
+            for s in (
+                "transfer_set",
+                "noise_inputs",
+                "votes",
+                "soft_labels",
+                "bias",
+                "size",
+                "aggregate",
+            )
+        ),
+    )
 
     # -- roles
     def _server_parties(self) -> list[str]:

@@ -257,6 +257,14 @@ class TriangleWad(_TriangleBase):
 
     name = "triangle_wad"
     Config = TriangleWadConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.04
+    message_kinds = (
+        "triangle_wad.gamma_params",
+        "triangle_wad.eta",
+        "triangle_wad.eta_buyer",
+        "triangle_wad.sq_distances",
+    )
 
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:
         names = self._all_clients(parties)
@@ -385,6 +393,13 @@ class TriangleWadMarketplace(_TriangleBase):
 
     name = "triangle_wad_marketplace"
     Config = TriangleWadMarketplaceConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.1
+    message_kinds = (
+        "triangle_wad_marketplace.gamma_params",
+        "triangle_wad_marketplace.eta_buyer",
+        "triangle_wad_marketplace.cost_matrices",
+    )
 
     def _split(self, parties: Mapping[str, PartyData]) -> tuple[str, list[str]]:
         names = list(parties)

@@ -1,4 +1,5 @@
-"""Command line: ``testbed run | report | validate | plugins | transcript | new-attack | bench``.
+"""Command line: ``testbed run | report | validate | plugins | transcript | new-attack |
+new-protocol | scorecard | bench``.
 
 Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a traceback).
 """
@@ -440,6 +441,41 @@ def cmd_new_attack(args) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- protocol kit
+def _add_protocol_kit_commands(sub) -> None:
+    """``testbed new-protocol NAME [DIR]`` and ``testbed scorecard PROTOCOL|SCENARIO [-o DIR]``."""
+
+    def new_protocol_cmd(args) -> int:
+        from testbed.scaffold import new_protocol
+
+        root = new_protocol(args.name, args.dir)
+        print(f"created protocol plugin {args.name!r} in {root}")
+        print(f"next: pip install -e {root} && testbed plugins && pytest {root / 'tests'}")
+        return 0
+
+    def scorecard_cmd(args) -> int:
+        from testbed.scorecard import scorecard
+
+        card = scorecard(args.target, args.out, progress=not args.quiet)
+        for line in card.summary_lines():
+            print(line)
+        print(f"scorecard: {card.paths['html']}")
+        return 0
+
+    p = sub.add_parser("new-protocol", help="scaffold a protocol plugin package")
+    p.add_argument("name", help="snake_case protocol name (== YAML key == entry-point name)")
+    p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
+    p.set_defaults(fn=new_protocol_cmd)
+    p = sub.add_parser(
+        "scorecard",
+        help="run a protocol once, then every applicable attack under every threat model",
+    )
+    p.add_argument("target", help="a protocol name (its small contract scenario) or a scenario")
+    p.add_argument("-o", "--out", help="output directory (default: runs/scorecard-<name>)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(fn=scorecard_cmd)
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -534,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="snake_case attack name (== YAML key == entry-point name)")
     p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
     p.set_defaults(fn=cmd_new_attack)
+    _add_protocol_kit_commands(sub)
     p = sub.add_parser("transcript", help="show what was exchanged in a run")
     p.add_argument("run_dir")
     p.add_argument("--limit", type=_positive_int, default=40)

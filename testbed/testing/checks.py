@@ -391,9 +391,15 @@ def check_plugin(
     ``expected_failures`` maps a check name to the reason it is known to fail; such a check must
     still fail (an unexpected pass is reported too). Returns ``{check: "passed" | "xfail"}``.
     """
+    return _collect(cls, plugin_checks(cls, fixture), expected_failures, "contract")
+
+
+def _collect(cls, checks, expected_failures, what: str) -> dict[str, str]:
+    """Run ``(name, thunk)`` checks; raise AssertionError listing every unexpected failure and
+    every expected failure that passed; return ``{check: "passed" | "xfail"}``."""
     expected = dict(expected_failures or {})
     status, problems = {}, []
-    for name, thunk in plugin_checks(cls, fixture):
+    for name, thunk in checks:
         try:
             thunk()
         except Exception as exc:  # every failure is collected and reported below
@@ -406,5 +412,5 @@ def check_plugin(
             problems.append(f"{name}: expected to fail ({expected[name]}) but passed")
         status[name] = "passed"
     if problems:
-        raise AssertionError(f"{cls.__qualname__} fails the contract:\n  " + "\n  ".join(problems))
+        raise AssertionError(f"{cls.__qualname__} fails the {what}:\n  " + "\n  ".join(problems))
     return status

@@ -1,0 +1,91 @@
+"""`testbed scorecard`: one run, every applicable attack under every threat model, one report;
+the leaky toy protocol's scorecard shows its leak."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testbed.cli import main
+from testbed.scorecard import scorecard, threat_models
+from tests._toy_protocols import LeakyMean, PrivateMean, registered
+
+
+@pytest.fixture(scope="module")
+def toys():
+    with registered(LeakyMean, PrivateMean):
+        yield
+
+
+def test_threat_models_cover_server_parties_eavesdropper_and_collusions():
+    labels = [t["label"] for t in threat_models(["a", "b", "c"])]
+    assert labels == ["server", "a", "b", "c", "eavesdropper", "server+a+b", "a+b"]
+    assert [t["label"] for t in threat_models(["a", "b"])][-1] == "server+a"
+    # collusions are among clients (by role): a test party is observed alone, never colludes
+    labels = [t["label"] for t in threat_models(["a", "b", "c", "test"], ["a", "b", "c"])]
+    assert labels[-2:] == ["server+a+b", "a+b"] and "test" in labels
+
+
+def test_the_leaky_toy_scorecard_shows_the_leak(toys, tmp_path):
+    # Execute
+    card = scorecard("toy_leaky_mean", tmp_path / "sc")
+    # Assert: the guard search finds both parties' rows in what the server and eavesdropper see
+    assert {f["party"] for f in card.raw_rows["server"]} == {"alice", "bob"}
+    assert {f["kind"] for f in card.raw_rows["eavesdropper"]} == {"toy_leaky_mean.sample"}
+    assert card.raw_rows["alice"] == [] and card.raw_rows["bob"] == []
+    # the any-protocol attack recovers rows exactly, from the server's view, not from a party's
+    hits = {
+        (r["threat"], r["target"]): r["metrics"] for r in card.attacks if r["attack"] == "sent_rows"
+    }
+    assert hits[("server", "alice")]["exact_recovery"] > 0
+    assert ("alice", "bob") not in hits  # alice never sees bob's messages
+    # the accuracy side: the estimate equals its reference
+    assert card.accuracy["mean_distance"]["within"] is True
+    # per threat model: the server sees near-copies of both parties' rows, a party none
+    worst = card.worst()
+    assert worst["server"]["near_copy_messages"] == 2 and worst["alice"]["near_copy_messages"] == 0
+    # one report in three formats, saying what leaks to whom
+    data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
+    assert any(x.startswith("server: near-copies of private rows") for x in data["leaks"])
+    md = (tmp_path / "sc" / "scorecard.md").read_text()
+    assert "toy_leaky_mean.sample" in md and "What leaks, to whom" in md
+    assert (tmp_path / "sc" / "scorecard.html").read_text().startswith("<!DOCTYPE html>")
+    assert (tmp_path / "sc" / "run" / "report.html").exists()
+
+
+def test_a_private_toy_scorecard_shows_no_row_leak(toys, tmp_path):
+    card = scorecard("toy_private_mean", tmp_path / "sc")
+    assert all(not fs for fs in card.raw_rows.values())
+    assert not [r for r in card.attacks if r["attack"] == "sent_rows"]  # no row ever sent
+
+
+def test_scorecard_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["scorecard", "no_such_protocol", "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown protocol 'no_such_protocol'" in err[0]
+    assert main(["scorecard", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.slow  # eight threat models, each re-running the attacks in their own process: ~25 s
+def test_a_scenario_file_is_scored_as_written(toys, tmp_path):
+    import yaml
+
+    sc = {
+        "name": "leaky_three",
+        "seed": 3,
+        "data": {
+            "dataset": {"name": "gaussians", "params": {"d": 2, "components": [{"n": 45}]}},
+            "partition": {"name": "iid"},
+            "parties": ["alice", "bob", "carol"],
+        },
+        "protocol": {"name": "toy_leaky_mean"},
+    }
+    path = tmp_path / "leaky_three.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    card = scorecard(str(path), tmp_path / "sc")
+    assert card.scenario == "leaky_three"
+    assert [t["label"] for t in card.threats][-2:] == ["server+alice+bob", "alice+bob"]
+    assert {f["party"] for f in card.raw_rows["server"]} == {"alice", "bob"}
+    # a coalition's own rows are not a leak to it
+    assert card.raw_rows["server+alice+bob"] == [] and card.raw_rows["carol"] == []
