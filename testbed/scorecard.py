@@ -158,12 +158,12 @@ def _scenario(target: str):
     if not path.is_file() and raw.get("membership") is None:
         # a protocol name: add a small membership-candidate pool so membership attacks have
         # candidates; kept only when the scenario's data allow it
-        from testbed.runner import build_world
+        from testbed.run import execute
 
         with_pool = {**raw, "membership": {"members": 10, "nonmembers": 10}}
         try:
             pooled = parse_scenario(yaml.safe_dump(with_pool, sort_keys=False), where, base)
-            build_world(pooled)
+            execute(pooled, until="world")
             return pooled
         except TestbedError:
             pass
@@ -210,7 +210,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     attack under every threat model; write the scorecard into ``out``."""
     from testbed.registry import ATTACKS, PROTOCOLS
     from testbed.report import write_report
-    from testbed.runner import build_world, run_scenario
+    from testbed.run import execute
     from testbed.testing.protocol_checks import ProtocolRun, private_row_findings
 
     say = (lambda s: print(s, flush=True)) if progress else (lambda s: None)
@@ -221,9 +221,9 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         raise TestbedError(f"{out_dir}: is a file, not a directory")
     run_dir = out_dir / "run"
     say(f"running {name} on {sc.name} ...")
-    ran = run_scenario(sc, out_dir=run_dir)
+    ran = execute(sc, run_dir)
     write_report(run_dir)
-    world = build_world(sc)
+    world = ran.world
     parties = list(world.parties)
     roles = world.protocol.roles(world.parties)
     threats = threat_models(parties, [p for p in parties if "client" in roles.get(p, "")])

@@ -124,11 +124,10 @@ def protocol_scenario(cls, scenario: str | Path | Mapping | None = None):
 
 
 def _run(sc) -> ProtocolRun:
-    from testbed.runner import build_world, run_world
+    from testbed.run import execute
 
-    world = build_world(sc)
-    results, tr, _ = run_world(world)
-    return ProtocolRun(sc, world, results, tr)
+    run = execute(sc, until="results", write=False)
+    return ProtocolRun(sc, run.world, run.results, run.transcript)
 
 
 @functools.lru_cache(maxsize=16)
