@@ -27,6 +27,7 @@ from testbed.registry import (
     TRANSFORMS,
     Registry,
 )
+from testbed.resources import LimitsSpec
 
 __all__ = [
     "AttackSpec",
@@ -186,6 +187,9 @@ class Scenario(BaseModel):
         "protocol.params.support_size: [5, 10]; see testbed.sweep",
     )
     seeds: list[int] | None = Field(None, description="run every sweep cell with each seed")
+    limits: LimitsSpec | None = Field(
+        None, description="memory budget, wall-clock budget per cell, sweep size (resources.py)"
+    )
     _base_dir: str = PrivateAttr(".")
     _raw: dict | None = PrivateAttr(None)
     _yaml_root: Any = PrivateAttr(None)
@@ -621,6 +625,7 @@ def resolve(sc: Scenario) -> dict[str, Any]:
     if out.get("membership") is None:
         out.pop("membership", None)
     out.pop("output", None)  # where results go does not change what they are
+    out.pop("limits", None)  # nor do the resource limits a run is checked against
     for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
         out.pop(k, None)
     for k in ("sweep", "seeds"):  # a single run's hash does not depend on these when unset

@@ -442,10 +442,13 @@ def run_scenario(
     sc: Scenario, out_dir: str | Path | None = None, progress: bool = False
 ) -> RunOutput:
     """Run a validated scenario end to end and write its run directory."""
-    world = build_world(sc)
-    out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{world.config_hash[:8]}")
-    with run_dir_lock(out, write=True):
-        return _write_run(sc, world, out, progress)
+    from testbed.resources import cell_budget
+
+    with cell_budget(sc):  # limits.cell_seconds, when set
+        world = build_world(sc)
+        out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{world.config_hash[:8]}")
+        with run_dir_lock(out, write=True):
+            return _write_run(sc, world, out, progress)
 
 
 def _write_run(sc: Scenario, world: World, out: Path, progress: bool) -> RunOutput:

@@ -25,6 +25,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -228,6 +229,9 @@ def expand_cells(sc: Scenario) -> list[Cell]:
         root.value = [(k, v) for k, v in root.value if k.value not in ("sweep", "seeds")]
     seeds = sc.seeds if sc.seeds is not None else [sc.seed]
     grid_list = _grids(sc)
+    from testbed.resources import check_cell_count  # before any cell is built
+
+    check_cell_count(sc, len(seeds) * sum(math.prod(map(len, g.values())) for g in grid_list))
     cells: list[Cell] = []
     for g, grid in enumerate(grid_list):
         gloc = ["sweep"] if isinstance(sc.sweep, dict) else ["sweep", g]
