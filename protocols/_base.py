@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.bus import Bus
+from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
 from testbed.registry import Plugin
 
@@ -51,6 +51,11 @@ class Protocol(Plugin):
 
     #: protocol step kinds that legitimately carry raw rows (none for the built-ins)
     raw_row_kinds: tuple[str, ...] = ()
+    #: every message kind the protocol sends; a defense's ``kinds`` globs must each match one
+    #: of them (empty: not declared, the filter is not checked)
+    message_kinds: tuple[str, ...] = ()
+    #: who sends messages besides the parties; a defense's ``senders`` must name parties or these
+    extra_senders: tuple[str, ...] = (SERVER,)
 
     @abstractmethod
     def run(

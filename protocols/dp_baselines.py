@@ -282,6 +282,10 @@ class DPSlicedWasserstein(_DPProjectionBase):
     """DP sliced Wasserstein (Rakotomamonjy & Ralaivola 2021): Gaussian noise on random projections."""
 
     name = "dp_sliced_wasserstein"
+    message_kinds = (
+        "dp_sliced_wasserstein.directions",
+        "dp_sliced_wasserstein.projections",
+    )
     Config = DPSlicedWassersteinConfig
     kind = "sphere"
     estimate_key = "sliced_wasserstein"
@@ -300,6 +304,10 @@ class DPJLOT(_DPProjectionBase):
     """DP optimal transport through a noisy JL projection (Lê Tien et al. 2019); exact OT after."""
 
     name = "dp_jl_ot"
+    message_kinds = (
+        "dp_jl_ot.directions",
+        "dp_jl_ot.projections",
+    )
     Config = DPJLOTConfig
     kind = "jl"
     estimate_key = "wasserstein"

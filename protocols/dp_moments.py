@@ -124,6 +124,7 @@ class DPGaussianMoments(DPClientsBase):
     """Bures-Wasserstein distance between clients' DP noisy means and covariances (our design)."""
 
     name = "dp_gaussian_moments"
+    message_kinds = ("dp_gaussian_moments.moments",)
     Config = DPGaussianMomentsConfig
     role = "client (releases noisy moments)"
 

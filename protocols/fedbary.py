@@ -230,6 +230,12 @@ class FedBary(Protocol):
     """FedBary: client contributions and datum detection from a federated Wasserstein barycenter."""
 
     name = "fedbary"
+    message_kinds = (
+        "fedbary.gamma_init",
+        "fedbary.gamma",
+        "fedbary.eta_q",
+        "fedbary.final",
+    )
     Config = FedBaryConfig
 
     def _roles(self, parties: Mapping[str, PartyData]) -> tuple[list[str], str | None]:

@@ -153,6 +153,13 @@ class FedWAD(Protocol):
     """FedWAD (Rakotomamonjy et al.): W2 between two clients via server-side interpolating measures."""
 
     name = "fedwad"
+    message_kinds = (
+        "fedwad.xi",
+        "fedwad.xi_mu",
+        "fedwad.xi_nu",
+        "fedwad.distance",
+        "fedwad.xi_final",
+    )
     Config = FedWADConfig
 
     # -- roles

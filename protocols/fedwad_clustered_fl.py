@@ -214,6 +214,19 @@ class FedWADClusteredFL(Protocol):
     """Federated OTDD -> spectral clusters -> one FedAvg model per cluster, vs FedAvg (App. D.3/D.5)."""
 
     name = "fedwad_clustered_fl"
+    message_kinds = (
+        "fedwad.xi",
+        "fedwad.xi_mu",
+        "fedwad.xi_nu",
+        "fedwad.distance",
+        "fedwad.xi_final",
+        "fedwad_clustered_fl.model",
+        "fedwad_clustered_fl.update",
+        "fedwad_clustered_fl.size",
+        "fedwad_clustered_fl.fedavg_model",
+        "fedwad_clustered_fl.fedavg_update",
+        "fedwad_clustered_fl.fedavg_size",
+    )
     Config = FedWADClusteredFLConfig
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:

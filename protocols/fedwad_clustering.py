@@ -100,6 +100,13 @@ class FedWADClustering(Protocol):
     """Pairwise FedWAD distances among N clients, then spectral clustering (FedWAD App. D.5)."""
 
     name = "fedwad_clustering"
+    message_kinds = (
+        "fedwad.xi",
+        "fedwad.xi_mu",
+        "fedwad.xi_nu",
+        "fedwad.distance",
+        "fedwad.xi_final",
+    )
     Config = FedWADClusteringConfig
 
     def _seed(self, rng: np.random.Generator) -> int:

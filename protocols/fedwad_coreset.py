@@ -174,6 +174,19 @@ class FedWADCoreset(Protocol):
     """Federated Wasserstein coreset learned with FedWAD gradients (FedWAD App. D.2)."""
 
     name = "fedwad_coreset"
+    message_kinds = (
+        "fedwad_coreset.xi",
+        "fedwad_coreset.xi_client",
+        "fedwad_coreset.xi_final",
+        "fedwad_coreset.distance",
+        "fedwad_coreset.local.xi",
+        "fedwad_coreset.local.xi_client",
+        "fedwad_coreset.local.xi_final",
+        "fedwad_coreset.local.distance",
+        "fedwad_coreset.local_coreset",
+        "fedwad_coreset.labels",
+        "fedwad_coreset.classifier",
+    )
     Config = FedWADCoresetConfig
 
     def _clients(self, parties) -> list[str]:

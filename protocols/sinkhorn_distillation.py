@@ -154,6 +154,16 @@ class SinkhornDistillation(Protocol):
     """Federated distillation: teachers' soft labels on a transfer set -> confident-Sinkhorn student."""
 
     name = "sinkhorn_distillation"
+    message_kinds = (
+        "sinkhorn_distillation.transfer_set",
+        "sinkhorn_distillation.noise_inputs",
+        "sinkhorn_distillation.votes",
+        "sinkhorn_distillation.soft_labels",
+        "sinkhorn_distillation.bias",
+        "sinkhorn_distillation.size",
+        "sinkhorn_distillation.aggregate",
+    )
+    extra_senders = (SERVER, AGGREGATOR)
     Config = SinkhornDistillationConfig
 
     # -- roles

@@ -256,6 +256,12 @@ class TriangleWad(_TriangleBase):
     """TriangleWad: W2 between two parties from their pushes toward a shared random measure."""
 
     name = "triangle_wad"
+    message_kinds = (
+        "triangle_wad.gamma_params",
+        "triangle_wad.eta",
+        "triangle_wad.eta_buyer",
+        "triangle_wad.sq_distances",
+    )
     Config = TriangleWadConfig
 
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:
@@ -384,6 +390,11 @@ class TriangleWadMarketplace(_TriangleBase):
     """TriangleWad marketplace: W2 between a buyer and the size-weighted mixture of N sellers."""
 
     name = "triangle_wad_marketplace"
+    message_kinds = (
+        "triangle_wad_marketplace.gamma_params",
+        "triangle_wad_marketplace.eta_buyer",
+        "triangle_wad_marketplace.cost_matrices",
+    )
     Config = TriangleWadMarketplaceConfig
 
     def _split(self, parties: Mapping[str, PartyData]) -> tuple[str, list[str]]:

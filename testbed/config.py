@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
+from testbed.filters import check_defense_filters
 from testbed.registry import (
     ATTACKS,
     DATASETS,
@@ -522,6 +523,7 @@ def validate_plugins(
     proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
         dcls, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
+        check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
         resolved["defenses"].append(cfg.model_dump(mode="json"))
         # knob defenses set protocol parameters: a knob the protocol lacks is an error here
         try:
