@@ -431,8 +431,11 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
                 continue
             bad = None
             if isinstance(x, str) and float in kinds and _SCI.fullmatch(x):
-                # 1e-8: YAML 1.1 reads exponent-only floats as strings; pydantic converts them
-                if not __import__("math").isfinite(float(x)):
+                # 1e-8: YAML 1.1 reads exponent-only floats as strings; pydantic converts them.
+                # Quoted ('1e-8') it is a string the user wrote: refused like '7'
+                if _quoted(root, sub_loc):
+                    bad = f"expected a number, got the quoted string {x!r} (remove the quotes)"
+                elif not __import__("math").isfinite(float(x)):
                     bad = f"{x} is not allowed (only finite numbers)"
             elif isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
                 bad = f"expected a number, got {x!r}"
@@ -447,6 +450,19 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
                 line = _line_of(root, sub_loc)
                 where = f"{fname}:{line}" if line else fname
                 raise ScenarioError(f"{where}: {_fmt_loc(sub_loc)}: {bad}")
+
+
+def _quoted(root, loc) -> bool:
+    """Whether the YAML scalar at ``loc`` was written in quotes (unknown tree: no)."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            node = node.value[part] if part < len(node.value) else None
+        else:
+            return False
+    return isinstance(node, yaml.ScalarNode) and node.style in ("'", '"')
 
 
 def typing_is_seq(annotation) -> bool:

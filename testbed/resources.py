@@ -7,6 +7,7 @@ A scenario may hold a ``limits`` block::
       allow_large: true     # run even when the estimate exceeds the budget
       cell_seconds: 600     # wall-clock budget of one run (of each cell of a sweep)
       max_cells: 50000      # a sweep larger than MAX_CELLS (default 10 000) is refused otherwise
+      data_file_mb: 500     # a csv/npy file above MAX_DATA_FILE_MB (64 MiB) is refused otherwise
 
 ``testbed run --allow-large`` and ``--max-cells N`` override the same checks from the command
 line. :func:`check_memory` estimates the largest arrays a run builds from the scenario alone
@@ -43,6 +44,7 @@ __all__ = [
     "available_memory",
     "cell_budget",
     "check_cell_count",
+    "check_data_file",
     "check_memory",
     "check_scenario",
     "estimate_memory",
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 MAX_CELLS = 10_000  # sweep cells accepted without limits.max_cells / --max-cells
+MAX_DATA_FILE_MB = 64  # csv/npy data files read without limits.data_file_mb / --allow-large
 _F8 = 8  # bytes per float64
 
 
@@ -75,6 +78,14 @@ class LimitsSpec(BaseModel):
         allow_inf_nan=False,
         strict=True,
         description="wall-clock budget of one run (each sweep cell); finished cells are kept",
+    )
+    data_file_mb: float | None = Field(
+        None,
+        gt=0,
+        le=10_000_000,
+        allow_inf_nan=False,
+        strict=True,
+        description=f"largest csv/npy data file read (default {MAX_DATA_FILE_MB} MiB)",
     )
     max_cells: int | None = Field(
         None,
@@ -335,9 +346,35 @@ def cell_budget(sc) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
+def check_data_file(sc) -> None:
+    """A csv/npy data file larger than ``limits.data_file_mb`` (default MAX_DATA_FILE_MB) is
+    refused before it is read, unless ``limits.allow_large`` or ``--allow-large``."""
+    lim = _limits(sc)
+    path = (sc.data.dataset.params or {}).get("path")
+    if sc.data.dataset.name not in ("csv", "npy") or not isinstance(path, str):
+        return
+    if lim.allow_large or _CLI.get("allow_large"):
+        return
+    p = Path(path)
+    if not p.is_absolute():
+        p = Path(getattr(sc, "_base_dir", ".")) / p
+    try:
+        size = p.stat().st_size
+    except OSError:
+        return  # the loader names a missing or unreadable file
+    limit_mb = lim.data_file_mb or MAX_DATA_FILE_MB
+    if size > limit_mb * (1 << 20):
+        raise ResourceLimitError(
+            f"{_where(sc, ['data', 'dataset', 'params', 'path'])}: {p} is {_fmt(size)}, above "
+            f"the {limit_mb:g} MiB limit for a data file; raise it with limits: "
+            "{data_file_mb: N} (or run with --allow-large)"
+        )
+
+
 def check_scenario(sc) -> None:
     """The one pre-run check (``testbed run`` and ``audit``): the memory estimate of the run, or
     of every cell of a sweep, before anything is allocated."""
+    check_data_file(sc)
     if not sc.is_sweep:
         check_memory(sc)
         return
