@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
 from testbed.filters import check_defense_filters
@@ -187,7 +195,7 @@ class Scenario(BaseModel):
         description="dotted path -> values (a grid; a list of grids is their union), e.g. "
         "protocol.params.support_size: [5, 10]; see testbed.sweep",
     )
-    seeds: list[int] | None = Field(None, description="run every sweep cell with each seed")
+    seeds: list[StrictInt] | None = Field(None, description="run every sweep cell with each seed")
     limits: LimitsSpec | None = Field(
         None, description="memory budget, wall-clock budget per cell, sweep size (resources.py)"
     )
@@ -439,6 +447,8 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
                     bad = f"{x} is not allowed (only finite numbers)"
             elif isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
                 bad = f"expected a number, got {x!r}"
+            elif isinstance(x, float) and float not in kinds:  # 4.0 where a count is wanted
+                bad = f"expected a whole number, got {x!r}"
             elif (
                 isinstance(x, int)
                 and not isinstance(x, bool)

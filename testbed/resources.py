@@ -136,7 +136,8 @@ def check_cell_count(sc, n_cells: int) -> None:
     limit = _CLI.get("max_cells") or _limits(sc).max_cells or MAX_CELLS
     if n_cells > limit:
         raise ResourceLimitError(
-            f"{_where(sc, ['sweep'])}: the sweep has {n_cells} cells, above the limit {limit}; "
+            f"{_where(sc, ['sweep'] if sc.sweep is not None else ['seeds'])}: "
+            f"the sweep has {n_cells} cells, above the limit {limit}; "
             "shrink it, or raise the limit with limits: {max_cells: N} or --max-cells N"
         )
 
