@@ -113,6 +113,136 @@ SCENARIOS = [
     ("parties-huge", _sub("parties: [alice, bob]", "parties: 10000000"), "parties"),
     ("parties-zero", _sub("parties: [alice, bob]", "parties: 0"), "parties"),
     ("parties-dup", _sub("parties: [alice, bob]", "parties: [alice, alice]"), "unique"),
+    # more coercions and odd numbers
+    ("iter-float-int", _sub("iterations: 4", "iterations: 4.0"), "whole number"),
+    ("support-1e40", _sub("support_size: 5", "support_size: " + "1" + "0" * 40), "limit"),
+    ("support-negzero", _sub("support_size: 5", "support_size: -0"), "support_size"),
+    ("std-negzero", _sub("{n: 40, mean: 0.0}", "{n: 40, mean: 0.0, std: -0.0}"), "std"),
+    ("seeds-str", BASE + "seeds: ['1']\n", "seeds"),
+    ("seeds-bool", BASE + "seeds: [true]\n", "seeds"),
+    ("seeds-neg", BASE + "seeds: [-1]\n", "seeds"),
+    ("seeds-empty", BASE + "seeds: []\n", "seeds"),
+    # names and text
+    ("unicode-name", _sub("name: t", "name: tëst"), "name"),
+    ("name-empty", _sub("name: t", "name: ''"), "name"),
+    ("name-null", _sub("name: t", "name:"), "name"),
+    ("name-formula", _sub("name: t", "name: '=1+2'"), "name"),
+    ("name-html", _sub("name: t", "name: '<b>x</b>'"), "name"),
+    ("label-formula", BASE + "attacks: [{name: fedwad_distributional, label: '=x'}]\n", "label"),
+    ("label-html", BASE + "attacks: [{name: fedwad_distributional, label: '<i>'}]\n", "label"),
+    ("party-html", _sub("parties: [alice, bob]", "parties: [alice, '<b>']"), "party"),
+    ("party-formula", _sub("parties: [alice, bob]", "parties: [alice, '@bob']"), "party"),
+    ("desc-list", BASE + "description: [1]\n", "description"),
+    # line endings and indentation
+    ("crlf-dup", (BASE + "seed: 3\n").replace("\n", "\r\n"), "duplicate key 'seed'"),
+    ("tab-indent", _sub("      d: 3\n", "\t  d: 3\n"), "YAML"),
+    ("merge-key", BASE + "x: &a {b: 1}\ny: {<<: *a}\n", "unknown key"),
+    # sweeps
+    ("sweep-empty", BASE + "sweep: []\n", "sweep"),
+    ("sweep-novals", BASE + "sweep: {protocol.params.iterations: []}\n", "no values"),
+    ("sweep-badpath", BASE + "sweep: {'a..b': [1]}\n", "bad sweep path"),
+    ("sweep-seed", BASE + "sweep: {seed: [1, 2]}\n", "cannot be swept"),
+    ("sweep-badval", BASE + "sweep: {protocol.params.iterations: [2, true]}\n", "sweep cell"),
+    ("sweep-str", BASE + "sweep: hello\n", "sweep"),
+    (
+        "sweep-too-many",
+        BASE + "limits: {max_cells: 3}\nsweep:\n  protocol.params.iterations: [1, 2, 3, 4]\n",
+        "4 cells, above the limit 3",
+    ),
+    (
+        "sweep-default-limit",
+        BASE + "seeds: [" + ", ".join(map(str, range(10001))) + "]\n",
+        "seeds: the sweep has 10001 cells",
+    ),
+    # threat model, engine, guard, output, membership
+    ("observer-int", _sub("observer: server", "observer: 5"), "observer"),
+    ("colluders-unknown", _sub("observer: server", "observer: server\n  colluders: [eve]"), "eve"),
+    ("membership-zero", BASE + "membership: {members: 0}\n", "members"),
+    ("engine-bad", BASE + "engine: spark\n", "engine"),
+    ("engine-param", BASE + "engine_params: {foo: 1}\n", "foo"),
+    ("guard-int", BASE + "guard: 2\n", "guard"),
+    ("output-list", BASE + "output: {dir: [1]}\n", "output.dir"),
+    ("no-data", "name: t\nprotocol: {name: fedwad}\n", "data"),
+    (
+        "noise-eve",
+        _sub(
+            "  parties: [alice, bob]",
+            "  parties: [alice, bob]\n  noise: [{party: eve, kind: labels, rate: 0.1}]",
+        ),
+        "eve",
+    ),
+    (
+        "noise-rate",
+        _sub(
+            "  parties: [alice, bob]",
+            "  parties: [alice, bob]\n  noise: [{party: alice, kind: labels, rate: 2}]",
+        ),
+        "rate",
+    ),
+    # defense filters checked against the protocol's senders and message kinds
+    (
+        "def-sender",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {senders: [alcie]}}]\n",
+        "'alcie' is not a sender of protocol fedwad; known: alice, bob, server",
+    ),
+    (
+        "def-sender-eaves",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {senders: [eavesdropper]}}]\n",
+        "senders[0]",
+    ),
+    (
+        "def-sender-2nd",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {senders: [alice, Bob]}}]\n",
+        "senders[1]",
+    ),
+    (
+        "def-kind",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: [fedwad.xii]}}]\n",
+        "kinds[0]: 'fedwad.xii'",
+    ),
+    (
+        "def-kind-glob",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['fedbary.*']}}]\n",
+        "fedwad.xi_final",
+    ),
+    (
+        "def-kind-case",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: [FEDWAD.xi]}}]\n",
+        "FEDWAD.xi",
+    ),
+    (
+        "def-kind-empty",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['']}}]\n",
+        "kinds[0]",
+    ),
+    (
+        "def-kind-int",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: [5]}}]\n",
+        "kinds[0]",
+    ),
+    (
+        "def-kind-2nd",
+        BASE
+        + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['fedwad.xi*', fedwad.distanse]}}]\n",
+        "kinds[1]",
+    ),
+    (
+        "def-kind-sweep",
+        BASE
+        + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['fedwad.*']}}]\nsweep:\n  defenses[0].params.kinds: [['fedwad.xi'], [fedwad.x]]\n",
+        "fedwad.x",
+    ),
+    # the limits block
+    ("lim-mem-str", BASE + "limits: {memory_gb: '4'}\n", "limits.memory_gb"),
+    ("lim-mem-neg", BASE + "limits: {memory_gb: -1}\n", "limits.memory_gb"),
+    ("lim-mem-nan", BASE + "limits: {memory_gb: .nan}\n", "finite"),
+    ("lim-cell-zero", BASE + "limits: {cell_seconds: 0}\n", "limits.cell_seconds"),
+    ("lim-cells-bool", BASE + "limits: {max_cells: true}\n", "limits.max_cells"),
+    ("lim-cells-float", BASE + "limits: {max_cells: 2.5}\n", "limits.max_cells"),
+    ("lim-allow-str", BASE + "limits: {allow_large: 'yes'}\n", "limits.allow_large"),
+    ("lim-unknown", BASE + "limits: {memroy_gb: 4}\n", "memroy_gb"),
+    ("lim-list", BASE + "limits: [1]\n", "limits"),
+    ("lim-data-zero", BASE + "limits: {data_file_mb: 0}\n", "limits.data_file_mb"),
 ]
 
 
