@@ -1155,8 +1155,9 @@ class _Doc:
                 out.append("#" * v[0] + " " + _md(v[1]))
             elif kind == "p":
                 out.append(_md(v))
-            elif kind == "pre":
-                out.append("```\n" + v.rstrip() + "\n```")
+            elif kind == "pre":  # a fence longer than any backtick run in the text: no way out
+                fence = "`" * max(3, 1 + max(map(len, re.findall("`+", v)), default=0))
+                out.append(f"{fence}\n{v.rstrip()}\n{fence}")
             elif kind == "img":
                 out.append(f"![{_md(v[2])}](plots/{_md_path(v[0])})")
             elif kind == "plot":
