@@ -408,11 +408,31 @@ def _bench_scaling(args) -> int:
     return 0
 
 
+def _bench_sweep_bookkeeping(args) -> int:
+    """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (testbed/bench_sweep.py)."""
+    import json
+
+    from testbed.bench_sweep import run_bookkeeping
+
+    rows = run_bookkeeping(log=(lambda s: None) if args.quiet else print)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "sweep_bookkeeping.json"
+    command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    path.write_text(json.dumps({"command": command, "rows": rows}, indent=2) + "\n")
+    ratio = rows[-1]["us_per_cell"] / rows[0]["us_per_cell"]
+    print(f"time per cell at {rows[-1]['cells']} vs {rows[0]['cells']} cells: {ratio:.2f}x")
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from testbed.bench import BenchOptions, run_bench, write_outputs
 
     if args.scaling:
         return _bench_scaling(args)
+    if args.sweep_bookkeeping:
+        return _bench_sweep_bookkeeping(args)
     kw = {}
     for key in ("ns", "ds", "clients"):
         if getattr(args, key) is not None:
@@ -562,6 +582,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only the scaling curves: time and peak memory against n (--n) and N (--clients), "
         "every engine available (about 15 min on 2 cores)",
+    )
+    p.add_argument(
+        "--sweep-bookkeeping",
+        action="store_true",
+        help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",
     )
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")
