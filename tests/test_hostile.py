@@ -355,7 +355,7 @@ CORRUPT = [
 ]
 
 
-@pytest.mark.parametrize("cmd", ["report", "transcript"])
+@pytest.mark.parametrize("cmd", ["report", "transcript", "attack"])
 @pytest.mark.parametrize(
     "fname,content", CORRUPT, ids=[f"{f}-{i}" for i, (f, _) in enumerate(CORRUPT)]
 )
@@ -997,3 +997,29 @@ def test_sigint_then_resume_is_byte_identical(tmp_path):
     assert (out / "results.jsonl").read_bytes() == (ref.out_dir / "results.jsonl").read_bytes()
     for p in (ref.out_dir / "cells").glob("*/results.json"):
         assert (out / "cells" / p.parent.name / "results.json").read_bytes() == p.read_bytes()
+
+
+def test_unicode_party_and_huge_seed_run(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        _sub("parties: [alice, bob]", "parties: [alice, bøb]").replace(
+            "seed: 7", "seed: " + "9" * 30
+        )
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 0
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert set(res["parties"]) == {"alice", "bøb"} and res["seed"] == int("9" * 30)
+
+
+def test_second_writer_of_a_single_run_refused(tmp_path, capsys):
+    from testbed.rundir import run_dir_lock
+
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    out = tmp_path / "out"
+    with run_dir_lock(out, write=True):  # as a first run would hold it
+        rc = main(["run", str(f), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "another testbed process" in err and len(err.strip().splitlines()) == 1
+    assert not (out / "results.json").exists()
