@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from testbed.bus import Bus
+from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
 from testbed.registry import Plugin
 
@@ -52,8 +52,11 @@ class Protocol(Plugin):
     #: protocol step kinds that legitimately carry raw rows (none for the built-ins)
     raw_row_kinds: tuple[str, ...] = ()
     #: every message kind the protocol may send (globs allowed, e.g. ``"fedwad.*"``); the
-    #: protocol contract kit (:func:`testbed.testing.check_protocol`) refuses any other kind
+    #: protocol contract kit (:func:`testbed.testing.check_protocol`) refuses any other kind, and
+    #: a defense's ``kinds`` globs must each match one of them (empty: not declared)
     message_kinds: ClassVar[tuple[str, ...]] = ()
+    #: who sends messages besides the parties; a defense's ``senders`` must name parties or these
+    extra_senders: ClassVar[tuple[str, ...]] = (SERVER,)
     #: how far the estimates may be from :meth:`reference` on the protocol's contract scenario,
     #: relative (|estimate - reference| / |reference|; Frobenius norms for arrays): one number for
     #: every compared key, or ``{key: tolerance}`` (keys left out are not compared). ``None`` =

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from testbed.errors import TestbedError
+
 __all__ = [
     "MLP",
     "deterministic_torch",
@@ -115,16 +117,22 @@ def train_classifier(
 
         opt = torch.optim.Adam(model.parameters(), lr=lr)  # opacus wraps any optimizer
         engine = PrivacyEngine(accountant="rdp")
-        model, opt, loader = engine.make_private_with_epsilon(
-            module=model,
-            optimizer=opt,
-            data_loader=loader,
-            target_epsilon=float(dp["epsilon"]),
-            target_delta=float(dp["delta"]),
-            epochs=epochs,
-            max_grad_norm=float(dp["max_grad_norm"]),
-            noise_generator=torch.Generator().manual_seed(int(seed) + 1),
-        )
+        try:
+            model, opt, loader = engine.make_private_with_epsilon(
+                module=model,
+                optimizer=opt,
+                data_loader=loader,
+                target_epsilon=float(dp["epsilon"]),
+                target_delta=float(dp["delta"]),
+                epochs=epochs,
+                max_grad_norm=float(dp["max_grad_norm"]),
+                noise_generator=torch.Generator().manual_seed(int(seed) + 1),
+            )
+        except ValueError as exc:  # opacus: "The privacy budget is too low."
+            raise TestbedError(
+                f"dp_sgd.epsilon {dp['epsilon']:g} at delta {dp['delta']:g} over {epochs} "
+                f"epochs is below what opacus can calibrate ({exc}); raise epsilon"
+            ) from None
     else:
         opt = torch.optim.Adam(model.parameters(), lr=lr)
     lossf = nn.CrossEntropyLoss()

@@ -282,10 +282,13 @@ class DPSlicedWasserstein(_DPProjectionBase):
     """DP sliced Wasserstein (Rakotomamonjy & Ralaivola 2021): Gaussian noise on random projections."""
 
     name = "dp_sliced_wasserstein"
+    message_kinds = (
+        "dp_sliced_wasserstein.directions",
+        "dp_sliced_wasserstein.projections",
+    )
     Config = DPSlicedWassersteinConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.6
-    message_kinds = ("dp_sliced_wasserstein.directions", "dp_sliced_wasserstein.projections")
     kind = "sphere"
     estimate_key = "sliced_wasserstein"
 
@@ -303,10 +306,13 @@ class DPJLOT(_DPProjectionBase):
     """DP optimal transport through a noisy JL projection (Lê Tien et al. 2019); exact OT after."""
 
     name = "dp_jl_ot"
+    message_kinds = (
+        "dp_jl_ot.directions",
+        "dp_jl_ot.projections",
+    )
     Config = DPJLOTConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 1.0
-    message_kinds = ("dp_jl_ot.directions", "dp_jl_ot.projections")
     kind = "jl"
     estimate_key = "wasserstein"
 

@@ -124,10 +124,10 @@ class DPGaussianMoments(DPClientsBase):
     """Bures-Wasserstein distance between clients' DP noisy means and covariances (our design)."""
 
     name = "dp_gaussian_moments"
+    message_kinds = ("dp_gaussian_moments.moments",)
     Config = DPGaussianMomentsConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.15
-    message_kinds = ("dp_gaussian_moments.moments",)
     role = "client (releases noisy moments)"
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:

@@ -230,10 +230,15 @@ class FedBary(Protocol):
     """FedBary: client contributions and datum detection from a federated Wasserstein barycenter."""
 
     name = "fedbary"
+    message_kinds = (
+        "fedbary.gamma_init",
+        "fedbary.gamma",
+        "fedbary.eta_q",
+        "fedbary.final",
+    )
     Config = FedBaryConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_*": 0.65, "contribution_*": 0.2}
-    message_kinds = ("fedbary.gamma_init", "fedbary.gamma", "fedbary.eta_q", "fedbary.final")
 
     def _roles(self, parties: Mapping[str, PartyData]) -> tuple[list[str], str | None]:
         cfg = self.config

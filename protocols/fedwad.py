@@ -153,9 +153,6 @@ class FedWAD(Protocol):
     """FedWAD (Rakotomamonjy et al.): W2 between two clients via server-side interpolating measures."""
 
     name = "fedwad"
-    Config = FedWADConfig
-    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
-    reference_tolerance = 0.25
     message_kinds = (
         "fedwad.xi",
         "fedwad.xi_mu",
@@ -163,6 +160,9 @@ class FedWAD(Protocol):
         "fedwad.distance",
         "fedwad.xi_final",
     )
+    Config = FedWADConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.25
 
     # -- roles
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:

@@ -100,9 +100,6 @@ class FedWADClustering(Protocol):
     """Pairwise FedWAD distances among N clients, then spectral clustering (FedWAD App. D.5)."""
 
     name = "fedwad_clustering"
-    Config = FedWADClusteringConfig
-    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
-    reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}
     message_kinds = (
         "fedwad.xi",
         "fedwad.xi_mu",
@@ -110,6 +107,9 @@ class FedWADClustering(Protocol):
         "fedwad.distance",
         "fedwad.xi_final",
     )
+    Config = FedWADClusteringConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}
 
     def _seed(self, rng: np.random.Generator) -> int:
         return int(rng.integers(0, 2**31 - 1))

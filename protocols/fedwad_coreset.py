@@ -174,19 +174,22 @@ class FedWADCoreset(Protocol):
     """Federated Wasserstein coreset learned with FedWAD gradients (FedWAD App. D.2)."""
 
     name = "fedwad_coreset"
-    Config = FedWADCoresetConfig
-    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
-    reference_tolerance = {"coreset_wasserstein": 2.6, "nn_accuracy": 0.1}
     message_kinds = (
-        *(
-            f"fedwad_coreset.{t}{s}"
-            for t in ("", "local.")
-            for s in ("xi", "xi_client", "xi_final", "distance")
-        ),
+        "fedwad_coreset.xi",
+        "fedwad_coreset.xi_client",
+        "fedwad_coreset.xi_final",
+        "fedwad_coreset.distance",
+        "fedwad_coreset.local.xi",
+        "fedwad_coreset.local.xi_client",
+        "fedwad_coreset.local.xi_final",
+        "fedwad_coreset.local.distance",
         "fedwad_coreset.local_coreset",
         "fedwad_coreset.labels",
         "fedwad_coreset.classifier",
     )
+    Config = FedWADCoresetConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = {"coreset_wasserstein": 2.6, "nn_accuracy": 0.1}
 
     def _clients(self, parties) -> list[str]:
         cfg = self.config

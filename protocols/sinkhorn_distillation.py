@@ -154,23 +154,19 @@ class SinkhornDistillation(Protocol):
     """Federated distillation: teachers' soft labels on a transfer set -> confident-Sinkhorn student."""
 
     name = "sinkhorn_distillation"
+    message_kinds = (
+        "sinkhorn_distillation.transfer_set",
+        "sinkhorn_distillation.noise_inputs",
+        "sinkhorn_distillation.votes",
+        "sinkhorn_distillation.soft_labels",
+        "sinkhorn_distillation.bias",
+        "sinkhorn_distillation.size",
+        "sinkhorn_distillation.aggregate",
+    )
+    extra_senders = (SERVER, AGGREGATOR)
     Config = SinkhornDistillationConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"macro_f1": 1.0, "accuracy": 0.7, "semantic_distance": 0.6}
-    message_kinds = (
-        *(
-            f"sinkhorn_distillation.{s}"
-            for s in (
-                "transfer_set",
-                "noise_inputs",
-                "votes",
-                "soft_labels",
-                "bias",
-                "size",
-                "aggregate",
-            )
-        ),
-    )
 
     # -- roles
     def _server_parties(self) -> list[str]:

@@ -256,15 +256,15 @@ class TriangleWad(_TriangleBase):
     """TriangleWad: W2 between two parties from their pushes toward a shared random measure."""
 
     name = "triangle_wad"
-    Config = TriangleWadConfig
-    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
-    reference_tolerance = 0.04
     message_kinds = (
         "triangle_wad.gamma_params",
         "triangle_wad.eta",
         "triangle_wad.eta_buyer",
         "triangle_wad.sq_distances",
     )
+    Config = TriangleWadConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.04
 
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:
         names = self._all_clients(parties)
@@ -392,14 +392,14 @@ class TriangleWadMarketplace(_TriangleBase):
     """TriangleWad marketplace: W2 between a buyer and the size-weighted mixture of N sellers."""
 
     name = "triangle_wad_marketplace"
-    Config = TriangleWadMarketplaceConfig
-    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
-    reference_tolerance = 0.1
     message_kinds = (
         "triangle_wad_marketplace.gamma_params",
         "triangle_wad_marketplace.eta_buyer",
         "triangle_wad_marketplace.cost_matrices",
     )
+    Config = TriangleWadMarketplaceConfig
+    #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
+    reference_tolerance = 0.1
 
     def _split(self, parties: Mapping[str, PartyData]) -> tuple[str, list[str]]:
         names = list(parties)

@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 
 from testbed.errors import TestbedError
+from testbed.resources import CellTimeoutError
 
 __all__ = ["main"]
 
@@ -41,12 +42,26 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join([line, sep, *body])
 
 
-def cmd_run(args) -> int:
+def _load_checked(args):
+    """Load a scenario with the command line's limit overrides, then check its memory estimate
+    (testbed/resources.py) before anything is allocated."""
     from testbed.config import load_scenario
+    from testbed.resources import check_scenario, set_cli_overrides
+
+    set_cli_overrides(
+        allow_large=getattr(args, "allow_large", False) or None,
+        max_cells=getattr(args, "max_cells", None),
+    )
+    sc = load_scenario(args.scenario)
+    check_scenario(sc)
+    return sc
+
+
+def cmd_run(args) -> int:
     from testbed.report import write_report
     from testbed.runner import run_scenario
 
-    sc = load_scenario(args.scenario)
+    sc = _load_checked(args)
     if sc.is_sweep:
         return _run_sweep(sc, args)
     out = run_scenario(sc, out_dir=args.out, progress=not args.quiet)
@@ -206,10 +221,9 @@ def _attack_run_dir(run_dir, attacks, observer, colluders):
 
 def cmd_audit(args) -> int:
     from testbed.audit import canary_audit
-    from testbed.config import load_scenario
     from testbed.run import execute
 
-    sc = load_scenario(args.scenario)
+    sc = _load_checked(args)
     if sc.is_sweep:
         raise TestbedError(
             f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
@@ -267,7 +281,9 @@ def cmd_report(args) -> int:
 
 def cmd_validate(args) -> int:
     from testbed.config import config_hash, load_scenario, resolve
+    from testbed.resources import set_cli_overrides
 
+    set_cli_overrides(max_cells=args.max_cells)
     sc = load_scenario(args.scenario)
     cells = ""
     if sc.is_sweep:
@@ -393,11 +409,31 @@ def _bench_scaling(args) -> int:
     return 0
 
 
+def _bench_sweep_bookkeeping(args) -> int:
+    """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (testbed/bench_sweep.py)."""
+    import json
+
+    from testbed.bench_sweep import run_bookkeeping
+
+    rows = run_bookkeeping(log=(lambda s: None) if args.quiet else print)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "sweep_bookkeeping.json"
+    command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    path.write_text(json.dumps({"command": command, "rows": rows}, indent=2) + "\n")
+    ratio = rows[-1]["us_per_cell"] / rows[0]["us_per_cell"]
+    print(f"time per cell at {rows[-1]['cells']} vs {rows[0]['cells']} cells: {ratio:.2f}x")
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from testbed.bench import BenchOptions, run_bench, write_outputs
 
     if args.scaling:
         return _bench_scaling(args)
+    if args.sweep_bookkeeping:
+        return _bench_sweep_bookkeeping(args)
     kw = {}
     for key in ("ns", "ds", "clients"):
         if getattr(args, key) is not None:
@@ -496,6 +532,29 @@ def _open_unit(text: str) -> float:
     return v
 
 
+def _limit_flags(p) -> None:
+    p.add_argument(
+        "--allow-large",
+        action="store_true",
+        help="run even when the memory estimate exceeds the available memory",
+    )
+    p.add_argument(
+        "--max-cells",
+        type=_cell_count,
+        help="accept a sweep of up to N cells (default 10000; also limits: {max_cells: N})",
+    )
+
+
+def _cell_count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= v <= 100_000_000:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100000000, got {v}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
@@ -509,6 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-j", "--jobs", type=_positive_int, default=1, help="sweep cells run in this many processes"
     )
+    _limit_flags(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser(
         "audit", help="canary distinguishing game: audited ε lower bound vs the claim"
@@ -519,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (D and D')")
     p.add_argument("--delta", type=_open_unit, default=1e-5)
+    _limit_flags(p)
     p.set_defaults(fn=cmd_audit)
     p = sub.add_parser(
         "attack", help="run attacks on a saved run's transcript (protocol not re-run)"
@@ -558,11 +619,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="only the scaling curves: time and peak memory against n (--n) and N (--clients), "
         "every engine available (about 15 min on 2 cores)",
     )
+    p.add_argument(
+        "--sweep-bookkeeping",
+        action="store_true",
+        help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",
+    )
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("validate", help="check a scenario without running it")
     p.add_argument("scenario")
+    p.add_argument("--max-cells", type=_cell_count, help="accept a sweep of up to N cells")
     p.set_defaults(fn=cmd_validate)
     p = sub.add_parser("plugins", help="list registered protocols, attacks, defenses, datasets")
     p.set_defaults(fn=cmd_plugins)
@@ -610,8 +677,16 @@ def main(argv: list[str] | None = None) -> int:
     except TestbedError as exc:
         if debug:
             traceback.print_exc()
+            details = getattr(exc, "details", None)  # e.g. an isolated attack's own traceback
+            if details:
+                print(f"--- traceback in the attack's process ---\n{details}", file=sys.stderr)
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except CellTimeoutError as exc:  # a runtime stop: finished cells are on disk
+        if debug:
+            traceback.print_exc()
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

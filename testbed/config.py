@@ -12,6 +12,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +21,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
+from testbed.filters import check_defense_filters
+from testbed.limits import LimitsSpec, check_cell_count
 from testbed.registry import (
     ATTACKS,
     DATASETS,
@@ -32,6 +43,8 @@ from testbed.registry import (
     TRANSFORMS,
     Registry,
 )
+from testbed.yamlloc import fmt_loc as _fmt_loc
+from testbed.yamlloc import line_of as _line_of
 
 __all__ = [
     "AttackSpec",
@@ -195,7 +208,10 @@ class Scenario(BaseModel):
         description="dotted path -> values (a grid; a list of grids is their union), e.g. "
         "protocol.params.support_size: [5, 10]; see testbed.sweep",
     )
-    seeds: list[int] | None = Field(None, description="run every sweep cell with each seed")
+    seeds: list[StrictInt] | None = Field(None, description="run every sweep cell with each seed")
+    limits: LimitsSpec | None = Field(
+        None, description="memory budget, wall-clock budget per cell, sweep size (resources.py)"
+    )
     _base_dir: str = PrivateAttr(".")
     _raw: dict | None = PrivateAttr(None)
     _yaml_root: Any = PrivateAttr(None)
@@ -328,36 +344,6 @@ def _yaml_msg(exc: yaml.YAMLError, fname: str) -> str:
     return f"{fname}:{line}: YAML syntax error: {problem}"
 
 
-def _line_of(node, loc: Sequence[Any]) -> int | None:
-    """Best line for a pydantic error location in the composed YAML tree."""
-    line = node.start_mark.line + 1 if node is not None else None
-    cur = node
-    for part in loc:
-        if isinstance(cur, yaml.MappingNode):
-            nxt = None
-            for k, v in cur.value:
-                if k.value == str(part):
-                    nxt = (k, v)
-                    break
-            if nxt is None:
-                break
-            line = nxt[0].start_mark.line + 1
-            cur = nxt[1]
-        elif isinstance(cur, yaml.SequenceNode) and isinstance(part, int) and part < len(cur.value):
-            cur = cur.value[part]
-            line = cur.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _fmt_loc(loc: Sequence[Any]) -> str:
-    out = ""
-    for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def _first_error(exc: ValidationError, prefix: Sequence[Any], root, fname: str) -> ScenarioError:
     err = exc.errors()[0]
     loc = [
@@ -436,11 +422,16 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
                 continue
             bad = None
             if isinstance(x, str) and float in kinds and _SCI.fullmatch(x):
-                # 1e-8: YAML 1.1 reads exponent-only floats as strings; pydantic converts them
-                if not __import__("math").isfinite(float(x)):
+                # 1e-8: YAML 1.1 reads exponent-only floats as strings; pydantic converts them.
+                # Quoted ('1e-8') it is a string the user wrote: refused like '7'
+                if _quoted(root, sub_loc):
+                    bad = f"expected a number, got the quoted string {x!r} (remove the quotes)"
+                elif not __import__("math").isfinite(float(x)):
                     bad = f"{x} is not allowed (only finite numbers)"
             elif isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
                 bad = f"expected a number, got {x!r}"
+            elif isinstance(x, float) and float not in kinds:  # 4.0 where a count is wanted
+                bad = f"expected a whole number, got {x!r}"
             elif (
                 isinstance(x, int)
                 and not isinstance(x, bool)
@@ -452,6 +443,19 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
                 line = _line_of(root, sub_loc)
                 where = f"{fname}:{line}" if line else fname
                 raise ScenarioError(f"{where}: {_fmt_loc(sub_loc)}: {bad}")
+
+
+def _quoted(root, loc) -> bool:
+    """Whether the YAML scalar at ``loc`` was written in quotes (unknown tree: no)."""
+    node = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            node = node.value[part] if part < len(node.value) else None
+        else:
+            return False
+    return isinstance(node, yaml.ScalarNode) and node.style in ("'", '"')
 
 
 def typing_is_seq(annotation) -> bool:
@@ -528,6 +532,7 @@ def validate_plugins(
     proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
         dcls, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
+        check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
         resolved["defenses"].append(cfg.model_dump(mode="json"))
         # knob defenses set protocol parameters: a knob the protocol lacks is an error here
         try:
@@ -629,6 +634,7 @@ def resolve(sc: Scenario) -> dict[str, Any]:
     if out.get("membership") is None:
         out.pop("membership", None)
     out.pop("output", None)  # where results go does not change what they are
+    out.pop("limits", None)  # nor do the resource limits a run is checked against
     for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
         out.pop(k, None)
     for k in ("sweep", "seeds"):  # a single run's hash does not depend on these when unset
@@ -827,6 +833,8 @@ def expand_cells(sc: Scenario) -> list[Cell]:
         root.value = [(k, v) for k, v in root.value if k.value not in ("sweep", "seeds")]
     seeds = sc.seeds if sc.seeds is not None else [sc.seed]
     grid_list = _grids(sc)
+    # refuse a sweep too large before any cell is built
+    check_cell_count(sc, len(seeds) * sum(math.prod(map(len, g.values())) for g in grid_list))
     cells: list[Cell] = []
     for g, grid in enumerate(grid_list):
         gloc = ["sweep"] if isinstance(sc.sweep, dict) else ["sweep", g]

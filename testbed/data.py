@@ -252,8 +252,13 @@ class CsvFile(DatasetPlugin):
 
     def load(self, rng):
         path = Path(self.config.path)
-        with path.open(newline="") as f:
-            rows = list(csv.reader(f))
+        try:
+            with path.open(newline="", encoding="utf-8-sig") as f:  # a leading BOM is dropped
+                rows = list(csv.reader(f))
+        except UnicodeDecodeError as exc:
+            raise DataError(
+                f"{path}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8"
+            ) from None
         if not rows:
             raise DataError(f"{path}: empty file")
         header = None
@@ -572,4 +577,3 @@ def build_parties(
         parties[spec.party], m = inject_noise(parties[spec.party], spec, rng_noise, n_classes)
         masks[spec.party] = masks.get(spec.party, np.zeros(parties[spec.party].n, bool)) | m
     return parties, masks
-

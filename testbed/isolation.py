@@ -299,6 +299,10 @@ def run_isolated(
             f"attack {name!r}: its process ended without a readable result "
             f"(exit code {proc.exitcode})"
         ) from None
+    except BaseException:  # Ctrl-C or limits.cell_seconds in the parent: the attack stops too
+        proc.kill()
+        proc.join()
+        raise
     finally:
         recv.close()
     proc.join()

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from pydantic import Field, model_validator
 
+from testbed.errors import TestbedError
 from testbed.registry import PluginConfig
 
 __all__ = [
@@ -55,8 +56,8 @@ def calibrate_noise_multiplier(
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Optimal order is the")
         kw = {"alphas": RDP_ORDERS} if accountant == "rdp" else {}
-        return float(
-            get_noise_multiplier(
+        try:
+            z = get_noise_multiplier(
                 target_epsilon=target_epsilon,
                 target_delta=delta,
                 sample_rate=1.0,
@@ -65,7 +66,13 @@ def calibrate_noise_multiplier(
                 epsilon_tolerance=0.005,
                 **kw,
             )
-        )
+        except ValueError as exc:  # opacus: "The privacy budget is too low."
+            raise TestbedError(
+                f"target_epsilon {target_epsilon:g} at delta {delta:g} over {int(releases)} "
+                f"release(s) is below what opacus can calibrate ({exc}); raise target_epsilon "
+                "or give noise_multiplier"
+            ) from None
+        return float(z)
 
 
 @functools.lru_cache(maxsize=256)

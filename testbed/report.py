@@ -426,7 +426,7 @@ def _plotly_tradeoff(agg, err_key: str, y_key: str, y_label: str, higher_leaks: 
                 x=xs,
                 y=ys,
                 mode="markers",
-                name=s,
+                name=html.escape(s),  # plotly renders trace names as (a subset of) HTML
                 marker={"size": 10, "symbol": sym},
                 error_x={"type": "data", "symmetric": False, "array": ex_hi, "arrayminus": ex_lo},
                 error_y={"type": "data", "symmetric": False, "array": ey_hi, "arrayminus": ey_lo},
@@ -481,9 +481,9 @@ def _plotly_error_by_setting(agg, err_key: str):
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=[f"#{_point_id(agg, k)} {k[1]}"[:60] for k in ks],
+                y=[html.escape(f"#{_point_id(agg, k)} {k[1]}"[:60]) for k in ks],
                 mode="markers",
-                name=s,
+                name=html.escape(s),
                 marker={"size": 9},
                 error_x={
                     "type": "data",
@@ -658,7 +658,7 @@ def _headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
         head = ["protocol", "worst leak"] + [f"{metric} ≤ {lv:g}" for lv in _LEVELS]
         md += "\n\n" + "\n".join(
             ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in md_rows]
+            + ["| " + " | ".join(_md(c) for c in r) + " |" for r in md_rows]
         )
     return html_text, md
 
@@ -941,7 +941,7 @@ def _pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
             doc.plot(f"leak_{slug}_labels.png", None, _fig_histogram(ev, cap), cap)
             drawn += 1
         elif b["kind"] == "words" and "words" in ev:
-            doc.raw(_words_html(ev, f"retrieved words — {who}"), f"Retrieved words — {who}")
+            doc.raw(_words_html(ev, f"retrieved words — {who}"), _md(f"Retrieved words — {who}"))
             drawn += 1
     return drawn
 
@@ -988,7 +988,7 @@ def _coverage(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
     )
     md_table = "\n".join(
         ["| protocol | " + " | ".join(threats) + " |", "|" + "---|" * (len(threats) + 1)]
-        + ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in md]
+        + ["| " + " | ".join(_md(c) for c in r) + " |" for r in md]
     )
     doc.raw(table, md_table)
 
@@ -1152,24 +1152,25 @@ class _Doc:
         out = []
         for kind, v in self.parts:
             if kind == "h":
-                out.append("#" * v[0] + " " + v[1])
+                out.append("#" * v[0] + " " + _md(v[1]))
             elif kind == "p":
-                out.append(v)
-            elif kind == "pre":
-                out.append("```\n" + v.rstrip() + "\n```")
+                out.append(_md(v))
+            elif kind == "pre":  # a fence longer than any backtick run in the text: no way out
+                fence = "`" * max(3, 1 + max(map(len, re.findall("`+", v)), default=0))
+                out.append(f"{fence}\n{v.rstrip()}\n{fence}")
             elif kind == "img":
-                out.append(f"![{v[2]}](plots/{v[0]})")
+                out.append(f"![{_md(v[2])}](plots/{_md_path(v[0])})")
             elif kind == "plot":
                 out.append(
-                    f"![{v[3]}](plots/{v[0]})"
+                    f"![{_md(v[3])}](plots/{_md_path(v[0])})"
                     if v[1]
-                    else f"*{v[3]}* (interactive, in report.html)"
+                    else f"*{_md(v[3])}* (interactive, in report.html)"
                 )
             elif kind == "raw":
                 out.append(v[1])
             elif kind == "table":
                 header, rows = v
-                cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
+                cell = _md
                 out.append(
                     "\n".join(
                         [
@@ -1204,7 +1205,7 @@ def write_report(run_dir: str | Path) -> Path:
         "Every number below is read from the run's result files; intervals are 95 % Student-t "
         "intervals over seeds (a single seed shows the value alone)."
     )
-    doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', run_line)
+    doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', _md(run_line))
     metric_keys = sorted(
         {
             k
@@ -1509,14 +1510,45 @@ def write_report(run_dir: str | Path) -> Path:
     return run_dir / "report.html"
 
 
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|#])")
+_CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _md(x: Any) -> str:
+    """Text for report.md: one line (a value cannot start a block), HTML characters as entities
+    and Markdown punctuation backslash-escaped (no raw HTML, link, image or table break)."""
+    text = " ".join(str(x).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _md_path(name: str) -> str:
+    """A plot file name inside a Markdown link target."""
+    from urllib.parse import quote
+
+    return quote(name)
+
+
+def _csv_safe(v: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula (``= + - @``, tab, CR first) gets a
+    leading ``'``; numbers, and text that reads as a number (``-inf``, ``-0.5``), are left."""
+    if not isinstance(v, str) or not v.startswith(_CSV_FORMULA):
+        return v
+    try:
+        float(v)
+        return v
+    except ValueError:
+        return "'" + v
+
+
 def _write_csv(path: Path, rows: list[dict]) -> None:
     flats = [flatten(r) for r in rows]
     cols: list[str] = []
     for f in flats:
         cols.extend(k for k in f if k not in cols)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([_csv_safe(c) for c in cols])  # column names carry labels and party names too
     for f in flats:
-        w.writerow({k: ("" if v is None else v) for k, v in f.items()})
+        w.writerow([_csv_safe("" if f.get(k) is None else f[k]) for k in cols])
     atomic_write_bytes(path, buf.getvalue().encode())

@@ -130,11 +130,12 @@ def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    from testbed.threads import limit_blas_threads
+    from testbed.workers import worker_init
 
-    # workers get the CLI's BLAS threading (testbed/threads.py): parallelism comes from processes
+    # workers die with the sweep (kill -9 included) and get the CLI's BLAS threading
+    # (testbed/threads.py): parallelism comes from processes
     with ProcessPoolExecutor(
-        max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=limit_blas_threads
+        max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=worker_init
     ) as ex:
         futures = {ex.submit(*_args_of(c, out)): c for h, c in todo.items()}
         try:

@@ -8,12 +8,20 @@ Run-directory cases feed corrupt files to ``report`` / ``transcript`` and must e
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from _scenarios import tiny
 
 from testbed.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
 BASE = tiny("t", "threat_model:\n  observer: server")
 
 
@@ -38,7 +46,8 @@ SCENARIOS = [
     ("support-zero", _sub("support_size: 5", "support_size: 0"), "support_size"),
     ("support-neg", _sub("support_size: 5", "support_size: -3"), "support_size"),
     ("support-huge", _sub("support_size: 5", "support_size: 100000000000"), "support_size"),
-    ("mean-sci-str", _sub("mean: 0.0", "mean: '1e400'"), "finite"),
+    ("mean-sci-huge", _sub("mean: 0.0", "mean: 1e400"), "finite"),
+    ("mean-sci-quoted", _sub("mean: 0.0", "mean: '1e-8'"), "quoted"),
     ("support-float", _sub("support_size: 5", "support_size: 5.5"), "support_size"),
     ("iter-true", _sub("iterations: 4", "iterations: true"), "iterations"),
     ("iter-str", _sub("iterations: 4", "iterations: '4'"), "iterations"),
@@ -112,6 +121,136 @@ SCENARIOS = [
     ("parties-huge", _sub("parties: [alice, bob]", "parties: 10000000"), "parties"),
     ("parties-zero", _sub("parties: [alice, bob]", "parties: 0"), "parties"),
     ("parties-dup", _sub("parties: [alice, bob]", "parties: [alice, alice]"), "unique"),
+    # more coercions and odd numbers
+    ("iter-float-int", _sub("iterations: 4", "iterations: 4.0"), "whole number"),
+    ("support-1e40", _sub("support_size: 5", "support_size: " + "1" + "0" * 40), "limit"),
+    ("support-negzero", _sub("support_size: 5", "support_size: -0"), "support_size"),
+    ("std-negzero", _sub("{n: 40, mean: 0.0}", "{n: 40, mean: 0.0, std: -0.0}"), "std"),
+    ("seeds-str", BASE + "seeds: ['1']\n", "seeds"),
+    ("seeds-bool", BASE + "seeds: [true]\n", "seeds"),
+    ("seeds-neg", BASE + "seeds: [-1]\n", "seeds"),
+    ("seeds-empty", BASE + "seeds: []\n", "seeds"),
+    # names and text
+    ("unicode-name", _sub("name: t", "name: tëst"), "name"),
+    ("name-empty", _sub("name: t", "name: ''"), "name"),
+    ("name-null", _sub("name: t", "name:"), "name"),
+    ("name-formula", _sub("name: t", "name: '=1+2'"), "name"),
+    ("name-html", _sub("name: t", "name: '<b>x</b>'"), "name"),
+    ("label-formula", BASE + "attacks: [{name: fedwad_distributional, label: '=x'}]\n", "label"),
+    ("label-html", BASE + "attacks: [{name: fedwad_distributional, label: '<i>'}]\n", "label"),
+    ("party-html", _sub("parties: [alice, bob]", "parties: [alice, '<b>']"), "party"),
+    ("party-formula", _sub("parties: [alice, bob]", "parties: [alice, '@bob']"), "party"),
+    ("desc-list", BASE + "description: [1]\n", "description"),
+    # line endings and indentation
+    ("crlf-dup", (BASE + "seed: 3\n").replace("\n", "\r\n"), "duplicate key 'seed'"),
+    ("tab-indent", _sub("      d: 3\n", "\t  d: 3\n"), "YAML"),
+    ("merge-key", BASE + "x: &a {b: 1}\ny: {<<: *a}\n", "unknown key"),
+    # sweeps
+    ("sweep-empty", BASE + "sweep: []\n", "sweep"),
+    ("sweep-novals", BASE + "sweep: {protocol.params.iterations: []}\n", "no values"),
+    ("sweep-badpath", BASE + "sweep: {'a..b': [1]}\n", "bad sweep path"),
+    ("sweep-seed", BASE + "sweep: {seed: [1, 2]}\n", "cannot be swept"),
+    ("sweep-badval", BASE + "sweep: {protocol.params.iterations: [2, true]}\n", "sweep cell"),
+    ("sweep-str", BASE + "sweep: hello\n", "sweep"),
+    (
+        "sweep-too-many",
+        BASE + "limits: {max_cells: 3}\nsweep:\n  protocol.params.iterations: [1, 2, 3, 4]\n",
+        "4 cells, above the limit 3",
+    ),
+    (
+        "sweep-default-limit",
+        BASE + "seeds: [" + ", ".join(map(str, range(10001))) + "]\n",
+        "seeds: the sweep has 10001 cells",
+    ),
+    # threat model, engine, guard, output, membership
+    ("observer-int", _sub("observer: server", "observer: 5"), "observer"),
+    ("colluders-unknown", _sub("observer: server", "observer: server\n  colluders: [eve]"), "eve"),
+    ("membership-zero", BASE + "membership: {members: 0}\n", "members"),
+    ("engine-bad", BASE + "engine: spark\n", "engine"),
+    ("engine-param", BASE + "engine_params: {foo: 1}\n", "foo"),
+    ("guard-int", BASE + "guard: 2\n", "guard"),
+    ("output-list", BASE + "output: {dir: [1]}\n", "output.dir"),
+    ("no-data", "name: t\nprotocol: {name: fedwad}\n", "data"),
+    (
+        "noise-eve",
+        _sub(
+            "  parties: [alice, bob]",
+            "  parties: [alice, bob]\n  noise: [{party: eve, kind: labels, rate: 0.1}]",
+        ),
+        "eve",
+    ),
+    (
+        "noise-rate",
+        _sub(
+            "  parties: [alice, bob]",
+            "  parties: [alice, bob]\n  noise: [{party: alice, kind: labels, rate: 2}]",
+        ),
+        "rate",
+    ),
+    # defense filters checked against the protocol's senders and message kinds
+    (
+        "def-sender",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {senders: [alcie]}}]\n",
+        "'alcie' is not a sender of protocol fedwad; known: alice, bob, server",
+    ),
+    (
+        "def-sender-eaves",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {senders: [eavesdropper]}}]\n",
+        "senders[0]",
+    ),
+    (
+        "def-sender-2nd",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {senders: [alice, Bob]}}]\n",
+        "senders[1]",
+    ),
+    (
+        "def-kind",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: [fedwad.xii]}}]\n",
+        "kinds[0]: 'fedwad.xii'",
+    ),
+    (
+        "def-kind-glob",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['fedbary.*']}}]\n",
+        "fedwad.xi_final",
+    ),
+    (
+        "def-kind-case",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: [FEDWAD.xi]}}]\n",
+        "FEDWAD.xi",
+    ),
+    (
+        "def-kind-empty",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['']}}]\n",
+        "kinds[0]",
+    ),
+    (
+        "def-kind-int",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {kinds: [5]}}]\n",
+        "kinds[0]",
+    ),
+    (
+        "def-kind-2nd",
+        BASE
+        + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['fedwad.xi*', fedwad.distanse]}}]\n",
+        "kinds[1]",
+    ),
+    (
+        "def-kind-sweep",
+        BASE
+        + "defenses: [{name: gaussian_measure_noise, params: {kinds: ['fedwad.*']}}]\nsweep:\n  defenses[0].params.kinds: [['fedwad.xi'], [fedwad.x]]\n",
+        "fedwad.x",
+    ),
+    # the limits block
+    ("lim-mem-str", BASE + "limits: {memory_gb: '4'}\n", "limits.memory_gb"),
+    ("lim-mem-neg", BASE + "limits: {memory_gb: -1}\n", "limits.memory_gb"),
+    ("lim-mem-nan", BASE + "limits: {memory_gb: .nan}\n", "finite"),
+    ("lim-cell-zero", BASE + "limits: {cell_seconds: 0}\n", "limits.cell_seconds"),
+    ("lim-cells-bool", BASE + "limits: {max_cells: true}\n", "limits.max_cells"),
+    ("lim-cells-float", BASE + "limits: {max_cells: 2.5}\n", "limits.max_cells"),
+    ("lim-allow-str", BASE + "limits: {allow_large: 'yes'}\n", "limits.allow_large"),
+    ("lim-unknown", BASE + "limits: {memroy_gb: 4}\n", "memroy_gb"),
+    ("lim-list", BASE + "limits: [1]\n", "limits"),
+    ("lim-data-zero", BASE + "limits: {data_file_mb: 0}\n", "limits.data_file_mb"),
 ]
 
 
@@ -216,7 +355,7 @@ CORRUPT = [
 ]
 
 
-@pytest.mark.parametrize("cmd", ["report", "transcript"])
+@pytest.mark.parametrize("cmd", ["report", "transcript", "attack"])
 @pytest.mark.parametrize(
     "fname,content", CORRUPT, ids=[f"{f}-{i}" for i, (f, _) in enumerate(CORRUPT)]
 )
@@ -361,3 +500,526 @@ def test_sweep_rows_appended_then_grid_order(tmp_path, monkeypatch):
     assert sizes == [1, 2]
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert [r["index"] for r in rows] == [0, 1] and res.computed == 2
+
+
+# ----------------------------------------------------------------------------- more files
+@pytest.mark.parametrize(
+    "raw,rc",
+    [
+        (b"\xef\xbb\xbf" + BASE.encode(), 0),
+        (b"\xef\xbb\xbf" + (BASE + "seed: 3\n").encode(), 2),
+        (BASE.encode("utf-16"), 2),
+        (b"   \n\n", 2),
+        (BASE.encode().replace(b"\n", b"\r\n"), 0),
+    ],
+    ids=["bom-ok", "bom-dup", "utf16", "blank", "crlf-ok"],
+)
+def test_scenario_encodings(tmp_path, capsys, raw, rc):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(raw)
+    assert main(["validate", str(f)]) == rc
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if rc:
+        assert len(err.strip().splitlines()) == 1 and str(f) in err
+
+
+def test_bom_keeps_line_numbers(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_bytes(b"\xef\xbb\xbf" + (BASE + "seed: 3\n").encode())
+    assert main(["validate", str(f)]) == 2
+    assert "duplicate key 'seed' (first at line 2)" in capsys.readouterr().err
+
+
+def test_scenario_symlink_to_directory(tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "d")
+    assert main(["validate", str(tmp_path / "link.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_dangling_scenario_symlink(tmp_path, capsys):
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "gone.yaml")
+    assert main(["validate", str(tmp_path / "link.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+MORE_FLAGS = [
+    ["run", "s.yaml", "--max-cells", "0"],
+    ["run", "s.yaml", "--max-cells", "-3"],
+    ["run", "s.yaml", "--max-cells", "many"],
+    ["run", "s.yaml", "--max-cells", "1e9"],
+    ["validate", "s.yaml", "--max-cells", "0"],
+    ["audit", "s.yaml", "--max-cells", "x"],
+    ["run", "s.yaml", "--allow-large=yes"],
+]
+
+
+@pytest.mark.parametrize("argv", MORE_FLAGS, ids=[" ".join(a) for a in MORE_FLAGS])
+def test_bad_limit_flags_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as ei:
+        main(argv)
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err
+
+
+# ----------------------------------------------------------------------------- resources
+_N_BIG = _sub("{n: 40,", "{n: 10000000,").replace("d: 3", "d: 5000")
+RESOURCE = [
+    ("mem-rows", _N_BIG, "data.dataset.params.components"),
+    ("mem-dim", _sub("d: 3", "d: 3000000"), "data.dataset.params.d"),
+    (
+        "mem-support",
+        _sub("support_size: 5", "support_size: 9000000"),
+        "protocol.params.support_size",
+    ),
+    ("mem-budget", BASE + "limits: {memory_gb: 0.00001}\n", "limits.memory_gb"),
+    (
+        "mem-sweep-cell",
+        BASE + "sweep:\n  protocol.params.support_size: [5, 9000000]\n",
+        "protocol.params.support_size",
+    ),
+]
+
+
+@pytest.mark.parametrize("text,needle", [r[1:] for r in RESOURCE], ids=[r[0] for r in RESOURCE])
+def test_memory_estimate_stops_before_allocation(tmp_path, capsys, text, needle):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert needle in err and "would need about" in err and "--allow-large" in err
+    assert err.startswith(f"error: {f}:")
+    assert not out.exists()  # nothing allocated, nothing written
+
+
+def test_memory_overrides(tmp_path):
+    from testbed.config import parse_scenario
+    from testbed.resources import ResourceLimitError, check_scenario, set_cli_overrides
+
+    tight = parse_scenario(BASE + "limits: {memory_gb: 0.00001}\n")
+    with pytest.raises(ResourceLimitError):
+        check_scenario(tight)
+    set_cli_overrides(allow_large=True)
+    try:
+        check_scenario(tight)  # --allow-large
+    finally:
+        set_cli_overrides()
+    check_scenario(parse_scenario(BASE + "limits: {memory_gb: 0.00001, allow_large: true}\n"))
+    check_scenario(parse_scenario(BASE))  # the tiny scenario fits
+
+
+def test_limits_do_not_change_the_config_hash():
+    from testbed.config import config_hash, parse_scenario, resolve
+
+    a = parse_scenario(BASE)
+    b = parse_scenario(BASE + "limits: {memory_gb: 2, cell_seconds: 9, max_cells: 5}\n")
+    assert config_hash(resolve(a)) == config_hash(resolve(b))
+
+
+def test_max_cells_flag_overrides(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        BASE + "limits: {max_cells: 3}\nsweep:\n  protocol.params.iterations: [1, 2, 3, 4]\n"
+    )
+    assert main(["validate", str(f)]) == 2
+    assert main(["validate", str(f), "--max-cells", "4"]) == 0
+    assert "sweep of 4 cells" in capsys.readouterr().out
+
+
+def test_data_file_size_limit(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b,c\n" + "1.0,2.0,0\n3.0,4.0,1\n" * 2000)
+    text = _csv_scenario(data) + "limits: {data_file_mb: 0.01}\n"
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    assert main(["run", str(f), "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "data_file_mb" in err and str(data) in err and len(err.strip().splitlines()) == 1
+
+
+def _csv_scenario(path) -> str:
+    return (
+        BASE.split("data:")[0]
+        + f"data:\n  dataset: {{name: csv, params: {{path: '{path}', label_column: c}}}}\n"
+        + "  parties: [alice, bob]\nprotocol:\n  name: fedwad\n"
+        + "  params: {support_size: 5, iterations: 2}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "raw,needle",
+    [
+        (b"a,b,c\n1.0,2.0,0\n\xff\xfe,1,1\n", "not UTF-8"),
+        ("a,b,c\n1.0,2.0,0\n3é,1,1\n".encode("latin-1"), "not UTF-8"),
+        (b"a,b,c\n1.0,2.0,0\n=1+2,1,1\n", "non-numeric"),
+        (b"a,b,c\n1.0,nan,0\n", "NaN or inf"),
+        (b"a,b,c\n1.0,2.0\n", "columns"),
+        (b"", "empty"),
+    ],
+    ids=["bytes", "latin1", "formula", "nan", "ragged", "empty"],
+)
+def test_bad_data_csv_one_line(tmp_path, capsys, raw, needle):
+    data = tmp_path / "d.csv"
+    data.write_bytes(raw)
+    f = tmp_path / "s.yaml"
+    f.write_text(_csv_scenario(data))
+    rc = main(["run", str(f), "--out", str(tmp_path / "out"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert needle in err and "d.csv" in err
+    assert data.read_bytes() == raw
+
+
+def test_csv_with_bom_is_read(tmp_path):
+    from testbed.config import parse_scenario
+    from testbed.runner import build_world
+
+    data = tmp_path / "d.csv"
+    data.write_bytes(b"\xef\xbb\xbfa,b,c\n" + b"1.0,2.0,0\n3.0,4.0,1\n" * 10)
+    w = build_world(parse_scenario(_csv_scenario(data)))
+    assert sum(p.n for p in w.parties.values()) == 20
+
+
+def test_opacus_budget_too_low_one_line(tmp_path, capsys):
+    from testbed.errors import TestbedError
+    from testbed.ledger import calibrate_noise_multiplier
+
+    with pytest.raises(TestbedError, match="target_epsilon 1e-09"):
+        calibrate_noise_multiplier(1e-9, 1e-5, 1)
+    text = (ROOT / "scenarios" / "contract_tiny_dp_gaussian_moments.yaml").read_text()
+    f = tmp_path / "s.yaml"
+    f.write_text(text.replace("noise_multiplier: 0.05", "target_epsilon: 0.000000001"))
+    rc = main(["run", str(f), "--out", str(tmp_path / "out"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "target_epsilon" in err and "opacus" in err
+
+
+# ----------------------------------------------------------------------------- output dirs
+def test_output_dir_symlink_to_directory_is_followed(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert main(["run", str(f), "--out", str(tmp_path / "link"), "-q"]) == 0
+    assert (real / "results.json").is_file() and (tmp_path / "link").is_symlink()
+
+
+@pytest.mark.parametrize("where", ["dangling-link", "proc", "dev-null"])
+def test_output_dir_unwritable_one_line(tmp_path, capsys, where):
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    if where == "dangling-link":
+        out = tmp_path / "link"
+        out.symlink_to(tmp_path / "gone" / "deeper")
+        (tmp_path / "gone").write_text("user file")
+    else:
+        out = {"proc": "/proc/testbed-run", "dev-null": "/dev/null"}[where]
+    rc = main(["run", str(f), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc in (1, 2) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    if where == "dangling-link":
+        assert (tmp_path / "gone").read_text() == "user file"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_output_dir_read_only(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        rc = main(["run", str(f), "--out", str(ro / "run"), "-q"])
+    finally:
+        ro.chmod(0o755)
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# ----------------------------------------------------------------------------- report escaping
+CSV_CELLS = [
+    ("=1+2", "'=1+2"),
+    ("+SUM(A1)", "'+SUM(A1)"),
+    ("-cmd|' /C calc'!A0", "'-cmd|' /C calc'!A0"),
+    ("@HYPERLINK(x)", "'@HYPERLINK(x)"),
+    ("\t=1", "'\t=1"),
+    ("\r=1", "'\r=1"),
+    ("-0.5", "-0.5"),
+    ("-inf", "-inf"),
+    ("+1e-8", "+1e-8"),
+    ("plain", "plain"),
+    (-3.5, -3.5),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize("value,expected", CSV_CELLS, ids=[repr(v) for v, _ in CSV_CELLS])
+def test_csv_cell_escaping(value, expected):
+    from testbed.report import _csv_safe
+
+    assert _csv_safe(value) == expected
+
+
+MD_TEXTS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "![x](http://evil/x.png)",
+    "| a | b |",
+    "# heading\n## injected",
+    "`code` and **bold**",
+    "a & b",
+]
+
+
+@pytest.mark.parametrize("text", MD_TEXTS, ids=[f"md{i}" for i in range(len(MD_TEXTS))])
+def test_markdown_escaping(text):
+    from testbed.report import _md
+
+    out = _md(text)
+    assert "<" not in out and ">" not in out and "\n" not in out
+    assert "](" not in out.replace("\\](", "")  # no live link or image
+    assert "|" not in out.replace("\\|", "")  # no table cell break
+
+
+HOSTILE_SWEEP = tiny(
+    "-hostile",
+    'sweep:\n  description: ["=1+2", "<script>alert(1)</script>", "[x](javascript:y) | z"]\n',
+)
+
+
+def test_report_escapes_hostile_names(tmp_path, capsys):
+    import csv as _csv
+
+    f = tmp_path / "s.yaml"
+    f.write_text(HOSTILE_SWEEP)
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 0
+    md = (out / "report.md").read_text()
+    html_text = (out / "report.html").read_text()
+    # the scenario text is quoted verbatim in a fenced code block (text, never HTML)
+    prose, fences = re.subn(r"(?ms)^(`{3,})\n.*?\n\1$", "", md)
+    assert fences == 1
+    assert "<script>alert" not in prose and "<script>alert" not in html_text
+    assert not re.search(r"(?<!\\)\]\(javascript", prose)  # only escaped: \[x\](...) is no link
+    cells = [c for row in _csv.reader((out / "results.csv").open()) for c in row]
+    assert "=1+2" not in cells and "'=1+2" in cells
+    assert cells.count("'=1+2") == 2  # the setting and its description column
+
+
+# ----------------------------------------------------------------------------- declared kinds
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "scenarios").glob("contract_tiny*.yaml")),
+    ids=lambda p: p.stem,
+)
+def test_protocols_declare_every_kind_and_sender_they_send(path):
+    from testbed.config import load_scenario
+    from testbed.registry import PROTOCOLS
+    from testbed.runner import build_world, run_world
+
+    sc = load_scenario(path)
+    world = build_world(sc)
+    _, tr, _ = run_world(world)
+    cls = PROTOCOLS.get(sc.protocol.name)
+    assert {e.kind for e in tr} <= set(cls.message_kinds)
+    assert {e.sender for e in tr} - set(world.parties) <= set(cls.extra_senders)
+
+
+# ----------------------------------------------------------------------------- --debug
+def test_debug_shows_the_attack_process_traceback(monkeypatch, capsys):
+    import testbed.cli as cli
+    from testbed.isolation import AttackFailedError
+
+    def boom(args):
+        err = AttackFailedError("attack 'x' failed in run: KeyError: 'k'")
+        err.details = "Traceback (most recent call last):\n  File \"child.py\"\nKeyError: 'k'\n"
+        raise err
+
+    monkeypatch.setattr(cli, "cmd_plugins", boom)
+    assert main(["plugins"]) == 2
+    err = capsys.readouterr().err
+    assert "child.py" not in err and len(err.strip().splitlines()) == 1
+    assert main(["plugins", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "attack's process" in err and 'File "child.py"' in err
+
+
+# ----------------------------------------------------------------------------- wall clock
+def test_cell_budget_stops_the_cell_and_keeps_finished_ones(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        BASE + "limits: {cell_seconds: 2}\nsweep:\n  protocol.params.iterations: [2, 3, 300000]\n"
+    )
+    out = tmp_path / "out"
+    rc = main(["run", str(f), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "limits.cell_seconds = 2 s" in err
+    assert len(list(out.glob("cells/*/results.json"))) == 2
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+
+
+# ----------------------------------------------------------------------------- signals
+def _children(pid: int) -> list[int]:
+    out = []
+    for st in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = st.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(st.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+SLOW_SWEEP = BASE.replace("iterations: 4", "iterations: 4") + (
+    "sweep:\n  protocol.params.iterations: [300000, 300001, 300002]\n"
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_kill_9_of_the_sweep_ends_its_workers(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(SLOW_SWEEP)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "testbed",
+            "run",
+            str(f),
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+            "-j",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline
+            workers = [
+                k
+                for k in _children(proc.pid)
+                if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()
+            ]
+            time.sleep(0.1)
+        time.sleep(1.0)  # the workers are in their initializer or running a cell
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers), "workers outlived the sweep"
+    finally:
+        for w in workers:  # only the workers this test started
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
+def _wait_for_cells(out: Path, n: int, proc) -> None:
+    deadline = time.monotonic() + 240
+    while len(list(out.glob("cells/*/results.json"))) < n:
+        assert proc.poll() is None, "the run ended before the signal"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_sigint_during_a_run_exits_quietly_130(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(_sub("iterations: 4", "iterations: 300000"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(f), "--out", str(tmp_path / "o"), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "o" / "config_hash").exists():  # the run has started
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err and err.decode().strip() == "interrupted"
+    assert f.read_text() == _sub("iterations: 4", "iterations: 300000")
+
+
+RESUME = (
+    tiny("resumable", "sweep:\n  protocol.params.iterations: [20, 21, 22, 23, 24, 25]\n")
+    .replace("{n: 40, mean: 0.0}", "{n: 300, mean: 0.0}")
+    .replace("{n: 30, mean: 2.0}", "{n: 300, mean: 2.0}")
+    .replace("support_size: 5,", "support_size: 40,")
+)
+
+
+@pytest.mark.slow
+def test_sigint_then_resume_is_byte_identical(tmp_path):
+    from testbed.config import parse_scenario
+    from testbed.sweep import run_sweep
+
+    f = tmp_path / "s.yaml"
+    f.write_text(RESUME)
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "testbed", "run", str(f), "--out", str(out), "-q"]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _wait_for_cells(out, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and b"Traceback" not in err, err.decode()
+    done = len(list(out.glob("cells/*/results.json")))
+    assert 2 <= done < 6, "the SIGINT must interrupt the sweep"
+    rerun = subprocess.run(cmd, capture_output=True, env=env, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr.decode()
+    assert f"({6 - done} computed, {done} cached)".encode() in rerun.stdout
+    ref = run_sweep(parse_scenario(RESUME), tmp_path / "straight")
+    assert (out / "results.jsonl").read_bytes() == (ref.out_dir / "results.jsonl").read_bytes()
+    for p in (ref.out_dir / "cells").glob("*/results.json"):
+        assert (out / "cells" / p.parent.name / "results.json").read_bytes() == p.read_bytes()
+
+
+def test_unicode_party_and_huge_seed_run(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        _sub("parties: [alice, bob]", "parties: [alice, bøb]").replace(
+            "seed: 7", "seed: " + "9" * 30
+        )
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 0
+    res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert set(res["parties"]) == {"alice", "bøb"} and res["seed"] == int("9" * 30)
+
+
+def test_second_writer_of_a_single_run_refused(tmp_path, capsys):
+    from testbed.rundir import run_dir_lock
+
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    out = tmp_path / "out"
+    with run_dir_lock(out, write=True):  # as a first run would hold it
+        rc = main(["run", str(f), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "another testbed process" in err and len(err.strip().splitlines()) == 1
+    assert not (out / "results.json").exists()

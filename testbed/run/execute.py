@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from testbed.bus import Transcript, atomic_write_bytes
+from testbed.limits import cell_budget
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol
@@ -85,6 +86,11 @@ def execute(
     ``world``: a World already built for this scenario (a caller that inspects it first).
     """
     rs = ResolvedScenario.of(scenario if world is None else world.resolved_scenario)
+    with cell_budget(rs.scenario):  # limits.cell_seconds, when set
+        return _execute(rs, out_dir, progress, until, write, replay, world)
+
+
+def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
     if world is None:
         world = build_world(rs)
     if until == "world":
