@@ -983,8 +983,8 @@ def _coverage(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
         trs.append(f"<tr><th>{e(s)}</th>{''.join(tds)}</tr>")
         md.append([s, *mds])
     table = (
-        f'<table class="coverage"><thead><tr><th>protocol</th>{head}</tr></thead>'
-        f"<tbody>{''.join(trs)}</tbody></table>"
+        f'<div class="wide"><table class="coverage"><thead><tr><th>protocol</th>{head}</tr></thead>'
+        f"<tbody>{''.join(trs)}</tbody></table></div>"
     )
     md_table = "\n".join(
         ["| protocol | " + " | ".join(threats) + " |", "|" + "---|" * (len(threats) + 1)]
@@ -1114,7 +1114,11 @@ class _Doc:
                 trs = "".join(
                     "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows
                 )
-                body.append(f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>")
+                # wide tables scroll inside their own box, never the page
+                body.append(
+                    f'<div class="wide"><table><thead><tr>{th}</tr></thead>'
+                    f"<tbody>{trs}</tbody></table></div>"
+                )
         css = (
             "body{font-family:sans-serif;max-width:1340px;margin:0.6em auto;padding:0 1em;"
             "color:#222}h1{font-size:1.35em;margin:0.2em 0}.runinfo{font-size:0.8em;color:#555;"
@@ -1134,6 +1138,7 @@ class _Doc:
             "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f2f2f2}"
             "pre{background:#f7f7f7;padding:0.8em;overflow-x:auto;font-size:0.8em}"
             "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
+            ".wide{max-width:100%;overflow-x:auto}.plot{max-width:100%}"
         )
         script = ""
         if any(kind == "plot" for kind, _ in self.parts):
