@@ -93,7 +93,125 @@ def triangle_bias() -> dict[str, float]:
     return out
 
 
+def _results(name: str, seed: int | None = None) -> dict:
+    """results of ``scenarios/<name>.yaml`` (protocol only, no run directory), at ``seed``."""
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.runner import build_world, run_world
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
+    if seed is not None:
+        sc = sc.model_copy(update={"seed": seed})
+    results, _, _ = run_world(build_world(sc))
+    return results
+
+
+FEDBARY = (
+    "fedbary_case1_same",
+    "fedbary_case2_distributions",
+    "fedbary_case3_sizes",
+    "fedbary_case4_label_noise",
+    "fedbary_valuation",
+    "fedbary_no_validation",
+)
+CLIENTS = [f"client_{i}" for i in range(1, 6)]
+
+
+def _contributions(r: dict) -> tuple[list[float], list[float]]:
+    est = [r["estimates"][f"contribution_{c}"] for c in CLIENTS]
+    ref = [r["reference"].get(f"contribution_{c}", float("nan")) for c in CLIENTS]
+    return est, ref
+
+
+def fedbary_tables() -> dict[str, float]:
+    """docs/protocols.md FedBary table: seed-0 contributions (estimate and exact) per scenario."""
+    out = {}
+    for name in FEDBARY:
+        r = _results(name)
+        est, ref = _contributions(r)
+        for i, c in enumerate(CLIENTS):
+            out[f"{name}.est.{c}"] = est[i]
+            out[f"{name}.exact.{c}"] = ref[i]
+            d, dref = r["estimates"][f"distance_{c}"], r["reference"].get(f"distance_{c}")
+            if dref:
+                out[f"{name}.dist_err.{c}"] = d / dref - 1
+    errs = [v for k, v in out.items() if ".dist_err." in k]
+    out["dist_err_min"], out["dist_err_max"] = min(errs), max(errs)
+    return out
+
+
+def _auc(r: dict, client: str) -> float:
+    d = r["detection"]
+    for det in d.values():
+        if client in det and det[client].get("roc_auc") is not None:
+            return float(det[client]["roc_auc"])
+    return float("nan")
+
+
+def fedbary_seeds() -> dict[str, float]:
+    """docs/protocols.md FedBary seed claims (seeds 0-7): how often the contributions fall
+    strictly with the noise, and the range of the detection AUCs."""
+    out = {}
+    seeds = range(8)
+    for name in ("fedbary_case4_label_noise", "fedbary_valuation", "fedbary_no_validation"):
+        mono = mono_exact = farthest = 0
+        aucs: list[float] = []
+        for s in seeds:
+            r = _results(name, s)
+            est, ref = _contributions(r)
+            mono += all(a > b for a, b in zip(est, est[1:]))
+            mono_exact += all(a > b for a, b in zip(ref, ref[1:]))
+            farthest += int(np.argmin(est)) == 4
+            if name == "fedbary_case4_label_noise":
+                aucs += [_auc(r, c) for c in CLIENTS[1:]]
+            elif name == "fedbary_valuation":
+                aucs.append(_auc(r, "client_4"))
+            else:
+                aucs.append(_auc(r, "client_5"))
+        out[f"{name}.monotone"] = mono
+        out[f"{name}.monotone_exact"] = mono_exact
+        out[f"{name}.farthest_last"] = farthest
+        out[f"{name}.auc_min"] = float(np.nanmin(aucs))
+        out[f"{name}.auc_max"] = float(np.nanmax(aucs))
+    return out
+
+
+def _personalized(scenarios: list[str]) -> dict[str, float]:
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "personalized_comparison", root / "scripts/personalized_comparison.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = {}
+    for name in scenarios:
+        for k, v in mod.compare(root / "scenarios" / f"{name}.yaml").items():
+            out[f"{name}.{k}"] = v
+    return out
+
+
+def personalized_coreset() -> dict[str, float]:
+    """docs/fedwad_applications.md: coreset 1-NN vs FedAvg/FedPer/FedRep, with and without class
+    structure (``scripts/personalized_comparison.py``)."""
+    return _personalized(["fedwad_coreset_digits", "fedwad_coreset_digits_iid"])
+
+
+def personalized_clustered() -> dict[str, float]:
+    """docs/fedwad_applications.md: vanilla vs per-cluster FedAvg/FedPer/FedRep, three partitions."""
+    return _personalized(
+        ["fedwad_clustered_fl", "fedwad_clustered_fl_random_pairs", "fedwad_clustered_fl_iid"]
+    )
+
+
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "fedbary_tables": fedbary_tables,
+    "fedbary_seeds": fedbary_seeds,
+    "personalized_coreset": personalized_coreset,
+    "personalized_clustered": personalized_clustered,
     "eta_words": eta_words,
     "eta_inversion": eta_inversion,
     "triangle_bias": triangle_bias,

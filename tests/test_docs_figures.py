@@ -120,6 +120,151 @@ def test_single_seed_figure(doc, pattern, gen, key, scale, generated):
     assert abs(value - printed) <= half_unit + 1e-9, f"{doc}: prints {printed}, now {value:.4g}"
 
 
+def _row(doc: str, first_cell: str) -> list[str]:
+    """The cells after the first of the Markdown table row whose first cell contains
+    ``first_cell``."""
+    for line in (ROOT / doc).read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and first_cell in cells[0]:
+            return cells[1:]
+    raise AssertionError(f"{doc}: no table row starting with {first_cell!r}")
+
+
+def _numbers(cell: str) -> list[str]:
+    return re.findall(r"-?\d+\.\d+|-?\d+", cell)
+
+
+# (doc, first cell of the row, generator, one list of keys per remaining cell: the numbers of
+# the cell in order, None to skip a number)
+ROWS = [
+    (
+        "docs/fedwad_applications.md",
+        "(`fedwad_coreset_digits`)",
+        "personalized_coreset",
+        [["knn_client"], ["fedavg"], ["fedper"], ["fedrep"]],
+    ),
+    (
+        "docs/fedwad_applications.md",
+        "(`fedwad_coreset_digits_iid`)",
+        "personalized_coreset",
+        [["knn_client"], ["fedavg"], ["fedper"], ["fedrep"]],
+    ),
+] + [
+    (
+        "docs/fedwad_applications.md",
+        f"(`{name}`)",
+        "personalized_clustered",
+        [
+            ["protocol_clustered", "protocol_fedavg"],
+            ["vanilla_fedavg", "clustered_fedavg"],
+            ["vanilla_fedper", "clustered_fedper"],
+            ["vanilla_fedrep", "clustered_fedrep"],
+        ],
+    )
+    for name in (
+        "fedwad_clustered_fl",
+        "fedwad_clustered_fl_random_pairs",
+        "fedwad_clustered_fl_iid",
+    )
+]
+
+
+@pytest.mark.parametrize("doc,first,gen,keys", ROWS, ids=[r[1].strip("(`)") for r in ROWS])
+def test_table_row(doc, first, gen, keys, generated):
+    cells = _row(doc, first)
+    scenario = first.strip("(`)")
+    figures = generated(gen)
+    checked = 0
+    for cell, cell_keys in zip(cells, keys):
+        nums = _numbers(cell)
+        assert len(nums) >= len(cell_keys), f"{doc} {first}: cell {cell!r} lacks numbers"
+        for s, key in zip(nums, cell_keys):
+            if key is None:
+                continue
+            decimals = len(s.split(".")[1]) if "." in s else 0
+            value = figures[f"{scenario}.{key}"]
+            assert abs(value - float(s)) <= 0.5 * 10**-decimals + 1e-9, (
+                f"{doc} {first} {key}: prints {s}, now {value:.4g}"
+            )
+            checked += 1
+    assert checked == sum(k is not None for ks in keys for k in ks)
+
+
+def _close(printed: str, value: float, what: str) -> None:
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    assert abs(value - float(printed)) <= 0.5 * 10**-decimals + 1e-9, (
+        f"{what}: prints {printed}, now {value:.4g}"
+    )
+
+
+FEDBARY = (
+    "fedbary_case1_same",
+    "fedbary_case2_distributions",
+    "fedbary_case3_sizes",
+    "fedbary_case4_label_noise",
+    "fedbary_valuation",
+)
+CLIENTS = [f"client_{i}" for i in range(1, 6)]
+
+
+@pytest.mark.parametrize("name", FEDBARY)
+def test_fedbary_contributions(name, generated):
+    # seed-0 contributions: five estimates, then five exact ones (docs/protocols.md)
+    cell = _row("docs/protocols.md", f"`{name}`")[0]
+    nums = re.findall(r"(?<![\d])\.\d{3}", cell)
+    assert len(nums) >= 10, cell
+    fig = generated("fedbary_tables")
+    for i, c in enumerate(CLIENTS):
+        _close(nums[i], fig[f"{name}.est.{c}"], f"{name} estimate {c}")
+        _close(nums[5 + i], fig[f"{name}.exact.{c}"], f"{name} exact {c}")
+
+
+def test_fedbary_prose_figures(generated):
+    fig = generated("fedbary_tables")
+    cell = _row("docs/protocols.md", "`fedbary_no_validation`")[0]
+    m = re.search(r"contribution (\.\d+) vs ≥ (\.\d+)", cell)
+    assert m, cell
+    est = [fig[f"fedbary_no_validation.est.{c}"] for c in CLIENTS]
+    _close(m.group(1), est[4], "no_validation client_5")
+    _close(m.group(2), min(est[:4]), "no_validation other clients")
+    m = re.search(
+        r"\+(\d+) % distance error", _row("docs/protocols.md", "`fedbary_case3_sizes`")[0]
+    )
+    _close(m.group(1), 100 * fig["fedbary_case3_sizes.dist_err.client_5"], "case 3 distance error")
+    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    m = re.search(r"Distances are over-estimated by (\d+)–(\d+) %", text)
+    assert m
+    _close(m.group(1), 100 * fig["dist_err_min"], "smallest distance over-estimate")
+    _close(m.group(2), 100 * fig["dist_err_max"], "largest distance over-estimate")
+
+
+def test_fedbary_seed_claims(generated):
+    fig = generated("fedbary_seeds")
+    case4 = _row("docs/protocols.md", "`fedbary_case4_label_noise`")[0]
+    m = re.search(r"strictly monotone in (\d) of 8 seeds \(exact (\d)/8\)", case4)
+    assert m, case4
+    assert int(m.group(1)) == fig["fedbary_case4_label_noise.monotone"]
+    assert int(m.group(2)) == fig["fedbary_case4_label_noise.monotone_exact"]
+    for name, cell in (
+        ("fedbary_case4_label_noise", case4),
+        ("fedbary_valuation", _row("docs/protocols.md", "`fedbary_valuation`")[0]),
+        ("fedbary_no_validation", _row("docs/protocols.md", "`fedbary_no_validation`")[0]),
+    ):
+        m = re.search(r"AUC[^\d]*([\d.]+)–([\d.]+)", cell)
+        assert m, cell
+        _close(m.group(1), fig[f"{name}.auc_min"], f"{name} lowest AUC over seeds")
+        _close(m.group(2), fig[f"{name}.auc_max"], f"{name} highest AUC over seeds")
+    val = _row("docs/protocols.md", "`fedbary_valuation`")[0]
+    assert (
+        int(re.search(r"monotone in (\d) of 8", val).group(1)) == fig["fedbary_valuation.monotone"]
+    )
+    nov = _row("docs/protocols.md", "`fedbary_no_validation`")[0]
+    assert (
+        int(re.search(r"in (\d) of 8 seeds", nov).group(1))
+        == fig["fedbary_no_validation.farthest_last"]
+    )
+
+
 # the demo table (docs/findings.md): setting as printed -> the sweep's setting label
 DEMO_ROWS = {
     ("fedwad", "none"): "none",
