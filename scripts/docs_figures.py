@@ -185,6 +185,59 @@ def fedbary_seeds() -> dict[str, float]:
     return out
 
 
+def _distill(name: str) -> dict[str, float]:
+    """Run the ``scenarios/<name>.yaml`` sweep (all seeds, 2 jobs) and summarise it as
+    ``scripts/distill_summary.py`` does: ``<setting>.<metric>.{mean,lo,hi}`` with the setting
+    ``<loss>.<weighting>`` for the loss x weighting sweeps, else the setting's index in the sweep."""
+    import importlib.util
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.metrics import mean_ci
+    from testbed.sweep import expand_cells, run_sweep
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "distill_summary", root / "scripts/distill_summary.py"
+    )
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    sc = load_scenario(root / "scenarios" / f"{name}.yaml")
+    order = list(dict.fromkeys(c.label for c in expand_cells(sc)))
+    with tempfile.TemporaryDirectory(prefix="docs-distill-") as tmp:
+        run_sweep(sc, tmp, jobs=2)
+        points, _ = summary.summarise(summary.load(Path(tmp)))
+    out = {}
+    for lab, metrics in points.items():
+        m = re.fullmatch(r"protocol\.params\.loss=(\w+), protocol\.params\.weighting=(\w)", lab)
+        key = f"{m.group(1)}.{m.group(2)}" if m else str(order.index(lab))
+        for metric, vals in metrics.items():
+            finite = [v for v in vals if np.isfinite(v)]
+            if not finite:
+                continue
+            mean, lo, hi = mean_ci(finite)
+            out[f"{key}.{metric}.mean"], out[f"{key}.{metric}.lo"] = mean, lo
+            out[f"{key}.{metric}.hi"] = hi
+    return out
+
+
+def distill_diabetes() -> dict[str, float]:
+    """docs/protocols.md, ordinal task 1 table and central reference (5 seeds x 8 settings)."""
+    return _distill("distill_diabetes")
+
+
+def distill_sentiment() -> dict[str, float]:
+    """docs/protocols.md, ordinal task 2 table and central reference (5 seeds x 8 settings)."""
+    return _distill("distill_sentiment")
+
+
+def distill_privacy() -> dict[str, float]:
+    """docs/protocols.md, privacy table: claimed epsilon, accuracy, SD, membership AUC."""
+    return _distill("distill_privacy")
+
+
 def _personalized(scenarios: list[str]) -> dict[str, float]:
     import importlib.util
     from pathlib import Path
@@ -216,6 +269,9 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "distill_diabetes": distill_diabetes,
+    "distill_sentiment": distill_sentiment,
+    "distill_privacy": distill_privacy,
     "fedbary_tables": fedbary_tables,
     "fedbary_seeds": fedbary_seeds,
     "personalized_coreset": personalized_coreset,

@@ -322,6 +322,100 @@ def test_fedbary_seed_claims(generated):
     )
 
 
+def _section(doc: str, start: str, end: str) -> dict[str, list[str]]:
+    """First cell -> the other cells, for the table rows between two markers of a doc."""
+    text = (ROOT / doc).read_text()
+    part = text[text.index(start) : text.index(end, text.index(start))]
+    rows = {}
+    for line in part.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _ci_close(printed: str, fig: dict, key: str, what: str) -> None:
+    """A printed mean (optionally with its [lo, hi]) against the recomputed mean over seeds:
+    within the printed rounding or the recomputed 95 % interval, whichever is wider."""
+    m = re.match(r"([\d.]+)(?: \[([\d.]+), ([\d.]+)\])?", printed)
+    assert m, f"{what}: {printed!r} is not a figure"
+    mean, lo, hi = fig[f"{key}.mean"], fig[f"{key}.lo"], fig[f"{key}.hi"]
+    decimals = len(m.group(1).split(".")[1]) if "." in m.group(1) else 0
+    slack = max(0.5 * 10**-decimals, hi - mean, mean - lo) + 1e-9
+    assert abs(float(m.group(1)) - mean) <= slack, (
+        f"{what}: prints {printed}, now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
+    )
+
+
+DISTILL_ROWS = {
+    "Sinkhorn macro-F1": ("sinkhorn", "macro_f1"),
+    "entropy macro-F1": ("entropy", "macro_f1"),
+    "Sinkhorn accuracy": ("sinkhorn", "accuracy"),
+    "entropy accuracy": ("entropy", "accuracy"),
+    "Sinkhorn SD (lower = better)": ("sinkhorn", "semantic_distance"),
+    "Sinkhorn SD": ("sinkhorn", "semantic_distance"),
+    "entropy SD": ("entropy", "semantic_distance"),
+}
+
+
+@pytest.mark.parametrize(
+    "gen,start,end,reference",
+    [
+        (
+            "distill_diabetes",
+            "*Ordinal task 1",
+            "*Ordinal task 2",
+            r"reference: macro-F1 ([\d.]+ \[[\d.]+, [\d.]+\]), SD ([\d.]+)",
+        ),
+        (
+            "distill_sentiment",
+            "*Ordinal task 2",
+            "**Against the paper",
+            r"the central reference ([\d.]+ \[[\d.]+, [\d.]+\])",
+        ),
+    ],
+)
+def test_distillation_tables(gen, start, end, reference, generated):
+    fig = generated(gen)
+    rows = _section("docs/protocols.md", start, end)
+    checked = 0
+    for first, cells in rows.items():
+        if first not in DISTILL_ROWS:
+            continue
+        loss, metric = DISTILL_ROWS[first]
+        for w, cell in zip("ADUE", cells):
+            _ci_close(cell, fig, f"{loss}.{w}.{metric}", f"{gen} {first} {w}")
+            checked += 1
+    assert checked >= 16, f"{gen}: only {checked} table cells found"
+    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    m = re.search(reference, text)
+    assert m, f"{gen}: no central reference figure"
+    _ci_close(m.group(1), fig, "sinkhorn.A.reference_macro_f1", f"{gen} reference macro-F1")
+    if m.lastindex == 2:
+        _ci_close(m.group(2), fig, "sinkhorn.A.reference_semantic_distance", f"{gen} reference SD")
+
+
+def test_distillation_privacy_table(generated):
+    # rows in the sweep's order: DP-SGD eps = inf, 8, 4, 2, 1, noisy soft labels, PATE
+    fig = generated("distill_privacy")
+    rows = _section("docs/protocols.md", "*Privacy", "Membership AUC falls")
+    body = [cells for first, cells in rows.items() if first not in ("defense",)]
+    assert len(body) == 7, list(rows)
+    for i, cells in enumerate(body):
+        claimed, acc, sd, auc = cells[:4]
+        _ci_close(acc, fig, f"{i}.accuracy", f"privacy row {i} accuracy")
+        _ci_close(sd, fig, f"{i}.semantic_distance", f"privacy row {i} SD")
+        if re.match(r"[\d.]+$", claimed):
+            _ci_close(claimed, fig, f"{i}.claimed_eps[client_0]", f"privacy row {i} claimed eps")
+        if auc[0].isdigit():
+            key = next(
+                k[: -len(".mean")]
+                for k in fig
+                if re.match(rf"{i}\.soft_label_membership(\[[^\]]*\])?#1\.auc\.mean$", k)
+            )
+            _ci_close(auc, fig, key, f"privacy row {i} membership AUC")
+
+
 # the demo table (docs/findings.md): setting as printed -> the sweep's setting label
 DEMO_ROWS = {
     ("fedwad", "none"): "none",
