@@ -154,6 +154,43 @@ SINGLE = [
         1,
     ),
     ("docs/protocols.md", r"and ([\d.]+) for k = 300", "triangle_bias", "bias_k300_s20", 1),
+    (
+        "docs/scenarios.md",
+        r"audited ε ≥ ([\d.]+) \(perfect",
+        "audit_canary",
+        "audit_none_audited",
+        1,
+    ),
+    (
+        "docs/scenarios.md",
+        r"z = 0\.05 — claimed ([\d.]+)",
+        "audit_canary",
+        "audit_z0.05_claimed",
+        1,
+    ),
+    (
+        "docs/scenarios.md",
+        r"claimed 535, audited ([\d.]+)",
+        "audit_canary",
+        "audit_z0.05_audited",
+        1,
+    ),
+    ("docs/scenarios.md", r"z = 1 — claimed ([\d.]+)", "audit_canary", "audit_z1_claimed", 1),
+    (
+        "docs/scenarios.md",
+        r"claimed 7\.08, audited ([\d.]+)",
+        "audit_canary",
+        "audit_z1_audited",
+        1,
+    ),
+    ("docs/scenarios.md", r"z = 4 — claimed ([\d.]+)", "audit_canary", "audit_z4_claimed", 1),
+    (
+        "docs/scenarios.md",
+        r"claimed 1\.48, audited ([\d.]+)",
+        "audit_canary",
+        "audit_z4_audited",
+        1,
+    ),
 ]
 
 
@@ -307,7 +344,7 @@ def test_fedbary_seed_claims(generated):
         ("fedbary_valuation", _row("docs/protocols.md", "`fedbary_valuation`")[0]),
         ("fedbary_no_validation", _row("docs/protocols.md", "`fedbary_no_validation`")[0]),
     ):
-        m = re.search(r"AUC[^\d]*([\d.]+)–([\d.]+)", cell)
+        m = re.search(r"AUC[^–]*?([\d.]+)–([\d.]+)", cell)
         assert m, cell
         _close(m.group(1), fig[f"{name}.auc_min"], f"{name} lowest AUC over seeds")
         _close(m.group(2), fig[f"{name}.auc_max"], f"{name} highest AUC over seeds")
@@ -417,21 +454,48 @@ def test_distillation_privacy_table(generated):
 
 
 # the demo table (docs/findings.md): setting as printed -> the sweep's setting label
+_NOISE = "gaussian_measure_noise(noise_multiplier={})"
 DEMO_ROWS = {
     ("fedwad", "none"): "none",
+    **{("fedwad", f"noise z = {z}"): _NOISE.format(z) for z in ("0.001", "0.01", "0.1", "1")},
+    ("fedwad", "noise, target ε = 10 (41 releases)"): (
+        "gaussian_measure_noise(releases=41,target_epsilon=10)"
+    ),
     ("fedwad", "random_t"): "random_t",
-    ("fedwad", "distances_at_end"): "distances_at_end",
     ("fedwad", "large_t (t = 0.9)"): "large_t(t=0.9)",
+    ("fedwad", "distances_at_end"): "distances_at_end",
     ("fedwad", "small_support S = 5"): "small_support(support_size=5)",
+    ("fedwad", "subsample_support 7 of 10 atoms"): "subsample_support(atoms=7)",
     ("triangle_wad", "none"): "none",
+    ("triangle_wad", "k = 1"): "small_support(support_size=1)",
     ("triangle_wad", "k = 100"): "small_support(support_size=100)",
     ("triangle_wad", "large_t (t = 0.9)"): "large_t(t=0.9)",
+    **{("triangle_wad", f"noise z = {z}"): _NOISE.format(z) for z in ("0.001", "0.01")},
 }
+# printed columns after the setting -> the report's aggregated key (None: the claimed epsilon)
+DEMO_COLUMNS = (
+    "wasserstein.relative_error",
+    "any_attack.leakage",
+    "any_attack.coverage",
+    "any_attack.exact_recovery",
+    None,
+)
+
+
+def _demo_slack(printed: str, mean: float, lo: float, hi: float) -> float:
+    if abs(float(printed)) < 1e-9:  # "0" (clipped) or "2e-15" (rounding noise): about zero
+        return max(hi - mean, mean - lo, 0.005 if printed == "0" else 1e-12)
+    if "e" in printed:  # 2.1e7: two significant digits
+        mant = printed.split("e")[0]
+        decimals = len(mant.split(".")[1]) if "." in mant else 0
+        return max(hi - mean, mean - lo, 0.5 * 10**-decimals * 10 ** int(printed.split("e")[1]))
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    return max(hi - mean, mean - lo, 0.5 * 10**-decimals)
 
 
 def test_demo_table(tmp_path):
     from testbed.config import load_scenario
-    from testbed.report import _aggregate, _point, _series  # noqa: F401
+    from testbed.report import _aggregate
     from testbed.sweep import run_sweep
 
     out = run_sweep(load_scenario(ROOT / "scenarios/leakage_vs_accuracy.yaml"), tmp_path, jobs=2)
@@ -439,22 +503,26 @@ def test_demo_table(tmp_path):
     text = (ROOT / "docs/findings.md").read_text()
     checked = 0
     for (proto, printed_setting), label in DEMO_ROWS.items():
-        m = re.search(
-            rf"^\| {proto} \| {re.escape(printed_setting)} \| ([\d.e-]+) \| ([\d.]+) \|",
-            text,
-            flags=re.M,
-        )
+        m = re.search(rf"^\| {proto} \| {re.escape(printed_setting)} \| (.+) \|$", text, flags=re.M)
         assert m, f"docs/findings.md: no demo row for {proto} / {printed_setting}"
+        cells = [c.strip() for c in m.group(1).split("|")]
         a = agg[(proto, label)]
-        for s, key in (
-            (m.group(1), "wasserstein.relative_error"),
-            (m.group(2), "any_attack.leakage"),
-        ):
-            mean, lo, hi = a[key]
-            digits = len(s.split(".")[1]) if "." in s and "e" not in s else 0
-            slack = max(hi - mean, mean - lo, 0.5 * 10**-digits if digits else abs(mean) * 0.05)
+        for s, key in zip(cells, DEMO_COLUMNS):
+            s = s.split(" (")[0]  # "5.1e5 (assumption fails)"
+            if key is None:
+                eps = [v for k, v in a.items() if k.startswith("eps_claimed[")]
+                mean = max(e[0] for e in eps)
+                lo = hi = mean
+                if s == "∞":
+                    assert math.isinf(mean), f"{proto} {printed_setting}: claims ε = {mean:.4g}"
+                    checked += 1
+                    continue
+            else:
+                mean, lo, hi = a[key]
+            slack = _demo_slack(s, mean, lo, hi)
             assert math.isfinite(mean) and abs(float(s) - mean) <= slack + 1e-12, (
-                f"{proto} {printed_setting} {key}: printed {s}, now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
+                f"{proto} {printed_setting} {key or 'claimed ε'}: printed {s}, "
+                f"now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
             )
             checked += 1
-    assert checked == 2 * len(DEMO_ROWS)
+    assert checked == len(DEMO_COLUMNS) * len(DEMO_ROWS)
