@@ -44,6 +44,21 @@ def _run(path: str | Path):
     return sc, results, build_world(sc).parties
 
 
+def _run_figures(results: dict) -> dict[str, float]:
+    """Messages, MiB on the wire, and each attack's mean figures over its targets."""
+    tr = results["transcript"]
+    out = {"messages": float(tr["messages"]), "mib": tr["bytes"] / 2**20}
+    by: dict[str, list[dict]] = {}
+    for a in results.get("attacks") or []:
+        by.setdefault(a["attack"], []).append(a)
+    for name, rows in by.items():
+        for k in ("coverage", "coverage_baseline", "w2_ratio", "tv", "tv_baseline", "auc"):
+            vals = [float(a[k]) for a in rows if isinstance(a.get(k), (int, float))]
+            if vals:
+                out[f"{name}.{k}"] = float(np.mean(vals))
+    return out
+
+
 def _methods(clients, groups=None, seed: int = 0) -> dict[str, float]:
     from protocols._personalized import METHODS, personalized_accuracy, train_personalized
 
@@ -71,9 +86,17 @@ def coreset_comparison(path: str | Path) -> dict[str, float]:
         knn.append(nn_accuracy(A, L, Xte, yte))
         n_test.append(len(yte))
         clients.append(ClientSplit(p.X / 16.0, p.y, Xte / 16.0, yte))
+    ref = results["reference"]
     out = {
         "knn_global": float(results["estimates"]["nn_accuracy"]),
         "knn_client": float(np.average(knn, weights=n_test)),
+        "knn_central": float(ref["nn_accuracy"]),
+        "w_federated": float(results["evaluation"]["coreset_wasserstein"]),
+        "w_central": float(ref["coreset_wasserstein"]),
+        "w_free_support": float(ref["free_support_wasserstein"]),
+        "quality": float(results["utility"]["coreset_quality"]),
+        "excess": results["evaluation"]["coreset_wasserstein"] / ref["coreset_wasserstein"] - 1,
+        **_run_figures(results),
     }
     out.update(_methods(clients, seed=sc.seed))
     return out
@@ -87,7 +110,12 @@ def clustered_comparison(path: str | Path, test_fraction: float = 0.25) -> dict[
     out = {
         "protocol_clustered": float(est["accuracy"]),
         "protocol_fedavg": float(est["fedavg_accuracy"]),
+        "protocol_gain": float(est["accuracy_gain"]),
         "protocol_ari": float(est["ari"]),
+        "exact_ari": float(results["reference"]["ari"]),
+        "distance_rank": float(results["utility"]["distance_rank"]),
+        "matrix_error": float(results["accuracy"]["distance_matrix"]["relative_error"]),
+        **_run_figures(results),
     }
     names = list(parties)
     rng = np.random.default_rng([sc.seed, 16])
