@@ -417,14 +417,9 @@ def _close(printed: str, value: float, what: str) -> None:
     )
 
 
-FEDBARY = (
-    "fedbary_case1_same",
-    "fedbary_case2_distributions",
-    "fedbary_case3_sizes",
-    "fedbary_case4_label_noise",
-    "fedbary_valuation",
-)
-CLIENTS = [f"client_{i}" for i in range(1, 6)]
+# the FedBary scenarios with a validation set (the last one, without, has its own prose check)
+FEDBARY = tuple(n for n in _figures().FEDBARY if n != "fedbary_no_validation")
+CLIENTS = _figures().CLIENTS
 
 
 @pytest.mark.parametrize("name", FEDBARY)
