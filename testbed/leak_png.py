@@ -56,7 +56,9 @@ def digits_png(ev: dict, title: str) -> bytes:
         axes[0][j].set_title(f"d={dist[j]:.2g}", fontsize=8)
     axes[0][0].set_ylabel("private", fontsize=8)
     axes[1][0].set_ylabel("reconstructed", fontsize=8)
-    fig.suptitle("\n".join(textwrap.wrap(title, 100)), fontsize=9)
+    lines = textwrap.wrap(title, 100)
+    # above the per-digit distances (bbox_inches="tight" keeps it in the file)
+    fig.suptitle("\n".join(lines), fontsize=9, y=1.0 + 0.07 * len(lines))
     return _png(fig)
 
 
