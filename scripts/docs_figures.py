@@ -185,6 +185,46 @@ def fedbary_seeds() -> dict[str, float]:
     return out
 
 
+def triangle_scenarios() -> dict[str, float]:
+    """docs/protocols.md TriangleWad scenario table: seed 0 and the ranges over seeds 0-4 of
+    the relative error, the exact and estimated W, the unknown-t vs known-t gap and the
+    detection AUCs (``triangle_wad_digits``: server on bob; marketplace: buyer / seller on
+    seller_2)."""
+    out: dict[str, float] = {}
+    cases = {
+        "digits": ("triangle_wad_digits", {"auc_server": ("server", "bob")}),
+        "market": (
+            "triangle_wad_marketplace",
+            {"auc_buyer": ("buyer", "seller_2"), "auc_seller": ("seller", "seller_2")},
+        ),
+    }
+    for tag, (name, aucs) in cases.items():
+        per: dict[str, list[float]] = {}
+        for seed in range(5):
+            r = _results(name, seed)
+            acc = r["accuracy"]["wasserstein"]
+            vals = {
+                "error": acc["relative_error"],
+                "exact": acc["exact"],
+                "estimate": acc["estimate"],
+                "unknown_vs_known": (r.get("diagnostics") or {}).get(
+                    "unknown_vs_known_relative", float("nan")
+                ),
+            }
+            det = r["detection"]
+            for key, (detector, party) in aucs.items():
+                vals[key] = det[detector][party]["roc_auc"]
+            if tag == "digits":
+                vals["precision"] = det["server"]["bob"]["precision_at_rate"]
+                vals["recall"] = det["server"]["bob"]["recall_at_rate"]
+            for k, v in vals.items():
+                per.setdefault(k, []).append(float(v))
+        for k, vs in per.items():
+            out[f"{tag}.{k}"] = vs[0]
+            out[f"{tag}.{k}.min"], out[f"{tag}.{k}.max"] = min(vs), max(vs)
+    return out
+
+
 AUDIT_WORLD = """\
 name: docs_audit
 seed: 0
@@ -305,6 +345,7 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "triangle_scenarios": triangle_scenarios,
     "audit_canary": audit_canary,
     "distill_diabetes": distill_diabetes,
     "distill_sentiment": distill_sentiment,

@@ -574,6 +574,53 @@ def test_distillation_privacy_table(generated):
             _ci_close(auc, fig, key, f"privacy row {i} membership AUC")
 
 
+TRIANGLE = {
+    "triangle_wad_digits": [
+        (r"\+([\d.]+) % \(W", "digits.error", 100),
+        (r"\(W ([\d.]+) →", "digits.exact", 1),
+        (r"→ ([\d.]+)\)", "digits.estimate", 1),
+        (r"ROC-AUC ([\d.]+),", "digits.auc_server", 1),
+        (r"precision = recall ([\d.]+)", "digits.precision", 1),
+        (r"precision = recall ([\d.]+)", "digits.recall", 1),
+        (r"seeds 0–4: \+([\d.]+)…", "digits.error.min", 100),
+        (r"…\+([\d.]+) %", "digits.error.max", 100),
+        (r"AUC ([\d.]+)–", "digits.auc_server.min", 1),
+        (r"AUC [\d.]+–([\d.]+)", "digits.auc_server.max", 1),
+    ],
+    "triangle_wad_marketplace": [
+        (r"\+([\d.]+) % vs exact", "market.error", 100),
+        (r"\(([\d.]+) →", "market.exact", 1),
+        (r"→ ([\d.]+)\)", "market.estimate", 1),
+        (r"unknown-t vs known-t ([\d.]+) %", "market.unknown_vs_known", 100),
+        (r"AUC ([\d.]+) \(buyer side\)", "market.auc_buyer", 1),
+        (r"([\d.]+) \(seller side\)", "market.auc_seller", 1),
+        (r"seeds 0–4: \+([\d.]+)…", "market.error.min", 100),
+        (r"…\+([\d.]+) %", "market.error.max", 100),
+        (r"unknown vs known ≤ ([\d.]+) %", "market.unknown_vs_known.max", 100),
+        (r"AUC ([\d.]+)–[\d.]+ \(buyer\)", "market.auc_buyer.min", 1),
+        (r"AUC [\d.]+–([\d.]+) \(buyer\)", "market.auc_buyer.max", 1),
+        (r"([\d.]+)–[\d.]+ \(seller\)", "market.auc_seller.min", 1),
+        (r"[\d.]+–([\d.]+) \(seller\)", "market.auc_seller.max", 1),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(TRIANGLE))
+def test_triangle_scenario_table(name, generated):
+    cell = _row("docs/protocols.md", f"`{name}`")[0]
+    fig = generated("triangle_scenarios")
+    for pattern, key, scale in TRIANGLE[name]:
+        m = re.search(pattern, cell)
+        assert m, f"docs/protocols.md {name}: no figure matches {pattern!r}"
+        value = fig[key] * scale
+        if key.endswith(".max") and "≤" in pattern:
+            # an upper bound: the largest over seeds must stay below it (at its rounding)
+            decimals = len(m.group(1).split(".")[1]) if "." in m.group(1) else 0
+            assert value <= float(m.group(1)) + 0.5 * 10**-decimals, (name, key, value)
+            continue
+        _close(m.group(1), value, f"{name} {key}")
+
+
 # the demo table (docs/findings.md): setting as printed -> the sweep's setting label
 _NOISE = "gaussian_measure_noise(noise_multiplier={})"
 DEMO_ROWS = {
