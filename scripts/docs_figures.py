@@ -225,6 +225,47 @@ def triangle_scenarios() -> dict[str, float]:
     return out
 
 
+def _fedwad_case(name: str) -> tuple[np.ndarray, np.ndarray]:
+    X = _digits()
+    from sklearn.datasets import load_digits
+
+    y = load_digits().target
+    rng = np.random.default_rng(0)
+    if name == "digits_classes":
+        return X[y < 5], X[y >= 5]
+    if name == "digits_halves":
+        perm = rng.permutation(len(X))
+        return X[perm[:898]], X[perm[898:]]
+    if name == "gauss_1000_1000":
+        return rng.normal(size=(1000, 50)), rng.normal(size=(1000, 50)) + 0.5
+    return rng.normal(size=(1000, 50)), rng.normal(size=(333, 50)) * 1.2 + 0.5
+
+
+def fedwad_modes() -> dict[str, float]:
+    """docs/protocols.md FedWAD table: relative error of the paper mode (S = 10, K = 20,
+    init_scale 5) and of the accurate mode, and the accurate mode's rounds (protocol rng seed 1,
+    as tests/test_fedwad.py)."""
+    from protocols.fedwad import FedWAD
+    from testbed.bus import Bus
+    from testbed.data import PartyData
+
+    out = {}
+    for case in ("digits_classes", "digits_halves", "gauss_1000_1000", "gauss_1000_333"):
+        A, B = _fedwad_case(case)
+        parties = {"a": PartyData("a", A), "b": PartyData("b", B)}
+        for mode, params in (
+            ("paper", {"trace": False, "init_scale": 5.0}),
+            ("accurate", {"mode": "accurate", "trace": False}),
+        ):
+            proto = FedWAD.from_params(params)
+            res = proto.run(parties, Bus(parties=parties), np.random.default_rng(1))
+            exact = proto.reference(parties)["wasserstein"]
+            out[f"{case}.{mode}"] = (res.estimates["wasserstein"] - exact) / exact
+            if mode == "accurate":
+                out[f"{case}.rounds"] = float(res.outputs["rounds"])
+    return out
+
+
 AUDIT_WORLD = """\
 name: docs_audit
 seed: 0
@@ -345,6 +386,7 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "fedwad_modes": fedwad_modes,
     "triangle_scenarios": triangle_scenarios,
     "audit_canary": audit_canary,
     "distill_diabetes": distill_diabetes,

@@ -574,6 +574,27 @@ def test_distillation_privacy_table(generated):
             _ci_close(auc, fig, key, f"privacy row {i} membership AUC")
 
 
+FEDWAD_ROWS = {
+    "digits, classes 0–4 vs 5–9": "digits_classes",
+    "digits, random halves": "digits_halves",
+    "d = 50 Gaussians, 1000 vs 1000": "gauss_1000_1000",
+    "d = 50 Gaussians, 1000 vs 333": "gauss_1000_333",
+}
+
+
+@pytest.mark.parametrize("first", list(FEDWAD_ROWS))
+def test_fedwad_mode_table(first, generated):
+    # | case | paper mode "+54.9 %" | accurate mode "2.1e-5" | rounds |
+    paper, accurate, rounds = _row("docs/protocols.md", first)[:3]
+    fig = generated("fedwad_modes")
+    case = FEDWAD_ROWS[first]
+    _close(re.match(r"\+([\d.]+) %", paper).group(1), 100 * fig[f"{case}.paper"], first)
+    mant, exp = accurate.split("e")
+    value = fig[f"{case}.accurate"] / 10 ** int(exp)
+    _close(mant, value, f"{first} accurate mode (× 1e{exp})")
+    assert int(rounds) == fig[f"{case}.rounds"], (first, rounds, fig[f"{case}.rounds"])
+
+
 TRIANGLE = {
     "triangle_wad_digits": [
         (r"\+([\d.]+) % \(W", "digits.error", 100),
