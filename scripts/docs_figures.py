@@ -266,6 +266,32 @@ def fedwad_modes() -> dict[str, float]:
     return out
 
 
+def fedwad_toy_attack() -> dict[str, float]:
+    """docs/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``): alice's
+    W(nu_hat, nu)/W(mu, nu) with the geodesic and the optimisation attack, then the server
+    inverting the last interpolants (``rerun_attacks(..., observer="server")``), each target's
+    W2 and its public-prior baseline's, divided by W(mu, nu)."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.attacking import rerun_attacks
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="docs-toy-") as tmp:
+        run = run_scenario(load_scenario(root / "scenarios/fedwad_gaussians_attack.yaml"), tmp)
+        w = run.results["reference"]["wasserstein"]
+        for a in run.results["attacks"]:
+            out[f"client_{a['method']}"] = a["w2"] / w
+        rows, _ = rerun_attacks(tmp, observer="server")
+        for a in rows:
+            out[f"server_{a['target']}"] = a["w2"] / w
+            out[f"server_{a['target']}_baseline"] = a["w2_baseline"] / w
+    return out
+
+
 AUDIT_WORLD = """\
 name: docs_audit
 seed: 0
@@ -386,6 +412,7 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "fedwad_toy_attack": fedwad_toy_attack,
     "fedwad_modes": fedwad_modes,
     "triangle_scenarios": triangle_scenarios,
     "audit_canary": audit_canary,

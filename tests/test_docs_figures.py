@@ -317,6 +317,48 @@ SINGLE = [
         "fedwad_clustered_fl.clustered_fl_label_inference.tv",
         1,
     ),
+    (
+        "docs/attacks.md",
+        r"= \*\*([\d.]+)\*\* \(geodesic\)",
+        "fedwad_toy_attack",
+        "client_geodesic",
+        1,
+    ),
+    (
+        "docs/attacks.md",
+        r"\(\*\*([\d.]+)\*\* keeping the lowest-loss",
+        "fedwad_toy_attack",
+        "client_optimisation",
+        1,
+    ),
+    (
+        "docs/attacks.md",
+        r"last interpolants: ([\d.]+) / [\d.]+",
+        "fedwad_toy_attack",
+        "server_alice",
+        1,
+    ),
+    (
+        "docs/attacks.md",
+        r"last interpolants: [\d.]+ / ([\d.]+)",
+        "fedwad_toy_attack",
+        "server_bob",
+        1,
+    ),
+    (
+        "docs/attacks.md",
+        r"public-prior baseline ([\d.]+) /",
+        "fedwad_toy_attack",
+        "server_alice_baseline",
+        1,
+    ),
+    (
+        "docs/attacks.md",
+        r"public-prior baseline [\d.]+ / ([\d.]+)\)",
+        "fedwad_toy_attack",
+        "server_bob_baseline",
+        1,
+    ),
 ]
 
 
