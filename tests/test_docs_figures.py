@@ -616,6 +616,23 @@ def test_distillation_privacy_table(generated):
             _ci_close(auc, fig, key, f"privacy row {i} membership AUC")
 
 
+def test_fedwad_clustering_paragraph(generated):
+    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    m = re.search(
+        r"ARI ([\d.]+) in all four settings \(exact matrix: ([\d.]+)\); matrix error "
+        r"\+([\d.]+) % .*?, (\d+) (\d+) messages, (\d+) FedWAD runs",
+        text,
+    )
+    assert m, "docs/protocols.md: the fedwad_clustering figures were reworded"
+    fig = generated("fedwad_clustering_settings")
+    for tag in ("affinity", "gaussian", "sparse3", "sparse5"):
+        _close(m.group(1), fig[f"{tag}.ari"], f"{tag} ARI")
+        _close(m.group(2), fig[f"{tag}.exact_ari"], f"{tag} exact ARI")
+        _close(m.group(3), 100 * fig[f"{tag}.matrix_error"], f"{tag} matrix error")
+        assert int(m.group(4) + m.group(5)) == fig[f"{tag}.messages"], tag
+        assert int(m.group(6)) == fig[f"{tag}.pairs"], tag
+
+
 FEDWAD_ROWS = {
     "digits, classes 0–4 vs 5–9": "digits_classes",
     "digits, random halves": "digits_halves",
