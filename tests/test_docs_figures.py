@@ -359,6 +359,16 @@ SINGLE = [
         "server_bob_baseline",
         1,
     ),
+    ("docs/protocols.md", r"W2 gap ([\d.]+) after 3 rounds", "fedbary_barycenter", "gap_k3", 1),
+    ("docs/protocols.md", r"after 3 rounds, ([\d.]+) after 10", "fedbary_barycenter", "gap_k10", 1),
+    (
+        "docs/protocols.md",
+        r"after 10 \((\d+) % of the clients",
+        "fedbary_barycenter",
+        "gap_k10_share",
+        100,
+    ),
+    ("docs/protocols.md", r"([\d.]+) after 20 — slower", "fedbary_barycenter", "gap_k20", 1),
 ]
 
 
