@@ -355,6 +355,32 @@ def fedbary_barycenter() -> dict[str, float]:
     return out
 
 
+def triangle_attacks() -> dict[str, float]:
+    """docs/attacks.md: the server inverting TriangleWad's eta (known t, k = 10) in
+    ``triangle_wad_digits`` and the buyer trilaterating the sellers in
+    ``triangle_wad_marketplace`` (seed 0): exact recovery, coverage and W2 ratio per target."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.attacking import rerun_attacks
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for name, attack, observer in (
+        ("triangle_wad_digits", "measure_inversion", "server"),
+        ("triangle_wad_marketplace", "marketplace_trilateration", "buyer"),
+    ):
+        with tempfile.TemporaryDirectory(prefix="docs-triangle-") as tmp:
+            run_scenario(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
+            rows, _ = rerun_attacks(tmp, attacks=[{"name": attack}], observer=observer)
+        for a in rows:
+            for k in ("exact_recovery", "coverage", "w2_ratio"):
+                out[f"{name}.{a['target']}.{k}"] = float(a[k])
+    return out
+
+
 AUDIT_WORLD = """\
 name: docs_audit
 seed: 0
@@ -475,6 +501,7 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "triangle_attacks": triangle_attacks,
     "fedbary_barycenter": fedbary_barycenter,
     "fedwad_clustering_settings": fedwad_clustering_settings,
     "fedwad_toy_attack": fedwad_toy_attack,

@@ -643,6 +643,26 @@ def test_fedwad_clustering_paragraph(generated):
         assert int(m.group(6)) == fig[f"{tag}.pairs"], tag
 
 
+def test_triangle_attack_items(generated):
+    fig = generated("triangle_attacks")
+    text = " ".join((ROOT / "docs/attacks.md").read_text().split())
+    m = re.search(
+        r"1e-6 × the median row norm: (\d+) % for each seller; coverage (\d+) %; "
+        r"W2 ratio < ([\de.-]+)\)",
+        text,
+    )
+    assert m, "docs/attacks.md: marketplace item reworded"
+    for seller in ("seller_1", "seller_2", "seller_3"):
+        key = f"triangle_wad_marketplace.{seller}"
+        _close(m.group(1), 100 * fig[f"{key}.exact_recovery"], f"{seller} exact recovery")
+        _close(m.group(2), 100 * fig[f"{key}.coverage"], f"{seller} coverage")
+        assert fig[f"{key}.w2_ratio"] < float(m.group(3)), (seller, fig[f"{key}.w2_ratio"])
+    m = re.search(r"k = 10\): (\d+) % / (\d+) % of alice's / bob's", text)
+    assert m, "docs/attacks.md: known-t item reworded"
+    _close(m.group(1), 100 * fig["triangle_wad_digits.alice.exact_recovery"], "alice")
+    _close(m.group(2), 100 * fig["triangle_wad_digits.bob.exact_recovery"], "bob")
+
+
 FEDWAD_ROWS = {
     "digits, classes 0–4 vs 5–9": "digits_classes",
     "digits, random halves": "digits_halves",
