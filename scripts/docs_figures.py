@@ -381,6 +381,37 @@ def triangle_attacks() -> dict[str, float]:
     return out
 
 
+def xi_words() -> dict[str, float]:
+    """docs/attacks.md: share of the top-1 words retrieved from FedWAD's xi^K between Lee
+    documents 0 and 1 (``scenarios/fedwad_lee_words.yaml``, exact interpolation, K = 5) that are
+    in a party's document, its prior-only baseline, and the barycentric variant with S = 20 and
+    S = 100 (worst case over the two targets, as the report's any-target figure)."""
+    from pathlib import Path
+
+    import yaml
+
+    from testbed.config import parse_scenario
+    from testbed.runner import run_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_lee_words.yaml"
+    raw = yaml.safe_load(path.read_text())
+    out = {}
+    import tempfile
+
+    for tag, params in (
+        ("exact", {}),
+        ("bary_s20", {"interpolation": "barycentric", "support_size": 20}),
+        ("bary_s100", {"interpolation": "barycentric", "support_size": 100}),
+    ):
+        raw["protocol"]["params"].update(params)
+        sc = parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent))
+        with tempfile.TemporaryDirectory(prefix="docs-words-") as tmp:
+            rows = run_scenario(sc, tmp).results["attacks"]
+        out[tag] = max(float(r["matching_rate_any"]) for r in rows)
+        out[f"{tag}_baseline"] = max(float(r["matching_rate_any_baseline"]) for r in rows)
+    return out
+
+
 AUDIT_WORLD = """\
 name: docs_audit
 seed: 0
@@ -501,6 +532,7 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "xi_words": xi_words,
     "triangle_attacks": triangle_attacks,
     "fedbary_barycenter": fedbary_barycenter,
     "fedwad_clustering_settings": fedwad_clustering_settings,

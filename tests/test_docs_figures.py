@@ -369,6 +369,22 @@ SINGLE = [
         100,
     ),
     ("docs/protocols.md", r"([\d.]+) after 20 — slower", "fedbary_barycenter", "gap_k20", 1),
+    ("docs/attacks.md", r"K = 5\): \*\*([\d.]+) %\*\* of the top-1", "xi_words", "exact", 100),
+    (
+        "docs/attacks.md",
+        r"prior-only baseline ([\d.]+) %; barycentric",
+        "xi_words",
+        "exact_baseline",
+        100,
+    ),
+    ("docs/attacks.md", r"barycentric S = 20: ([\d.]+) %", "xi_words", "bary_s20", 100),
+    (
+        "docs/attacks.md",
+        r"barycentric S = 20: [\d.]+ %, S = 100: ([\d.]+) %",
+        "xi_words",
+        "bary_s100",
+        100,
+    ),
 ]
 
 
