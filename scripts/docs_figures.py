@@ -412,6 +412,42 @@ def xi_words() -> dict[str, float]:
     return out
 
 
+def frontier_fedbary() -> dict[str, float]:
+    """docs/frontier.md, data-valuation table (``scenarios/frontier_fedbary.yaml``, seeds 0-2):
+    per setting (index in the sweep) the report's mean [95 % interval] of the two utilities, the
+    worst leakage and coverage@r, and the largest claimed epsilon over parties."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.report import _aggregate
+    from testbed.sweep import expand_cells, run_sweep
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/frontier_fedbary.yaml")
+    order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
+    with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
+        rows = run_sweep(sc, tmp, jobs=2).rows
+    from testbed.metrics import mean_ci
+    from testbed.report import _point
+
+    agg = _aggregate(rows)
+    out = {}
+    for (_, point), a in agg.items():
+        i = order.index(point)
+        for key in ("contribution_spearman", "detection_auc"):
+            vals = [float(r["results"]["utility"][key]) for r in rows if _point(r) == point]
+            m, lo, hi = mean_ci(vals)
+            out[f"{i}.utility.{key}.mean"], out[f"{i}.utility.{key}.lo"] = m, lo
+            out[f"{i}.utility.{key}.hi"] = hi
+        for key in ("any_attack.leakage", "any_attack.coverage"):
+            out[f"{i}.{key}.mean"], out[f"{i}.{key}.lo"], out[f"{i}.{key}.hi"] = a[key]
+        # the claim of the parties that sent anything (the validation party sends nothing)
+        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
+        finite = [e for e in eps if np.isfinite(e)]
+        out[f"{i}.eps"] = max(finite) if finite else float("inf")
+    return out
+
+
 AUDIT_WORLD = """\
 name: docs_audit
 seed: 0
@@ -532,6 +568,7 @@ def personalized_clustered() -> dict[str, float]:
 
 
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "frontier_fedbary": frontier_fedbary,
     "xi_words": xi_words,
     "triangle_attacks": triangle_attacks,
     "fedbary_barycenter": fedbary_barycenter,

@@ -548,15 +548,15 @@ def test_fedbary_seed_claims(generated):
     )
 
 
-def _section(doc: str, start: str, end: str) -> dict[str, list[str]]:
-    """First cell -> the other cells, for the table rows between two markers of a doc."""
+def _section(doc: str, start: str, end: str) -> list[tuple[str, list[str]]]:
+    """(first cell, the other cells) of the table rows between two markers of a doc, in order."""
     text = (ROOT / doc).read_text()
     part = text[text.index(start) : text.index(end, text.index(start))]
-    rows = {}
+    rows = []
     for line in part.splitlines():
         if line.startswith("|") and not line.startswith("|---"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
+            rows.append((cells[0], cells[1:]))
     return rows
 
 
@@ -605,7 +605,7 @@ def test_distillation_tables(gen, start, end, reference, generated):
     fig = generated(gen)
     rows = _section("docs/protocols.md", start, end)
     checked = 0
-    for first, cells in rows.items():
+    for first, cells in rows:
         if first not in DISTILL_ROWS:
             continue
         loss, metric = DISTILL_ROWS[first]
@@ -625,7 +625,7 @@ def test_distillation_privacy_table(generated):
     # rows in the sweep's order: DP-SGD eps = inf, 8, 4, 2, 1, noisy soft labels, PATE
     fig = generated("distill_privacy")
     rows = _section("docs/protocols.md", "*Privacy", "Membership AUC falls")
-    body = [cells for first, cells in rows.items() if first not in ("defense",)]
+    body = [cells for first, cells in rows if first not in ("defense",)]
     assert len(body) == 7, list(rows)
     for i, cells in enumerate(body):
         claimed, acc, sd, auc = cells[:4]
@@ -677,6 +677,38 @@ def test_triangle_attack_items(generated):
     assert m, "docs/attacks.md: known-t item reworded"
     _close(m.group(1), 100 * fig["triangle_wad_digits.alice.exact_recovery"], "alice")
     _close(m.group(2), 100 * fig["triangle_wad_digits.bob.exact_recovery"], "bob")
+
+
+def test_frontier_fedbary_table(generated):
+    # rows in the sweep's order: none, small_support 50, small_support 10, noise eps 10, eps 1
+    fig = generated("frontier_fedbary")
+    rows = _section("docs/frontier.md", "## Data valuation: FedBary", "With its default support")
+    body = [cells for first, cells in rows if first != "setting"]
+    assert len(body) == 5, list(rows)
+    keys = (
+        "utility.contribution_spearman",
+        "utility.detection_auc",
+        "any_attack.leakage",
+        "any_attack.coverage",
+    )
+    for i, cells in enumerate(body):
+        eps = cells[0]
+        if eps == "∞":
+            assert math.isinf(fig[f"{i}.eps"]), (i, fig[f"{i}.eps"])
+        else:
+            _close(eps, fig[f"{i}.eps"], f"frontier_fedbary row {i} ε")
+        for cell, key in zip(cells[1:], keys):
+            printed = cell.replace("−", "-")
+            neg = printed.startswith("-")
+            m = re.match(r"-?([\d.]+)(?: \[(-?[\d.]+), (-?[\d.]+)\])?", printed)
+            mean = fig[f"{i}.{key}.mean"]
+            lo, hi = fig[f"{i}.{key}.lo"], fig[f"{i}.{key}.hi"]
+            value = float(m.group(1)) * (-1 if neg else 1)
+            decimals = len(m.group(1).split(".")[1]) if "." in m.group(1) else 0
+            slack = max(0.5 * 10**-decimals, hi - mean, mean - lo) + 1e-9
+            assert abs(value - mean) <= slack, (
+                f"frontier_fedbary row {i} {key}: prints {cell}, now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
+            )
 
 
 FEDWAD_ROWS = {
