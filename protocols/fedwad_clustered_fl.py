@@ -25,7 +25,8 @@ deterministic algorithms, ``torch.manual_seed`` from seeds drawn from the compon
 
 Deviations from the paper: the paper's FL runs use the FedRep code base (CNNs on MNIST/CIFAR10,
 FedRep/FedPer too); here FedAvg only, an MLP on scikit-learn digits and full participation each
-round; each client's test split comes from its own rows (the paper's FedRep setting also tests
+round (FedPer/FedRep over all clients and per cluster are computed beside the run, as unaudited
+baselines, by ``scripts/personalized_comparison.py`` with :mod:`protocols._personalized`); each client's test split comes from its own rows (the paper's FedRep setting also tests
 each client on its own label distribution).
 
 References

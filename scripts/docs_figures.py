@@ -55,13 +55,14 @@ def eta_words() -> dict[str, float]:
 
 def eta_inversion() -> dict[str, float]:
     """Exact-recovery rate of inverting eta (t = 0.5, gamma ~ N(0, 1), k atoms) on digits: all
-    1797 rows, and the first 901 rows of load_digits() (not a class subset)."""
+    1797 rows, and the first 901 rows of load_digits() (not a class subset); and with a hidden
+    t = 0.3 (k = 10) estimated from the public prior's moments."""
     from attacks.measure_inversion import invert_barycentric_push
     from testbed.metrics import exact_recovery_rate
 
     X = _digits()
     out = {}
-    for k in (1, 10, 100, 450, 900):
+    for k in (1, 2, 5, 10, 20, 50, 100, 200, 450, 900, 1797):
         eta, gamma = _eta(X, k, 0.5)
         out[f"inversion_all_k{k}"] = exact_recovery_rate(
             invert_barycentric_push(eta, gamma, 0.5), X
@@ -71,6 +72,13 @@ def eta_inversion() -> dict[str, float]:
     out["inversion_first901_k10"] = exact_recovery_rate(
         invert_barycentric_push(eta, gamma, 0.5), head
     )
+    # hidden t: estimated from the public prior's moments (the pooled digits' mean, covariance)
+    from attacks.measure_inversion import estimate_t
+
+    eta, gamma = _eta(X, 10, 0.3)
+    t_hat = estimate_t(eta, gamma, X.mean(0), np.cov(X, rowvar=False))
+    out["hidden_t_estimate"] = t_hat
+    out["hidden_t_exact"] = exact_recovery_rate(invert_barycentric_push(eta, gamma, t_hat), X)
     return out
 
 
@@ -93,7 +101,489 @@ def triangle_bias() -> dict[str, float]:
     return out
 
 
+def _results(name: str, seed: int | None = None) -> dict:
+    """results of ``scenarios/<name>.yaml`` (protocol only, no run directory), at ``seed``."""
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.runner import build_world, run_world
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
+    if seed is not None:
+        sc = sc.model_copy(update={"seed": seed})
+    results, _, _ = run_world(build_world(sc))
+    return results
+
+
+FEDBARY = (
+    "fedbary_case1_same",
+    "fedbary_case2_distributions",
+    "fedbary_case3_sizes",
+    "fedbary_case4_label_noise",
+    "fedbary_valuation",
+    "fedbary_no_validation",
+)
+CLIENTS = [f"client_{i}" for i in range(1, 6)]
+
+
+def _contributions(r: dict) -> tuple[list[float], list[float]]:
+    est = [r["estimates"][f"contribution_{c}"] for c in CLIENTS]
+    ref = [r["reference"].get(f"contribution_{c}", float("nan")) for c in CLIENTS]
+    return est, ref
+
+
+def fedbary_tables() -> dict[str, float]:
+    """docs/protocols.md FedBary table: seed-0 contributions (estimate and exact) per scenario."""
+    out = {}
+    for name in FEDBARY:
+        r = _results(name)
+        est, ref = _contributions(r)
+        for i, c in enumerate(CLIENTS):
+            out[f"{name}.est.{c}"] = est[i]
+            out[f"{name}.exact.{c}"] = ref[i]
+            d, dref = r["estimates"][f"distance_{c}"], r["reference"].get(f"distance_{c}")
+            if dref:
+                out[f"{name}.dist_err.{c}"] = d / dref - 1
+    errs = [v for k, v in out.items() if ".dist_err." in k]
+    out["dist_err_min"], out["dist_err_max"] = min(errs), max(errs)
+    return out
+
+
+def _auc(r: dict, client: str) -> float:
+    d = r["detection"]
+    for det in d.values():
+        if client in det and det[client].get("roc_auc") is not None:
+            return float(det[client]["roc_auc"])
+    return float("nan")
+
+
+def fedbary_seeds() -> dict[str, float]:
+    """docs/protocols.md FedBary seed claims (seeds 0-7): how often the contributions fall
+    strictly with the noise, and the range of the detection AUCs."""
+    out = {}
+    seeds = range(8)
+    for name in ("fedbary_case4_label_noise", "fedbary_valuation", "fedbary_no_validation"):
+        mono = mono_exact = farthest = 0
+        aucs: list[float] = []
+        for s in seeds:
+            r = _results(name, s)
+            est, ref = _contributions(r)
+            mono += all(a > b for a, b in zip(est, est[1:]))
+            mono_exact += all(a > b for a, b in zip(ref, ref[1:]))
+            farthest += int(np.argmin(est)) == 4
+            if name == "fedbary_case4_label_noise":
+                aucs += [_auc(r, c) for c in CLIENTS[1:]]
+            elif name == "fedbary_valuation":
+                aucs.append(_auc(r, "client_4"))
+            else:
+                aucs.append(_auc(r, "client_5"))
+        out[f"{name}.monotone"] = mono
+        out[f"{name}.monotone_exact"] = mono_exact
+        out[f"{name}.farthest_last"] = farthest
+        out[f"{name}.auc_min"] = float(np.nanmin(aucs))
+        out[f"{name}.auc_max"] = float(np.nanmax(aucs))
+    return out
+
+
+def triangle_scenarios() -> dict[str, float]:
+    """docs/protocols.md TriangleWad scenario table: seed 0 and the ranges over seeds 0-4 of
+    the relative error, the exact and estimated W, the unknown-t vs known-t gap and the
+    detection AUCs (``triangle_wad_digits``: server on bob; marketplace: buyer / seller on
+    seller_2)."""
+    out: dict[str, float] = {}
+    cases = {
+        "digits": ("triangle_wad_digits", {"auc_server": ("server", "bob")}),
+        "market": (
+            "triangle_wad_marketplace",
+            {"auc_buyer": ("buyer", "seller_2"), "auc_seller": ("seller", "seller_2")},
+        ),
+    }
+    for tag, (name, aucs) in cases.items():
+        per: dict[str, list[float]] = {}
+        for seed in range(5):
+            r = _results(name, seed)
+            acc = r["accuracy"]["wasserstein"]
+            vals = {
+                "error": acc["relative_error"],
+                "exact": acc["exact"],
+                "estimate": acc["estimate"],
+                "unknown_vs_known": (r.get("diagnostics") or {}).get(
+                    "unknown_vs_known_relative", float("nan")
+                ),
+            }
+            det = r["detection"]
+            for key, (detector, party) in aucs.items():
+                vals[key] = det[detector][party]["roc_auc"]
+            if tag == "digits":
+                vals["precision"] = det["server"]["bob"]["precision_at_rate"]
+                vals["recall"] = det["server"]["bob"]["recall_at_rate"]
+            for k, v in vals.items():
+                per.setdefault(k, []).append(float(v))
+        for k, vs in per.items():
+            out[f"{tag}.{k}"] = vs[0]
+            out[f"{tag}.{k}.min"], out[f"{tag}.{k}.max"] = min(vs), max(vs)
+    return out
+
+
+def _fedwad_case(name: str) -> tuple[np.ndarray, np.ndarray]:
+    X = _digits()
+    from sklearn.datasets import load_digits
+
+    y = load_digits().target
+    rng = np.random.default_rng(0)
+    if name == "digits_classes":
+        return X[y < 5], X[y >= 5]
+    if name == "digits_halves":
+        perm = rng.permutation(len(X))
+        return X[perm[:898]], X[perm[898:]]
+    if name == "gauss_1000_1000":
+        return rng.normal(size=(1000, 50)), rng.normal(size=(1000, 50)) + 0.5
+    return rng.normal(size=(1000, 50)), rng.normal(size=(333, 50)) * 1.2 + 0.5
+
+
+def fedwad_modes() -> dict[str, float]:
+    """docs/protocols.md FedWAD table: relative error of the paper mode (S = 10, K = 20,
+    init_scale 5) and of the accurate mode, and the accurate mode's rounds (protocol rng seed 1,
+    as tests/test_fedwad.py)."""
+    from protocols.fedwad import FedWAD
+    from testbed.bus import Bus
+    from testbed.data import PartyData
+
+    out = {}
+    for case in ("digits_classes", "digits_halves", "gauss_1000_1000", "gauss_1000_333"):
+        A, B = _fedwad_case(case)
+        parties = {"a": PartyData("a", A), "b": PartyData("b", B)}
+        for mode, params in (
+            ("paper", {"trace": False, "init_scale": 5.0}),
+            ("accurate", {"mode": "accurate", "trace": False}),
+        ):
+            proto = FedWAD.from_params(params)
+            res = proto.run(parties, Bus(parties=parties), np.random.default_rng(1))
+            exact = proto.reference(parties)["wasserstein"]
+            out[f"{case}.{mode}"] = (res.estimates["wasserstein"] - exact) / exact
+            if mode == "accurate":
+                out[f"{case}.rounds"] = float(res.outputs["rounds"])
+    return out
+
+
+def fedwad_toy_attack() -> dict[str, float]:
+    """docs/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``): alice's
+    W(nu_hat, nu)/W(mu, nu) with the geodesic and the optimisation attack, then the server
+    inverting the last interpolants (``rerun_attacks(..., observer="server")``), each target's
+    W2 and its public-prior baseline's, divided by W(mu, nu)."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.attacking import rerun_attacks
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="docs-toy-") as tmp:
+        run = run_scenario(load_scenario(root / "scenarios/fedwad_gaussians_attack.yaml"), tmp)
+        w = run.results["reference"]["wasserstein"]
+        for a in run.results["attacks"]:
+            out[f"client_{a['method']}"] = a["w2"] / w
+        rows, _ = rerun_attacks(tmp, observer="server")
+        for a in rows:
+            out[f"server_{a['target']}"] = a["w2"] / w
+            out[f"server_{a['target']}_baseline"] = a["w2_baseline"] / w
+    return out
+
+
+def fedwad_clustering_settings() -> dict[str, float]:
+    """docs/protocols.md, FedWAD client clustering (``scenarios/fedwad_clustering.yaml``, seed 0)
+    in its four spectral-clustering settings: ARI of the federated and of the exact matrix,
+    relative Frobenius error of the federated matrix, messages and FedWAD runs."""
+    from pathlib import Path
+
+    import yaml
+
+    from testbed.config import parse_scenario
+    from testbed.runner import build_world, run_world
+
+    path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_clustering.yaml"
+    raw = yaml.safe_load(path.read_text())
+    out = {}
+    settings = {
+        "affinity": {"setting": "affinity"},
+        "gaussian": {"setting": "affinity", "kernel": "gaussian"},
+        "sparse3": {"setting": "sparse_graph", "n_neighbors": 3},
+        "sparse5": {"setting": "sparse_graph", "n_neighbors": 5},
+    }
+    for tag, params in settings.items():
+        raw["protocol"]["params"].update(params)
+        sc = parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent))
+        r, _, _ = run_world(build_world(sc))
+        out[f"{tag}.ari"] = float(r["estimates"]["ari"])
+        out[f"{tag}.exact_ari"] = float(r["reference"]["ari"])
+        out[f"{tag}.matrix_error"] = float(r["accuracy"]["distance_matrix"]["relative_error"])
+        out[f"{tag}.messages"] = float(r["transcript"]["messages"])
+        n = len(r["parties"])
+        out[f"{tag}.pairs"] = n * (n - 1) / 2
+    return out
+
+
+def fedbary_barycenter() -> dict[str, float]:
+    """docs/protocols.md, FedBary's federated barycenter vs POT's central one (the paper's Fig. 3
+    set-up: three 2-D Gaussians of 100 points, t = 0.5, S = 100, seed 0, as
+    tests/test_fedbary.py): W2 gap after K = 3, 10, 20 rounds, and the K = 10 gap as a share of
+    the clients' mean distance to the central barycenter."""
+    from protocols.fedbary import FedBary, FedBaryConfig, central_barycenter
+    from testbed import ot as tot
+    from testbed.bus import Bus
+    from testbed.data import PartyData
+    from testbed.measure import Measure
+
+    rng = np.random.default_rng(0)
+    cov = np.array([[1.0, 0.3], [0.3, 1.0]])
+    parties = {
+        f"c{i}": PartyData(f"c{i}", rng.multivariate_normal(m, cov, 100))
+        for i, m in enumerate([[0.0, 0.0], [6.0, 0.0], [3.0, 5.0]])
+    }
+    central = central_barycenter(
+        [Measure(p.X) for p in parties.values()], rng.normal(size=(100, 2)), iterations=100
+    )
+    spread = np.mean([tot.wasserstein(Measure(p.X), central) for p in parties.values()])
+    out = {}
+    for K in (3, 10, 20):
+        cfg = FedBaryConfig(support_size=100, iterations=K, return_barycenter=True)
+        res = FedBary(cfg).run(parties, Bus(parties=parties), np.random.default_rng(0))
+        out[f"gap_k{K}"] = tot.wasserstein(Measure(res.outputs["barycenter"]), central)
+    out["gap_k10_share"] = out["gap_k10"] / spread
+    return out
+
+
+def triangle_attacks() -> dict[str, float]:
+    """docs/attacks.md: the server inverting TriangleWad's eta (known t, k = 10) in
+    ``triangle_wad_digits`` and the buyer trilaterating the sellers in
+    ``triangle_wad_marketplace`` (seed 0): exact recovery, coverage and W2 ratio per target."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.attacking import rerun_attacks
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for name, attack, observer in (
+        ("triangle_wad_digits", "measure_inversion", "server"),
+        ("triangle_wad_marketplace", "marketplace_trilateration", "buyer"),
+    ):
+        with tempfile.TemporaryDirectory(prefix="docs-triangle-") as tmp:
+            run_scenario(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
+            rows, _ = rerun_attacks(tmp, attacks=[{"name": attack}], observer=observer)
+        for a in rows:
+            for k in ("exact_recovery", "coverage", "w2_ratio"):
+                out[f"{name}.{a['target']}.{k}"] = float(a[k])
+    return out
+
+
+def xi_words() -> dict[str, float]:
+    """docs/attacks.md: share of the top-1 words retrieved from FedWAD's xi^K between Lee
+    documents 0 and 1 (``scenarios/fedwad_lee_words.yaml``, exact interpolation, K = 5) that are
+    in a party's document, its prior-only baseline, and the barycentric variant with S = 20 and
+    S = 100 (worst case over the two targets, as the report's any-target figure)."""
+    from pathlib import Path
+
+    import yaml
+
+    from testbed.config import parse_scenario
+    from testbed.runner import run_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_lee_words.yaml"
+    raw = yaml.safe_load(path.read_text())
+    out = {}
+    import tempfile
+
+    for tag, params in (
+        ("exact", {}),
+        ("bary_s20", {"interpolation": "barycentric", "support_size": 20}),
+        ("bary_s100", {"interpolation": "barycentric", "support_size": 100}),
+    ):
+        raw["protocol"]["params"].update(params)
+        sc = parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent))
+        with tempfile.TemporaryDirectory(prefix="docs-words-") as tmp:
+            rows = run_scenario(sc, tmp).results["attacks"]
+        out[tag] = max(float(r["matching_rate_any"]) for r in rows)
+        out[f"{tag}_baseline"] = max(float(r["matching_rate_any_baseline"]) for r in rows)
+    return out
+
+
+def frontier_fedbary() -> dict[str, float]:
+    """docs/frontier.md, data-valuation table (``scenarios/frontier_fedbary.yaml``, seeds 0-2):
+    per setting (index in the sweep) the report's mean [95 % interval] of the two utilities, the
+    worst leakage and coverage@r, and the largest claimed epsilon over parties."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.report import _aggregate
+    from testbed.sweep import expand_cells, run_sweep
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/frontier_fedbary.yaml")
+    order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
+    with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
+        rows = run_sweep(sc, tmp, jobs=2).rows
+    from testbed.metrics import mean_ci
+    from testbed.report import _point
+
+    agg = _aggregate(rows)
+    out = {}
+    for (_, point), a in agg.items():
+        i = order.index(point)
+        for key in ("contribution_spearman", "detection_auc"):
+            vals = [float(r["results"]["utility"][key]) for r in rows if _point(r) == point]
+            m, lo, hi = mean_ci(vals)
+            out[f"{i}.utility.{key}.mean"], out[f"{i}.utility.{key}.lo"] = m, lo
+            out[f"{i}.utility.{key}.hi"] = hi
+        for key in ("any_attack.leakage", "any_attack.coverage"):
+            out[f"{i}.{key}.mean"], out[f"{i}.{key}.lo"], out[f"{i}.{key}.hi"] = a[key]
+        # the claim of the parties that sent anything (the validation party sends nothing)
+        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
+        finite = [e for e in eps if np.isfinite(e)]
+        out[f"{i}.eps"] = max(finite) if finite else float("inf")
+    return out
+
+
+AUDIT_WORLD = """\
+name: docs_audit
+seed: 0
+data:
+  dataset:
+    name: gaussians
+    params: {d: 2, components: [{n: 20, mean: 0.5, std: 0.2}, {n: 20, mean: 1.0, std: 0.2}]}
+  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
+  parties: [alice, bob]
+protocol: {name: fedwad, params: {support_size: 3, iterations: 1, init_scale: 0.3, trace: false}}
+defenses: %s
+"""
+
+
+def audit_canary() -> dict[str, float]:
+    """docs/scenarios.md "Auditing a claim": canary audit of a 20-row FedWAD client (S = 3, K = 1,
+    200 trials) with no defense and Gaussian noise z = 0.05, 1, 4 (clip 2, push_max 0.5)."""
+    from testbed.audit import canary_audit
+    from testbed.config import parse_scenario
+    from testbed.runner import build_world
+
+    out = {}
+    for tag, z in (("none", None), ("z0.05", 0.05), ("z1", 1.0), ("z4", 4.0)):
+        defs = (
+            "[]"
+            if z is None
+            else "[{name: gaussian_measure_noise, params: "
+            f"{{clip_norm: 2.0, push_max: 0.5, noise_multiplier: {z}}}}}]"
+        )
+        world = build_world(parse_scenario(AUDIT_WORLD % defs, "docs_audit.yaml", "."))
+        r = canary_audit(world, "alice", trials=200)
+        out[f"audit_{tag}_claimed"] = r.claimed_epsilon
+        out[f"audit_{tag}_audited"] = r.audited_epsilon
+    return out
+
+
+def _distill(name: str) -> dict[str, float]:
+    """Run the ``scenarios/<name>.yaml`` sweep (all seeds, 2 jobs) and summarise it as
+    ``scripts/distill_summary.py`` does: ``<setting>.<metric>.{mean,lo,hi}`` with the setting
+    ``<loss>.<weighting>`` for the loss x weighting sweeps, else the setting's index in the sweep."""
+    import importlib.util
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.metrics import mean_ci
+    from testbed.sweep import expand_cells, run_sweep
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "distill_summary", root / "scripts/distill_summary.py"
+    )
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    sc = load_scenario(root / "scenarios" / f"{name}.yaml")
+    order = list(dict.fromkeys(c.label for c in expand_cells(sc)))
+    with tempfile.TemporaryDirectory(prefix="docs-distill-") as tmp:
+        run_sweep(sc, tmp, jobs=2)
+        points, _ = summary.summarise(summary.load(Path(tmp)))
+    out = {}
+    for lab, metrics in points.items():
+        m = re.fullmatch(r"protocol\.params\.loss=(\w+), protocol\.params\.weighting=(\w)", lab)
+        key = f"{m.group(1)}.{m.group(2)}" if m else str(order.index(lab))
+        for metric, vals in metrics.items():
+            finite = [v for v in vals if np.isfinite(v)]
+            if not finite:
+                continue
+            mean, lo, hi = mean_ci(finite)
+            out[f"{key}.{metric}.mean"], out[f"{key}.{metric}.lo"] = mean, lo
+            out[f"{key}.{metric}.hi"] = hi
+    return out
+
+
+def distill_diabetes() -> dict[str, float]:
+    """docs/protocols.md, ordinal task 1 table and central reference (5 seeds x 8 settings)."""
+    return _distill("distill_diabetes")
+
+
+def distill_sentiment() -> dict[str, float]:
+    """docs/protocols.md, ordinal task 2 table and central reference (5 seeds x 8 settings)."""
+    return _distill("distill_sentiment")
+
+
+def distill_privacy() -> dict[str, float]:
+    """docs/protocols.md, privacy table: claimed epsilon, accuracy, SD, membership AUC."""
+    return _distill("distill_privacy")
+
+
+def _personalized(scenarios: list[str]) -> dict[str, float]:
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "personalized_comparison", root / "scripts/personalized_comparison.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = {}
+    for name in scenarios:
+        for k, v in mod.compare(root / "scenarios" / f"{name}.yaml").items():
+            out[f"{name}.{k}"] = v
+    return out
+
+
+def personalized_coreset() -> dict[str, float]:
+    """docs/fedwad_applications.md: coreset 1-NN vs FedAvg/FedPer/FedRep, with and without class
+    structure (``scripts/personalized_comparison.py``)."""
+    return _personalized(["fedwad_coreset_digits", "fedwad_coreset_digits_iid"])
+
+
+def personalized_clustered() -> dict[str, float]:
+    """docs/fedwad_applications.md: vanilla vs per-cluster FedAvg/FedPer/FedRep, three partitions."""
+    return _personalized(
+        ["fedwad_clustered_fl", "fedwad_clustered_fl_random_pairs", "fedwad_clustered_fl_iid"]
+    )
+
+
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
+    "frontier_fedbary": frontier_fedbary,
+    "xi_words": xi_words,
+    "triangle_attacks": triangle_attacks,
+    "fedbary_barycenter": fedbary_barycenter,
+    "fedwad_clustering_settings": fedwad_clustering_settings,
+    "fedwad_toy_attack": fedwad_toy_attack,
+    "fedwad_modes": fedwad_modes,
+    "triangle_scenarios": triangle_scenarios,
+    "audit_canary": audit_canary,
+    "distill_diabetes": distill_diabetes,
+    "distill_sentiment": distill_sentiment,
+    "distill_privacy": distill_privacy,
+    "fedbary_tables": fedbary_tables,
+    "fedbary_seeds": fedbary_seeds,
+    "personalized_coreset": personalized_coreset,
+    "personalized_clustered": personalized_clustered,
     "eta_words": eta_words,
     "eta_inversion": eta_inversion,
     "triangle_bias": triangle_bias,

@@ -912,7 +912,10 @@ def _words_html(ev: dict, title: str) -> str:
 
 
 def _pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
-    """One picture per (protocol, threat) from the worst leak's saved arrays."""
+    """One picture per (protocol, threat) from the worst leak's saved arrays: interactive in the
+    HTML, a static PNG in ``plots/`` (and the Markdown) for papers."""
+    from testbed import leak_png
+
     drawn = 0
     for (s, threat), b in sorted(best.items()):
         ev = _evidence_for(run_dir, rows, b)
@@ -926,22 +929,37 @@ def _pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
         if b["kind"] == "points":
             if "image_side" in ev:
                 cap = f"best-recovered private digits and their nearest reconstruction — {who}"
-                doc.plot(f"leak_{slug}_digits.png", None, _fig_digits(ev, cap), cap)
+                doc.plot(
+                    f"leak_{slug}_digits.png",
+                    leak_png.digits_png(ev, cap),
+                    _fig_digits(ev, cap),
+                    cap,
+                )
                 drawn += 1
             if "cloud_private" in ev:
                 cap = f"private vs reconstructed points, PCA of the private rows — {who}"
-                doc.plot(f"leak_{slug}_cloud.png", None, _fig_cloud(ev, cap), cap)
+                doc.plot(
+                    f"leak_{slug}_cloud.png", leak_png.cloud_png(ev, cap), _fig_cloud(ev, cap), cap
+                )
                 drawn += 1
         elif b["kind"] == "scores" and "fpr" in ev:
             cap = f"membership ROC (log axes) — {who}"
-            doc.plot(f"leak_{slug}_roc.png", None, _fig_roc(ev, cap), cap)
+            doc.plot(f"leak_{slug}_roc.png", leak_png.roc_png(ev, cap), _fig_roc(ev, cap), cap)
             drawn += 1
         elif b["kind"] == "histogram" and "inferred" in ev:
             cap = f"inferred vs true label histogram — {who}"
-            doc.plot(f"leak_{slug}_labels.png", None, _fig_histogram(ev, cap), cap)
+            doc.plot(
+                f"leak_{slug}_labels.png",
+                leak_png.histogram_png(ev, cap),
+                _fig_histogram(ev, cap),
+                cap,
+            )
             drawn += 1
         elif b["kind"] == "words" and "words" in ev:
-            doc.raw(_words_html(ev, f"retrieved words — {who}"), _md(f"Retrieved words — {who}"))
+            cap = f"retrieved words — {who}"
+            name = f"leak_{slug}_words.png"
+            doc.raw(_words_html(ev, cap), f"![{_md(cap)}](plots/{name})")
+            doc.static(name, leak_png.words_png(ev, cap))
             drawn += 1
     return drawn
 
@@ -983,8 +1001,8 @@ def _coverage(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
         trs.append(f"<tr><th>{e(s)}</th>{''.join(tds)}</tr>")
         md.append([s, *mds])
     table = (
-        f'<table class="coverage"><thead><tr><th>protocol</th>{head}</tr></thead>'
-        f"<tbody>{''.join(trs)}</tbody></table>"
+        f'<div class="wide"><table class="coverage"><thead><tr><th>protocol</th>{head}</tr></thead>'
+        f"<tbody>{''.join(trs)}</tbody></table></div>"
     )
     md_table = "\n".join(
         ["| protocol | " + " | ".join(threats) + " |", "|" + "---|" * (len(threats) + 1)]
@@ -1071,6 +1089,10 @@ class _Doc:
     def pre(self, text: str):
         self.parts.append(("pre", text))
 
+    def static(self, name: str, png: bytes):
+        """A PNG written to plots/ only (its HTML and Markdown come with another part)."""
+        self.parts.append(("static", (name, png)))
+
     def plot(self, name: str, png: bytes, fig, alt: str):
         """An interactive plotly figure in the HTML, the static PNG in the Markdown and plots/."""
         self.parts.append(("plot", (name, png, fig, alt)))
@@ -1114,7 +1136,11 @@ class _Doc:
                 trs = "".join(
                     "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows
                 )
-                body.append(f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>")
+                # wide tables scroll inside their own box, never the page
+                body.append(
+                    f'<div class="wide"><table><thead><tr>{th}</tr></thead>'
+                    f"<tbody>{trs}</tbody></table></div>"
+                )
         css = (
             "body{font-family:sans-serif;max-width:1340px;margin:0.6em auto;padding:0 1em;"
             "color:#222}h1{font-size:1.35em;margin:0.2em 0}.runinfo{font-size:0.8em;color:#555;"
@@ -1134,6 +1160,7 @@ class _Doc:
             "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f2f2f2}"
             "pre{background:#f7f7f7;padding:0.8em;overflow-x:auto;font-size:0.8em}"
             "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
+            ".wide{max-width:100%;overflow-x:auto}.plot{max-width:100%}"
         )
         script = ""
         if any(kind == "plot" for kind, _ in self.parts):
@@ -1495,9 +1522,9 @@ def write_report(run_dir: str | Path) -> Path:
         )
 
     atomic_write_bytes(run_dir / "report.html", doc.html(title).encode())
-    written = sorted(v[0] for kind, v in doc.parts if kind in ("img", "plot") and v[1])
+    written = sorted(v[0] for kind, v in doc.parts if kind in ("img", "plot", "static") and v[1])
     for kind, v in doc.parts:
-        if kind in ("img", "plot") and v[1]:
+        if kind in ("img", "plot", "static") and v[1]:
             atomic_write_bytes(run_dir / "plots" / v[0], v[1])
     # plots an earlier render wrote that no longer exist; files the testbed did not write stay
     manifest = run_dir / "plots" / ".written-by-testbed"

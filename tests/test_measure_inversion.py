@@ -55,7 +55,7 @@ def test_inversion_recovers_digits_exactly_for_small_k(k):
 
 
 def test_inversion_degrades_as_k_grows():
-    # Prepare: classes 0-4 (901 rows), k from 1 to the data size
+    # Prepare: the first 901 rows of load_digits() (all ten classes), k from 1 to the data size
     X = _digits()[:901]
     # Execute
     curve = recovery_curve(X, [1, 10, 100, 450])

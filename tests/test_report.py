@@ -290,6 +290,10 @@ def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
     assert "image_side" not in ev[0]  # 3-D Gaussians are not images
     # the report draws them and the coverage matrix names what was not run / cannot apply
     assert 'id="plot-leak_fedwad_reconstruction_cloud"' in html
+    # ... and writes the same picture as a static PNG for papers, referenced by report.md
+    png = tmp_path / "plots" / "leak_fedwad_reconstruction_cloud.png"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert "(plots/leak_fedwad_reconstruction_cloud.png)" in (tmp_path / "report.md").read_text()
     cov = html.split("Coverage: protocol × threat</h2>")[1].split("<h2>")[0]
     assert "not run (would apply:" in cov and "not applicable" in cov
     # drill-down: every number of the cell and the command that reproduces it

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -237,6 +238,30 @@ def test_report_renders_in_a_headless_browser(browser, demo_report):
         ".map(e => e.getBoundingClientRect().bottom))",
     )
     assert 0 < top <= 900, f"headline or frontier ends at y={top}, below the 1400x900 first screen"
+    # no horizontal scrollbar at 1400 px: nothing is wider than the window
+    widths = _js(
+        browser,
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth,"
+        " Array.from(document.querySelectorAll('body *')).filter(el =>"
+        " el.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)"
+        ".slice(0, 5).map(el => el.tagName + '.' + el.className)]",
+    )
+    assert widths[0] <= widths[1], (
+        f"horizontal overflow: scrollWidth {widths[0]} > {widths[1]}, {widths[2]}"
+    )
+    # the headline answers "which protocol leaks what, to whom, at what accuracy" above the fold:
+    # each verdict names the protocol, the data owner, the observer, the attack's figure and the
+    # error, and ends within the first screen
+    shown = _js(
+        browser,
+        "Array.from(document.querySelectorAll('.verdict')).map(p => [p.innerText,"
+        " p.getBoundingClientRect().bottom])",
+    )
+    for text, bottom in shown:
+        assert re.search(r"leaks \S+'s data to the \S+: .+ reaches \S+ [-\d.e]+ at error", text), (
+            text
+        )
+        assert bottom <= 900, f"verdict ends at y={bottom}, below the first screen: {text}"
     # every plotly figure drew an SVG holding data points
     figs = _js(
         browser,
