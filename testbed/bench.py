@@ -944,7 +944,7 @@ def to_markdown(res: dict[str, Any]) -> str:
     lines += [
         "## Transcript overhead",
         "",
-        "Time inside `Bus.send` (read-only copies, sizes, SHA-256 digests, transcript) divided by "
+        "Time inside `Bus.send` (read-only copies, sizes, BLAKE3 digests, transcript) divided by "
         "the rest of the same run, without and with the privacy guard; and, as a cross-check, "
         "separate runs on the normal bus against a bus that logs nothing (noisier under load).",
         "",
