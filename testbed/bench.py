@@ -343,6 +343,8 @@ class BenchOptions:
     seed: int = 0
     ray: bool = False
     ray_clients: Sequence[int] = ()
+    pairwise_clients: Sequence[int] = ()  # pairwise FedWAD on Ray (testbed.bench_pairwise)
+    pairwise_pairs: int = 300
     log: Callable[[str], None] = field(default=lambda s: None)
 
     @classmethod
@@ -358,6 +360,7 @@ class BenchOptions:
             overhead_n=(1000,),
             overhead_d=(64, 784),
             targets=True,
+            pairwise_clients=(100, 200, 400, 1000),
         )
         base.update(kw)
         return cls(**base)
@@ -813,7 +816,10 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     transcript_hash = bench_transcript_hash(opts)
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
     exps = exponents(pairs, clients)
+    pairwise = _pairwise(opts)
     return {
+        "pairwise": pairwise,
+        "pairwise_1000": next((r for r in pairwise if r["clients"] == 1000), None),
         "command": command,
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": time.time() - started,
@@ -828,6 +834,18 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "exponents": exps,
         "notes": sorted(set(notes)),
     }
+
+
+def _pairwise(opts: BenchOptions) -> list[dict]:
+    if not opts.pairwise_clients:
+        return []
+    from testbed.bench_pairwise import PairwiseOptions, bench_pairwise
+
+    return bench_pairwise(
+        PairwiseOptions(
+            clients=opts.pairwise_clients, pairs=opts.pairwise_pairs, seed=opts.seed, log=opts.log
+        )
+    )
 
 
 def exponents(pairs: list[dict], clients: list[dict]) -> list[dict]:
@@ -941,6 +959,9 @@ def to_markdown(res: dict[str, Any]) -> str:
             ("peak_mib", "peak MiB"),
         ],
     )
+    from testbed.bench_pairwise import pairwise_lines
+
+    lines += pairwise_lines(res.get("pairwise") or [])
     lines += [
         "## Transcript overhead",
         "",
