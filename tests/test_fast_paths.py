@@ -96,3 +96,50 @@ def test_single_threaded_blas_gives_the_same_fedwad_result():
     np.testing.assert_allclose(
         one.estimates["wasserstein"], two.estimates["wasserstein"], rtol=1e-12
     )
+
+
+def test_assignment_plan_equals_ot_emd_bit_for_bit_on_uniform_square_problems():
+    import ot
+
+    from testbed import ot as tot
+
+    g = np.random.default_rng(11)
+    for _ in range(60):
+        n, d = int(g.integers(2, 200)), int(g.integers(1, 70))
+        M = tot.cost_matrix(g.normal(size=(n, d)), g.normal(size=(n, d)) + 0.3)
+        a = ot.unif(n)
+        want, log = ot.emd(a, a, M, numItermax=10_000_000, log=True)
+        got, cost = tot.emd_plan(a, a, M, assignment=True)
+        assert np.array_equal(got, want)
+        assert cost == max(log["cost"], 0.0)
+
+
+def test_assignment_path_is_only_taken_for_uniform_square_problems(monkeypatch):
+    import ot
+
+    from testbed import ot as tot
+
+    calls = []
+    monkeypatch.setattr(tot, "assignment_plan", lambda a, M: calls.append(1) or (None, 0.0))
+    g = np.random.default_rng(0)
+    M = tot.cost_matrix(g.normal(size=(6, 2)), g.normal(size=(6, 2)))
+    w = np.array([0.1, 0.1, 0.2, 0.2, 0.2, 0.2])
+    tot.emd_plan(ot.unif(6), w, M, assignment=True)  # not uniform
+    tot.emd_plan(ot.unif(5), ot.unif(6), M[:5], assignment=True)  # not square
+    tot.emd_plan(ot.unif(6), ot.unif(6), M)  # not asked
+    assert calls == []
+    tot.emd_plan(ot.unif(6), ot.unif(6), M, assignment=True)
+    assert calls == [1]
+
+
+def test_fedbary_assignment_solver_equals_network_simplex():
+    from protocols.fedbary import FedBaryConfig
+
+    parties = make_clients(6, 60, 8, 1)
+    out = []
+    for flag in (False, True):
+        bus = Bus(parties=parties)
+        cfg = FedBaryConfig(assignment_solver=flag, iterations=3)
+        res = FedBary(cfg).run(parties, bus, np.random.default_rng(2))
+        out.append((res.estimates, res.history, bus.transcript.digest()))
+    assert out[0] == out[1]
