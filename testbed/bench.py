@@ -344,7 +344,7 @@ class BenchOptions:
     ray: bool = False
     ray_clients: Sequence[int] = ()
     pairwise_clients: Sequence[int] = ()  # pairwise FedWAD on Ray (testbed.bench_pairwise)
-    pairwise_pairs: int = 300
+    pairwise_pairs: int = 500
     log: Callable[[str], None] = field(default=lambda s: None)
 
     @classmethod

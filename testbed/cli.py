@@ -535,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pairwise-pairs",
         type=_positive_int,
-        help="run the first K pairs of each N (default 300; all pairs when fewer)",
+        help="run the first K pairs of each N (default 500; all pairs when fewer)",
     )
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")

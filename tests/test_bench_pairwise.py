@@ -43,3 +43,24 @@ def test_tiny_pairwise_run_on_ray_spills_and_reports(tmp_path):
     assert r["spilled_mib"] > 0 and r["envelopes"] > 0 and r["distances_finite"]
     assert r["peak_rss_mib"] >= r["rss_before_mib"] > 0 and r["processes_at_peak"] > 1
     assert "| 6 | 4 / 15 |" in "\n".join(pairwise_lines(rows))
+
+
+def test_envelope_header_bytes_leaves_out_spilled_payload_data(tmp_path):
+    import numpy as np
+
+    from testbed.bench_pairwise import envelope_header_bytes
+    from testbed.envelope import Envelope
+    from testbed.measure import Measure
+    from testbed.transcript import Transcript
+
+    sizes = []
+    for tr in (Transcript(), Transcript(spill_dir=tmp_path, spill_threshold=0)):
+        for i in range(20):
+            m = Measure(np.random.default_rng(i).normal(size=(10, 64)))
+            tr._append(
+                Envelope.make(seq=i, round=1, sender="s", receiver=f"c{i}", kind="k", payload=m)
+            )
+        sizes.append(envelope_header_bytes(tr.envelopes))
+    in_memory, spilled = sizes
+    assert in_memory - spilled >= 10 * 65 * 8  # the support and weights bytes
+    assert 0 < spilled < 4000
