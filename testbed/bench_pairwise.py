@@ -179,6 +179,7 @@ def _one(N: int, opts: PairwiseOptions) -> dict[str, Any]:
     # envelope headers stay in memory: projected to every pair
     growth = max(driver_end - driver_start - (payload - spilled), 0)
     return {
+        "engine": "ray",
         "clients": N,
         "pairs_run": done,
         "pairs_total": total,

@@ -13,7 +13,9 @@ from testbed.bench_pairwise import PairwiseOptions, bench_pairwise, pairwise_lin
 
 def test_tree_rss_counts_child_processes():
     # Prepare: a child process holding ~200 MiB
-    code = "import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(60)"
+    code = (
+        "import time; b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(60)"
+    )
     alone, n_alone = tree_rss()
     child = subprocess.Popen([sys.executable, "-c", code])
     try:

@@ -156,9 +156,9 @@ def test_load_refuses_a_changed_payload_byte_in_the_mapped_file(tmp_path):
     from testbed.spill import mapped_npz
 
     arrays = mapped_npz(tmp_path / "payloads.npz")
-    key = max(arrays, key=lambda k: arrays[k].nbytes)
-    a = arrays[key]
-    offset = a.__array_interface__["data"][0] - np.frombuffer(arrays.map, np.uint8).ctypes.data
+    a = max(arrays.values(), key=lambda x: x.nbytes)
+    start = np.frombuffer(arrays.map, np.uint8).ctypes.data
+    offset = a.__array_interface__["data"][0] - start
     del a, arrays
     raw[offset + 3] ^= 0x01  # one bit of the largest stored array
     (tmp_path / "payloads.npz").write_bytes(bytes(raw))
