@@ -226,8 +226,8 @@ def _validation_step(
     return _client_step(party, gamma, t, cfg)
 
 
-def _distance_to(party: PartyData, m: Measure) -> float:
-    return tot.wasserstein(Measure(party.X), m)
+def _distance_to(party: PartyData, m: Measure, assignment: bool = False) -> float:
+    return tot.wasserstein(Measure(party.X), m, assignment=assignment)
 
 
 def _detect(party: PartyData, target: Measure) -> np.ndarray:
@@ -341,7 +341,8 @@ class FedBary(Protocol):
         # final round: gamma_i^(K) and W(P_i, gamma_i^(K)) to the server
         K = cfg.iterations + 1
         finals = {}
-        w_final = bus.local_map([(c, _distance_to, gammas[c]) for c in clients])
+        fast = cfg.assignment_solver
+        w_final = bus.local_map([(c, _distance_to, gammas[c], fast) for c in clients])
         for c, w_p in zip(clients, w_final):
             finals[c] = bus.send(
                 c, SERVER, "fedbary.final", {"gamma": gammas[c], "distance": w_p}, round=K
@@ -365,9 +366,9 @@ class FedBary(Protocol):
                 assignment=cfg.assignment_solver,
             )
         if val is not None:
-            w_val = bus.local_map([(val, _distance_to, sent_final[c]) for c in clients])
+            w_val = bus.local_map([(val, _distance_to, sent_final[c], fast) for c in clients])
         else:
-            w_val = bus.map_pure([(tot.wasserstein, Q, sent_final[c]) for c in clients])
+            w_val = bus.map_pure([(tot.wasserstein, Q, sent_final[c], None, fast) for c in clients])
         dist = {c: float(finals[c]["distance"] + w_q) for c, w_q in zip(clients, w_val)}
         if val is not None and cfg.trace:
             history["bound"].append(

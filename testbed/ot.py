@@ -166,19 +166,26 @@ def plan(
     return emd_plan(mu.weights, nu.weights, M, assignment)
 
 
-def sq_wasserstein(mu: Measure, nu: Measure, M: np.ndarray | None = None) -> float:
-    """:math:`W_2^2(\\mu, \\nu)` with ``ot.emd2`` (exact), failing loudly when not optimal."""
+def sq_wasserstein(
+    mu: Measure, nu: Measure, M: np.ndarray | None = None, assignment: bool = False
+) -> float:
+    """:math:`W_2^2(\\mu, \\nu)` with ``ot.emd2`` (exact), failing loudly when not optimal
+    (``assignment``: see :func:`emd_plan`)."""
     if mu.d != nu.d:
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
         M = cost_matrix(mu.support, nu.support)
+    if assignment and _uniform_square(mu.weights, nu.weights, M):
+        return assignment_plan(mu.weights, M)[1]
     cost, _ = _solve(ot.emd2, mu.weights, nu.weights, M, "ot.emd2")
     return float(max(cost, 0.0))
 
 
-def wasserstein(mu: Measure, nu: Measure, M: np.ndarray | None = None) -> float:
+def wasserstein(
+    mu: Measure, nu: Measure, M: np.ndarray | None = None, assignment: bool = False
+) -> float:
     """:math:`W_2(\\mu, \\nu) = \\sqrt{\\min_P \\langle P, M \\rangle}`, squared Euclidean ground cost."""
-    return float(np.sqrt(sq_wasserstein(mu, nu, M)))
+    return float(np.sqrt(sq_wasserstein(mu, nu, M, assignment)))
 
 
 def barycentric_map(P: np.ndarray, a: np.ndarray, Y: np.ndarray) -> np.ndarray:

@@ -113,6 +113,9 @@ def test_assignment_plan_equals_ot_emd_bit_for_bit_on_uniform_square_problems():
         got, cost = tot.emd_plan(a, a, M, assignment=True)
         assert np.array_equal(got, want)
         assert cost == max(log["cost"], 0.0)
+        X, Y = g.normal(size=(n, d)), g.normal(size=(n, d))
+        mu, nu = Measure(X), Measure(Y)
+        assert tot.sq_wasserstein(mu, nu, assignment=True) == tot.sq_wasserstein(mu, nu)
 
 
 def test_assignment_path_is_only_taken_for_uniform_square_problems(monkeypatch):
