@@ -106,6 +106,12 @@ class FedBaryConfig(PluginConfig):
     trace: bool = Field(
         True, description="record A^(k) = sum_i W(P_i,gamma_i)+W(Q,gamma_i) (diagnostic, not sent)"
     )
+    assignment_solver: bool = Field(
+        False,
+        description="opt-in speed knob: solve OT between uniform measures of equal size "
+        "(n <= 1000) as an assignment (scipy linear_sum_assignment), 2-3x faster than ot.emd; "
+        "the same plan when the optimum is unique. Default false: every plan by POT's ot.emd",
+    )
 
     @model_validator(mode="after")
     def _check(self):
@@ -142,6 +148,7 @@ def barycenter_steps(
     steps: int,
     first_plans: Sequence[np.ndarray | None] | None = None,
     stop_thr: float = 1e-7,
+    assignment: bool = False,
 ) -> Measure:
     """``steps`` fixed-point steps of the free-support barycenter with the arithmetic of POT's
     ``ot.lp.free_support_barycenter`` (uniform λ, uniform weights ``b`` on the atoms, the same
@@ -153,7 +160,8 @@ def barycenter_steps(
     its interpolation in the same round): the first step reuses it instead of solving it again.
     The network simplex is deterministic, so the reused plan is the one POT would compute. Plans
     not given are solved with :func:`testbed.ot.plan` (iteration cap 1e7, non-optimality is an
-    error; POT's barycenter uses its default cap 1e5 and only warns)."""
+    error; POT's barycenter uses its default cap 1e5 and only warns); ``assignment``: see
+    :func:`testbed.ot.emd_plan`."""
     X = np.asarray(X_init, dtype=np.float64)
     k, d = X.shape
     b = np.ones((k,), dtype=np.float64) / k
@@ -165,7 +173,7 @@ def barycenter_steps(
         for i, (m, w) in enumerate(zip(measures, lam)):
             T = first_plans[i] if it == 0 and first_plans is not None else None
             if T is None:
-                T, _ = tot.plan(Measure(X, b), m)
+                T, _ = tot.plan(Measure(X, b), m, assignment=assignment)
             T_sum = T_sum + w * 1.0 / b[:, None] * np.dot(T, m.support)
         displacement = np.sum((T_sum - X) ** 2)
         X = T_sum
@@ -182,7 +190,9 @@ def _client_step(
     party: PartyData, gamma: Measure, t: float, cfg: FedBaryConfig
 ) -> tuple[Measure, float]:
     """Client: eta_Pi = Interp(P_i, gamma_i, t) and W(P_i, gamma_i)."""
-    eta, _, cost = fedwad_round_interp(Measure(party.X), gamma, t, cfg.interpolation)
+    eta, _, cost = fedwad_round_interp(
+        Measure(party.X), gamma, t, cfg.interpolation, assignment=cfg.assignment_solver
+    )
     return eta, float(np.sqrt(cost))
 
 
@@ -190,7 +200,9 @@ def _gamma_step(
     party: PartyData, eta_p: Measure, eta_q: Measure, t: float, cfg: FedBaryConfig
 ) -> Measure:
     """Client (step 7): gamma_i = Interp(eta_Pi, eta_Qi, t); uses no private rows."""
-    gamma, _, _ = fedwad_round_interp(eta_p, eta_q, t, cfg.interpolation)
+    gamma, _, _ = fedwad_round_interp(
+        eta_p, eta_q, t, cfg.interpolation, assignment=cfg.assignment_solver
+    )
     return gamma
 
 
@@ -198,7 +210,9 @@ def _server_interp(
     Q: Measure, gamma: Measure, t: float, cfg: FedBaryConfig
 ) -> tuple[Measure, np.ndarray, float]:
     """Server without validation set: eta_Qi = Interp(Q, gamma_i, t), its plan and W(Q, gamma_i)."""
-    eta_q, P, cost = fedwad_round_interp(Q, gamma, t, cfg.interpolation)
+    eta_q, P, cost = fedwad_round_interp(
+        Q, gamma, t, cfg.interpolation, assignment=cfg.assignment_solver
+    )
     return eta_q, P, float(np.sqrt(cost))
 
 
@@ -213,8 +227,8 @@ def _validation_step(
     return _client_step(party, gamma, t, cfg)
 
 
-def _distance_to(party: PartyData, m: Measure) -> float:
-    return tot.wasserstein(Measure(party.X), m)
+def _distance_to(party: PartyData, m: Measure, assignment: bool = False) -> float:
+    return tot.wasserstein(Measure(party.X), m, assignment=assignment)
 
 
 def _detect(party: PartyData, target: Measure) -> np.ndarray:
@@ -327,12 +341,17 @@ class FedBary(Protocol):
             gammas.update(zip(clients, updated))
             if val is None:
                 Q = barycenter_steps(
-                    list(received.values()), Q.support, cfg.barycenter_steps, first_plans=plans
+                    list(received.values()),
+                    Q.support,
+                    cfg.barycenter_steps,
+                    first_plans=plans,
+                    assignment=cfg.assignment_solver,
                 )
         # final round: gamma_i^(K) and W(P_i, gamma_i^(K)) to the server
         K = cfg.iterations + 1
         finals = {}
-        w_final = bus.local_map([(c, _distance_to, gammas[c]) for c in clients])
+        fast = cfg.assignment_solver
+        w_final = bus.local_map([(c, _distance_to, gammas[c], fast) for c in clients])
         for c, w_p in zip(clients, w_final):
             finals[c] = bus.send(
                 c, SERVER, "fedbary.final", {"gamma": gammas[c], "distance": w_p}, round=K
@@ -340,7 +359,9 @@ class FedBary(Protocol):
         sent_final = {c: f["gamma"] for c, f in finals.items()}
         if val is None:
             # the barycenter's first step solves Q^(K) -> gamma_i^(K): its costs give the bound
-            first = bus.map_pure([(tot.plan, Q, g) for g in sent_final.values()])
+            first = bus.map_pure(
+                [(tot.plan, Q, g, None, cfg.assignment_solver) for g in sent_final.values()]
+            )
             w_server = [float(np.sqrt(cost)) for _, cost in first]
             if cfg.trace:
                 history["bound"].append(
@@ -351,11 +372,12 @@ class FedBary(Protocol):
                 Q.support,
                 cfg.barycenter_steps,
                 first_plans=[P for P, _ in first],
+                assignment=cfg.assignment_solver,
             )
         if val is not None:
-            w_val = bus.local_map([(val, _distance_to, sent_final[c]) for c in clients])
+            w_val = bus.local_map([(val, _distance_to, sent_final[c], fast) for c in clients])
         else:
-            w_val = bus.map_pure([(tot.wasserstein, Q, sent_final[c]) for c in clients])
+            w_val = bus.map_pure([(tot.wasserstein, Q, sent_final[c], None, fast) for c in clients])
         dist = {c: float(finals[c]["distance"] + w_q) for c, w_q in zip(clients, w_val)}
         if val is not None and cfg.trace:
             history["bound"].append(

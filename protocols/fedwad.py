@@ -112,14 +112,20 @@ class FedWADConfig(PluginConfig):
 
 
 def fedwad_round_interp(
-    a: Measure, b: Measure, t: float, interpolation: str, prune: float = 1e-12
+    a: Measure,
+    b: Measure,
+    t: float,
+    interpolation: str,
+    prune: float = 1e-12,
+    assignment: bool = False,
 ) -> tuple[Measure, np.ndarray, float]:
     """One ``InterpMeas(a, b, t)`` of Algorithm 1; returns the measure, the plan and W^2(a, b).
 
-    ``interpolation`` is ``"exact"`` (eq. 5) or ``"barycentric"`` (eq. 10)."""
+    ``interpolation`` is ``"exact"`` (eq. 5) or ``"barycentric"`` (eq. 10); ``assignment``: see
+    :func:`testbed.ot.emd_plan`."""
     if interpolation not in ("exact", "barycentric"):
         raise ValueError(f"interpolation must be 'exact' or 'barycentric', got {interpolation!r}")
-    P, cost = tot.plan(a, b)
+    P, cost = tot.plan(a, b, assignment=assignment)
     if interpolation == "exact":
         return tot.interpolate_exact(a, b, t, P=P, prune=prune), P, cost
     return tot.interpolate_barycentric(a, b, t, side="smallest", P=P), P, cost

@@ -121,14 +121,9 @@ class FedWADClustering(Protocol):
             raise DataError(
                 f"fedwad_clustering: {len(names)} clients for n_clusters={cfg.n_clusters}"
             )
-        pairs = list(combinations(range(len(names)), 2))
-        rng_pairs = rng.spawn(len(pairs) + 1)
-        D = np.zeros((len(names), len(names)))
-        for (i, j), r in zip(pairs, rng_pairs[1:]):
-            fw = FedWAD(cfg.fedwad.model_copy(update={"clients": [names[i], names[j]]}))
-            res = fw.run(parties, bus, r)
-            D[i, j] = D[j, i] = res.estimates["wasserstein"]
-        labels = spectral_clusters(D, cfg, self._seed(rng_pairs[0]))
+        rng_cluster = rng.spawn(1)[0]
+        D, n_pairs = self.pair_distances(parties, bus, rng)
+        labels = spectral_clusters(D, cfg, self._seed(rng_cluster))
         # testbed scoring: the planted structure is read at each client and never sent
         truth = planted_labels({n: bus.local(n, _label_set) for n in names})
         from sklearn.metrics import adjusted_rand_score
@@ -139,9 +134,28 @@ class FedWADClustering(Protocol):
             mode=f"{cfg.setting}/{cfg.fedwad.mode}/{cfg.fedwad.interpolation}",
             deviations=(
                 "ARI scored by the testbed against the label sets the clients hold (not sent)",
-                f"FedWAD for each of the {len(pairs)} pairs (quantisation bias: papers fact 3)",
+                f"FedWAD for each of the {n_pairs} pairs (quantisation bias: papers fact 3)",
             ),
         )
+
+    def pair_distances(
+        self, parties, bus: Bus, rng: np.random.Generator, limit: int | None = None
+    ) -> tuple[np.ndarray, int]:
+        """FedWAD for the pairs (i, j), i < j, in order (the first ``limit`` of them when
+        given): the distance matrix and the number of pairs run. Pair p's generator is
+        ``rng``'s next spawned child, made when the pair starts (the same children as spawning
+        them all at once, without holding N²/2 generators)."""
+        names = list(parties)
+        D = np.zeros((len(names), len(names)))
+        done = 0
+        for i, j in combinations(range(len(names)), 2):
+            if limit is not None and done >= limit:
+                break
+            fw = FedWAD(self.config.fedwad.model_copy(update={"clients": [names[i], names[j]]}))
+            res = fw.run(parties, bus, rng.spawn(1)[0])
+            D[i, j] = D[j, i] = res.estimates["wasserstein"]
+            done += 1
+        return D, done
 
     def central_clusters(self, D: np.ndarray) -> np.ndarray:
         """The same clustering on a central matrix (the central pipeline of ``utility.clustering_ari``)."""

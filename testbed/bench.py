@@ -343,6 +343,8 @@ class BenchOptions:
     seed: int = 0
     ray: bool = False
     ray_clients: Sequence[int] = ()
+    pairwise_clients: Sequence[int] = ()  # pairwise FedWAD on Ray (testbed.bench_pairwise)
+    pairwise_pairs: int = 500
     log: Callable[[str], None] = field(default=lambda s: None)
 
     @classmethod
@@ -358,6 +360,7 @@ class BenchOptions:
             overhead_n=(1000,),
             overhead_d=(64, 784),
             targets=True,
+            pairwise_clients=(100, 200, 400, 1000),
         )
         base.update(kw)
         return cls(**base)
@@ -678,7 +681,14 @@ def fedbary_target(
     arguments of the target row."""
     from testbed.engines.pool import PoolBus
 
-    c = BenchCase("fedbary", "fedbary", {"trace": False}, points_per_client=points, dim=64)
+    # the opt-in assignment solver (FedBary's default solves every plan with ot.emd)
+    c = BenchCase(
+        "fedbary",
+        "fedbary",
+        {"trace": False, "assignment_solver": True},
+        points_per_client=points,
+        dim=64,
+    )
     parties = make_clients(clients, points, 64, opts.seed)
     opts.log(f"targets: fedbary {clients} x {points} ({workers} worker processes)")
     load = os.getloadavg()
@@ -690,7 +700,7 @@ def fedbary_target(
         run.bus.close()
     sec = time.perf_counter() - t0
     detail = (
-        f"{workers} worker processes, one run, load average {load[0]:.1f} at start "
+        f"assignment_solver: true, {workers} worker processes, one run, load average {load[0]:.1f} at start "
         f"({os.cpu_count()} CPUs)"
     )
     prof = None
@@ -833,10 +843,13 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         transcript_hash["logging"] = logging_rows(opts)
     from testbed.bench_isolation import isolation_rows
 
-    isolation = isolation_rows(opts)
+    isolation = isolation_rows(opts) if opts.cases is None or "isolation" in opts.cases else []
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
     exps = exponents(pairs, clients)
+    pairwise = _pairwise(opts)
     return {
+        "pairwise": pairwise,
+        "pairwise_1000": next((r for r in pairwise if r["clients"] == 1000), None),
         "command": command,
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": time.time() - started,
@@ -852,6 +865,18 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "exponents": exps,
         "notes": sorted(set(notes)),
     }
+
+
+def _pairwise(opts: BenchOptions) -> list[dict]:
+    if not opts.pairwise_clients:
+        return []
+    from testbed.bench_pairwise import PairwiseOptions, bench_pairwise
+
+    return bench_pairwise(
+        PairwiseOptions(
+            clients=opts.pairwise_clients, pairs=opts.pairwise_pairs, seed=opts.seed, log=opts.log
+        )
+    )
 
 
 def exponents(pairs: list[dict], clients: list[dict]) -> list[dict]:
@@ -965,10 +990,13 @@ def to_markdown(res: dict[str, Any]) -> str:
             ("peak_mib", "peak MiB"),
         ],
     )
+    from testbed.bench_pairwise import pairwise_lines
+
+    lines += pairwise_lines(res.get("pairwise") or [])
     lines += [
         "## Transcript overhead",
         "",
-        "Time inside `Bus.send` (read-only copies, sizes, SHA-256 digests, transcript) divided by "
+        "Time inside `Bus.send` (read-only copies, sizes, BLAKE3 digests, transcript) divided by "
         "the rest of the same run, without and with the privacy guard; and, as a cross-check, "
         "separate runs on the normal bus against a bus that logs nothing (noisier under load).",
         "",

@@ -43,11 +43,37 @@ def _overhead_row(res: dict[str, Any]) -> dict[str, Any]:
     return _row(quantity, None, "ratio", "not measured: this run had no transcript-overhead rows")
 
 
+_PAIRWISE_DETAIL = (
+    "engine",
+    "pairs_run",
+    "pairs_total",
+    "rows_per_client",
+    "d",
+    "support_size",
+    "iterations",
+    "spill_threshold_mib",
+    "spilled_mib",
+    "seconds_per_pair",
+    "projected_full_hours",
+    "projected_full_header_gib",
+    "load_average",
+)
+
+
+def _short(v):
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, (list, tuple)):
+        return "/".join(_short(x) for x in v)
+    return v
+
+
 def _pairwise_row(res: dict[str, Any]) -> dict[str, Any]:
     quantity = "pairwise FedWAD, N = 1000 clients: peak resident memory"
     got = res.get("pairwise_1000")
     if got and got.get("peak_rss_mib") is not None:
-        detail = ", ".join(f"{k}={v}" for k, v in sorted(got.items()) if k != "peak_rss_mib")
+        keys = [k for k in _PAIRWISE_DETAIL if k in got] or sorted(set(got) - {"peak_rss_mib"})
+        detail = ", ".join(f"{k}={_short(got[k])}" for k in keys)
         return _row(quantity, float(got["peak_rss_mib"]), "MiB", detail)
     return _row(
         quantity,

@@ -448,6 +448,10 @@ def cmd_bench(args) -> int:
         kw["targets"] = True
     if args.no_memory:
         kw["memory"] = False
+    if args.pairwise is not None:
+        kw["pairwise_clients"] = args.pairwise
+    if args.pairwise_pairs is not None:
+        kw["pairwise_pairs"] = args.pairwise_pairs
     kw["log"] = (
         (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     )
@@ -623,6 +627,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--sweep-bookkeeping",
         action="store_true",
         help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",
+    )
+    p.add_argument(
+        "--pairwise",
+        type=_ints,
+        help="pairwise FedWAD on Ray for these N, peak RSS of the process tree "
+        "(--full: 100,200,400,1000)",
+    )
+    p.add_argument(
+        "--pairwise-pairs",
+        type=_positive_int,
+        help="run the first K pairs of each N (default 500; all pairs when fewer)",
     )
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")

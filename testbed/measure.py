@@ -25,6 +25,21 @@ def immutable(a, dtype=None) -> np.ndarray:
     return np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
 
 
+def is_mapped_readonly(a: np.ndarray) -> bool:
+    """True when ``a`` is a C-contiguous, read-only view of a read-only :class:`mmap.mmap`
+    (nothing can make it writable: its buffer refuses writes)."""
+    import mmap
+
+    if not isinstance(a, np.ndarray) or a.flags.writeable or not a.flags.c_contiguous:
+        return False
+    base = a
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):
+        base = base.obj
+    return isinstance(base, mmap.mmap) and memoryview(base).readonly
+
+
 def _frozen(a: np.ndarray) -> np.ndarray:
     return immutable(a, np.float64)
 
@@ -98,12 +113,16 @@ class Measure:
         return cls(support)
 
     @classmethod
-    def restore(cls, support, weights) -> Measure:
+    def restore(cls, support, weights, *, keep_mapped: bool = False) -> Measure:
         """Rebuild a measure from arrays that a :class:`Measure` produced, keeping their bytes.
 
         The constructor renormalises the weights (``w / w.sum()``), which changes the last bits
         of weights that were already normalised once; a saved transcript must reload byte for
         byte, so the loader uses this path: same validation, no renormalisation.
+
+        ``keep_mapped``: arrays that are read-only views of a read-only memory map (a saved
+        transcript's payload file) are kept as they are instead of being copied into memory;
+        their buffer cannot be made writable, so they are as immutable as a copy.
         """
         x = np.asarray(support, dtype=np.float64)
         w = np.asarray(weights, dtype=np.float64)
@@ -116,6 +135,7 @@ class Measure:
         if abs(w.sum() - 1.0) > _WEIGHT_TOL * max(1, x.shape[0]):
             raise DataError(f"stored measure weights sum to {w.sum():.12g}, not 1")
         out = object.__new__(cls)
-        object.__setattr__(out, "support", _frozen(x))
-        object.__setattr__(out, "weights", _frozen(w))
+        keep = keep_mapped and is_mapped_readonly(x) and is_mapped_readonly(w)
+        object.__setattr__(out, "support", x if keep else _frozen(x))
+        object.__setattr__(out, "weights", w if keep else _frozen(w))
         return out

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -21,7 +23,7 @@ import numpy as np
 from testbed.measure import Measure
 from testbed.payload import Payload
 
-__all__ = ["SPILL_NAME", "SpillStore"]
+__all__ = ["SPILL_NAME", "MappedNpz", "SpillStore", "mapped_npz"]
 
 SPILL_NAME = "payloads.spill"
 _ALIGN = 64
@@ -91,3 +93,79 @@ class SpillStore:
                 os.close(self._fd)
         except OSError:
             pass
+
+
+# ----------------------------------------------------------------------------- reading a saved npz
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # a zip member's local file header (30 bytes)
+_RELEASE_EVERY = 64 << 20
+
+
+class MappedNpz(dict):
+    """The arrays of an uncompressed ``.npz`` as read-only views of one read-only memory map
+    (members that cannot be mapped — compressed, object or Fortran-ordered — are read normally).
+
+    :meth:`release_verified` drops the mapped pages from this process's resident set every
+    ``_RELEASE_EVERY`` bytes that the caller has finished with (``MADV_DONTNEED`` on a read-only
+    file map: the data stays valid and is read again from the page cache or disk when touched)."""
+
+    def __init__(self, arrays, mm: mmap.mmap | None):
+        super().__init__(arrays)
+        self.map = mm
+        self._pending = 0
+
+    def release_verified(self, nbytes: int) -> None:
+        self._pending += nbytes
+        if self.map is not None and self._pending >= _RELEASE_EVERY:
+            self._pending = 0
+            self.release()
+
+    def release(self) -> None:
+        if self.map is not None and hasattr(self.map, "madvise"):
+            self.map.madvise(mmap.MADV_DONTNEED)
+
+
+def _member_offset(f, info: zipfile.ZipInfo) -> int:
+    """Offset of a stored member's bytes: after its local header, name and extra field."""
+    f.seek(info.header_offset)
+    fields = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+    if fields[0] != b"PK\x03\x04":
+        raise ValueError(f"bad zip local header for {info.filename}")
+    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+
+
+def mapped_npz(path: str | Path) -> MappedNpz:
+    """Every array of the ``.npz`` at ``path`` (as ``np.load`` would give, keys without
+    ``.npy``), memory-mapped read-only where the member is stored uncompressed (``np.savez``)."""
+    path = Path(path)
+    out: dict[str, np.ndarray] = {}
+    fallback = []
+    mm = None
+    with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
+        if path.stat().st_size:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        for info in zf.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if info.compress_type != zipfile.ZIP_STORED or mm is None:
+                fallback.append(key)
+                continue
+            start = _member_offset(f, info)
+            f.seek(start)
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                fallback.append(key)
+                continue
+            if fortran or dtype.hasobject:
+                fallback.append(key)
+                continue
+            count = int(np.prod(shape, dtype=np.int64))
+            a = np.frombuffer(mm, dtype=dtype, count=count, offset=f.tell())
+            out[key] = a.reshape(shape)
+    if fallback:
+        with np.load(path, allow_pickle=False) as z:
+            for key in fallback:
+                out[key] = z[key]
+    return MappedNpz(out, mm)

@@ -21,9 +21,9 @@ import numpy as np
 
 from testbed.envelope import Envelope, visible_to
 from testbed.errors import DataError, TestbedError
-from testbed.measure import Measure
+from testbed.measure import Measure, is_mapped_readonly
 from testbed.payload import Payload, _ro, digest_algorithm, payload_digest
-from testbed.spill import SPILL_NAME, SpillStore
+from testbed.spill import SPILL_NAME, SpillStore, mapped_npz
 
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
 DEFAULT_SPILL_THRESHOLD = 256 << 20
@@ -77,9 +77,12 @@ def _encode(p: Payload, prefix: str, arrays: dict[str, np.ndarray]):
 def _decode(spec, arrays) -> Payload:
     t = spec["type"]
     if t == "measure":
-        return Measure.restore(arrays[f"{spec['key']}support"], arrays[f"{spec['key']}weights"])
+        return Measure.restore(
+            arrays[f"{spec['key']}support"], arrays[f"{spec['key']}weights"], keep_mapped=True
+        )
     if t == "array":
-        return _ro(arrays[spec["key"]])
+        a = arrays[spec["key"]]
+        return a if is_mapped_readonly(a) else _ro(a)
     if t == "mapping":
         return {k: _decode(v, arrays) for k, v in spec["items"].items()}
     if t == "float":
@@ -223,13 +226,18 @@ class Transcript:
 
     @classmethod
     def load(cls, directory: str | Path) -> Transcript:
+        """Reload a saved transcript, checking every payload digest.
+
+        The payload arrays are read-only views of a read-only memory map of ``payloads.npz``
+        (:func:`testbed.spill.mapped_npz`), not copies: a transcript larger than memory (one that
+        spilled while it was recorded) loads, and its pages are read from disk when a view or an
+        attack touches them. After hashing, verified pages are dropped from the resident set."""
         directory = Path(directory)
         env_path, npz_path = directory / "envelopes.jsonl", directory / "payloads.npz"
         for p in (env_path, npz_path):
             if not p.exists():
                 raise TestbedError(f"{p}: transcript file not found")
-        with np.load(npz_path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = mapped_npz(npz_path)  # read-only memory map: pages are read when touched
         out = cls()
         for lineno, line in enumerate(env_path.read_text().splitlines(), 1):
             if not line.strip():
@@ -259,6 +267,7 @@ class Transcript:
                     f"{env_path}:{lineno}: payload digest mismatch for message #{env.seq}"
                 )
             out._append(env)
+            arrays.release_verified(env.nbytes)  # hashed pages leave the resident set
         return out
 
 

@@ -243,3 +243,38 @@ def test_isolation_section_times_both_paths():
     for r in rows:
         assert r["in_process_s"] > 0 and r["isolated_s"] > 0
         assert r["overhead_ms"] == pytest.approx(1e3 * (r["isolated_s"] - r["in_process_s"]))
+
+
+def test_run_bench_puts_the_n1000_pairwise_row_where_the_issue15_table_reads_it(monkeypatch):
+    import testbed.bench_pairwise as bp
+    from testbed.bench_issue15 import issue15_rows
+
+    seen = {}
+
+    def fake(opts):
+        seen["clients"], seen["pairs"] = list(opts.clients), opts.pairs
+        return [
+            {
+                **dict.fromkeys(("pairs_run", "seconds", "spilled_mib"), 1.0),
+                "clients": N,
+                "peak_rss_mib": float(N),
+                "pairs_total": N * (N - 1) // 2,
+            }
+            for N in opts.clients
+        ]
+
+    monkeypatch.setattr(bp, "bench_pairwise", fake)
+    opts = BenchOptions(
+        ns=(40,),
+        ds=(2,),
+        clients=(),
+        cases=["none"],
+        public_fedwad=False,
+        overhead_n=(),
+        pairwise_clients=(100, 1000),
+        pairwise_pairs=7,
+    )
+    res = run_bench(opts)
+    assert seen == {"clients": [100, 1000], "pairs": 7}
+    assert res["pairwise_1000"]["peak_rss_mib"] == 1000.0
+    assert issue15_rows(res)[4]["value"] == 1000.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
@@ -96,3 +97,70 @@ def test_single_threaded_blas_gives_the_same_fedwad_result():
     np.testing.assert_allclose(
         one.estimates["wasserstein"], two.estimates["wasserstein"], rtol=1e-12
     )
+
+
+def test_assignment_plan_equals_ot_emd_bit_for_bit_on_uniform_square_problems():
+    import ot
+
+    from testbed import ot as tot
+
+    g = np.random.default_rng(11)
+    for _ in range(60):
+        n, d = int(g.integers(2, 200)), int(g.integers(1, 70))
+        M = tot.cost_matrix(g.normal(size=(n, d)), g.normal(size=(n, d)) + 0.3)
+        a = ot.unif(n)
+        want, log = ot.emd(a, a, M, numItermax=10_000_000, log=True)
+        got, cost = tot.emd_plan(a, a, M, assignment=True)
+        assert np.array_equal(got, want)
+        assert cost == max(log["cost"], 0.0)
+        X, Y = g.normal(size=(n, d)), g.normal(size=(n, d))
+        mu, nu = Measure(X), Measure(Y)
+        assert tot.sq_wasserstein(mu, nu, assignment=True) == tot.sq_wasserstein(mu, nu)
+
+
+def test_assignment_path_is_only_taken_for_uniform_square_problems(monkeypatch):
+    import ot
+
+    from testbed import ot as tot
+
+    calls = []
+    monkeypatch.setattr(tot, "assignment_plan", lambda a, M: calls.append(1) or (None, 0.0))
+    g = np.random.default_rng(0)
+    M = tot.cost_matrix(g.normal(size=(6, 2)), g.normal(size=(6, 2)))
+    w = np.array([0.1, 0.1, 0.2, 0.2, 0.2, 0.2])
+    tot.emd_plan(ot.unif(6), w, M, assignment=True)  # not uniform
+    tot.emd_plan(ot.unif(5), ot.unif(6), M[:5], assignment=True)  # not square
+    tot.emd_plan(ot.unif(6), ot.unif(6), M)  # not asked
+    assert calls == []
+    tot.emd_plan(ot.unif(6), ot.unif(6), M, assignment=True)
+    assert calls == [1]
+
+
+def test_fedbary_assignment_solver_agrees_with_network_simplex():
+    from protocols.fedbary import FedBaryConfig
+
+    parties = make_clients(6, 60, 8, 1)
+    out = []
+    for flag in (False, True):
+        bus = Bus(parties=parties)
+        cfg = FedBaryConfig(assignment_solver=flag, iterations=3)
+        out.append(FedBary(cfg).run(parties, bus, np.random.default_rng(2)))
+    # exact optima both; interpolated measures' 1/n differ by ulps, so agreement is to rounding
+    assert out[0].estimates.keys() == out[1].estimates.keys()
+    for k, v in out[0].estimates.items():
+        assert out[1].estimates[k] == pytest.approx(v, rel=1e-9)
+    np.testing.assert_allclose(out[1].history["bound"], out[0].history["bound"], rtol=1e-9)
+
+
+def test_assignment_plan_with_weights_a_few_ulps_apart_is_optimal():
+    import ot
+
+    from testbed import ot as tot
+
+    g = np.random.default_rng(5)
+    n = 120
+    M = tot.cost_matrix(g.normal(size=(n, 6)), g.normal(size=(n, 6)))
+    a, b = np.full(n, 1.0 / n), np.full(n, np.nextafter(1.0 / n, 1.0))
+    P, cost = tot.emd_plan(a, b, M, assignment=True)
+    assert np.count_nonzero(P) == n and np.all(P.sum(axis=1) == a)
+    assert cost == pytest.approx(ot.emd2(ot.unif(n), ot.unif(n), M), rel=1e-12)

@@ -100,3 +100,32 @@ def test_shipped_scenario_20_clients():
     results, _, _ = run_world(build_world(sc))
     assert results["accuracy"]["ari"]["estimate"] >= 0.9
     assert results["accuracy"]["distance_matrix"]["signed_relative_error"] > 0  # fact 3: upward
+
+
+def test_pair_distances_are_the_pairs_of_the_full_run_with_the_same_seeds():
+    # Prepare: the matrix as the protocol used to make it (every pair's generator spawned at once)
+    from itertools import combinations
+
+    from protocols.fedwad import FedWAD
+
+    parties = _clients(seed=2, per_pair=1, rows=15)
+    proto = _proto()
+    names = list(parties)
+    pairs = list(combinations(range(len(names)), 2))
+    rngs = np.random.default_rng(4).spawn(len(pairs) + 1)
+    want = np.zeros((len(names), len(names)))
+    bus = Bus(parties=parties)
+    for (i, j), r in zip(pairs, rngs[1:]):
+        fw = FedWAD(proto.config.fedwad.model_copy(update={"clients": [names[i], names[j]]}))
+        want[i, j] = want[j, i] = fw.run(parties, bus, r).estimates["wasserstein"]
+    # Execute: the protocol's run, and the first 7 pairs alone
+    got = proto.run(parties, Bus(parties=parties), np.random.default_rng(4))
+    rng = np.random.default_rng(4)
+    rng.spawn(1)  # the clustering's generator comes first
+    part, done = proto.pair_distances(parties, Bus(parties=parties), rng, limit=7)
+    # Assert: bit for bit
+    np.testing.assert_array_equal(got.estimates["distance_matrix"], want)
+    assert done == 7
+    for i, j in pairs[:7]:
+        assert part[i, j] == part[j, i] == want[i, j]
+    assert all(part[i, j] == 0 for i, j in pairs[7:])

@@ -124,3 +124,45 @@ def test_a_run_that_spills_gives_the_same_results(tmp_path, monkeypatch, name):
     assert spilled.transcript.digest() == plain.transcript.digest()
     a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("plain", "spilled"))
     assert a["attacks"] == b["attacks"] and a["transcript"] == b["transcript"]
+
+
+def test_load_memory_maps_payloads_instead_of_reading_them(tmp_path):
+    # Prepare: a spilled run, saved
+    tr, parties = _run(Transcript(spill_dir=tmp_path / "spill", spill_threshold=0))
+    tr.close()
+    tr.save(tmp_path / "saved")
+    # Execute
+    back = Transcript.load(tmp_path / "saved")
+    # Assert: every array payload is a read-only view of the saved file's map, not a copy,
+    # with the bytes that were sent; views and attacks read it lazily and agree
+    arrays = [x for e in back for _, x in iter_arrays(e.payload)]
+    assert arrays and all(_backed_by_mmap(x) for x in arrays)
+    for x in arrays:
+        assert not x.flags.writeable
+        with pytest.raises(ValueError):
+            x.setflags(write=True)
+    for a, b in zip(tr, back):
+        assert b.digest == a.digest == payload_digest(b.payload)
+    (v1, o1), (v2, o2) = _attack(tr, parties), _attack(back, parties)
+    assert v1.digest() == v2.digest() and len(o1) == len(o2) > 0
+    for x, y in zip(o1, o2):
+        np.testing.assert_array_equal(x.points, y.points)
+
+
+def test_load_refuses_a_changed_payload_byte_in_the_mapped_file(tmp_path):
+    tr, _ = _run()
+    tr.save(tmp_path)
+    raw = bytearray((tmp_path / "payloads.npz").read_bytes())
+    from testbed.spill import mapped_npz
+
+    arrays = mapped_npz(tmp_path / "payloads.npz")
+    a = max(arrays.values(), key=lambda x: x.nbytes)
+    start = np.frombuffer(arrays.map, np.uint8).ctypes.data
+    offset = a.__array_interface__["data"][0] - start
+    del a, arrays
+    raw[offset + 3] ^= 0x01  # one bit of the largest stored array
+    (tmp_path / "payloads.npz").write_bytes(bytes(raw))
+    from testbed.errors import TestbedError
+
+    with pytest.raises(TestbedError, match="digest mismatch"):
+        Transcript.load(tmp_path)
