@@ -44,6 +44,13 @@ def test_reported_distance_is_the_nearest_private_row_and_row_index_is_the_paylo
     g = PrivacyGuard({"a": np.array([[1.0], [1.1]])}, rel_tol=0.2)
     assert g.find({"x": np.array([[5.0], [9.0], [1.0]])}) == ("a", "x", 2, 0.0)
     assert g.find({"x": np.array([[5.0], [1.05]])})[2:] == (1, pytest.approx(0.05))
+    assert g.find({"x": np.array([[1.1]])}) == ("a", "x", 0, 0.0)  # 1.0 is a candidate too
+
+
+def test_threshold_is_computed_in_double_precision_for_any_private_dtype():
+    g = PrivacyGuard({"a": X4.astype(np.float32)}, rel_tol=1e-3)
+    X = X4.astype(np.float32).astype(np.float64)
+    assert g.thresholds["a"] == 1e-3 * float(np.median(np.linalg.norm(X, axis=1)))
 
 
 def test_median_zero_falls_back_to_max_norm_and_all_zero_to_one():
@@ -181,6 +188,12 @@ def test_stop_mode_raises_the_finding_line_and_counts_the_message():
     assert g.messages_checked == 2 and g.violations == 0 and g.findings == []
 
 
+def test_check_reads_the_envelope_meta():
+    g = PrivacyGuard({"a": X4}, mode="record")
+    g.check(_env({"w": np.ones(2)}, meta={"debug": X4[4].tolist()}))
+    assert g.violations == 1 and g.findings[0].path == "meta/debug.flat"
+
+
 def test_finding_line_names_everything():
     f = GuardFinding(12, 3, "bob", "server", "k.m", "bob", "p/q.T", 4, 1.5e-7, 2.25e-6)
     assert f.line() == (
@@ -214,4 +227,7 @@ def test_record_mode_counts_every_violation_and_keeps_the_first_hundred():
     assert s["mode"] == "record" and s["rel_tol"] == 1e-3
     assert s["thresholds"] == g.thresholds and s["thresholds"] is not g.thresholds
     assert s["rows_checked"] == g.rows_checked > 0
-    assert "rel_tol x median private row norm" in s["rule"]
+    assert s["rule"] == (
+        "payload or meta row within rel_tol x median private row norm of a private row "
+        "(any dtype; rows, transposed blocks, flattened runs at every offset)"
+    )

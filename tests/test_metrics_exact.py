@@ -395,3 +395,114 @@ def test_score_histogram_row_and_unknown_kind():
         score_attack(AttackOutput("histogram", "b", histogram=np.ones(2)), None, _truth())
     with pytest.raises(MetricError, match="no scorer for attack output kind 'blob'"):
         score_attack(AttackOutput("blob", "a"), None, _truth())
+
+
+# ----------------------------------------------------------------------------- more boundaries
+def test_relative_error_divides_by_the_exact_value():
+    from testbed.metrics import relative_error
+
+    assert relative_error(3.0, 2.0) == 0.5 and relative_error(1.0, -4.0) == 1.25
+
+
+def test_gdp_mu_bound_accepts_one_trial_per_class():
+    assert gdp_mu_lower_bound(1.0, 0.0, 1, 1) == 0.0  # one trial each: no evidence, no error
+    for n_pos, n_neg in ((0, 5), (5, 0)):
+        with pytest.raises(MetricError, match="need at least one member and one non-member"):
+            gdp_mu_lower_bound(1.0, 0.0, n_pos, n_neg)
+
+
+def test_gdp_delta_for_mu_other_than_one_and_epsilon_below_one():
+    from scipy.stats import norm
+
+    assert gdp_delta(2.0, 1.0) == pytest.approx(norm.cdf(0.5) - math.e * norm.cdf(-1.5))
+    # delta(1) <= target < delta(0): the answer lies in (0, 1)
+    target = gdp_delta(1.0, 0.5)
+    assert gdp_epsilon(1.0, target) == pytest.approx(0.5, abs=1e-8)
+
+
+def test_labels_for_pool_only_when_the_target_has_both_candidates_and_labels():
+    from types import SimpleNamespace
+
+    from testbed.metrics import _labels_for
+
+    cand = np.vstack([X[:2], Y])
+    rows = _labels_for(cand, "a", _truth(candidates={"a": cand}))  # no labels: rows of a
+    np.testing.assert_array_equal(rows, [True, True, False, False])
+    pool = _labels_for(cand, "a", _truth(candidates={"a": cand}, membership={"a": [0, 1, 1, 0]}))
+    assert pool.dtype == bool and pool.tolist() == [False, True, True, False]
+    bare = SimpleNamespace(parties=_truth().parties, membership=None)  # an older truth record
+    np.testing.assert_array_equal(_labels_for(cand, "b", bare), [False, False, True, True])
+
+
+def test_candidate_membership_audit_is_at_delta_1e_5():
+    rng = np.random.default_rng(3)
+    cand = rng.normal(size=(80, 2))
+    labels = np.array([True, True, False, False] * 20)
+    s = np.where(labels, 1.0, 0.0) + 0.01 * rng.normal(size=80)
+    out = AttackOutput("scores", "a", scores=s, meta={"candidates": cand})
+    row = score_attack(out, None, _truth(candidates={"a": cand}, membership={"a": labels}))
+    assert row["epsilon_lb"] == heldout_epsilon_lb(s, labels, delta=1e-5)["epsilon_lb"] > 1.0
+    assert row["epsilon_lb"] != heldout_epsilon_lb(s, labels)["epsilon_lb"]
+
+
+def test_detection_metrics_takes_columns_and_integer_masks():
+    s = np.array([[3.0], [-1.0], [2.0], [0.5], [-2.0]])
+    ref = detection_metrics(s.ravel(), [True, False, False, True, False])
+    got = detection_metrics(s, np.array([[1], [0], [0], [1], [0]]))
+    assert got == ref and got["recall_at_zero"] == 1.0
+
+
+def test_rows_in_casts_both_sides_and_rounds_at_nine_decimals():
+    X = np.array([[1.5, 2.25], [3.0, 4.0]])
+    C = np.array([[1.5 + 3e-10, 2.25], [1.5 + 3e-9, 2.25], [3.0, 4.0], [2.0, 2.0]])
+    np.testing.assert_array_equal(_rows_in(C, X), [True, False, True, False])
+    ints = np.array([[3, 4], [4, 3]])
+    np.testing.assert_array_equal(_rows_in(ints, X), [True, False])
+    np.testing.assert_array_equal(_rows_in(C[2:], ints), [True, False])
+
+
+def _two_halves(n_half=100, members_share=0.6):
+    """Even trials separate perfectly at 1.0; odd ones: 80 % of members and 5 % of non-members
+    score 1.0, the other members 0.5, the other non-members 0."""
+    k = int(members_share * n_half)
+    m_even = np.arange(n_half) < k
+    m_odd = np.arange(n_half) < k
+    s_even = np.where(m_even, 1.0, 0.0)
+    s_odd = np.zeros(n_half)
+    s_odd[: int(0.8 * k)] = 1.0
+    s_odd[int(0.8 * k) : k] = 0.5
+    s_odd[k : k + int(0.05 * (n_half - k))] = 1.0
+    m = np.empty(2 * n_half, bool)
+    s = np.empty(2 * n_half)
+    m[::2], m[1::2], s[::2], s[1::2] = m_even, m_odd, s_even, s_odd
+    return s, m, k
+
+
+def test_heldout_threshold_comes_from_the_even_trials_only():
+    s, m, k = _two_halves()
+    out = heldout_epsilon_lb(s, m)
+    # threshold 1.0 from the even trials; on the odd ones TPR 0.8, FPR 0.05 (not 1.0 and 0.05,
+    # which the odd trials' own best threshold 0.5 would give)
+    assert out["threshold"] == 1.0
+    assert out["tpr"] == pytest.approx(0.8) and out["fpr"] == pytest.approx(0.05)
+    assert out["epsilon_lb"] == epsilon_lower_bound(0.8, 0.05, k, 100 - k) > 0
+    # integer labels are membership flags, not bit patterns
+    assert heldout_epsilon_lb(s, m.astype(int)) == out
+
+
+def test_heldout_without_one_class_in_the_fit_half_gives_no_bound():
+    s, m, _ = _two_halves()
+    for flip in (True, False):
+        m2 = m.copy()
+        m2[::2] = flip
+        out = heldout_epsilon_lb(s, m2)
+        assert out["epsilon_lb"] == 0.0 and out["threshold"] == math.inf
+
+
+def test_heldout_without_evidence_predicts_nobody():
+    # the even trials carry no signal: every threshold bounds 0; the first (inf) is kept
+    m = np.array([True, False] * 40)
+    m = np.repeat(m.reshape(-1, 2), 2, axis=0).ravel()[:80]
+    s = np.zeros(80)
+    out = heldout_epsilon_lb(s, m)
+    assert out["threshold"] == math.inf and out["tpr"] == 0.0 and out["fpr"] == 0.0

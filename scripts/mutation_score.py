@@ -1,0 +1,71 @@
+"""Mutation score per module from mutmut's results (docs/development.md, "Mutation testing").
+
+    mutmut results --all true | python scripts/mutation_score.py [EQUIVALENT_LIST]
+
+Reads ``mutmut results --all true`` on stdin and prints, per mutated module: total mutants,
+killed (a test failed, or it timed out: an endless loop is caught), survived, equivalent (listed
+in ``EQUIVALENT_LIST``, default ``scripts/mutation_equivalent.txt``: one mutant name per line,
+then its reason), the score killed / total and the score without the equivalent ones
+killed / (total - equivalent). Exits 1 when a listed equivalent mutant is killed (the list is
+stale) or when a mutant was not checked.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+_LINE = re.compile(r"^\s*(testbed\.(\w+)\.\S+):\s*(.+?)\s*$")
+_KILLED = {"killed", "timeout"}
+
+
+def equivalent_names(path: Path) -> set[str]:
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            names.add(line.split()[0])
+    return names
+
+
+def main(argv: list[str]) -> int:
+    eq_path = Path(argv[0]) if argv else Path(__file__).with_name("mutation_equivalent.txt")
+    equivalent = equivalent_names(eq_path) if eq_path.exists() else set()
+    status: dict[str, Counter] = defaultdict(Counter)
+    stale, unchecked = [], []
+    for line in sys.stdin:
+        m = _LINE.match(line)
+        if not m:
+            continue
+        name, module, state = m.groups()
+        killed = state in _KILLED
+        status[module]["total"] += 1
+        status[module]["killed"] += killed
+        if state == "not checked":
+            unchecked.append(name)
+        if name in equivalent:
+            status[module]["equivalent"] += 1
+            if killed:
+                stale.append(name)
+        elif not killed:
+            status[module]["survived"] += 1
+    print(f"{'module':10} {'total':>6} {'killed':>6} {'equiv':>6} {'survived':>8} "
+          f"{'score':>7} {'w/o equiv':>9}")
+    for module in sorted(status) + ["all"]:
+        c = status[module] if module != "all" else sum(status.values(), Counter())
+        total, killed, eq = c["total"], c["killed"], c["equivalent"]
+        print(
+            f"{module:10} {total:6d} {killed:6d} {eq:6d} {c['survived']:8d} "
+            f"{killed / max(total, 1):7.1%} {killed / max(total - eq, 1):9.1%}"
+        )
+    for name in stale:
+        print(f"listed as equivalent but killed: {name}", file=sys.stderr)
+    if unchecked:
+        print(f"{len(unchecked)} mutants not checked (run `mutmut run` first)", file=sys.stderr)
+    return 1 if stale or unchecked else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
