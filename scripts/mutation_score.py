@@ -51,8 +51,10 @@ def main(argv: list[str]) -> int:
                 stale.append(name)
         elif not killed:
             status[module]["survived"] += 1
-    print(f"{'module':10} {'total':>6} {'killed':>6} {'equiv':>6} {'survived':>8} "
-          f"{'score':>7} {'w/o equiv':>9}")
+    print(
+        f"{'module':10} {'total':>6} {'killed':>6} {'equiv':>6} {'survived':>8} "
+        f"{'score':>7} {'w/o equiv':>9}"
+    )
     for module in sorted(status) + ["all"]:
         c = status[module] if module != "all" else sum(status.values(), Counter())
         total, killed, eq = c["total"], c["killed"], c["equivalent"]

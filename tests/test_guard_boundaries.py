@@ -18,7 +18,13 @@ X4 = RNG.normal(size=(20, 4)) + 3.0  # 4-d rows, no zero coordinate, not integer
 
 def _env(payload, meta=None, seq=5):
     return Envelope.make(
-        seq=seq, round=2, sender="alice", receiver="server", kind="toy.k", payload=payload, meta=meta
+        seq=seq,
+        round=2,
+        sender="alice",
+        receiver="server",
+        kind="toy.k",
+        payload=payload,
+        meta=meta,
     )
 
 

@@ -55,11 +55,13 @@ def test_heavily_noised_single_release_needs_the_small_orders():
     np.testing.assert_allclose(L.epsilon("a", 1e-5), _opacus_eps([(50.0, 1.0, 1)], 1e-5))
 
 
-@pytest.mark.parametrize("target,releases", [(1.0, 1), (4.0, 10)])
+@pytest.mark.parametrize("target,releases", [(1.0, 1), (4.0, 10), (0.1, 1), (0.3, 2)])
 def test_calibrated_noise_meets_the_target_within_opacus_tolerance(target, releases):
+    # calibrated with the ledger's own orders (small targets need orders below 1.1): the
+    # ledger's epsilon of the result is within opacus's tolerance 0.005 below the target
     z = calibrate_noise_multiplier(target, 1e-5, releases)
     eps = _opacus_eps([(z, 1.0, releases)], 1e-5)
-    assert target - 0.006 <= eps <= target
+    assert target - 0.005 <= eps <= target
     assert calibrated_multiplier(target, 1e-5, releases) == z
     # more releases at the same budget need more noise
     assert calibrate_noise_multiplier(target, 1e-5, releases + 5) > z
@@ -68,7 +70,7 @@ def test_calibrated_noise_meets_the_target_within_opacus_tolerance(target, relea
 def test_calibration_with_the_prv_accountant():
     z = calibrate_noise_multiplier(2.0, 1e-5, 3, accountant="prv")
     eps = _opacus_eps([(z, 1.0, 3)], 1e-5, "prv")
-    assert 2.0 - 0.006 <= eps <= 2.0
+    assert 2.0 - 0.005 <= eps <= 2.0
 
 
 def test_gaussian_noise_choice_defaults_and_validation():

@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import beta, t as student_t
+from scipy.stats import beta
+from scipy.stats import t as student_t
 
 from attacks._base import AttackOutput
 from testbed.metrics import (
@@ -506,3 +507,24 @@ def test_heldout_without_evidence_predicts_nobody():
     s = np.zeros(80)
     out = heldout_epsilon_lb(s, m)
     assert out["threshold"] == math.inf and out["tpr"] == 0.0 and out["fpr"] == 0.0
+
+
+def test_detection_ties_are_broken_by_row_order_and_one_noisy_row_has_a_recall():
+    rng = np.random.default_rng(0)
+    s = rng.integers(0, 3, size=20).astype(float)
+    y = rng.random(20) < 0.4
+    k = int(y.sum())
+    top = sorted(range(20), key=lambda i: (-s[i], i))[:k]  # earlier row first among ties
+    assert detection_metrics(s, y)["precision_at_rate"] == pytest.approx(y[top].mean())
+    one = detection_metrics([2.0, -1.0, 0.5], [False, True, False])
+    assert one["recall_at_zero"] == 0.0 and one["precision_at_zero"] == 0.0
+
+
+def test_w2_leakage_uses_baseline_weights_and_small_baseline_distances():
+    truth = np.array([[0.0], [1.0]])
+    base = np.array([[0.0], [3.0]])
+    out = w2_leakage(truth[:1], None, truth, base, np.array([0.75, 0.25]))
+    assert out["w2_baseline"] == pytest.approx(math.sqrt(1.25))
+    near = w2_leakage(np.array([[0.0], [1.1]]), None, truth, np.array([[0.0], [1.5]]), None)
+    assert near["w2_baseline"] == pytest.approx(math.sqrt(0.125))
+    assert near["w2_ratio"] == pytest.approx(math.sqrt(0.005) / math.sqrt(0.125))
