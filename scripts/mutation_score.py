@@ -5,8 +5,9 @@
 Reads ``mutmut results --all true`` on stdin and prints, per mutated module: total mutants,
 killed (a test failed, or it timed out: an endless loop is caught), survived, equivalent (listed
 in ``EQUIVALENT_LIST``, default ``scripts/mutation_equivalent.txt``: one mutant name per line,
-then its reason), the score killed / total and the score without the equivalent ones
-killed / (total - equivalent). Exits 1 when a listed equivalent mutant is killed (the list is
+then its reason), not run (no selected test reaches the function: ``canary_audit``, which only
+the integration tests of tests/test_audit.py run), the score killed / run and the score without
+the equivalent ones killed / (run - equivalent). Exits 1 when a listed equivalent mutant is killed (the list is
 stale) or when a mutant was not checked.
 """
 
@@ -45,22 +46,25 @@ def main(argv: list[str]) -> int:
         status[module]["killed"] += killed
         if state == "not checked":
             unchecked.append(name)
-        if name in equivalent:
+        if state == "no tests":
+            status[module]["not run"] += 1
+        elif name in equivalent:
             status[module]["equivalent"] += 1
             if killed:
                 stale.append(name)
         elif not killed:
             status[module]["survived"] += 1
     print(
-        f"{'module':10} {'total':>6} {'killed':>6} {'equiv':>6} {'survived':>8} "
+        f"{'module':10} {'total':>6} {'not run':>7} {'killed':>6} {'equiv':>6} {'survived':>8} "
         f"{'score':>7} {'w/o equiv':>9}"
     )
     for module in sorted(status) + ["all"]:
         c = status[module] if module != "all" else sum(status.values(), Counter())
-        total, killed, eq = c["total"], c["killed"], c["equivalent"]
+        total, killed, eq, idle = c["total"], c["killed"], c["equivalent"], c["not run"]
+        run = total - idle
         print(
-            f"{module:10} {total:6d} {killed:6d} {eq:6d} {c['survived']:8d} "
-            f"{killed / max(total, 1):7.1%} {killed / max(total - eq, 1):9.1%}"
+            f"{module:10} {total:6d} {idle:7d} {killed:6d} {eq:6d} {c['survived']:8d} "
+            f"{killed / max(run, 1):7.1%} {killed / max(run - eq, 1):9.1%}"
         )
     for name in stale:
         print(f"listed as equivalent but killed: {name}", file=sys.stderr)

@@ -27,10 +27,11 @@ def test_canary_score_reads_only_the_party_s_rows_to_the_server():
         _msg("alice", "bob", {"atoms": np.array([[50.0, 0.0]])}),
         _msg("bob", "server", {"atoms": np.array([[60.0, 0.0]])}),
         _msg("alice", "server", {"v": np.array([70.0, 0.0]), "w3": np.ones((2, 3)) * 80}),
+        _msg("alice", "server", {"late": np.array([[4.0, 1.0]])}),
     ]
-    assert canary_score(msgs, "alice", U) == 3.0
-    assert canary_score(msgs, "alice", U, "sum") == 6.0
-    assert canary_score(msgs, "alice", np.array([0.0, 1.0]), "sum") == 5.0
+    assert canary_score(msgs, "alice", U) == 4.0
+    assert canary_score(msgs, "alice", U, "sum") == 10.0
+    assert canary_score(msgs, "alice", np.array([0.0, 1.0]), "sum") == 6.0
     assert canary_score(msgs, "carol", U) == -math.inf
     assert canary_score([], "alice", U, "sum") == -math.inf
 
@@ -52,9 +53,10 @@ def test_canary_points_away_from_the_mean_and_replaces_the_farthest_row():
 
 
 def test_best_threshold_is_the_first_maximiser():
+    s0, s1 = np.array([0.0, 1.0]), np.array([1.0, 2.0])
+    # TPR - FPR at thresholds 0, 1, 2: 0, 0.5, 0.5 (exact tie) -> the first, 1.0
+    assert _best(s0, s1, lambda t, f: t - f) == (1.0, 0.5)
     s0, s1 = np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0])
-    # TPR - FPR at thresholds 0, 1, 2, 3: 0, 1/3, 1/3, 1/3 -> the first, 1.0
-    assert _best(s0, s1, lambda t, f: t - f) == (1.0, pytest.approx(1 / 3))
     # TPR + FPR: largest at the lowest threshold
     assert _best(s0, s1, lambda t, f: t + f) == (0.0, 2.0)
     # nothing beats -1: the threshold stays at the largest non-canary score

@@ -68,11 +68,15 @@ def test_detection_metrics_hand_values():
 
 
 def test_detection_metrics_one_class_and_nothing_flagged():
-    clean = detection_metrics([-1.0, -2.0], [False, False])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # undefined values are NaN by rule, not by a warning
+        clean = detection_metrics([-1.0, -2.0], [False, False])
+        allnoisy = detection_metrics([1.0, -2.0], [True, True])
     assert math.isnan(clean["roc_auc"]) and math.isnan(clean["recall_at_zero"])
     assert math.isnan(clean["precision_at_zero"]) and clean["flagged_at_zero"] == 0.0
     assert "precision_at_rate" not in clean
-    allnoisy = detection_metrics([1.0, -2.0], [True, True])
     assert math.isnan(allnoisy["roc_auc"]) and allnoisy["precision_at_rate"] == 1.0
     assert allnoisy["recall_at_zero"] == 0.5 and allnoisy["precision_at_zero"] == 1.0
 
