@@ -8,7 +8,6 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
 from testbed.audit import AUDIT_METHOD, AuditResult, _best, _canary, _held_out, canary_score
 from testbed.measure import Measure
