@@ -506,8 +506,7 @@ def test_heldout_without_one_class_in_the_fit_half_gives_no_bound():
 
 def test_heldout_without_evidence_predicts_nobody():
     # the even trials carry no signal: every threshold bounds 0; the first (inf) is kept
-    m = np.array([True, False] * 40)
-    m = np.repeat(m.reshape(-1, 2), 2, axis=0).ravel()[:80]
+    m = np.array([True, True, False, False] * 20)  # both classes in both halves
     s = np.zeros(80)
     out = heldout_epsilon_lb(s, m)
     assert out["threshold"] == math.inf and out["tpr"] == 0.0 and out["fpr"] == 0.0
@@ -532,3 +531,26 @@ def test_w2_leakage_uses_baseline_weights_and_small_baseline_distances():
     near = w2_leakage(np.array([[0.0], [1.1]]), None, truth, np.array([[0.0], [1.5]]), None)
     assert near["w2_baseline"] == pytest.approx(math.sqrt(0.125))
     assert near["w2_ratio"] == pytest.approx(math.sqrt(0.005) / math.sqrt(0.125))
+
+
+def _interleave(fit_scores, fit_members):
+    s = np.repeat(np.asarray(fit_scores, float), 2)  # odd trials: a copy of the even ones
+    m = np.repeat(np.asarray(fit_members, bool), 2)
+    return s, m
+
+
+def test_heldout_threshold_search_uses_the_fit_half_s_own_counts_and_delta():
+    members = np.r_[np.ones(30, bool), np.zeros(10, bool)]
+    # with 30 members and 10 non-members no threshold gives evidence (it would with 30 and 30)
+    a = [2, 3, 4, 5, 0, 0, 4, 5, 1, 1, 5, 2, 1, 4, 1, 2, 3, 3, 0, 0, 5, 4, 5, 3, 4, 1, 2, 4, 0, 1]
+    s, m = _interleave(a + [0, 1, 3, 0, 1, 1, 3, 0, 2, 1], members)
+    assert heldout_epsilon_lb(s, m)["threshold"] == math.inf
+    # here delta = 0.05 removes the evidence that delta = 0 finds at threshold 2
+    b = [0, 0, 3, 2, 0, 0, 5, 3, 0, 1, 3, 1, 4, 1, 3, 0, 4, 4, 3, 3, 0, 3, 2, 0, 0, 2, 4, 4, 1, 0]
+    s, m = _interleave(b + [1, 1, 0, 0, 1, 0, 0, 0, 1, 1], members)
+    assert heldout_epsilon_lb(s, m)["threshold"] == 2.0
+    assert heldout_epsilon_lb(s, m, delta=0.05)["threshold"] == math.inf
+    # odd trials without members: no bound (and no error)
+    s, m = _two_halves()[:2]
+    m[1::2] = False
+    assert heldout_epsilon_lb(s, m)["epsilon_lb"] == 0.0
