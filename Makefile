@@ -51,7 +51,7 @@ lint: $(STAMP)
 # in pyproject.toml); long (~15 min on 2 busy cores), never part of `make test`
 MUTMUT_CHILDREN ?= 1
 mutation: $(STAMP)
-	@nice -n 15 $(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) > /dev/null || true
+	@OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 15 $(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) > /dev/null || true
 	@$(VENV)/bin/mutmut results --all true | $(PY) scripts/mutation_score.py
 
 clean:

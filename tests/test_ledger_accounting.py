@@ -42,6 +42,18 @@ def test_rdp_orders_extend_opacus_defaults_on_both_sides():
     assert len(RDP_ORDERS) == 9 + 99 + 52 + 10
 
 
+def test_extreme_optimal_orders_raise_no_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # opacus's "Optimal order is the ..." note is filtered
+        for z in (1000.0, 0.002):  # optimum at the largest / smallest order
+            L = PrivacyLedger()
+            L.record(MechanismEvent("a", "gaussian", z))
+            assert math.isfinite(L.epsilon("a", 1e-5))
+        calibrate_noise_multiplier(0.004, 1e-5, 1)
+
+
 def test_heavily_noised_single_release_needs_the_small_orders():
     # one release at z = 50 has its optimum below order 1.1: the extended grid gives a smaller
     # (still valid) epsilon than opacus's default grid

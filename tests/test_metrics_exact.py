@@ -554,3 +554,37 @@ def test_heldout_threshold_search_uses_the_fit_half_s_own_counts_and_delta():
     s, m = _two_halves()[:2]
     m[1::2] = False
     assert heldout_epsilon_lb(s, m)["epsilon_lb"] == 0.0
+
+
+def test_median_loo_with_two_rows_and_the_error_counts_rows():
+    assert median_loo_nn_distance(np.array([[0.0, 0.0], [3.0, 4.0]])) == 5.0
+    with pytest.raises(MetricError, match="got 1$"):
+        median_loo_nn_distance(np.zeros((1, 3)))
+
+
+def test_roc_keeps_collinear_points():
+    # tied pairs: the ROC steps (1/3, 1/3), (2/3, 2/3) lie on a line; TPR at the floor FPR 1/3
+    # needs the first of them
+    out = membership_metrics([3.0, 3.0, 2.0, 2.0, 1.0, 1.0], [1, 0, 1, 0, 1, 0])
+    assert out["tpr_at_1pct_fpr"] == pytest.approx(1 / 3)
+
+
+def test_score_attack_passes_weights_and_scores_the_baseline_itself():
+    truth = _truth()
+    pts = np.array([[0.0, 0.0], [4.0, 4.0]])
+    w = np.array([0.9, 0.1])
+    out = AttackOutput("points", "a", points=pts, weights=w, meta=None)
+    base = AttackOutput("points", "a", points=X.copy(), weights=np.array([0.7, 0.1, 0.1, 0.1]))
+    row = score_attack(out, base, truth)
+    ref = w2_leakage(pts, w, X, X, base.weights)
+    assert row["w2"] == pytest.approx(ref["w2"]) and row["w2_baseline"] == pytest.approx(
+        ref["w2_baseline"]
+    )
+    assert row["w2_baseline"] > 0.1 and row["coverage_baseline"] == 1.0
+    assert "method" not in row
+
+
+def test_score_histogram_with_float_labels():
+    parties = {"a": PartyTruth(X, y=np.array([0.0, 1.0, 1.0, 2.0]))}
+    out = AttackOutput("histogram", "a", histogram=np.array([0.25, 0.5, 0.25]))
+    assert score_attack(out, None, GroundTruth(parties))["tv"] == 0.0
