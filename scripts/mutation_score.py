@@ -3,7 +3,8 @@
     mutmut results --all true | python scripts/mutation_score.py [EQUIVALENT_LIST]
 
 Reads ``mutmut results --all true`` on stdin and prints, per mutated module: total mutants,
-killed (a test failed, or it timed out: an endless loop is caught), survived, equivalent (listed
+killed (a test failed, or it timed out: an endless loop is caught; a listed
+equivalent mutant that timed out counts as equivalent), survived, equivalent (listed
 in ``EQUIVALENT_LIST``, default ``scripts/mutation_equivalent.txt``: one mutant name per line,
 then its reason), not run (no selected test reaches the function: ``canary_audit``, which only
 the integration tests of tests/test_audit.py run), the score killed / run and the score without
@@ -49,8 +50,11 @@ def main(argv: list[str]) -> int:
         if state == "no tests":
             status[module]["not run"] += 1
         elif name in equivalent:
+            # a listed mutant that timed out is counted equivalent (a hung forked worker); one
+            # that a test failed on is not equivalent: the list is stale
             status[module]["equivalent"] += 1
-            if killed:
+            status[module]["killed"] -= killed
+            if state == "killed":
                 stale.append(name)
         elif not killed:
             status[module]["survived"] += 1

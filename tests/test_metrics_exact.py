@@ -133,6 +133,7 @@ def test_exact_recovery_tolerance_and_rate_at_the_boundary():
     assert exact_recovery_tolerance(T) == pytest.approx(4e-6)
     assert exact_recovery_tolerance(T, 0.125) == 0.5
     assert exact_recovery_tolerance(np.zeros((3, 2)), 0.25) == 0.25
+    assert exact_recovery_tolerance(T / 8, 0.25) == 0.125  # median norm 0.5: still relative
     R = np.array([[0.0, 2.5], [0.0, 4.75], [0.0, 100.0]])
     assert exact_recovery_rate(R, T, 0.125) == pytest.approx(1 / 3)  # 0.5 <= tol: recovered
     assert exact_recovery_rate(T, T) == 1.0
@@ -565,8 +566,13 @@ def test_median_loo_with_two_rows_and_the_error_counts_rows():
 def test_roc_keeps_collinear_points():
     # tied pairs: the ROC steps (1/3, 1/3), (2/3, 2/3) lie on a line; TPR at the floor FPR 1/3
     # needs the first of them
+    from testbed.metrics import _roc
+
     out = membership_metrics([3.0, 3.0, 2.0, 2.0, 1.0, 1.0], [1, 0, 1, 0, 1, 0])
     assert out["tpr_at_1pct_fpr"] == pytest.approx(1 / 3)
+    fpr, tpr, thr, n_pos, n_neg = _roc([3.0, 3.0, 2.0, 2.0, 1.0, 1.0], [1, 0, 1, 0, 1, 0])
+    assert (n_pos, n_neg) == (3, 3) and thr[1:].tolist() == [3.0, 2.0, 1.0]
+    assert tpr_at_fpr(fpr, tpr, 2 / 3, n_neg) == (pytest.approx(2 / 3), 2 / 3)
 
 
 def test_score_attack_passes_weights_and_scores_the_baseline_itself():
