@@ -109,6 +109,7 @@ class ProbeAttack(Attack):
         return [AttackOutput(kind="points", target=public.parties[0], points=sup + shift)]
 
 
+
 SCENARIO = """\
 name: isolation
 seed: 5
