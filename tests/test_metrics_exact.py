@@ -118,6 +118,9 @@ def test_nn_distance_is_from_differences_and_skips_non_finite_rows():
     recon = np.array([[0.0, 0.5], [np.nan, 0.0], [5.0, 6.0]])
     np.testing.assert_array_equal(_nn_distance(truth, recon), [0.5, 1.0])
     assert np.all(_nn_distance(truth, np.zeros((0, 2))) == np.inf)
+    three = np.vstack([truth, [[1.0, 1.0]]])  # one distance per private row, whatever happens
+    assert _nn_distance(three, np.zeros((0, 2))).shape == (3,)
+    assert _nn_distance(three, np.full((2, 2), np.nan)).shape == (3,)
     assert np.all(_nn_distance(truth, np.full((2, 2), np.inf)) == np.inf)
     assert np.all(_nn_distance(truth, np.zeros(2)) == np.inf)  # not rows
     with pytest.raises(MetricError, match="dimension 3, private data 2"):
