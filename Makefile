@@ -7,7 +7,7 @@ SCENARIO ?= scenarios/leakage_vs_accuracy.yaml
 PYTEST_ARGS ?=
 JOBS ?= 2
 
-.PHONY: demo test test-slow test-ray bench lint install clean docs-check
+.PHONY: demo test test-slow test-ray bench lint install clean docs-check mutation
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,5 +48,12 @@ lint: $(STAMP)
 	@$(VENV)/bin/ruff check testbed protocols attacks defenses tests
 	@$(VENV)/bin/ruff format --check testbed protocols attacks defenses tests
 
+# mutation testing of the metrics, the ledger and the guard (docs/development.md; [tool.mutmut]
+# in pyproject.toml); long (~15 min on 2 busy cores), never part of `make test`
+MUTMUT_CHILDREN ?= 1
+mutation: $(STAMP)
+	@OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 nice -n 15 $(VENV)/bin/mutmut run --max-children $(MUTMUT_CHILDREN) > /dev/null || true
+	@$(VENV)/bin/mutmut results --all true | $(PY) scripts/mutation_score.py
+
 clean:
-	rm -rf runs .pytest_cache .hypothesis .benchmarks
+	rm -rf runs .pytest_cache .hypothesis .benchmarks mutants

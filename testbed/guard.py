@@ -67,19 +67,18 @@ class _Index:
     def __init__(self, X: np.ndarray, tol: float, basis: np.ndarray):
         self.X, self.tol, self.basis = X, tol, basis
         self.tree = cKDTree(X @ basis)
-        self._trunc: tuple[np.ndarray, cKDTree] | None = None
+        self._trunc: list[tuple[np.ndarray, cKDTree]] | None = None
 
-    def trunc(self) -> tuple[np.ndarray, cKDTree]:
+    def trunc(self) -> list[tuple[np.ndarray, cKDTree]]:
+        """The integer-truncated private rows (none when every row truncates to zero)."""
         if self._trunc is None:
             T = np.trunc(self.X)
             T = T[np.any(T != 0, axis=1)]  # an all-zero row says nothing about the data
-            if not len(T):
-                T = np.full((1, self.X.shape[1]), np.inf)
-            self._trunc = (T, cKDTree(T @ self.basis))
+            self._trunc = [(T, cKDTree(T @ self.basis))] if len(T) else []
         return self._trunc
 
     def first_hit(self, rows: np.ndarray, integer: bool) -> tuple[int, float] | None:
-        tables = [(self.X, self.tree)] + ([self.trunc()] if integer else [])
+        tables = [(self.X, self.tree)] + (self.trunc() if integer else [])
         proj = rows @ self.basis
         for X, tree in tables:
             for i, cand in enumerate(tree.query_ball_point(proj, r=self.tol)):
@@ -95,7 +94,7 @@ def _row_views(a: np.ndarray, d: int) -> Iterator[tuple[str, np.ndarray]]:
     """Ways of reading ``a`` as rows of width ``d`` (suffix names the reading)."""
     if a.ndim >= 2 and a.shape[-1] == d:
         yield "", a.reshape(-1, d)
-    if a.ndim == 2 and a.shape[0] == d and a.shape[1] != d:
+    if a.ndim == 2 and a.shape[0] == d:  # a d x k block, square ones included
         yield ".T", np.ascontiguousarray(a.T)
     if a.ndim >= 2 and a.shape[-1] == d:
         return
