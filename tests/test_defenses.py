@@ -258,7 +258,6 @@ class _KnoblessConfig(PluginConfig):
     support_size: int = 5
 
 
-@PROTOCOLS.register
 class KnoblessDummy(Protocol):
     """Test protocol without a t parameter."""
 
@@ -282,7 +281,17 @@ def test_knobs_set_fedwad_parameters():
     }
 
 
-def test_knob_on_a_protocol_without_the_parameter_is_a_clear_error():
+@pytest.fixture
+def knobless():
+    """Registered only while the test runs: the protocol contract kit parametrises over every
+    registered protocol at collection time and must not pick this test protocol up."""
+    PROTOCOLS.register(KnoblessDummy)
+    yield
+    PROTOCOLS._items.pop(KnoblessDummy.name, None)
+    PROTOCOLS._origins.pop(KnoblessDummy.name, None)
+
+
+def test_knob_on_a_protocol_without_the_parameter_is_a_clear_error(knobless):
     with pytest.raises(
         TestbedError, match="sets the knob 't'.*knobless_dummy has no such parameter"
     ):
