@@ -665,6 +665,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _interruptible() -> None:
+    """SIGINT raises KeyboardInterrupt even when the testbed was started with SIGINT ignored
+    (a background job of a non-interactive shell inherits that, and Python then leaves it
+    ignored), so that `kill -INT` and Ctrl-C always end a run quietly with its results kept."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every command wrapped: bad input exits 2 with one line naming file/line/field, a runtime
     fault exits 1 with one line, ``--debug`` shows the traceback; a closed pipe and Ctrl-C end
@@ -674,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
     if debug:
         argv.remove("--debug")
     args = build_parser().parse_args(argv)
+    _interruptible()
     try:
         from testbed.threads import limit_blas_threads
 
