@@ -154,18 +154,16 @@ def _trace_terms(party: PartyData, xi_own: Measure, xi: Measure) -> tuple[float,
     return tot.wasserstein(own, xi_own), tot.wasserstein(own, xi)
 
 
+#: every message kind one FedWAD run sends (reused by the protocols built on it)
+FEDWAD_KINDS = ("fedwad.xi", "fedwad.xi_mu", "fedwad.xi_nu", "fedwad.distance", "fedwad.xi_final")
+
+
 @PROTOCOLS.register
 class FedWAD(Protocol):
     """FedWAD (Rakotomamonjy et al.): W2 between two clients via server-side interpolating measures."""
 
     name = "fedwad"
-    message_kinds = (
-        "fedwad.xi",
-        "fedwad.xi_mu",
-        "fedwad.xi_nu",
-        "fedwad.distance",
-        "fedwad.xi_final",
-    )
+    message_kinds = FEDWAD_KINDS
     Config = FedWADConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.25

@@ -42,6 +42,7 @@ import numpy as np
 from pydantic import Field
 
 from protocols._base import Protocol, ProtocolResult
+from protocols.fedwad import FEDWAD_KINDS
 from protocols.fedwad_clustering import (
     FedWADClustering,
     FedWADClusteringConfig,
@@ -216,11 +217,7 @@ class FedWADClusteredFL(Protocol):
 
     name = "fedwad_clustered_fl"
     message_kinds = (
-        "fedwad.xi",
-        "fedwad.xi_mu",
-        "fedwad.xi_nu",
-        "fedwad.distance",
-        "fedwad.xi_final",
+        *FEDWAD_KINDS,
         "fedwad_clustered_fl.model",
         "fedwad_clustered_fl.update",
         "fedwad_clustered_fl.size",

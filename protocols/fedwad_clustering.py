@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import Field
 
 from protocols._base import Protocol, ProtocolResult
-from protocols.fedwad import FedWAD, FedWADConfig
+from protocols.fedwad import FEDWAD_KINDS, FedWAD, FedWADConfig
 from testbed import ot as tot
 from testbed.bus import Bus
 from testbed.data import PartyData
@@ -100,13 +100,7 @@ class FedWADClustering(Protocol):
     """Pairwise FedWAD distances among N clients, then spectral clustering (FedWAD App. D.5)."""
 
     name = "fedwad_clustering"
-    message_kinds = (
-        "fedwad.xi",
-        "fedwad.xi_mu",
-        "fedwad.xi_nu",
-        "fedwad.distance",
-        "fedwad.xi_final",
-    )
+    message_kinds = FEDWAD_KINDS
     Config = FedWADClusteringConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}
