@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import ot
 
+from testbed.bench_data import make_clients, make_pair  # noqa: F401  (re-exported)
 from testbed.bus import Bus, Envelope
-from testbed.data import PartyData
 from testbed.errors import TestbedError
 
 __all__ = [
@@ -73,28 +73,6 @@ FULL_CLIENTS = (5, 20, 100, 1000)
 QUICK_N = (250, 500)
 QUICK_D = (2, 64)
 QUICK_CLIENTS = (5, 20)
-
-
-# ----------------------------------------------------------------------------- data
-def make_pair(n: int, d: int, seed: int = 0) -> dict[str, PartyData]:
-    """Two clients with n points each: N(0, I_d) and N(1/sqrt(d) * 1, I_d) (W2 ~ 1 + noise)."""
-    g = np.random.default_rng(seed)
-    X = g.normal(0.0, 1.0, size=(n, d))
-    Y = g.normal(1.0 / math.sqrt(d), 1.0, size=(n, d))
-    return {"alice": PartyData("alice", X), "bob": PartyData("bob", Y)}
-
-
-def make_clients(N: int, m: int, d: int, seed: int = 0, groups: int = 5) -> dict[str, PartyData]:
-    """N clients with m points each in ``groups`` planted clusters: client i draws from
-    N(c_{i mod groups}, I_d) and labels its rows ``i mod groups`` (for clustering protocols)."""
-    g = np.random.default_rng(seed)
-    centres = g.normal(0.0, 2.0, size=(groups, d))
-    out = {}
-    for i in range(N):
-        k = i % groups
-        X = g.normal(centres[k], 1.0, size=(m, d))
-        out[f"client_{i}"] = PartyData(f"client_{i}", X, np.full(m, k))
-    return out
 
 
 # ----------------------------------------------------------------------------- a bus that logs nothing

@@ -133,7 +133,7 @@ def _one(N: int, opts: PairwiseOptions) -> dict[str, Any]:
     import protocols  # noqa: F401  (registers the built-ins)
     from protocols.fedwad import FedWADConfig
     from protocols.fedwad_clustering import FedWADClustering, FedWADClusteringConfig
-    from testbed.bench import make_clients
+    from testbed.bench_data import make_clients
     from testbed.engines.ray_bus import RayBus
     from testbed.transcript import Transcript
 
