@@ -429,18 +429,18 @@ def test_gdp_delta_for_mu_other_than_one_and_epsilon_below_one():
     assert gdp_epsilon(1.0, target) == pytest.approx(0.5, abs=1e-8)
 
 
-def test_labels_for_pool_only_when_the_target_has_both_candidates_and_labels():
+def testmembership_labels_pool_only_when_the_target_has_both_candidates_and_labels():
     from types import SimpleNamespace
 
-    from testbed.metrics import _labels_for
+    from testbed.metrics import membership_labels
 
     cand = np.vstack([X[:2], Y])
-    rows = _labels_for(cand, "a", _truth(candidates={"a": cand}))  # no labels: rows of a
+    rows = membership_labels(cand, "a", _truth(candidates={"a": cand}))  # no labels: rows of a
     np.testing.assert_array_equal(rows, [True, True, False, False])
-    pool = _labels_for(cand, "a", _truth(candidates={"a": cand}, membership={"a": [0, 1, 1, 0]}))
+    pool = membership_labels(cand, "a", _truth(candidates={"a": cand}, membership={"a": [0, 1, 1, 0]}))
     assert pool.dtype == bool and pool.tolist() == [False, True, True, False]
     bare = SimpleNamespace(parties=_truth().parties, membership=None)  # an older truth record
-    np.testing.assert_array_equal(_labels_for(cand, "b", bare), [False, False, True, True])
+    np.testing.assert_array_equal(membership_labels(cand, "b", bare), [False, False, True, True])
 
 
 def test_candidate_membership_audit_is_at_delta_1e_5():
