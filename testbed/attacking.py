@@ -7,10 +7,8 @@ from typing import Any
 
 from testbed.bus import Transcript
 from testbed.run.attack import AttackRun, attack_labels
-from testbed.run.attack import run_attacks as _run_stage
-from testbed.run.execute import Replay, execute
-from testbed.run.score import DELTA, ground_truth, score_runs
-from testbed.run.view import observe
+from testbed.run.execute import Replay, attack_and_score, execute
+from testbed.run.score import DELTA, ground_truth
 from testbed.rundir import run_dir_lock
 
 __all__ = [
@@ -27,28 +25,17 @@ __all__ = [
 def run_attacks(
     world, transcript: Transcript, released=None, evidence: dict | None = None
 ) -> list[dict[str, Any]]:
-    """Run every attack of the scenario on what its observer saw; return scored rows.
+    """Run every attack of the scenario on what its observer saw; return scored rows
+    (:func:`testbed.run.execute.attack_and_score`: the view, attack and score stages).
 
-    The view, attack and score stages of :mod:`testbed.run` in a row: each attack runs in its own
-    process (:mod:`testbed.isolation`) on a serialised copy of the observer's view and of the
-    public information; outputs are validated, then scored against the
-    :class:`~testbed.truth.GroundTruth`, which never leaves this process.
-
+    Each attack runs in its own process (:mod:`testbed.isolation`) on a serialised copy of the
+    observer's view and of the public information; outputs are validated, then scored against
+    the :class:`~testbed.truth.GroundTruth`, which never leaves this process.
     ``released``: the protocol's final estimates, which the participants learn; attacks find
     them in ``public.extra["released"]``. ``evidence``: when a dict, it receives the small arrays
     the report draws for each row (:func:`testbed.evidence.leakage_evidence`, scoring side).
     """
-    sc = world.scenario
-    if not sc.attacks:
-        return []
-    runs = _run_stage(sc, world.resolved, observe(world, transcript, released))
-    return score_runs(
-        runs,
-        ground_truth(world),
-        dataset=sc.data.dataset.name,
-        evidence=evidence,
-        audited_claims=bool(world.ledger.parties()),
-    )
+    return attack_and_score(world, transcript, released, evidence=evidence)
 
 
 def rerun_attacks(

@@ -13,14 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from testbed.bus import Transcript
-from testbed.run.evaluate import _REFERENCE_CACHE, accuracy_of, evaluate, score_detection  # noqa: F401
-from testbed.run.evaluate import reference as _reference  # noqa: F401
-from testbed.run.exchange import run_protocol
-from testbed.run.execute import RunOutput, execute
+from testbed.run.evaluate import score_detection
+from testbed.run.execute import RunOutput, execute, run_and_evaluate
 from testbed.run.results import (
     jsonable,
     package_versions,
-    results_row,
     transcript_summary,
     write_json,
 )
@@ -41,8 +38,6 @@ __all__ = [
     "write_json",
 ]
 
-_accuracy = accuracy_of  # older name; _REFERENCE_CACHE and _reference: tests of the cache
-
 
 def run_world(
     world: World, progress: bool = False, spill_dir: Path | None = None
@@ -50,9 +45,8 @@ def run_world(
     """Run the protocol on the bus and evaluate it; return (results without attacks,
     transcript, seconds). With ``spill_dir`` payloads past the transcript's memory threshold go
     to a file there."""
-    exchange = run_protocol(world, progress=progress, spill_dir=spill_dir)
-    results = results_row(world, exchange, evaluate(world, exchange))
-    return results, exchange.transcript, exchange.seconds
+    out = run_and_evaluate(world, progress, spill_dir)
+    return out.results, out.transcript, out.elapsed
 
 
 def run_scenario(sc, out_dir: str | Path | None = None, progress: bool = False) -> RunOutput:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from testbed.errors import TestbedError
 from testbed.metrics import detection_metrics
-from testbed.runner import _accuracy, score_detection
+from testbed.run.evaluate import accuracy_of as _accuracy
+from testbed.run.evaluate import score_detection
 
 
 def test_perfect_and_reversed_scores():

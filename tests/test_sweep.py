@@ -243,12 +243,12 @@ def test_killed_sweep_finishes_on_restart_without_recomputing(tmp_path):
 
 
 def test_memoised_reference_gives_byte_identical_results(tmp_path):
-    from testbed import runner
+    from testbed.run import evaluate
 
     sc = parse_scenario(tiny("memo"))
-    runner._REFERENCE_CACHE.clear()
+    evaluate._REFERENCE_CACHE.clear()
     run_scenario(sc, tmp_path / "cold")
-    assert len(runner._REFERENCE_CACHE) == 1
+    assert len(evaluate._REFERENCE_CACHE) == 1
     run_scenario(sc, tmp_path / "warm")
     assert (tmp_path / "cold" / "results.json").read_bytes() == (
         tmp_path / "warm" / "results.json"
@@ -256,7 +256,7 @@ def test_memoised_reference_gives_byte_identical_results(tmp_path):
     # other data is another key
     other = parse_scenario(tiny("memo2").replace("mean: 2.0", "mean: 3.0"))
     res = run_scenario(other, tmp_path / "other").results
-    assert len(runner._REFERENCE_CACHE) == 2
+    assert len(evaluate._REFERENCE_CACHE) == 2
     assert (
         res["reference"]["wasserstein"]
         != json.loads((tmp_path / "cold" / "results.json").read_text())["reference"]["wasserstein"]

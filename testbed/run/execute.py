@@ -27,7 +27,7 @@ from testbed.run.score import ground_truth, score_runs
 from testbed.run.view import observe
 from testbed.rundir import run_dir_lock
 
-__all__ = ["Replay", "RunOutput", "execute"]
+__all__ = ["Replay", "RunOutput", "attack_and_score", "execute", "run_and_evaluate"]
 
 Until = Literal["world", "results", "scores"]
 
@@ -96,7 +96,14 @@ def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
     if until == "world":
         return RunOutput(None, world)
     if replay is not None:
-        return RunOutput(None, world, rows=_attack_and_score(world, replay.transcript, replay))
+        rows = attack_and_score(
+            world,
+            replay.transcript,
+            replay.released,
+            observer=replay.observer,
+            colluders=replay.colluders,
+        )
+        return RunOutput(None, world, rows=rows)
     if not write or until != "scores":
         return _run(world, None, progress, until, evidence=None)
     out = Path(out_dir) if out_dir is not None else _default_dir(rs)
@@ -118,33 +125,49 @@ def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
     return res
 
 
-def _run(world: World, spill_dir: Path | None, progress: bool, until: Until, evidence) -> RunOutput:
+def run_and_evaluate(
+    world: World, progress: bool = False, spill_dir: Path | None = None
+) -> RunOutput:
+    """The protocol, reference and accuracy stages on ``world``: the results row without
+    attacks. With ``spill_dir`` (the run directory) payloads past the transcript's memory
+    threshold go to a file there."""
     exchange = run_protocol(world, progress=progress, spill_dir=spill_dir)
     ev = evaluate(world, exchange)
     results = results_row(world, exchange, ev)
-    out = RunOutput(spill_dir, world, results, exchange.transcript, exchange.seconds, exchange, ev)
-    if until == "scores":
-        rows = _attack_and_score(
-            world,
-            exchange.transcript,
-            Replay(exchange.transcript, released=results["estimates"]),
-            evidence=evidence,
-        )
-        results["attacks"] = rows
-        out.rows = rows
-    return out
+    return RunOutput(spill_dir, world, results, exchange.transcript, exchange.seconds, exchange, ev)
 
 
-def _attack_and_score(world: World, transcript: Transcript, replay: Replay, evidence=None):
+def attack_and_score(
+    world: World,
+    transcript: Transcript,
+    released: dict[str, Any] | None = None,
+    *,
+    observer: str | None = None,
+    colluders: tuple[str, ...] | None = None,
+    evidence: dict | None = None,
+) -> list[dict]:
+    """The view, attack and score stages: every attack of the scenario on what the observer
+    (default: the scenario's threat model) saw of ``transcript``; the scored rows.
+    ``released``: the protocol's estimates, which attacks find in ``public.extra["released"]``.
+    ``evidence``: when a dict, it receives the arrays the report draws for each row."""
     if not world.scenario.attacks:
         return []
-    obs = observe(world, transcript, replay.released, replay.observer, replay.colluders)
+    obs = observe(world, transcript, released, observer, colluders)
     runs = run_attacks(world.scenario, world.resolved, obs)
-    truth = ground_truth(world)
     return score_runs(
         runs,
-        truth,
+        ground_truth(world),
         dataset=world.scenario.data.dataset.name,
         evidence=evidence,
         audited_claims=bool(world.ledger.parties()),
     )
+
+
+def _run(world: World, spill_dir: Path | None, progress: bool, until: Until, evidence) -> RunOutput:
+    out = run_and_evaluate(world, progress, spill_dir)
+    if until == "scores":
+        out.rows = attack_and_score(
+            world, out.transcript, out.results["estimates"], evidence=evidence
+        )
+        out.results["attacks"] = out.rows
+    return out
