@@ -45,6 +45,7 @@ from testbed.registry import (
 )
 from testbed.yamlloc import fmt_loc as _fmt_loc
 from testbed.yamlloc import line_of as _line_of
+from testbed.yamlloc import where as _where
 
 __all__ = [
     "AttackSpec",
@@ -368,11 +369,9 @@ def _first_error(exc: ValidationError, prefix: Sequence[Any], root, fname: str) 
     ):
         msg = f"{msg} (got {err['input']!r})"
     msg = msg.removeprefix("Value error, ")
-    line = _line_of(root, loc)
-    where = f"{fname}:{line}" if line else fname
     more = len(exc.errors()) - 1
     tail = f" (+{more} more error{'s' if more > 1 else ''})" if more else ""
-    return ScenarioError(f"{where}: {_fmt_loc(loc)}: {msg}{tail}")
+    return ScenarioError(f"{_where(fname, root, loc)}: {msg}{tail}")
 
 
 def _number_kinds(annotation) -> set[type]:
@@ -440,9 +439,7 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
             ):
                 bad = f"{x} is above the limit {MAX_COUNT} for a size or count"
             if bad:
-                line = _line_of(root, sub_loc)
-                where = f"{fname}:{line}" if line else fname
-                raise ScenarioError(f"{where}: {_fmt_loc(sub_loc)}: {bad}")
+                raise ScenarioError(f"{_where(fname, root, sub_loc)}: {bad}")
 
 
 def _quoted(root, loc) -> bool:

@@ -20,18 +20,14 @@ def check_defense_filters(cfg, sc, i: int, root, fname: str) -> None:
     """Raise a one-line :class:`ScenarioError` naming ``defenses[i].params.<field>[j]`` and the
     known values when a filter names no sender or no message kind of the protocol."""
     from testbed.registry import PROTOCOLS
-    from testbed.yamlloc import fmt_loc as _fmt_loc
-    from testbed.yamlloc import line_of as _line_of
+    from testbed.yamlloc import where
 
     proto = PROTOCOLS.get(sc.protocol.name)
 
     def fail(field: str, j: int, value, what: str, known) -> None:
-        loc = ["defenses", i, "params", field, j]
-        line = _line_of(root, loc) if root is not None else None
-        where = f"{fname}:{line}" if line else fname
         raise ScenarioError(
-            f"{where}: {_fmt_loc(loc)}: {value!r} is not {what} of protocol {proto.name}; "
-            f"known: {', '.join(known)}"
+            f"{where(fname, root, ['defenses', i, 'params', field, j])}: {value!r} is not {what} "
+            f"of protocol {proto.name}; known: {', '.join(known)}"
         )
 
     senders = getattr(cfg, "senders", None)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from testbed.errors import ScenarioError
-from testbed.yamlloc import fmt_loc, line_of
+from testbed.yamlloc import where
 
 __all__ = [
     "MAX_CELLS",
@@ -99,10 +99,7 @@ def _limits(sc) -> LimitsSpec:
 
 
 def _where(sc, loc: list) -> str:
-    fname = getattr(sc, "_fname", None) or "<scenario>"
-    root = getattr(sc, "_yaml_root", None)
-    line = line_of(root, loc) if root is not None else None
-    return f"{fname}:{line}: {fmt_loc(loc)}" if line else f"{fname}: {fmt_loc(loc)}"
+    return where(getattr(sc, "_fname", None) or "<scenario>", getattr(sc, "_yaml_root", None), loc)
 
 
 # ----------------------------------------------------------------------------- cells

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["fmt_loc", "line_of"]
+__all__ = ["fmt_loc", "line_of", "where"]
 
 
 def line_of(node, loc: Sequence[Any]) -> int | None:
@@ -38,3 +38,10 @@ def fmt_loc(loc: Sequence[Any]) -> str:
     for p in loc:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "(top level)"
+
+
+def where(fname: str, root, loc: Sequence[Any]) -> str:
+    """``file:line: field`` of ``loc`` in the composed YAML tree ``root`` (``file: field`` when
+    no line is known): the prefix of every one-line scenario error."""
+    line = line_of(root, loc)
+    return f"{fname}:{line}: {fmt_loc(loc)}" if line else f"{fname}: {fmt_loc(loc)}"
