@@ -429,7 +429,7 @@ def test_gdp_delta_for_mu_other_than_one_and_epsilon_below_one():
     assert gdp_epsilon(1.0, target) == pytest.approx(0.5, abs=1e-8)
 
 
-def testmembership_labels_pool_only_when_the_target_has_both_candidates_and_labels():
+def test_membership_labels_pool_only_when_the_target_has_both_candidates_and_labels():
     from types import SimpleNamespace
 
     from testbed.metrics import membership_labels
@@ -437,7 +437,9 @@ def testmembership_labels_pool_only_when_the_target_has_both_candidates_and_labe
     cand = np.vstack([X[:2], Y])
     rows = membership_labels(cand, "a", _truth(candidates={"a": cand}))  # no labels: rows of a
     np.testing.assert_array_equal(rows, [True, True, False, False])
-    pool = membership_labels(cand, "a", _truth(candidates={"a": cand}, membership={"a": [0, 1, 1, 0]}))
+    pool = membership_labels(
+        cand, "a", _truth(candidates={"a": cand}, membership={"a": [0, 1, 1, 0]})
+    )
     assert pool.dtype == bool and pool.tolist() == [False, True, True, False]
     bare = SimpleNamespace(parties=_truth().parties, membership=None)  # an older truth record
     np.testing.assert_array_equal(membership_labels(cand, "b", bare), [False, False, True, True])
