@@ -217,6 +217,7 @@ class Scenario(BaseModel):
     _raw: dict | None = PrivateAttr(None)
     _yaml_root: Any = PrivateAttr(None)
     _fname: str = PrivateAttr("<scenario>")
+    _cells: list | None = PrivateAttr(None)  # a sweep's cells, expanded once at load time
 
     @field_validator("sweep")
     @classmethod
@@ -595,7 +596,8 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
     sc._base_dir = base_dir  # where relative data paths are resolved
     sc._raw, sc._yaml_root, sc._fname = raw, root, fname
     if sc.is_sweep:
-        expand_cells(sc)  # every cell is validated now, with the same line-numbered errors
+        # every cell is validated now, with the same line-numbered errors; kept for the run
+        sc._cells = expand_cells(sc)
     return sc
 
 
@@ -821,7 +823,10 @@ def _grids(sc: Scenario) -> list[dict[str, list[Any]]]:
 
 
 def expand_cells(sc: Scenario) -> list[Cell]:
-    """Every cell of the sweep (grid(s) x seeds), each validated with line-numbered errors."""
+    """Every cell of the sweep (grid(s) x seeds), each validated with line-numbered errors.
+    A scenario loaded from YAML was expanded once at load time; that list is returned."""
+    if sc._cells is not None:
+        return list(sc._cells)
     fname, root = sc._fname, sc._yaml_root
     raw = sc._raw if sc._raw is not None else sc.model_dump(mode="json", exclude_none=True)
     raw = {k: v for k, v in raw.items() if k not in ("sweep", "seeds")}
