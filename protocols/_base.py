@@ -8,7 +8,7 @@ centrally with POT, against which accuracy is measured.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -18,7 +18,7 @@ from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
 from testbed.registry import Plugin
 
-__all__ = ["Protocol", "ProtocolResult"]
+__all__ = ["Protocol", "ProtocolResult", "drive", "drive_many"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,72 @@ class Protocol(Plugin):
         target -> (candidate rows, member flags), decided by dataset row indices, never by
         comparing row values (default: none; the scenario's ``membership:`` pool is separate)."""
         return {}
+
+
+# ----------------------------------------------------------------------------- step generators
+#: a protocol written as a generator: yields a list of ``(party, fn, *args)`` client calls (the
+#: arguments of ``bus.local_map``), receives their results, returns its result
+Steps = Generator[list, list, Any]
+
+
+def drive(steps: Steps, bus: Bus) -> Any:
+    """Run a step generator to the end, each batch of client calls through ``bus.local_map``;
+    returns what the generator returns."""
+    try:
+        calls = next(steps)
+        while True:
+            calls = steps.send(bus.local_map(calls))
+    except StopIteration as stop:
+        return stop.value
+
+
+def drive_many(
+    steps: Iterable[Steps], bus: Bus, window: int, on_done: Callable[[int, Any], None]
+) -> int:
+    """Run independent step generators in lock step, at most ``window`` at a time.
+
+    At each step the pending client calls of every unfinished generator go to one
+    ``bus.local_map`` (an engine with remote parties then runs them together: one round trip per
+    step instead of one per run), and the generators are resumed in the order they were taken
+    from ``steps``; a finished run's slot is given to the next generator after the step. The
+    messages they send are therefore logged in an order that depends only on the inputs and
+    ``window``. Each generator receives exactly the results of its own calls, so it computes what
+    :func:`drive` would. ``steps`` is read lazily (a run's generator is made when it starts), and
+    ``on_done(i, result)`` is called when the ``i``-th run finishes. Returns the number of runs."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    source = iter(steps)
+    live: dict[int, Steps] = {}
+    pending: dict[int, list] = {}
+    started = 0
+
+    def advance(i: int, value=None) -> None:
+        try:
+            pending[i] = next(live[i]) if value is None else live[i].send(value)
+        except StopIteration as stop:
+            pending.pop(i, None)
+            del live[i]
+            on_done(i, stop.value)
+
+    def fill() -> None:
+        nonlocal started
+        while len(live) < window:
+            gen = next(source, None)
+            if gen is None:
+                return
+            i, started = started, started + 1
+            live[i] = gen
+            advance(i)
+
+    fill()
+    while pending:
+        order = sorted(pending)
+        flat = [c for i in order for c in pending[i]]
+        results = bus.local_map(flat) if flat else []
+        pos = 0
+        for i in order:
+            n = len(pending[i])
+            advance(i, list(results[pos : pos + n]))
+            pos += n
+        fill()
+    return started

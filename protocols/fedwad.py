@@ -45,13 +45,13 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from protocols._base import Protocol, ProtocolResult
+from protocols._base import Protocol, ProtocolResult, drive
 from testbed import ot as tot
 from testbed.bus import SERVER, Bus
 from testbed.data import PartyData
@@ -188,12 +188,22 @@ class FedWAD(Protocol):
 
     # -- the protocol
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
+        return drive(self.steps(parties, bus, rng), bus)
+
+    def steps(self, parties, bus: Bus, rng) -> Generator[list, list, ProtocolResult]:
+        """The protocol as a generator: it yields each batch of independent client calls
+        (``bus.local_map`` arguments), is sent their results, and returns the
+        :class:`ProtocolResult`. :meth:`run` drives it with :func:`drive`; several runs can be
+        driven in lock step with :func:`drive_many` (their client calls batched into one
+        ``local_map``), which is how ``fedwad_clustering`` keeps many pairs in flight on an
+        engine with remote parties. Messages are sent from inside the generator, so one run's
+        messages and results are the same whichever driver runs it."""
         cfg = self.config
         accurate = cfg.mode == "accurate"
         interpolation = "exact" if accurate else cfg.interpolation
         every_round = accurate or cfg.distances == "every_round"
         name_mu, name_nu = self._clients(parties)
-        d_mu, d_nu = bus.local_map([(name_mu, _dim), (name_nu, _dim)])
+        d_mu, d_nu = yield [(name_mu, _dim), (name_nu, _dim)]
         if d_mu != d_nu:
             raise DataError(f"fedwad: dimension mismatch ({d_mu} vs {d_nu})")
         rng_server, rng_mu, rng_nu = rng.spawn(3)
@@ -213,7 +223,7 @@ class FedWAD(Protocol):
             xi_at_nu = bus.send(SERVER, name_nu, "fedwad.xi", xi, round=k).payload
             # clients: xi_mu^(k) = Interp(mu, xi^(k-1), t), xi_nu^(k) = Interp(nu, xi^(k-1), t)
             # the two clients' steps are independent (run at once on an engine with remote parties)
-            (xi_mu, w_mu_prev), (xi_nu, w_nu_prev) = bus.local_map(
+            (xi_mu, w_mu_prev), (xi_nu, w_nu_prev) = yield (
                 [
                     (name_mu, _client_step, xi_at_mu, self._t(rng_mu), interpolation, cfg.prune),
                     (name_nu, _client_step, xi_at_nu, self._t(rng_nu), interpolation, cfg.prune),
@@ -232,9 +242,10 @@ class FedWAD(Protocol):
             if cfg.trace:
                 # A^(k) = W(mu,xi_mu) + W(xi_mu,xi) + W(xi,xi_nu) + W(xi_nu,nu): a testbed
                 # diagnostic; the client terms are computed at the clients and never sent.
-                (a_mu, e_mu), (a_nu, e_nu) = bus.local_map(
-                    [(name_mu, _trace_terms, xi_mu, xi), (name_nu, _trace_terms, xi_nu, xi)]
-                )
+                (a_mu, e_mu), (a_nu, e_nu) = yield [
+                    (name_mu, _trace_terms, xi_mu, xi),
+                    (name_nu, _trace_terms, xi_nu, xi),
+                ]
                 history["bound"].append(
                     a_mu + tot.wasserstein(xi_mu, xi) + tot.wasserstein(xi, xi_nu) + a_nu
                 )
@@ -251,9 +262,10 @@ class FedWAD(Protocol):
         K = rounds + 1
         xi_mu_final = bus.send(SERVER, name_mu, "fedwad.xi_final", xi, round=K).payload
         xi_nu_final = bus.send(SERVER, name_nu, "fedwad.xi_final", xi, round=K).payload
-        w_mu, w_nu = bus.local_map(
-            [(name_mu, _distance_to, xi_mu_final), (name_nu, _distance_to, xi_nu_final)]
-        )
+        w_mu, w_nu = yield [
+            (name_mu, _distance_to, xi_mu_final),
+            (name_nu, _distance_to, xi_nu_final),
+        ]
         d_mu = bus.send(name_mu, SERVER, "fedwad.distance", w_mu, round=K).payload
         d_nu = bus.send(name_nu, SERVER, "fedwad.distance", w_nu, round=K).payload
         final = float(d_mu + d_nu)

@@ -27,13 +27,13 @@ References
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import combinations
+from itertools import combinations, islice
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
-from protocols._base import Protocol, ProtocolResult
+from protocols._base import Protocol, ProtocolResult, drive_many
 from protocols.fedwad import FEDWAD_KINDS, FedWAD, FedWADConfig
 from testbed import ot as tot
 from testbed.bus import Bus
@@ -58,6 +58,12 @@ class FedWADClusteringConfig(PluginConfig):
         "linear", description="affinity rescaling: 1 - D/max(D), or exp(-D^2/median(D)^2)"
     )
     n_neighbors: int = Field(3, gt=0, description="k of the sparse graph (paper: 3 or 5)")
+    pairs_in_flight: int = Field(
+        1,
+        ge=1,
+        description="pairs run in lock step (their client calls batched into one round trip; "
+        "the distances are the same, the messages interleave); 1 = one pair after another",
+    )
 
 
 def planted_labels(label_sets: Mapping[str, frozenset]) -> np.ndarray:
@@ -133,23 +139,43 @@ class FedWADClustering(Protocol):
         )
 
     def pair_distances(
-        self, parties, bus: Bus, rng: np.random.Generator, limit: int | None = None
+        self,
+        parties,
+        bus: Bus,
+        rng: np.random.Generator,
+        limit: int | None = None,
+        window: int | None = None,
+        on_pair=None,
     ) -> tuple[np.ndarray, int]:
         """FedWAD for the pairs (i, j), i < j, in order (the first ``limit`` of them when
         given): the distance matrix and the number of pairs run. Pair p's generator is
         ``rng``'s next spawned child, made when the pair starts (the same children as spawning
-        them all at once, without holding N²/2 generators)."""
+        them all at once, without holding N²/2 generators). ``window`` (default: the config's
+        ``pairs_in_flight``) pairs run in lock step through :func:`protocols._base.drive_many`;
+        each pair computes exactly what it computes alone, so the matrix does not depend on the
+        window (tests/test_fedwad_lockstep.py), only the order of the logged messages does.
+        ``on_pair()`` is called after each finished pair (progress reporting)."""
         names = list(parties)
         D = np.zeros((len(names), len(names)))
-        done = 0
-        for i, j in combinations(range(len(names)), 2):
-            if limit is not None and done >= limit:
-                break
-            fw = FedWAD(self.config.fedwad.model_copy(update={"clients": [names[i], names[j]]}))
-            res = fw.run(parties, bus, rng.spawn(1)[0])
+        window = window or self.config.pairs_in_flight
+        pairs = combinations(range(len(names)), 2)
+        if limit is not None:
+            pairs = islice(pairs, limit)
+        started: dict[int, tuple[int, int]] = {}  # run number -> pair, while it runs
+
+        def runs():
+            for p, (i, j) in enumerate(pairs):
+                started[p] = (i, j)
+                cfg = self.config.fedwad.model_copy(update={"clients": [names[i], names[j]]})
+                yield FedWAD(cfg).steps(parties, bus, rng.spawn(1)[0])
+
+        def done(p: int, res: ProtocolResult) -> None:
+            i, j = started.pop(p)
             D[i, j] = D[j, i] = res.estimates["wasserstein"]
-            done += 1
-        return D, done
+            if on_pair is not None:
+                on_pair()
+
+        return D, drive_many(runs(), bus, window, done)
 
     def central_clusters(self, D: np.ndarray) -> np.ndarray:
         """The same clustering on a central matrix (the central pipeline of ``utility.clustering_ari``)."""

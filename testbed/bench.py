@@ -322,8 +322,9 @@ class BenchOptions:
     ray: bool = False
     ray_clients: Sequence[int] = ()
     pairwise_clients: Sequence[int] = ()  # pairwise FedWAD on Ray (testbed.bench_pairwise)
-    pairwise_pairs: int = 500
+    pairwise_pairs: int | None = 500  # None: every pair
     log: Callable[[str], None] = field(default=lambda s: None)
+    progress: bool = False  # progress bars on long sections (the full pairwise run)
 
     @classmethod
     def quick(cls, **kw) -> BenchOptions:
@@ -852,7 +853,11 @@ def _pairwise(opts: BenchOptions) -> list[dict]:
 
     return bench_pairwise(
         PairwiseOptions(
-            clients=opts.pairwise_clients, pairs=opts.pairwise_pairs, seed=opts.seed, log=opts.log
+            clients=opts.pairwise_clients,
+            pairs=opts.pairwise_pairs,
+            seed=opts.seed,
+            log=opts.log,
+            progress=opts.progress,
         )
     )
 

@@ -451,7 +451,8 @@ def cmd_bench(args) -> int:
     if args.pairwise is not None:
         kw["pairwise_clients"] = args.pairwise
     if args.pairwise_pairs is not None:
-        kw["pairwise_pairs"] = args.pairwise_pairs
+        kw["pairwise_pairs"] = None if args.pairwise_pairs == "all" else args.pairwise_pairs
+    kw["progress"] = not args.quiet and sys.stderr.isatty()
     kw["log"] = (
         (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     )
@@ -514,6 +515,11 @@ def _add_protocol_kit_commands(sub) -> None:
     p.add_argument("-o", "--out", help="output directory (default: runs/scorecard-<name>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(fn=scorecard_cmd)
+
+
+def _pairs_arg(text: str):
+    """``all`` or a positive integer (``--pairwise-pairs``)."""
+    return "all" if text.strip().lower() == "all" else _positive_int(text)
 
 
 def _positive_int(text: str) -> int:
@@ -636,8 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--pairwise-pairs",
-        type=_positive_int,
-        help="run the first K pairs of each N (default 500; all pairs when fewer)",
+        type=_pairs_arg,
+        help="run the first K pairs of each N, or 'all' (default 500; all pairs when fewer)",
     )
     p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
     p.add_argument("-q", "--quiet", action="store_true")

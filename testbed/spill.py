@@ -23,9 +23,10 @@ import numpy as np
 from testbed.measure import Measure
 from testbed.payload import Payload
 
-__all__ = ["SPILL_NAME", "MappedNpz", "SpillStore", "mapped_npz"]
+__all__ = ["HEADER_NAME", "SPILL_NAME", "HeaderLog", "MappedNpz", "SpillStore", "mapped_npz"]
 
 SPILL_NAME = "payloads.spill"
+HEADER_NAME = "envelopes.spill"
 _ALIGN = 64
 _GROW = 64 << 20  # the file grows (sparse) by at least this much, so re-mapping is rare
 
@@ -46,7 +47,8 @@ class SpillStore:
         """Bytes written so far."""
         return self._used
 
-    def _append_array(self, a: np.ndarray) -> np.ndarray:
+    def _write(self, a: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
+        """Append ``a``'s bytes; returns where they are: (offset, dtype, shape)."""
         a = np.ascontiguousarray(a)
         if self._fd < 0 and self._cap == 0:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,23 +63,51 @@ class SpillStore:
             os.pwrite(self._fd, memoryview(a.reshape(-1)).cast("B"), off)
         self._used = end
         self.arrays += 1
+        return off, a.dtype.str, a.shape
+
+    def _view(self, off: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A read-only view of bytes written by :meth:`_write`."""
         if self._map is None:
-            self._map = mmap.mmap(self._fd, self._cap, access=mmap.ACCESS_READ)
-        out = np.frombuffer(self._map, dtype=a.dtype, count=a.size, offset=off)
-        return out.reshape(a.shape)
+            if self._fd >= 0:
+                self._map = mmap.mmap(self._fd, self._cap, access=mmap.ACCESS_READ)
+            else:  # closed: map the finished file
+                with open(self.path, "rb") as f:
+                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+
+    def _append_array(self, a: np.ndarray) -> np.ndarray:
+        return self._view(*self._write(a))
+
+    def layout(self, p: Payload):
+        """Write ``p``'s arrays and return a small picklable description of the payload
+        (arrays as their place in the file) that :meth:`restore` turns back into it."""
+        if isinstance(p, Measure):
+            return ("measure", self._write(p.support), self._write(p.weights))
+        if isinstance(p, np.ndarray) and not p.dtype.hasobject:
+            return ("array", self._write(p))
+        if isinstance(p, Mapping):
+            return ("mapping", tuple((k, self.layout(v)) for k, v in p.items()))
+        return ("value", p)
+
+    def restore(self, spec) -> Payload:
+        """The payload :meth:`layout` described, its arrays read-only views of the file."""
+        tag = spec[0]
+        if tag == "measure":
+            out = object.__new__(Measure)  # validated when it was sent; bytes unchanged
+            object.__setattr__(out, "support", self._view(*spec[1]))
+            object.__setattr__(out, "weights", self._view(*spec[2]))
+            return out
+        if tag == "array":
+            return self._view(*spec[1])
+        if tag == "mapping":
+            return MappingProxyType({k: self.restore(v) for k, v in spec[1]})
+        return spec[1]
 
     def spill(self, p: Payload) -> Payload:
         """The same payload with every array replaced by a read-only view of the file."""
-        if isinstance(p, Measure):
-            out = object.__new__(Measure)  # already validated when it was sent; bytes unchanged
-            object.__setattr__(out, "support", self._append_array(p.support))
-            object.__setattr__(out, "weights", self._append_array(p.weights))
-            return out
-        if isinstance(p, np.ndarray):
-            return p if p.dtype.hasobject else self._append_array(p)
-        if isinstance(p, Mapping):
-            return MappingProxyType({k: self.spill(v) for k, v in p.items()})
-        return p
+        return self.restore(self.layout(p))
 
     def close(self) -> None:
         """Trim the file to what was written and close the descriptor (maps stay readable)."""
@@ -86,6 +116,7 @@ class SpillStore:
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
+            self._map = None  # the next read maps the trimmed file
 
     def __del__(self):  # pragma: no cover - best effort
         try:
@@ -93,6 +124,61 @@ class SpillStore:
                 os.close(self._fd)
         except OSError:
             pass
+
+
+class HeaderLog:
+    """Append-only file of records (bytes), read back by number: ``<name>`` holds the records,
+    ``<name>.idx`` their (offset, length) as two little-endian int64 each, so reading record
+    ``i`` costs two ``pread`` calls and nothing is kept in memory per record."""
+
+    _IDX = struct.Struct("<qq")
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.idx_path = self.path.with_name(self.path.name + ".idx")
+        self._data = self._idx = None
+        self._end = 0
+        self._dirty = False
+        self.count = 0
+
+    def append(self, record: bytes) -> None:
+        if self._data is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._data = open(self.path, "w+b", buffering=1 << 20)  # noqa: SIM115 (kept open)
+            self._idx = open(self.idx_path, "w+b", buffering=1 << 16)  # noqa: SIM115
+        self._data.write(record)
+        self._idx.write(self._IDX.pack(self._end, len(record)))
+        self._end += len(record)
+        self.count += 1
+        self._dirty = True
+
+    def flush(self) -> None:
+        if self._dirty:
+            self._data.flush()
+            self._idx.flush()
+            self._dirty = False
+
+    def __getitem__(self, i: int) -> bytes:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        self.flush()
+        off, n = self._IDX.unpack(os.pread(self._idx.fileno(), self._IDX.size, i * self._IDX.size))
+        return os.pread(self._data.fileno(), n, off)
+
+    def close(self) -> None:
+        """Flush and sync; the log stays readable."""
+        if self._data is not None:
+            self.flush()
+            os.fsync(self._data.fileno())
+            os.fsync(self._idx.fileno())
+
+    def __del__(self):  # pragma: no cover - best effort
+        for f in (self._data, self._idx):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
 
 
 # ----------------------------------------------------------------------------- reading a saved npz

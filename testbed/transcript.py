@@ -9,26 +9,30 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import operator
 import os
+import pickle
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from testbed.envelope import Envelope, visible_to
+from testbed.envelope import EAVESDROPPER, Envelope, visible_to
 from testbed.errors import DataError, TestbedError
 from testbed.measure import Measure, is_mapped_readonly
 from testbed.payload import Payload, _ro, digest_algorithm, payload_digest
-from testbed.spill import SPILL_NAME, SpillStore, mapped_npz
+from testbed.spill import HEADER_NAME, SPILL_NAME, HeaderLog, SpillStore, mapped_npz
 
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
 DEFAULT_SPILL_THRESHOLD = 256 << 20
 
-__all__ = ["PublicInfo", "Transcript", "View", "atomic_write_bytes"]
+__all__ = ["EnvelopeSeq", "PublicInfo", "Transcript", "View", "atomic_write_bytes"]
+
+_PICKLE = pickle.HIGHEST_PROTOCOL
 
 
 TEMP_MARK = "testbed-"  # in every temp file name the testbed creates; restarts delete only these
@@ -113,10 +117,14 @@ def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
 class Transcript:
     """Append-only log of delivered envelopes.
 
-    With ``spill_dir``, payloads stop being kept in memory once ``spill_threshold`` bytes are:
-    each further payload's arrays go to the append-only ``payloads.spill`` file there and the
-    logged envelope reads them through a read-only memory map (:mod:`testbed.spill`). Digests,
-    views and attacks see the same bytes either way.
+    With ``spill_dir``, the transcript stops growing in memory once it holds
+    ``spill_threshold`` payload bytes: from then on every envelope is written to disk in the
+    run directory, its payload arrays to the append-only ``payloads.spill`` and its header
+    (routing, size, digest, the payload's layout) to ``envelopes.spill`` with a fixed-size index
+    (:mod:`testbed.spill`). Reading envelope ``i`` then rebuilds it from its header, its arrays
+    read-only views of a memory map of the payload file; iterating, views and digests read the
+    files lazily, so memory stays bounded however long the run is. Digests, views and attacks
+    see the same bytes either way.
     """
 
     def __init__(
@@ -126,10 +134,15 @@ class Transcript:
         spill_dir: str | Path | None = None,
         spill_threshold: int | None = None,
     ):
-        self._envelopes: list[Envelope] = []
+        self._envelopes: list[Envelope] = []  # the first envelopes, kept in memory
         self._in_memory = 0
+        self._count = 0
+        self._nbytes = 0
         self._threshold = DEFAULT_SPILL_THRESHOLD if spill_threshold is None else spill_threshold
-        self._spill = SpillStore(Path(spill_dir) / SPILL_NAME) if spill_dir is not None else None
+        self._spill = self._log = None
+        if spill_dir is not None:
+            self._spill = SpillStore(Path(spill_dir) / SPILL_NAME)
+            self._log = HeaderLog(Path(spill_dir) / HEADER_NAME)
         for e in envelopes:
             self._append(e)
 
@@ -138,48 +151,102 @@ class Transcript:
         """Payload bytes held in the spill file (0 when nothing spilled)."""
         return 0 if self._spill is None else self._spill.nbytes
 
+    @property
+    def on_disk(self) -> int:
+        """How many envelopes were written to disk instead of memory (the last ones)."""
+        return 0 if self._log is None else self._log.count
+
     def _append(self, env: Envelope) -> None:
-        if env.seq != len(self._envelopes):
+        if env.seq != self._count:
             raise TestbedError(
-                f"transcript is append-only: expected seq {len(self._envelopes)}, got {env.seq}"
+                f"transcript is append-only: expected seq {self._count}, got {env.seq}"
             )
-        if self._spill is not None and self._in_memory + env.nbytes > self._threshold:
-            env = replace(env, payload=self._spill.spill(env.payload))  # same bytes, same digest
+        if self._spill is not None and (
+            self._log.count or self._in_memory + env.nbytes > self._threshold
+        ):
+            layout = self._spill.layout(env.payload)  # same bytes, same digest
+            header = (env.round, env.sender, env.receiver, env.kind, env.nbytes, env.digest)
+            meta = dict(env.meta) or None
+            self._log.append(pickle.dumps((header, meta, layout), protocol=_PICKLE))
         else:
             self._in_memory += env.nbytes
-        self._envelopes.append(env)
+            self._envelopes.append(env)
+        self._count += 1
+        self._nbytes += env.nbytes
+
+    def _from_disk(self, seq: int) -> Envelope:
+        header, meta, layout = pickle.loads(self._log[seq - len(self._envelopes)])
+        round_, sender, receiver, kind, nbytes, digest = header
+        return Envelope(
+            seq=seq,
+            round=round_,
+            sender=sender,
+            receiver=receiver,
+            kind=kind,
+            payload=self._spill.restore(layout),
+            meta=MappingProxyType(meta or {}),
+            nbytes=nbytes,
+            digest=digest,
+        )
+
+    def _headers(self) -> Iterator[tuple[int, int, str, str, str, str]]:
+        """(seq, round, sender, receiver, kind, digest) of every envelope, without reading any
+        payload (the digest and routing of a spilled transcript come from its header file)."""
+        for e in self._envelopes:
+            yield e.seq, e.round, e.sender, e.receiver, e.kind, e.digest
+        first = len(self._envelopes)
+        for k in range(self.on_disk):
+            round_, sender, receiver, kind, _, digest = pickle.loads(self._log[k])[0]
+            yield first + k, round_, sender, receiver, kind, digest
 
     def close(self) -> None:
-        """Finish the spill file (trimmed, synced); the transcript stays readable."""
+        """Finish the spill files (trimmed, synced); the transcript stays readable."""
         if self._spill is not None:
             self._spill.close()
+            self._log.close()
 
     def __len__(self) -> int:
-        return len(self._envelopes)
+        return self._count
 
     def __iter__(self) -> Iterator[Envelope]:
-        return iter(tuple(self._envelopes))
+        n = self._count  # a snapshot: envelopes appended while iterating are not visited
+        yield from self._envelopes[: min(n, len(self._envelopes))]
+        for seq in range(len(self._envelopes), n):
+            yield self._from_disk(seq)
 
-    def __getitem__(self, i: int) -> Envelope:
-        return self._envelopes[i]
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._count))]
+        i = operator.index(i)
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError("transcript index out of range")
+        if i < len(self._envelopes):
+            return self._envelopes[i]
+        return self._from_disk(i)
 
     @property
     def envelopes(self) -> tuple[Envelope, ...]:
-        return tuple(self._envelopes)
+        """Every envelope, as a tuple (rebuilt from disk for a spilled transcript: iterate
+        instead when the transcript may be long)."""
+        return tuple(self)
 
     @property
     def nbytes(self) -> int:
-        return sum(e.nbytes for e in self._envelopes)
+        return self._nbytes
 
     def digest(self) -> str:
         """Hash of the whole transcript (routing + payload digests), order-sensitive."""
         h = hashlib.sha256()
-        for e in self._envelopes:
-            h.update(f"{e.seq}|{e.round}|{e.sender}|{e.receiver}|{e.kind}|{e.digest}\n".encode())
+        for seq, round_, sender, receiver, kind, digest in self._headers():
+            h.update(f"{seq}|{round_}|{sender}|{receiver}|{kind}|{digest}\n".encode())
         return h.hexdigest()
 
     def parties(self) -> list[str]:
-        names = {e.sender for e in self._envelopes} | {e.receiver for e in self._envelopes}
+        names = set()
+        for _, _, sender, receiver, _, _ in self._headers():
+            names.update((sender, receiver))
         return sorted(names)
 
     def view(
@@ -189,9 +256,24 @@ class Transcript:
         own_data: Mapping[str, np.ndarray] | None = None,
         public: PublicInfo | None = None,
     ) -> View:
-        """What ``observer`` (plus colluders) saw. ``eavesdropper`` sees every envelope."""
+        """What ``observer`` (plus colluders) saw. ``eavesdropper`` sees every envelope.
+
+        On a transcript that spilled to disk the view's envelopes are a lazy, read-only
+        sequence (:class:`EnvelopeSeq`): each is read from the files when it is used."""
         who = {observer, *colluders}
-        seen = tuple(e for e in self._envelopes if visible_to(e, who))
+        if self.on_disk:
+            everyone = EAVESDROPPER in who
+            picked = [
+                seq
+                for seq, _, sender, receiver, _, _ in self._headers()
+                if everyone or sender in who or receiver in who
+            ]
+            if len(picked) == self._count:
+                seen = EnvelopeSeq(self, range(self._count))
+            else:
+                seen = EnvelopeSeq(self, np.asarray(picked, dtype=np.int64))
+        else:
+            seen = tuple(e for e in self._envelopes if visible_to(e, who))
         own = {k: _ro(v) for k, v in (own_data or {}).items() if k in who}
         return View(
             observer=observer,
@@ -207,7 +289,7 @@ class Transcript:
         directory = Path(directory)
         arrays: dict[str, np.ndarray] = {}
         lines = []
-        for e in self._envelopes:
+        for e in self:
             spec = _encode(e.payload, f"{e.seq}", arrays)
             rec = {
                 "seq": e.seq,
@@ -272,6 +354,39 @@ class Transcript:
 
 
 # ----------------------------------------------------------------------------- view
+class EnvelopeSeq(Sequence):
+    """A read-only sequence of some of a transcript's envelopes (by sequence number), each
+    read from the transcript when it is used: the envelopes of a view of a spilled transcript."""
+
+    __slots__ = ("_seqs", "_transcript")
+
+    def __init__(self, transcript: Transcript, seqs):
+        self._transcript = transcript
+        self._seqs = seqs
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[k] for k in range(*i.indices(len(self))))
+        return self._transcript[int(self._seqs[i])]
+
+    def __iter__(self) -> Iterator[Envelope]:
+        for seq in self._seqs:
+            yield self._transcript[int(seq)]
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Sequence, EnvelopeSeq)) or len(other) != len(self):
+            return False
+        return all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"EnvelopeSeq({len(self)} envelopes, read from disk)"
+
+
 @dataclass(frozen=True)
 class PublicInfo:
     """What everyone knows: protocol name and public parameters, data dimension and a public
@@ -291,7 +406,7 @@ class View:
 
     observer: str
     colluders: tuple[str, ...]
-    envelopes: tuple[Envelope, ...]
+    envelopes: Sequence[Envelope]  # a tuple, or a lazy EnvelopeSeq for a spilled transcript
     own_data: Mapping[str, np.ndarray]
     public: PublicInfo
 

@@ -44,6 +44,8 @@ def test_tiny_pairwise_run_on_ray_spills_and_reports(tmp_path):
     assert r["pairs_run"] == 4 and r["pairs_total"] == 15
     assert r["spilled_mib"] > 0 and r["envelopes"] > 0 and r["distances_finite"]
     assert r["peak_rss_mib"] >= r["rss_before_mib"] > 0 and r["processes_at_peak"] > 1
+    assert r["envelopes_on_disk"] == r["envelopes"] and r["header_file_mib"] > 0
+    assert r["server_view_envelopes"] == r["envelopes"]  # the server sees every FedWAD message
     assert "| 6 | 4 / 15 |" in "\n".join(pairwise_lines(rows))
 
 

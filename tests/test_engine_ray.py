@@ -113,6 +113,39 @@ def test_local_runs_at_the_actor_and_local_map_keeps_order(cluster):
         np.testing.assert_allclose(bus.local("c3", _sq_norm, 1.0), expected[1] / 2, rtol=1e-15)
 
 
+def test_local_map_batches_per_actor_and_raises_the_first_failure(cluster):
+    parties = _parties(k=4)
+    with RayBus(parties=parties) as bus:
+        calls = [("c2", _sq_norm, 1.0), ("c1", _fail), ("c3", _fail), ("c0", _sq_norm, 1.0)]
+        with pytest.raises(DataError, match="bad data at c1"):  # the first in call order
+            bus.local_map(calls)
+        ok = [(p, _sq_norm, float(i)) for i, p in enumerate(list(parties) * 50)]
+        assert bus.local_map(ok) == Bus(parties=parties).local_map(ok)
+
+
+def test_pairs_in_lock_step_on_ray_equal_the_in_process_run(cluster):
+    from protocols.fedwad import FedWADConfig
+    from protocols.fedwad_clustering import FedWADClustering, FedWADClusteringConfig
+
+    parties = _parties(k=6, n=12)
+    cfg = FedWADClusteringConfig(
+        fedwad=FedWADConfig(support_size=3, iterations=2, trace=False), n_clusters=2
+    )
+    ref_bus = Bus(parties=parties)
+    D_seq, _ = FedWADClustering(cfg).pair_distances(parties, ref_bus, np.random.default_rng(1))
+    lock_bus = Bus(parties=parties)
+    D_lock, _ = FedWADClustering(cfg).pair_distances(
+        parties, lock_bus, np.random.default_rng(1), window=4
+    )
+    with RayBus(parties=parties) as bus:
+        D_ray, n = FedWADClustering(cfg).pair_distances(
+            dict.fromkeys(parties), bus, np.random.default_rng(1), window=4
+        )
+    assert n == 15
+    np.testing.assert_array_equal(D_ray, D_seq)
+    assert bus.transcript.digest() == lock_bus.transcript.digest()
+
+
 def test_errors_raised_at_a_party_keep_their_type(cluster):
     with RayBus(parties=_parties(k=2)) as bus:
         with pytest.raises(DataError, match="bad data at c1"):

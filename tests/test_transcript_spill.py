@@ -166,3 +166,125 @@ def test_load_refuses_a_changed_payload_byte_in_the_mapped_file(tmp_path):
 
     with pytest.raises(TestbedError, match="digest mismatch"):
         Transcript.load(tmp_path)
+
+
+# ----------------------------------------------------------------------------- headers on disk
+def _mixed_envelopes(n: int) -> list[Envelope]:
+    """Envelopes with every payload type and some meta."""
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(n):
+        kind = i % 5
+        if kind == 0:
+            p = Measure(rng.normal(size=(4 + i % 3, 3)))
+        elif kind == 1:
+            p = rng.normal(size=(i % 7 + 1,))
+        elif kind == 2:
+            p = {"gamma": Measure(rng.normal(size=(3, 3))), "distance": float(rng.random())}
+        elif kind == 3:
+            p = {"n": i, "ok": bool(i % 2), "name": f"row{i}"}
+        else:
+            p = float(i) / 3.0
+        sender, receiver = ("server", f"c{i % 4}") if i % 2 else (f"c{i % 4}", "server")
+        out.append(
+            Envelope.make(
+                seq=i,
+                round=i // 10,
+                sender=sender,
+                receiver=receiver,
+                kind=f"p.k{kind}",
+                payload=p,
+                meta={"i": i, "note": "x"} if i % 3 == 0 else None,
+            )
+        )
+    return out
+
+
+def _same_envelope(a: Envelope, b: Envelope) -> None:
+    assert (a.seq, a.round, a.sender, a.receiver, a.kind, a.nbytes, a.digest) == (
+        b.seq,
+        b.round,
+        b.sender,
+        b.receiver,
+        b.kind,
+        b.nbytes,
+        b.digest,
+    )
+    assert dict(a.meta) == dict(b.meta)
+    assert payload_digest(b.payload) == a.digest  # the bytes that were sent
+    assert type(a.payload) is type(b.payload) or isinstance(a.payload, dict)
+
+
+def test_headers_move_to_disk_and_memory_stops_growing(tmp_path):
+    # Prepare: the same envelopes logged in memory and with everything spilling past 2 kB
+    sent = _mixed_envelopes(300)
+    mem = Transcript(sent)
+    tr = Transcript(spill_dir=tmp_path, spill_threshold=2000)
+    kept = []
+    # Execute
+    for e in sent:
+        tr._append(e)
+        kept.append(len(tr) - tr.on_disk)
+    tr.close()
+    # Assert: after the threshold the in-memory part never grows again
+    first = kept.index(kept[-1])
+    assert 0 < first < 100 and tr.on_disk == 300 - kept[-1] > 200
+    assert all(k == kept[-1] for k in kept[first:])
+    assert (tmp_path / "envelopes.spill").stat().st_size > 0
+    # every envelope reads back equal (index, negative index, slice, iteration)
+    assert len(tr) == 300 and tr.nbytes == mem.nbytes
+    for a, b in zip(sent, tr):
+        _same_envelope(a, b)
+    _same_envelope(sent[-1], tr[-1])
+    _same_envelope(sent[150], tr[150])
+    assert [e.seq for e in tr[95:105]] == list(range(95, 105))
+    with pytest.raises(IndexError):
+        tr[300]
+    assert tr.digest() == mem.digest() and tr.parties() == mem.parties()
+
+
+def test_view_of_a_spilled_transcript_is_lazy_and_equal(tmp_path):
+    from testbed.transcript import EnvelopeSeq
+
+    sent = _mixed_envelopes(200)
+    mem = Transcript(sent)
+    tr = Transcript(sent, spill_dir=tmp_path, spill_threshold=500)
+    for who in (("c1",), ("server",), ("c2", "c3"), ("eavesdropper",)):
+        v_mem, v_tr = mem.view(who[0], who[1:]), tr.view(who[0], who[1:])
+        assert isinstance(v_tr.envelopes, EnvelopeSeq)
+        assert len(v_tr.envelopes) == len(v_mem.envelopes) > 0
+        assert [e.seq for e in v_tr.envelopes] == [e.seq for e in v_mem.envelopes]
+        assert v_tr.digest() == v_mem.digest()
+        assert [e.digest for e in v_tr.messages("p.k2")] == [
+            e.digest for e in v_mem.messages("p.k2")
+        ]
+        assert [e.digest for e in v_tr.envelopes[1:4]] == [e.digest for e in v_mem.envelopes[1:4]]
+
+
+def test_spilled_headers_save_to_the_same_bytes(tmp_path):
+    # Prepare: one transcript in memory, one with (almost) everything on disk
+    sent = _mixed_envelopes(120)
+    mem = Transcript(sent)
+    tr = Transcript(sent, spill_dir=tmp_path / "spill", spill_threshold=100)
+    tr.close()
+    assert tr.on_disk > 100
+    # Execute
+    mem.save(tmp_path / "a")
+    tr.save(tmp_path / "b")
+    # Assert: the saved files are byte for byte the same, and reload
+    for name in ("envelopes.jsonl", "payloads.npz"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert Transcript.load(tmp_path / "b").digest() == mem.digest()
+
+
+def test_payloads_read_back_from_disk_are_read_only(tmp_path):
+    tr = Transcript(_mixed_envelopes(20), spill_dir=tmp_path, spill_threshold=0)
+    assert tr.on_disk == 20
+    for e in tr:
+        for _, a in iter_arrays(e.payload):
+            assert _backed_by_mmap(a) and not a.flags.writeable
+            with pytest.raises(ValueError):
+                a.setflags(write=True)
+        if isinstance(e.payload, dict) or hasattr(e.payload, "keys"):
+            with pytest.raises(TypeError):
+                e.payload["x"] = 1

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from testbed.bus import Bus
+from testbed.engines._batch import in_call_order
 from testbed.errors import TestbedError
 from testbed.registry import PluginConfig
 
@@ -131,21 +132,13 @@ class PoolBus(Bus):
             by_worker.setdefault(w, []).append(i)
         for w, idx in by_worker.items():
             self._conns[w].send([calls[i][1] for i in idx])
-        results: list[Any] = [None] * len(calls)
-        failed: dict[int, BaseException] = {}
+        replies = []
         for w, idx in by_worker.items():
             try:
-                got = self._conns[w].recv()
+                replies.append((idx, self._conns[w].recv()))
             except EOFError:
                 raise TestbedError(f"pool engine: worker {w} died") from None
-            for i, (ok, value) in zip(idx, got):
-                if ok:
-                    results[i] = value
-                else:
-                    failed[i] = value
-        if failed:
-            raise failed[min(failed)] from None
-        return results
+        return in_call_order(len(calls), replies)
 
     def local(self, party: str, fn, /, *args, **kwargs):
         """Run ``fn(party_data, *args, **kwargs)`` in the worker holding ``party``."""

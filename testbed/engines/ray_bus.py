@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from testbed.bus import Bus
+from testbed.engines._batch import in_call_order
 from testbed.errors import TestbedError
 from testbed.registry import PluginConfig
 
@@ -146,6 +147,18 @@ class _PartyGroup:
     def run(self, party: str, fn, args, kwargs):
         return fn(self._parties[party], *args, **kwargs)
 
+    def run_batch(self, calls):
+        """Run ``(party, fn, args)`` calls in order; ``(True, value)`` or ``(False, exception)``
+        per call, stopping at the first failure (as the plain bus would)."""
+        out = []
+        for party, fn, args in calls:
+            try:
+                out.append((True, fn(self._parties[party], *args)))
+            except BaseException as exc:  # raised in the driver
+                out.append((False, exc))
+                break
+        return out
+
     def pid(self) -> int:
         return os.getpid()
 
@@ -241,10 +254,19 @@ class RayBus(Bus):
         return self._get(self._actor(party).run.remote(party, fn, args, kwargs))
 
     def local_map(self, calls: Iterable[Sequence[Any]]) -> list[Any]:
-        """Run several ``(party, fn, *args)`` calls concurrently (one actor each at a time);
-        results in call order."""
-        refs = [self._actor(c[0]).run.remote(c[0], c[1], tuple(c[2:]), {}) for c in calls]
-        return self._get(refs)
+        """Run several ``(party, fn, *args)`` calls: one task per actor with all of its
+        parties' calls (in call order), the actors concurrently; results in call order. The
+        first failing call (in call order) raises, as on the plain bus."""
+        by_actor: dict[int, tuple[Any, list[int], list[tuple]]] = {}
+        calls = list(calls)
+        for i, c in enumerate(calls):
+            actor = self._actor(c[0])
+            entry = by_actor.setdefault(id(actor), (actor, [], []))
+            entry[1].append(i)
+            entry[2].append((c[0], c[1], tuple(c[2:])))
+        groups = list(by_actor.values())
+        replies = self._get([actor.run_batch.remote(batch) for actor, _, batch in groups])
+        return in_call_order(len(calls), [(idx, got) for (_, idx, _), got in zip(groups, replies)])
 
     def close(self) -> None:
         for a in self._actors:
