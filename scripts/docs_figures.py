@@ -581,14 +581,15 @@ def _frontier_table(name: str, utility: str) -> dict[str, float]:
     """``scenarios/<name>.yaml`` swept (seeds 0-2, 2 jobs) and summarised by ``python -m
     testbed.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
     ``<label>.{utility,leakage,coverage}.{mean,lo,hi}`` and ``<label>.eps``; per budget and
-    dataset the best setting as ``best.<budget>.<dataset>::<label>`` = its mean utility; and
-    ``cells``, the number of cells the sweep ran."""
+    dataset the best setting as ``best.<budget>.<dataset>::<label>`` = its mean utility; for the
+    DP baselines ``<label>.{z,op_norm,sigma}.{min,max}`` over seeds (noise multiplier, ||U||_op,
+    noise scale); and ``cells``, the number of cells the sweep ran."""
     import os
     import tempfile
     from pathlib import Path
 
     from testbed.config import load_scenario
-    from testbed.frontier import best_per_budget, frontier_rows
+    from testbed.frontier import best_per_budget, frontier_rows, setting_label
     from testbed.sweep import run_sweep
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
@@ -608,6 +609,18 @@ def _frontier_table(name: str, utility: str) -> dict[str, float]:
             out[f"{t['setting']}.{key}.lo"], out[f"{t['setting']}.{key}.hi"] = lo, hi
     for b, ds, t in best_per_budget(table):
         out[f"best.{b:g}.{ds}::{t['setting']}"] = t["utility"][0]
+    # the DP baselines' noise: z, ||U||_op (sensitivity / 2C) and sigma, lowest and highest seed
+    noise: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        o, p = row["results"].get("outputs") or {}, row["results"]["protocol"]["params"]
+        if "sigma" in o and "sensitivity" in o and p.get("clip_norm"):
+            per = noise.setdefault(setting_label(row), {"z": [], "op_norm": [], "sigma": []})
+            per["z"].append(float(o["noise_multiplier"]))
+            per["op_norm"].append(float(o["sensitivity"]) / (2 * float(p["clip_norm"])))
+            per["sigma"].append(float(o["sigma"]))
+    for label, per in noise.items():
+        for k, vs in per.items():
+            out[f"{label}.{k}.min"], out[f"{label}.{k}.max"] = min(vs), max(vs)
     return out
 
 
