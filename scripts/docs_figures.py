@@ -818,7 +818,7 @@ def fedwad_toy_starts() -> dict[str, float]:
     world = build_world(sc)
     results, tr, _ = run_world(world)
     alice, bob = world.parties["alice"].X, world.parties["bob"].X
-    xi = tr.messages("fedwad.xi_final", sender="server", receiver="alice")[-1].payload
+    xi = tr.view("alice").messages("fedwad.xi_final", sender="server", receiver="alice")[-1].payload
     w_hat = float(results["estimates"]["wasserstein"])
     w = tot.wasserstein(Measure(alice), Measure(bob))
     rng = component_rng(sc.seed, "attack", 1, "fedwad_distributional")
