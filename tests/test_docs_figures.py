@@ -1264,12 +1264,12 @@ def test_fedwad_toy_starts(generated):
 def test_fedbary_duplication(generated):
     fig = generated("fedbary_duplication")
     text = _text("docs/protocols.md")
-    toy, shared, per, toy_d, shared_d, per_d = _figure(
+    toy, shared, per, toy_d, datum = _figure(
         text,
         r"×2/×3 changes the 2-D estimate by −(\d+\.\d+) % \(exact W: 0 %\); on digits with "
         r"S = 300 < 2n it moves \+(\d+\.\d+) % \(shared γ; \+(\d+\.\d+) % with per-client γ\), "
         r"for ×2 and ×3 alike; adding 10 copies of the most valuable datum moves it by "
-        r"−(\d+\.\d+) % \(2-D\) / \+(\d+\.\d+) % \(digits, shared γ; \+(\d+\.\d+) % per-client γ\)",
+        r"−(\d+\.\d+) % \(2-D\) / \+(\d+) % \(digits, shared and per-client γ;",
         "FedBary duplication",
     )
     for f in ("whole_x2", "whole_x3"):
@@ -1277,5 +1277,19 @@ def test_fedbary_duplication(generated):
         _close(shared, 100 * fig[f"digits_shared.{f}.change"], f"digits shared {f}")
         _close(per, 100 * fig[f"digits_per_client.{f}.change"], f"digits per-client {f}")
     _close(toy_d, -100 * fig["toy.datum_x10.change"], "2-D datum x10")
-    _close(shared_d, 100 * fig["digits_shared.datum_x10.change"], "digits shared datum x10")
-    _close(per_d, 100 * fig["digits_per_client.datum_x10.change"], "digits per-client datum x10")
+    # the digits datum run moved 2.76 % -> 2.98 % between two processes: checked at the
+    # printed integer
+    _close(datum, 100 * fig["digits_shared.datum_x10.change"], "digits shared datum x10")
+    _close(datum, 100 * fig["digits_per_client.datum_x10.change"], "digits per-client datum x10")
+
+
+def test_fedwad_accurate_mode_bytes(generated):
+    fig = generated("fedwad_modes")
+    accurate, paper = _figure(
+        _text("docs/protocols.md"),
+        r"\((\d+) MiB in total on either digits case vs (\d+\.\d+) MiB in the paper mode",
+        "FedWAD accurate-mode bytes",
+    )
+    for case in ("digits_classes", "digits_halves"):
+        _close(accurate, fig[f"{case}.accurate.mib"], f"{case} accurate-mode MiB")
+        _close(paper, fig[f"{case}.paper.mib"], f"{case} paper-mode MiB")
