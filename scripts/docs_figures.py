@@ -853,8 +853,35 @@ def trust_renormalise() -> dict[str, float]:
     return {"renormalised_uniform": float(changed)}
 
 
+# --------------------------------------------------------------------------------------------
+# docs/plugins.md: declared tolerances of the built-in protocols (docsgen)
+
+
+def plugins_tolerances() -> dict[str, float]:
+    """docs/plugins.md, "Declared tolerances" (``python scripts/protocol_tolerances.py --seeds
+    20``): per protocol and compared key the largest and the median relative error over seeds
+    0-19 of its contract scenario (``<protocol>.<key>.{max,median,seeds}``)."""
+    import importlib.util
+    import statistics
+    from pathlib import Path
+
+    from testbed.registry import PROTOCOLS
+
+    spec = importlib.util.spec_from_file_location(
+        "protocol_tolerances", Path(__file__).resolve().parent / "protocol_tolerances.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = {}
+    for name in PROTOCOLS.names():
+        for k, v in mod.errors(name, 20).items():
+            out[f"{name}.{k}.max"], out[f"{name}.{k}.median"] = max(v), statistics.median(v)
+            out[f"{name}.{k}.seeds"] = float(len(v))
+    return out
+
+
 # docsgen block: figures of docs/frontier.md, fedwad_applications.md, protocols.md, attacks.md,
-# trust.md
+# trust.md, plugins.md
 FIGURES.update(
     {
         "frontier_main": frontier_main,
@@ -864,6 +891,7 @@ FIGURES.update(
         "fedbary_duplication": fedbary_duplication,
         "fedwad_toy_starts": fedwad_toy_starts,
         "trust_renormalise": trust_renormalise,
+        "plugins_tolerances": plugins_tolerances,
     }
 )
 

@@ -1293,3 +1293,47 @@ def test_fedwad_accurate_mode_bytes(generated):
     for case in ("digits_classes", "digits_halves"):
         _close(accurate, fig[f"{case}.accurate.mib"], f"{case} accurate-mode MiB")
         _close(paper, fig[f"{case}.paper.mib"], f"{case} paper-mode MiB")
+
+
+# --------------------------------------------------------------------------------------------
+# docs/plugins.md: declared tolerances of the built-in protocols (docsgen)
+
+
+def _printed_range(cell: str) -> tuple[str, str]:
+    lo, _, hi = cell.partition("–")
+    return lo, hi or lo
+
+
+def test_plugins_tolerance_table(generated):
+    # | protocol | key(s) | max | median (one value, or the range over the keys) | declared |
+    fig = generated("plugins_tolerances")
+    rows = _section("docs/plugins.md", "## Declared tolerances", "Two are loose enough")
+    body = [(p, cells) for p, cells in rows if p != "protocol"]
+    assert len(body) >= 15, body
+    for proto, (keys, mx, med, _declared) in body:
+        groups = [g.strip() for g in keys.split(" / ")]
+        maxes, medians = [m.strip() for m in mx.split(" / ")], [m.strip() for m in med.split(" / ")]
+        if len(groups) == 1:  # one max, one median (range) over every key of the group
+            maxes, medians = maxes * 1, medians * 1
+        for group, m, md in zip(groups, maxes, medians):
+            pats = [g.strip() for g in group.split(",")]
+            found = [
+                k[: -len(".max")]
+                for k in fig
+                if k.startswith(f"{proto}.")
+                and k.endswith(".max")
+                and any(
+                    re.fullmatch(p.replace("*", ".*"), k[len(proto) + 1 : -len(".max")])
+                    for p in pats
+                )
+            ]
+            assert found, f"docs/plugins.md: no measured key of {proto} matches {group!r}"
+            _close(m, max(fig[f"{k}.max"] for k in found), f"{proto} {group} max")
+            lo, hi = _printed_range(md)
+            _close(lo, min(fig[f"{k}.median"] for k in found), f"{proto} {group} median (low)")
+            _close(hi, max(fig[f"{k}.median"] for k in found), f"{proto} {group} median (high)")
+    (skipped,) = _figure(
+        _text("docs/plugins.md"), r"`sinkhorn_distillation` skips the (\d+) seeds", "skips"
+    )
+    seeds = fig["sinkhorn_distillation.macro_f1.seeds"]
+    assert int(skipped) == 20 - seeds, f"prints {skipped} skipped seeds, now {20 - seeds:.0f}"
