@@ -13,7 +13,7 @@ holds, ``public.extra["sizes"]``) by gradient descent on
 
 with POT's differentiable ``ot.emd2`` on torch tensors (Adam with cosine decay; initialised at
 atoms of :math:`\\xi^{(K)}` plus small noise — the paper does not say how it initialises). The
-result depends on the start (on the 2-D toy W(ν̂,ν)/W(μ,ν) = 0.06–0.15 over starts); the final
+result depends on the start (on the 2-D toy W(ν̂,ν)/W(μ,ν) = 0.051–0.085 over 5 starts); the final
 loss, which the attacker can compute, ranks the starts well, so ``restarts`` > 1 keeps the
 start with the lowest loss.
 

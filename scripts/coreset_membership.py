@@ -18,34 +18,30 @@ from dataclasses import replace
 import numpy as np
 
 
-def main(argv=None) -> int:
+def membership(scenario, k: int = 40, observers=("server", "c00")) -> dict[str, float]:
+    """``{observer}.auc``, ``{observer}.advantage`` (means over the clients) and
+    ``{observer}.targets`` of ``reconstruction_membership`` wrapping ``coreset_inversion``."""
     from attacks import ReconstructionMembership
     from testbed.config import load_scenario
     from testbed.metrics import membership_metrics
     from testbed.runner import build_world, run_world
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("scenario")
-    ap.add_argument("--k", type=int, default=40)
-    ap.add_argument("--observers", default="server,c00")
-    args = ap.parse_args(argv)
-    world = build_world(load_scenario(args.scenario))
+    world = build_world(load_scenario(scenario))
     results, tr, _ = run_world(world)
     test = world.parties.get("test")
     if test is None or test.y is None:
-        print("error: the scenario needs a labelled `test` party", file=sys.stderr)
-        return 2
+        raise SystemExit("error: the scenario needs a labelled `test` party")
     rng = np.random.default_rng(0)
     cand, truth = {}, {}
     for name, d in world.parties.items():
         if name == "test":
             continue
         pool = np.flatnonzero(np.isin(test.y, np.unique(d.y)))
-        k = min(args.k, d.n, pool.size)
-        mem = d.X[rng.choice(d.n, k, replace=False)]
-        non = test.X[rng.choice(pool, k, replace=False)]
+        n = min(k, d.n, pool.size)
+        mem = d.X[rng.choice(d.n, n, replace=False)]
+        non = test.X[rng.choice(pool, n, replace=False)]
         cand[name] = np.vstack([mem, non])
-        truth[name] = np.r_[np.ones(k, bool), np.zeros(k, bool)]
+        truth[name] = np.r_[np.ones(n, bool), np.zeros(n, bool)]
     public = replace(
         world.public,
         extra={**world.public.extra, "candidates": cand, "released": results["estimates"]},
@@ -54,18 +50,35 @@ def main(argv=None) -> int:
     att = ReconstructionMembership(
         ReconstructionMembership.Config(reconstruction="coreset_inversion")
     )
-    for observer in args.observers.split(","):
+    out: dict[str, float] = {}
+    for observer in observers:
         view = tr.view(observer, own_data=own, public=public)
         rows = [
             membership_metrics(o.scores, truth[o.target])
             for o in att.run(view, public, np.random.default_rng(1))
         ]
-        if not rows:
+        out[f"{observer}.targets"] = float(len(rows))
+        if rows:
+            out[f"{observer}.auc"] = float(np.mean([r["auc"] for r in rows]))
+            out[f"{observer}.advantage"] = float(np.mean([r["advantage"] for r in rows]))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--k", type=int, default=40)
+    ap.add_argument("--observers", default="server,c00")
+    args = ap.parse_args(argv)
+    observers = args.observers.split(",")
+    out = membership(args.scenario, args.k, observers)
+    for observer in observers:
+        n = int(out[f"{observer}.targets"])
+        if not n:
             print(f"{observer}: no output")
             continue
-        auc = float(np.mean([r["auc"] for r in rows]))
-        adv = float(np.mean([r["advantage"] for r in rows]))
-        print(f"observer {observer}: {len(rows)} targets, mean AUC {auc:.3f}, advantage {adv:.3f}")
+        auc, adv = out[f"{observer}.auc"], out[f"{observer}.advantage"]
+        print(f"observer {observer}: {n} targets, mean AUC {auc:.3f}, advantage {adv:.3f}")
     return 0
 
 

@@ -5,6 +5,10 @@
 recomputes them and compares with the numbers written in the docs, within each figure's
 tolerance (the rounding of the printed figure, or the 95 % interval over seeds).
 
+The frontier sweeps take tens of minutes on 2 cores; ``DOCS_FIGURES_SWEEPS=DIR`` keeps their run
+directories in ``DIR/<scenario>`` and resumes them, so a rerun after a docs edit recomputes only
+cells that are not finished there (use a fresh DIR after a code change).
+
 Every figure is deterministic for its seed: data are scikit-learn's digits (no download) and the
 Lee corpus that ships with gensim, Word2Vec is trained with a fixed seed and one worker.
 """
@@ -244,7 +248,7 @@ def _fedwad_case(name: str) -> tuple[np.ndarray, np.ndarray]:
 def fedwad_modes() -> dict[str, float]:
     """docs/protocols.md FedWAD table: relative error of the paper mode (S = 10, K = 20,
     init_scale 5) and of the accurate mode, and the accurate mode's rounds (protocol rng seed 1,
-    as tests/test_fedwad.py)."""
+    as tests/test_fedwad.py); MiB on the wire of each mode."""
     from protocols.fedwad import FedWAD
     from testbed.bus import Bus
     from testbed.data import PartyData
@@ -258,9 +262,11 @@ def fedwad_modes() -> dict[str, float]:
             ("accurate", {"mode": "accurate", "trace": False}),
         ):
             proto = FedWAD.from_params(params)
-            res = proto.run(parties, Bus(parties=parties), np.random.default_rng(1))
+            bus = Bus(parties=parties)
+            res = proto.run(parties, bus, np.random.default_rng(1))
             exact = proto.reference(parties)["wasserstein"]
             out[f"{case}.{mode}"] = (res.estimates["wasserstein"] - exact) / exact
+            out[f"{case}.{mode}.mib"] = bus.transcript.nbytes / 2**20
             if mode == "accurate":
                 out[f"{case}.rounds"] = float(res.outputs["rounds"])
     return out
@@ -567,6 +573,159 @@ def personalized_clustered() -> dict[str, float]:
     )
 
 
+# --------------------------------------------------------------------------------------------
+# docs/frontier.md: the frontier and dataset-distance tables, the Short answer (docsgen)
+
+
+def _frontier_table(name: str, utility: str) -> dict[str, float]:
+    """``scenarios/<name>.yaml`` swept (seeds 0-2, 2 jobs) and summarised by ``python -m
+    testbed.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
+    ``<label>.{utility,leakage,coverage}.{mean,lo,hi}`` and ``<label>.eps``; per budget and
+    dataset the best setting as ``best.<budget>.<dataset>::<label>`` = its mean utility; for the
+    DP baselines ``<label>.{z,op_norm,sigma}.{min,max}`` over seeds (noise multiplier, ||U||_op,
+    noise scale); and ``cells``, the number of cells the sweep ran."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from testbed.config import load_scenario
+    from testbed.frontier import best_per_budget, frontier_rows, setting_label
+    from testbed.sweep import run_sweep
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
+    keep = os.environ.get("DOCS_FIGURES_SWEEPS")
+    if keep:  # resume (or start) the sweep in DIR/<name>: finished cells are not recomputed
+        rows = run_sweep(sc, Path(keep) / name, jobs=2).rows
+    else:
+        with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
+            rows = run_sweep(sc, tmp, jobs=2).rows
+    table = frontier_rows(rows, utility)
+    out: dict[str, float] = {"cells": float(len(rows))}
+    for t in table:
+        out[f"{t['setting']}.eps"] = float(t["epsilon"])
+        for key in ("utility", "leakage", "coverage"):
+            m, lo, hi = t[key]
+            out[f"{t['setting']}.{key}.mean"] = m
+            out[f"{t['setting']}.{key}.lo"], out[f"{t['setting']}.{key}.hi"] = lo, hi
+    for b, ds, t in best_per_budget(table):
+        out[f"best.{b:g}.{ds}::{t['setting']}"] = t["utility"][0]
+    # the DP baselines' noise: z, ||U||_op (sensitivity / 2C) and sigma, lowest and highest seed
+    noise: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        o, p = row["results"].get("outputs") or {}, row["results"]["protocol"]["params"]
+        if "sigma" in o and "sensitivity" in o and p.get("clip_norm"):
+            per = noise.setdefault(setting_label(row), {"z": [], "op_norm": [], "sigma": []})
+            per["z"].append(float(o["noise_multiplier"]))
+            per["op_norm"].append(float(o["sensitivity"]) / (2 * float(p["clip_norm"])))
+            per["sigma"].append(float(o["sigma"]))
+    for label, per in noise.items():
+        for k, vs in per.items():
+            out[f"{label}.{k}.min"], out[f"{label}.{k}.max"] = min(vs), max(vs)
+    return out
+
+
+def frontier_main() -> dict[str, float]:
+    """docs/frontier.md, the frontier (``scenarios/frontier.yaml``, seeds 0-2): per setting the
+    mean [95 % interval] over seeds of ``utility.distance_accuracy``, the worst attack's leakage
+    and coverage@r, the claimed ε; the best setting per budget."""
+    return _frontier_table("frontier", "distance_accuracy")
+
+
+def frontier_matrix() -> dict[str, float]:
+    """docs/frontier.md, dataset-distance matrix (``scenarios/frontier_matrix.yaml``, seeds 0-2):
+    as :func:`frontier_main` with ``utility.distance_rank``."""
+    return _frontier_table("frontier_matrix", "distance_rank")
+
+
+def mask_in_domain() -> dict[str, float]:
+    """docs/frontier.md: ``blind_mask_inversion`` against TriangleWad (k = 1) on digits under the
+    shared ``secret_isometry_mask`` (``triangle_wad_digits`` as in
+    ``tests/test_secret_mask.py``, seed 0), with the Gaussian prior and with 600 real held-out
+    digits as its proxy: coverage@r and leakage (against the prior-only baseline) per party."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    import yaml
+
+    from attacks.blind_mask_inversion import BlindMaskInversion
+    from testbed.config import parse_scenario
+    from testbed.coverage import _heldout
+    from testbed.metrics import coverage_at_r, w2_leakage
+    from testbed.runner import build_world, run_world
+
+    path = Path(__file__).resolve().parents[1] / "scenarios/triangle_wad_digits.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["protocol"]["params"].update({"support_size": 1, "gamma_mean": 0.5, "gamma_std": 0.5})
+    raw["data"]["transform"] = {"name": "scale", "params": {"factor": 0.0625, "clip_norm": 5.0}}
+    raw["data"].pop("noise", None)
+    raw["defenses"] = [{"name": "secret_isometry_mask"}]
+    world = build_world(parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent)))
+    _, tr, _ = run_world(world)
+    public = replace(
+        world.public, extra={**world.public.extra, "candidates": _heldout(world)[:600]}
+    )
+    view = tr.view("server", own_data={p: d.X for p, d in world.parties.items()}, public=public)
+    out = {}
+    for proxy in ("prior", "candidates"):
+        att = BlindMaskInversion(BlindMaskInversion.Config(proxy=proxy))
+        base = {b.target: b for b in att.baseline(view, public, np.random.default_rng(0))}
+        for o in att.run(view, public, np.random.default_rng(0)):
+            X = world.parties[o.target].X
+            b = base[o.target]
+            out[f"{proxy}.{o.target}.coverage"] = coverage_at_r(o.points, X)["coverage"]
+            out[f"{proxy}.{o.target}.leakage"] = w2_leakage(
+                o.points, o.weights, X, b.points, b.weights
+            )["leakage"]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# docs/fedwad_applications.md: the curious-client and membership rows of the attack table
+
+
+def fedwad_applications_attacks() -> dict[str, float]:
+    """docs/fedwad_applications.md, "What the new messages leak" (seed 0): the shipped
+    scenarios' runs re-attacked by a curious client (``testbed attack RUN --observer c00`` on
+    ``fedwad_coreset_digits``, ``--observer client_0`` on ``fedwad_clustered_fl``) and the
+    membership figures of ``scripts/coreset_membership.py scenarios/fedwad_coreset_digits.yaml``.
+    Per attack the mean over targets (``<attack>.<metric>``), and for the clustered-FL client
+    its lowest per-target TV and the mean TV over the other targets."""
+    import importlib.util
+    import tempfile
+    from pathlib import Path
+
+    from testbed.attacking import rerun_attacks
+    from testbed.config import load_scenario
+    from testbed.runner import run_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    out: dict[str, float] = {}
+    for name, observer in (("fedwad_coreset_digits", "c00"), ("fedwad_clustered_fl", "client_0")):
+        with tempfile.TemporaryDirectory(prefix="docs-apps-") as tmp:
+            run_scenario(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
+            rows, _ = rerun_attacks(tmp, observer=observer)
+        by: dict[str, list[dict]] = {}
+        for a in rows:
+            by.setdefault(a["attack"], []).append(a)
+        for attack, rs in by.items():
+            for k in ("coverage", "coverage_baseline", "w2_ratio", "leakage", "tv", "tv_baseline"):
+                vals = [float(a[k]) for a in rs if isinstance(a.get(k), (int, float))]
+                if vals:
+                    out[f"{name}.{attack}.{k}"] = float(np.mean(vals))
+            tvs = sorted(float(a["tv"]) for a in rs if isinstance(a.get("tv"), (int, float)))
+            if len(tvs) > 1:
+                out[f"{name}.{attack}.tv_min"] = tvs[0]
+                out[f"{name}.{attack}.tv_others"] = float(np.mean(tvs[1:]))
+    spec = importlib.util.spec_from_file_location(
+        "coreset_membership", root / "scripts/coreset_membership.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for k, v in mod.membership(root / "scenarios/fedwad_coreset_digits.yaml").items():
+        out[f"membership.{k}"] = v
+    return out
+
+
 FIGURES: dict[str, Callable[[], dict[str, float]]] = {
     "frontier_fedbary": frontier_fedbary,
     "xi_words": xi_words,
@@ -588,6 +747,153 @@ FIGURES: dict[str, Callable[[], dict[str, float]]] = {
     "eta_inversion": eta_inversion,
     "triangle_bias": triangle_bias,
 }
+
+
+# --------------------------------------------------------------------------------------------
+# docs/protocols.md: FedBary's duplication study (Table 3) (docsgen)
+
+
+def fedbary_duplication() -> dict[str, float]:
+    """docs/protocols.md, FedBary Table 3 (``protocols.fedbary.duplication_study``): the estimated
+    distance of a client repeating its whole dataset x1/x2/x3 and adding 10 copies of its most
+    valuable datum. ``toy.*``: the 2-D set-up of ``tests/test_fedbary.py`` (validation 60 rows,
+    clients a/b of 40, S = 60, shared gamma, init_scale 2, client a); ``digits_<init>.*``: the
+    parties and protocol parameters of ``scenarios/fedbary_valuation.yaml`` (seed 0; S = 300,
+    client_1 of 250 clean rows) with ``gamma_init`` shared and per_client."""
+    from pathlib import Path
+
+    from protocols.fedbary import FedBaryConfig, duplication_study
+    from testbed.config import load_scenario
+    from testbed.data import PartyData
+    from testbed.runner import build_world
+
+    rng = np.random.default_rng(0)
+    toy = {
+        "validation": PartyData("validation", rng.normal(size=(60, 2))),
+        "a": PartyData("a", rng.normal(size=(40, 2)) + 0.5),
+        "b": PartyData("b", rng.normal(size=(40, 2)) + 1.0),
+    }
+    cfg = FedBaryConfig(
+        validation="validation", support_size=60, gamma_init="shared", init_scale=2.0
+    )
+    out = {f"toy.{k}": v for k, v in duplication_study(cfg, toy, "a").items()}
+    world = build_world(
+        load_scenario(Path(__file__).resolve().parents[1] / "scenarios/fedbary_valuation.yaml")
+    )
+    params = dict(world.resolved["protocol"]["params"])
+    for init in ("shared", "per_client"):
+        cfg = FedBaryConfig(**{**params, "gamma_init": init})
+        for k, v in duplication_study(cfg, world.parties, "client_1").items():
+            out[f"digits_{init}.{k}"] = v
+    for k in [k for k in out if k.endswith("whole_x1")]:
+        tag = k[: -len(".whole_x1")]
+        for f in ("whole_x2", "whole_x3", "datum_x10"):
+            out[f"{tag}.{f}.change"] = out[f"{tag}.{f}"] / out[k] - 1
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# docs/attacks.md: the FedWAD 2-D toy's optimisation attack, start by start (docsgen)
+
+
+def fedwad_toy_starts() -> dict[str, float]:
+    """docs/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``, seed 0): the
+    5 starts of alice's optimisation attack (``restarts: 5``, the attack's own rng:
+    ``component_rng(seed, "attack", 1, "fedwad_distributional")``), each start's
+    W(nu_hat, nu)/W(mu, nu) and final loss, and the ratio of the lowest-loss start."""
+    from pathlib import Path
+
+    import yaml
+
+    from attacks.fedwad_distributional import distributional_optimisation
+    from testbed import ot as tot
+    from testbed.config import load_scenario
+    from testbed.measure import Measure
+    from testbed.runner import build_world, run_world
+    from testbed.seeding import component_rng
+
+    path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_gaussians_attack.yaml"
+    sc = load_scenario(path)
+    params = yaml.safe_load(path.read_text())["attacks"][1]["params"]
+    world = build_world(sc)
+    results, tr, _ = run_world(world)
+    alice, bob = world.parties["alice"].X, world.parties["bob"].X
+    xi = tr.view("alice").messages("fedwad.xi_final", sender="server", receiver="alice")[-1].payload
+    w_hat = float(results["estimates"]["wasserstein"])
+    w = tot.wasserstein(Measure(alice), Measure(bob))
+    rng = component_rng(sc.seed, "attack", 1, "fedwad_distributional")
+    out, losses = {}, []
+    for i, sub in enumerate(rng.spawn(params["restarts"])):
+        pts, loss = distributional_optimisation(
+            Measure(alice), xi, w_hat, len(bob), sub, params["steps"]
+        )
+        out[f"start{i}.ratio"] = tot.wasserstein(Measure(pts), Measure(bob)) / w
+        out[f"start{i}.loss"] = float(loss[-1])
+        losses.append(float(loss[-1]))
+    ratios = [out[f"start{i}.ratio"] for i in range(len(losses))]
+    out["min"], out["max"] = min(ratios), max(ratios)
+    out["lowest_loss"] = ratios[int(np.argmin(losses))]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# docs/trust.md (docsgen)
+
+
+def trust_renormalise() -> dict[str, float]:
+    """docs/trust.md: of the uniform measures with n = 1...1000 atoms (weights 1/n, as
+    ``Measure`` builds them), how many a second normalisation ``w / w.sum()`` changes in the last
+    bits (each would have broken its transcript digest before ``Measure.restore``)."""
+    from testbed.measure import Measure
+
+    changed = 0
+    for n in range(1, 1001):
+        w = Measure(np.zeros((n, 1))).weights
+        changed += not np.array_equal(w / w.sum(), w)
+    return {"renormalised_uniform": float(changed)}
+
+
+# --------------------------------------------------------------------------------------------
+# docs/plugins.md: declared tolerances of the built-in protocols (docsgen)
+
+
+def plugins_tolerances() -> dict[str, float]:
+    """docs/plugins.md, "Declared tolerances" (``python scripts/protocol_tolerances.py --seeds
+    20``): per protocol and compared key the largest and the median relative error over seeds
+    0-19 of its contract scenario (``<protocol>.<key>.{max,median,seeds}``)."""
+    import importlib.util
+    import statistics
+    from pathlib import Path
+
+    from testbed.registry import PROTOCOLS
+
+    spec = importlib.util.spec_from_file_location(
+        "protocol_tolerances", Path(__file__).resolve().parent / "protocol_tolerances.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = {}
+    for name in PROTOCOLS.names():
+        for k, v in mod.errors(name, 20).items():
+            out[f"{name}.{k}.max"], out[f"{name}.{k}.median"] = max(v), statistics.median(v)
+            out[f"{name}.{k}.seeds"] = float(len(v))
+    return out
+
+
+# docsgen block: figures of docs/frontier.md, fedwad_applications.md, protocols.md, attacks.md,
+# trust.md, plugins.md
+FIGURES.update(
+    {
+        "frontier_main": frontier_main,
+        "frontier_matrix": frontier_matrix,
+        "mask_in_domain": mask_in_domain,
+        "fedwad_applications_attacks": fedwad_applications_attacks,
+        "fedbary_duplication": fedbary_duplication,
+        "fedwad_toy_starts": fedwad_toy_starts,
+        "trust_renormalise": trust_renormalise,
+        "plugins_tolerances": plugins_tolerances,
+    }
+)
 
 
 def main(argv: list[str]) -> int:

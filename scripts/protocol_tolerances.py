@@ -14,7 +14,9 @@ import fnmatch
 import statistics
 
 
-def main() -> None:
+def errors(name: str, seeds: int = 20) -> dict[str, list[float]]:
+    """``{key: [relative error per seed]}`` of protocol ``name`` on its contract scenario, seeds
+    0..seeds-1 (a seed whose scenario cannot be built is skipped with a line on stdout)."""
     import yaml
 
     from testbed.config import parse_scenario
@@ -22,24 +24,30 @@ def main() -> None:
     from testbed.registry import PROTOCOLS
     from testbed.testing.protocol_checks import _run, protocol_scenario
 
+    base = protocol_scenario(PROTOCOLS.get(name))
+    errs: dict[str, list[float]] = {}
+    for seed in range(seeds):
+        raw = {**base._raw, "seed": seed}
+        try:
+            run = _run(parse_scenario(yaml.safe_dump(raw), base._fname, base._base_dir))
+        except TestbedError as exc:  # e.g. a seed whose partition cannot be drawn
+            print(f"{name}: seed {seed} skipped: {exc}")
+            continue
+        for k, a in run.results["accuracy"].items():
+            errs.setdefault(k, []).append(a["relative_error"])
+    return errs
+
+
+def main() -> None:
+    from testbed.registry import PROTOCOLS
+
     ap = argparse.ArgumentParser()
     ap.add_argument("protocols", nargs="*")
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
     for name in args.protocols or PROTOCOLS.names():
-        cls = PROTOCOLS.get(name)
-        base = protocol_scenario(cls)
-        errs: dict[str, list[float]] = {}
-        for seed in range(args.seeds):
-            raw = {**base._raw, "seed": seed}
-            try:
-                run = _run(parse_scenario(yaml.safe_dump(raw), base._fname, base._base_dir))
-            except TestbedError as exc:  # e.g. a seed whose partition cannot be drawn
-                print(f"{name}: seed {seed} skipped: {exc}")
-                continue
-            for k, a in run.results["accuracy"].items():
-                errs.setdefault(k, []).append(a["relative_error"])
-        tol = cls.reference_tolerance
+        errs = errors(name, args.seeds)
+        tol = PROTOCOLS.get(name).reference_tolerance
         for k, v in errs.items():
             t = tol
             if isinstance(tol, dict):
