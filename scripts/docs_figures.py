@@ -484,42 +484,86 @@ def audit_canary() -> dict[str, float]:
     return out
 
 
-def _distill(name: str) -> dict[str, float]:
-    """Run the ``scenarios/<name>.yaml`` sweep (all seeds, 2 jobs) and summarise it as
-    ``scripts/distill_summary.py`` does: ``<setting>.<metric>.{mean,lo,hi}`` with the setting
-    ``<loss>.<weighting>`` for the loss x weighting sweeps, else the setting's index in the sweep."""
+def _distill_summary():
+    """``scripts/distill_summary.py`` as a module (the summary the docs' tables come from)."""
     import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "distill_summary.py"
+    spec = importlib.util.spec_from_file_location("distill_summary", path)
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    return summary
+
+
+DISTILL_METRICS = ("macro_f1", "accuracy", "semantic_distance")
+
+
+def distill_figures(rows: list[dict], order: list[str]) -> dict[str, float]:
+    """Summarise a distillation sweep's ``results.jsonl`` rows as ``scripts/distill_summary.py``
+    does. The setting is ``<loss>.<weighting>`` for the loss x weighting sweeps, else its index in
+    ``order`` (the sweep's labels). Keys: ``<setting>.<metric>.{mean,lo,hi}`` (95 % interval over
+    seeds), ``<setting>.<metric>.seed<s>`` (each seed's value), and the paired per-seed
+    differences (same seed = same split and teachers) ``sinkhorn-entropy.<w>.<metric>.*``,
+    ``E-A.<loss>.<metric>.*``, or for other sweeps ``<i>-0.<metric>.*`` (setting i minus the
+    first)."""
     import re
+
+    from testbed.metrics import mean_ci
+
+    summary = _distill_summary()
+
+    def key_of(lab: str) -> str:
+        m = re.fullmatch(r"protocol\.params\.loss=(\w+), protocol\.params\.weighting=(\w)", lab)
+        return f"{m.group(1)}.{m.group(2)}" if m else str(order.index(lab))
+
+    out: dict[str, float] = {}
+
+    def put(key: str, vals: list[float]) -> None:
+        finite = [v for v in vals if np.isfinite(v)]
+        if finite:
+            out[f"{key}.mean"], out[f"{key}.lo"], out[f"{key}.hi"] = mean_ci(finite)
+
+    points, _ = summary.summarise(rows)
+    for lab, metrics in points.items():
+        for metric, vals in metrics.items():
+            put(f"{key_of(lab)}.{metric}", vals)
+    per_seed: dict[tuple, float] = {}  # (setting, seed, metric) -> value, every metric
+    for r in rows:
+        k = key_of(r["label"])
+        for metric, vals in summary.summarise([r])[0][r["label"]].items():
+            per_seed[(k, r["seed"], metric)] = vals[0]
+            out[f"{k}.{metric}.seed{r['seed']}"] = vals[0]
+    keys = list(dict.fromkeys(key_of(lab) for lab in order))
+    pairs = []
+    for w in "ADUE":
+        pairs.append((f"sinkhorn-entropy.{w}", f"sinkhorn.{w}", f"entropy.{w}"))
+    for loss in ("sinkhorn", "entropy"):
+        pairs.append((f"E-A.{loss}", f"{loss}.E", f"{loss}.A"))
+    pairs += [(f"{k}-{keys[0]}", k, keys[0]) for k in keys[1:] if k.isdigit()]
+    for name, a, b in pairs:
+        if a in keys and b in keys:
+            for metric in DISTILL_METRICS:
+                put(f"{name}.{metric}", summary.paired_values(per_seed, a, b, metric))
+    return out
+
+
+def _distill(name: str) -> dict[str, float]:
+    """Run the ``scenarios/<name>.yaml`` sweep (all seeds, 2 jobs) in a temporary directory and
+    summarise it (``distill_figures``)."""
     import tempfile
     from pathlib import Path
 
     from testbed.config import load_scenario
-    from testbed.metrics import mean_ci
     from testbed.sweep import expand_cells, run_sweep
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location(
-        "distill_summary", root / "scripts/distill_summary.py"
-    )
-    summary = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summary)
     sc = load_scenario(root / "scenarios" / f"{name}.yaml")
     order = list(dict.fromkeys(c.label for c in expand_cells(sc)))
     with tempfile.TemporaryDirectory(prefix="docs-distill-") as tmp:
         run_sweep(sc, tmp, jobs=2)
-        points, _ = summary.summarise(summary.load(Path(tmp)))
-    out = {}
-    for lab, metrics in points.items():
-        m = re.fullmatch(r"protocol\.params\.loss=(\w+), protocol\.params\.weighting=(\w)", lab)
-        key = f"{m.group(1)}.{m.group(2)}" if m else str(order.index(lab))
-        for metric, vals in metrics.items():
-            finite = [v for v in vals if np.isfinite(v)]
-            if not finite:
-                continue
-            mean, lo, hi = mean_ci(finite)
-            out[f"{key}.{metric}.mean"], out[f"{key}.{metric}.lo"] = mean, lo
-            out[f"{key}.{metric}.hi"] = hi
-    return out
+        rows = _distill_summary().load(Path(tmp))
+    return distill_figures(rows, order)
 
 
 def distill_diabetes() -> dict[str, float]:
