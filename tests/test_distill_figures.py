@@ -26,13 +26,9 @@ def _row(label: str, seed: int, f1: float, auc: float | None = None, eps=None) -
         attacks = [
             {"attack": "soft_label_membership", "target": "c0", "auc": auc, "epsilon_lb": 0.0},
             {"attack": "soft_label_membership", "target": "c0", "auc": 1 - auc},
-            {
-                "attack": "label_distribution_inference",
-                "method": "ratio",
-                "target": "c0",
-                "tv": 0.1,
-            },
         ]
+        tv = {"attack": "label_distribution_inference", "method": "ratio"}
+        attacks += [{**tv, "target": "c0", "tv": 0.1}, {**tv, "target": "c1", "tv": 0.3}]
     return {
         "label": label,
         "seed": seed,
@@ -79,7 +75,9 @@ def test_indexed_sweep_with_attacks(figures):
     fig = figures.distill_figures(rows, labels)
     assert fig["0.soft_label_membership#1.auc.seed1"] == pytest.approx(0.61)
     assert fig["0.soft_label_membership#2.auc.seed1"] == pytest.approx(0.39)  # second spec
-    assert fig["1.label_distribution_inference[ratio]#1.tv.mean"] == pytest.approx(0.1)
+    # one attack on two targets: pooled in the mean, averaged in each seed's value
+    assert fig["1.label_distribution_inference[ratio]#1.tv.mean"] == pytest.approx(0.2)
+    assert fig["1.label_distribution_inference[ratio]#1.tv.seed2"] == pytest.approx(0.2)
     assert math.isinf(fig["0.claimed_eps[c0].seed0"])
     assert "0.claimed_eps[c0].mean" not in fig  # no finite claim
     assert fig["1.claimed_eps[c0].mean"] == pytest.approx(2.0)
