@@ -778,7 +778,10 @@ def test_distillation_privacy_prose(generated):
     for i in range(6):
         tv, base = fig[f"{i}.{TV_RATIO}#1.tv.mean"], fig[f"{i}.{TV_RATIO}#1.tv_baseline.mean"]
         assert tv < base, f"row {i}: label TV {tv:.3g} does not beat the baseline {base:.3g}"
-    m = re.search(r"Accuracy cost of DP-SGD: (−\d+) points at ε = 2, (−\d+) points at ε = 1", text)
+    cost = r"(−\d+ \[−\d+, −\d+\])"
+    m = re.search(
+        rf"cost of DP-SGD \(paired per seed\): {cost} points at ε = 2, {cost} points at ε = 1", text
+    )
     assert m, "docs/protocols.md: the DP-SGD accuracy cost sentence was reworded"
     for printed, i in zip(m.groups(), (3, 4)):  # paired per seed against row 0 (no DP), points
         key = f"{i}-0.accuracy"
