@@ -610,7 +610,8 @@ def distill_sentiment() -> dict[str, float]:
 
 
 def distill_privacy() -> dict[str, float]:
-    """docs/protocols.md, privacy table: claimed epsilon, accuracy, SD, membership AUC."""
+    """docs/protocols.md, privacy table (claimed and audited epsilon, accuracy, SD, membership AUC
+    and TPR, label TV and its baseline) and the figures of the text below it."""
     return _distill("distill_privacy")
 
 
