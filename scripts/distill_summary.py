@@ -75,13 +75,19 @@ def summarise(rows: list[dict]) -> dict:
     return points, per_seed
 
 
-def paired(per_seed, a_lab: str, b_lab: str, metric: str) -> str:
+def paired_values(per_seed, a_lab: str, b_lab: str, metric: str) -> list[float]:
+    """Per-seed differences a - b of ``metric`` over the seeds both settings ran (same seed = same
+    data split and teachers), in seed order."""
     seeds = sorted({s for (lab, s, m) in per_seed if lab == a_lab and m == metric})
-    d = [
+    return [
         per_seed[(a_lab, s, metric)] - per_seed[(b_lab, s, metric)]
         for s in seeds
         if (b_lab, s, metric) in per_seed
     ]
+
+
+def paired(per_seed, a_lab: str, b_lab: str, metric: str) -> str:
+    d = paired_values(per_seed, a_lab, b_lab, metric)
     return _fmt(d) + f" (n={len(d)})"
 
 

@@ -560,17 +560,29 @@ def _section(doc: str, start: str, end: str) -> list[tuple[str, list[str]]]:
     return rows
 
 
+_FIGURE = r"[+−-]?[\d.]+"
+
+
+def _signed(s: str) -> float:
+    return float(s.replace("−", "-").lstrip("+"))
+
+
 def _ci_close(printed: str, fig: dict, key: str, what: str) -> None:
     """A printed mean (optionally with its [lo, hi]) against the recomputed mean over seeds:
-    within the printed rounding or the recomputed 95 % interval, whichever is wider."""
-    m = re.match(r"([\d.]+)(?: \[([\d.]+), ([\d.]+)\])?", printed)
+    within the printed rounding or the recomputed 95 % interval's half-width, whichever is wider
+    (the printed bounds too, and a printed "0" within 0.005 unless the interval is wider)."""
+    m = re.match(rf"({_FIGURE})(?: \[({_FIGURE}), ({_FIGURE})\])?", printed)
     assert m, f"{what}: {printed!r} is not a figure"
     mean, lo, hi = fig[f"{key}.mean"], fig[f"{key}.lo"], fig[f"{key}.hi"]
-    decimals = len(m.group(1).split(".")[1]) if "." in m.group(1) else 0
-    slack = max(0.5 * 10**-decimals, hi - mean, mean - lo) + 1e-9
-    assert abs(float(m.group(1)) - mean) <= slack, (
-        f"{what}: prints {printed}, now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
-    )
+    digits = m.group(1).lstrip("+−-")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    rounding = 0.005 if digits == "0" else 0.5 * 10**-decimals
+    slack = max(rounding, hi - mean, mean - lo) + 1e-9
+    for s, value in zip(m.groups(), (mean, lo, hi)):
+        if s is not None:
+            assert abs(_signed(s) - value) <= slack, (
+                f"{what}: prints {printed}, now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
+            )
 
 
 DISTILL_ROWS = {
@@ -605,10 +617,11 @@ def test_distillation_tables(gen, start, end, reference, generated):
     fig = generated(gen)
     rows = _section("docs/protocols.md", start, end)
     checked = 0
-    for first, cells in rows:
-        if first not in DISTILL_ROWS:
-            continue
+    body = [(first, cells) for first, cells in rows if first != "loss / weighting"]
+    for first, cells in body:
+        assert first in DISTILL_ROWS, f"{gen}: table row {first!r} is not checked"
         loss, metric = DISTILL_ROWS[first]
+        assert len(cells) == 4, (first, cells)
         for w, cell in zip("ADUE", cells):
             _ci_close(cell, fig, f"{loss}.{w}.{metric}", f"{gen} {first} {w}")
             checked += 1
@@ -619,27 +632,161 @@ def test_distillation_tables(gen, start, end, reference, generated):
     _ci_close(m.group(1), fig, "sinkhorn.A.reference_macro_f1", f"{gen} reference macro-F1")
     if m.lastindex == 2:
         _ci_close(m.group(2), fig, "sinkhorn.A.reference_semantic_distance", f"{gen} reference SD")
+    if gen == "distill_sentiment":  # how hard the task is: a logistic regression's CV macro-F1
+        m = re.search(
+            rf"logistic regression reaches macro-F1 ({_FIGURE} \[{_FIGURE}, {_FIGURE}\])", text
+        )
+        assert m, "docs/protocols.md: the logistic-regression baseline was reworded"
+        _ci_close(m.group(1), fig, "logreg_cv_macro_f1", "logistic regression CV macro-F1")
+
+
+# the paired-differences paragraph: "<comparison> <metric> <mean> [<lo>, <hi>] (<tag>)", where a
+# comparison and a metric hold until the next one; tag = weighting (Sinkhorn − entropy) or loss
+# (E − A)
+_PAIRED_TOKEN = re.compile(
+    rf"(?P<comp>Sinkhorn − entropy|E − A)|(?P<metric>macro-F1|accuracy|SD)"
+    rf"|(?P<fig>{_FIGURE} \[{_FIGURE}, {_FIGURE}\]) \((?P<tag>\w+)"
+)
+_PAIRED_COMP = {"Sinkhorn − entropy": "sinkhorn-entropy", "E − A": "E-A"}
+_PAIRED_METRIC = {"macro-F1": "macro_f1", "accuracy": "accuracy", "SD": "semantic_distance"}
+
+
+def _paragraph(doc: str, start: str, end: str, opening: str) -> str:
+    """The paragraph beginning with ``opening`` between two markers of a doc, on one line."""
+    text = (ROOT / doc).read_text()
+    part = text[text.index(start) : text.index(end, text.index(start))]
+    para = next(p for p in part.split("\n\n") if p.startswith(opening))
+    return " ".join(para.split())
+
+
+@pytest.mark.parametrize(
+    "gen,start,end,opening,figures",
+    [
+        ("distill_diabetes", "*Ordinal task 1", "*Ordinal task 2", "Paired differences:", 5),
+        ("distill_sentiment", "*Ordinal task 2", "**Against the paper", "Paired:", 11),
+    ],
+)
+def test_distillation_paired_differences(gen, start, end, opening, figures, generated):
+    # each paired per-seed difference within the seeds' interval, and resolved (interval
+    # excluding 0) exactly when the printed one is: the prose around it says which are
+    fig = generated(gen)
+    para = _paragraph("docs/protocols.md", start, end, opening)
+    comp = metric = None
+    checked = 0
+    for m in _PAIRED_TOKEN.finditer(para):
+        if m.group("comp"):
+            comp = _PAIRED_COMP[m.group("comp")]
+        elif m.group("metric"):
+            metric = _PAIRED_METRIC[m.group("metric")]
+        else:
+            assert comp and metric, f"{gen}: figure {m.group(0)!r} before its comparison"
+            tag = m.group("tag")
+            key = f"{comp}.{tag if comp == 'sinkhorn-entropy' else tag.lower()}.{metric}"
+            what = f"{gen} paired {comp} {metric} ({tag})"
+            _ci_close(m.group("fig"), fig, key, what)
+            lo, hi = (_signed(x) for x in re.findall(_FIGURE, m.group("fig"))[1:])
+            assert (lo > 0 or hi < 0) == (fig[f"{key}.lo"] > 0 or fig[f"{key}.hi"] < 0), (
+                f"{what}: printed [{lo}, {hi}] vs now [{fig[key + '.lo']:.4g}, {fig[key + '.hi']:.4g}]"
+                " (resolved or not)"
+            )
+            checked += 1
+    assert checked == figures == para.count("["), f"{gen}: {checked} paired figures checked"
+
+
+def _attack_key(fig: dict, row: int, attack: str, metric: str) -> str | None:
+    """``<row>.<attack>[<method>]#1.<metric>`` as the summary names it (None: not attacked)."""
+    pattern = rf"{row}\.{re.escape(attack)}(\[[^\]]*\])?#1\.{metric}\.mean$"
+    keys = [k[: -len(".mean")] for k in fig if re.match(pattern, k)]
+    return keys[0] if keys else None
+
+
+def _seed_close(printed: str, value: float, what: str) -> None:
+    """One seed's figure (deterministic): within its rounding; a printed "0" within 0.005."""
+    if printed == "0":
+        assert abs(value) <= 0.005, f"{what}: prints 0, now {value:.4g}"
+    else:
+        _close(printed, value, what)
+
+
+MIA = "soft_label_membership"
+TV_RATIO = "label_distribution_inference[ratio]"
+TV_BIAS = "label_distribution_inference[bias]"
 
 
 def test_distillation_privacy_table(generated):
-    # rows in the sweep's order: DP-SGD eps = inf, 8, 4, 2, 1, noisy soft labels, PATE
+    # rows in the sweep's order: DP-SGD eps = inf, 8, 4, 2, 1, noisy soft labels, PATE; columns:
+    # claimed eps, accuracy, SD, MIA AUC, TPR@1 %FPR, audited eps, label TV (ratio / bias)
     fig = generated("distill_privacy")
     rows = _section("docs/protocols.md", "*Privacy", "Membership AUC falls")
     body = [cells for first, cells in rows if first not in ("defense",)]
     assert len(body) == 7, list(rows)
     for i, cells in enumerate(body):
-        claimed, acc, sd, auc = cells[:4]
+        assert len(cells) == 7, (i, cells)
+        claimed, acc, sd, auc, tpr, audited, tv = cells
         _ci_close(acc, fig, f"{i}.accuracy", f"privacy row {i} accuracy")
         _ci_close(sd, fig, f"{i}.semantic_distance", f"privacy row {i} SD")
-        if re.match(r"[\d.]+$", claimed):
+        if claimed == "∞":  # no claim in the ledger
+            assert f"{i}.claimed_eps[client_0].mean" not in fig, f"row {i} claims an ε"
+        else:
             _ci_close(claimed, fig, f"{i}.claimed_eps[client_0]", f"privacy row {i} claimed eps")
-        if auc[0].isdigit():
-            key = next(
-                k[: -len(".mean")]
-                for k in fig
-                if re.match(rf"{i}\.soft_label_membership(\[[^\]]*\])?#1\.auc\.mean$", k)
-            )
-            _ci_close(auc, fig, key, f"privacy row {i} membership AUC")
+        if auc == "—":  # PATE: no per-client output, so no attack result (the prose says so)
+            assert (tpr, audited, tv) == ("—", "—", "—"), (i, cells)
+            for attack in (MIA, TV_RATIO, TV_BIAS):
+                assert _attack_key(fig, i, attack, "(?:auc|tv)") is None, f"row {i}: {attack} ran"
+            continue
+        _ci_close(auc, fig, _attack_key(fig, i, MIA, "auc"), f"privacy row {i} membership AUC")
+        _ci_close(tpr, fig, _attack_key(fig, i, MIA, "tpr_at_1pct_fpr"), f"privacy row {i} TPR")
+        lb = _attack_key(fig, i, MIA, "epsilon_lb")
+        m = re.fullmatch(rf"({_FIGURE})(?: \(per seed (.*)\))?", audited)
+        assert m, (i, audited)
+        _ci_close(m.group(1), fig, lb, f"privacy row {i} audited ε")
+        if m.group(2):  # each seed's value: deterministic, within its rounding
+            for seed, s in enumerate(m.group(2).split(", ")):
+                _seed_close(s, fig[f"{lb}.seed{seed}"], f"privacy row {i} audited ε seed {seed}")
+        ratio, bias = tv.split(" / ")
+        _ci_close(ratio, fig, f"{i}.{TV_RATIO}#1.tv", f"privacy row {i} label TV (ratio)")
+        _ci_close(bias, fig, f"{i}.{TV_BIAS}#1.tv", f"privacy row {i} label TV (bias)")
+
+
+def test_distillation_privacy_prose(generated):
+    fig = generated("distill_privacy")
+    seeds = sorted({int(k.rsplit("seed", 1)[1]) for k in fig if ".accuracy.seed" in k})
+    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    m = re.search(rf"uniform baseline TV ({_FIGURE} \[{_FIGURE}, {_FIGURE}\])", text)
+    assert m, "docs/protocols.md: the privacy caption's baseline TV was reworded"
+    _ci_close(m.group(1), fig, f"0.{TV_RATIO}#1.tv_baseline", "uniform baseline TV")
+    mia = _attack_key(fig, 0, MIA, "auc")
+    m = re.search(r"Membership AUC falls from ([\d.]+) \(per seed ([\d., ]+)\)", text)
+    assert m, "docs/protocols.md: the membership AUC sentence was reworded"
+    _ci_close(m.group(1), fig, mia, "membership AUC without DP")
+    per_seed = m.group(2).split(", ")
+    assert len(per_seed) == len(seeds), per_seed
+    for seed, s in zip(seeds, per_seed):
+        _seed_close(s, fig[f"{mia}.seed{seed}"], f"membership AUC without DP, seed {seed}")
+    # "the audited ε lower bound ... is 0 under every DP setting and never exceeds the claimed ε"
+    assert "is 0 under every DP setting and never exceeds the claimed ε" in text
+    for i in range(6):
+        lb = _attack_key(fig, i, MIA, "epsilon_lb")
+        base = lb[: -len(".epsilon_lb")]
+        for seed in seeds:
+            value = fig[f"{lb}.seed{seed}"]
+            assert value <= fig[f"{base}.claimed_epsilon.seed{seed}"], (i, seed, value)
+            if 1 <= i <= 4:  # DP-SGD
+                assert value == 0, f"DP-SGD row {i} seed {seed}: audited ε {value:.3g}"
+    # "Label-distribution inference beats the uniform baseline under every defense that releases
+    # per-client soft labels" (ratio estimator, every row but PATE)
+    for i in range(6):
+        tv, base = fig[f"{i}.{TV_RATIO}#1.tv.mean"], fig[f"{i}.{TV_RATIO}#1.tv_baseline.mean"]
+        assert tv < base, f"row {i}: label TV {tv:.3g} does not beat the baseline {base:.3g}"
+    cost = r"(−\d+ \[−\d+, −\d+\])"
+    m = re.search(
+        rf"cost of DP-SGD \(paired per seed\): {cost} points at ε = 2, {cost} points at ε = 1", text
+    )
+    assert m, "docs/protocols.md: the DP-SGD accuracy cost sentence was reworded"
+    for printed, i in zip(m.groups(), (3, 4)):  # paired per seed against row 0 (no DP), points
+        key = f"{i}-0.accuracy"
+        points = {f"{key}.{b}": 100 * fig[f"{key}.{b}"] for b in ("mean", "lo", "hi")}
+        _ci_close(printed, points, key, f"accuracy cost of DP-SGD row {i}")
 
 
 def test_fedwad_clustering_paragraph(generated):
