@@ -976,6 +976,13 @@ FIGURES.update(
 
 def main(argv: list[str]) -> int:
     names = argv or list(FIGURES)
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        print(
+            f"docs_figures: unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}",
+            file=sys.stderr,
+        )
+        return 2
     for n in names:
         for k, v in FIGURES[n]().items():
             print(f"{k} {v:.6g}")
