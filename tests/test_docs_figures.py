@@ -1484,3 +1484,41 @@ def test_plugins_tolerance_table(generated):
     )
     seeds = fig["sinkhorn_distillation.macro_f1.seeds"]
     assert int(skipped) == 20 - seeds, f"prints {skipped} skipped seeds, now {20 - seeds:.0f}"
+
+
+# --------------------------------------------------------------------------------------------
+# docs/frontier.md: the protocol x threat coverage matrix (docs2)
+
+
+_THREATS = ("reconstruction", "membership", "attribute_label", "text_retrieval")
+
+
+def test_frontier_coverage_matrix(generated):
+    # | protocol | reconstruction | membership | attribute / label | text retrieval |; a cell is
+    # "n/a: reason" or "attack value (baseline)" (bold marks the new attacks), seed 0: the
+    # figures are checked at their printed rounding
+    fig = generated("coverage_cells")
+    rows = _section("docs/frontier.md", "## Coverage matrix", "New attacks (bold)")
+    body = {p.split()[0]: cells for p, cells in rows if p != "protocol"}
+    protocols = {k.split(".")[0] for k in fig}
+    assert set(body) == protocols, f"coverage table rows {sorted(body)} != {sorted(protocols)}"
+    for proto, cells in body.items():
+        for threat, cell in zip(_THREATS, cells, strict=True):
+            key, cell = f"{proto}.{threat}", cell.replace("*", "")
+            if cell.startswith("n/a"):
+                assert f"{key}.not_applicable" in fig, f"{key}: prints n/a, now measured"
+                continue
+            m = re.fullmatch(r"(\w+) (?:TV )?([\d.]+)(?: \(([\d.]+)\))?", cell)
+            assert m, f"{key}: cell {cell!r} is not 'attack value (baseline)'"
+            attack, value, base = m.groups()
+            assert f"{key}.attack.{attack}" in fig, f"{key}: prints {attack}, now another attack"
+            _close(value, fig[f"{key}.value"], f"{key} {attack}")
+            if base is not None:
+                _close(base, fig[f"{key}.baseline"], f"{key} {attack} baseline")
+    # the defenses table repeats the dp_gaussian_moments membership cell
+    (auc,) = _figure(
+        _text("docs/frontier.md"),
+        r"leakage 0 and membership AUC ([\d.]+) at ε = 10 \(coverage matrix",
+        "defenses table, dp_gaussian_moments row",
+    )
+    _close(auc, fig["dp_gaussian_moments.membership.value"], "dp_gaussian_moments membership AUC")
