@@ -1522,3 +1522,86 @@ def test_frontier_coverage_matrix(generated):
         "defenses table, dp_gaussian_moments row",
     )
     _close(auc, fig["dp_gaussian_moments.membership.value"], "dp_gaussian_moments membership AUC")
+
+
+# --------------------------------------------------------------------------------------------
+# docs/plugins.md: the FedWAD applications' scorecards, the loose tolerances (docs2)
+
+
+def test_plugins_fedwad_scorecards(generated):
+    fig = generated("scorecards_fedwad_apps")
+    text = _text("docs/plugins.md")
+    co, cf = "fedwad_coreset", "fedwad_clustered_fl"
+    assert "No threat model sees a near-copy of another party's rows in either" in text
+    copies = {k: v for k, v in fig.items() if ".near_copies." in k}
+    assert copies and not any(copies.values()), copies
+    # fedwad_coreset: accuracy, then the worst attack's leakage per kind of threat model
+    nn, w2, w2c, err, tol = _figure(
+        text,
+        r"1-NN accuracy equal to the central coreset's \(relative error (\d+)\), W2\(coreset, "
+        r"pooled data\) ([\d.]+) against the central coreset's ([\d.]+) \(relative error "
+        r"([\d.]+), declared ([\d.]+)\)",
+        "fedwad_coreset scorecard accuracy",
+    )
+    _close(nn, fig[f"{co}.nn_accuracy.relative_error"], "coreset 1-NN relative error")
+    _close(w2, fig[f"{co}.coreset_wasserstein.estimate"], "federated coreset W2")
+    _close(w2c, fig[f"{co}.coreset_wasserstein.exact"], "central coreset W2")
+    _close(err, fig[f"{co}.coreset_wasserstein.relative_error"], "coreset W2 relative error")
+    _close(tol, fig[f"{co}.coreset_wasserstein.tolerance"], "coreset W2 declared tolerance")
+    assert "`coreset_inversion` is the most leaking attack under every threat model" in text
+    assert fig[f"{co}.worst_attack.coreset_inversion"] == fig[f"{co}.threats"]
+    server, c_lo, c_hi, party, eaves, coal = _figure(
+        text,
+        r"leakage ([\d.]+) for the server \(worst target\), ([\d.]+)–([\d.]+) for a single "
+        r"client, ([\d.]+) for the test party, ([\d.]+) for an eavesdropper, ([\d.]+) for the "
+        r"server with three colluding clients",
+        "fedwad_coreset scorecard leakage",
+    )
+    _close(server, fig[f"{co}.worst.server.max"], "coreset: server")
+    _close(c_lo, fig[f"{co}.worst.client.min"], "coreset: single client, lowest")
+    _close(c_hi, fig[f"{co}.worst.client.max"], "coreset: single client, highest")
+    _close(party, fig[f"{co}.worst.party.max"], "coreset: test party")
+    _close(eaves, fig[f"{co}.worst.eavesdropper.max"], "coreset: eavesdropper")
+    _close(coal, fig[f"{co}.worst.server_coalition.max"], "coreset: server + clients")
+    # fedwad_clustered_fl
+    ari, err, tol, sent, tv_lo, tv_hi = _figure(
+        text,
+        r"ARI (\d+) \(as central\), distance matrix relative error ([\d.]+) \(declared "
+        r"([\d.]+)\)\. The server and an eavesdropper get `sent_rows` leakage ([\d.]+) at most"
+        r".*?`clustered_fl_label_inference` finds another client's label histogram with TV "
+        r"([\d.]+)–([\d.]+)",
+        "fedwad_clustered_fl scorecard",
+    )
+    _close(ari, fig[f"{cf}.ari.estimate"], "clustered FL ARI")
+    _close(ari, fig[f"{cf}.ari.exact"], "central ARI")
+    _close(err, fig[f"{cf}.distance_matrix.relative_error"], "clustered FL matrix error")
+    _close(tol, fig[f"{cf}.distance_matrix.tolerance"], "clustered FL declared tolerance")
+    _close(
+        sent,
+        max(fig[f"{cf}.{k}.sent_rows.leakage.max"] for k in ("server", "eavesdropper")),
+        "clustered FL sent_rows leakage",
+    )
+    # each client's best target (the smallest TV, the scorecard's worst row), over the clients
+    clients = fig[f"{cf}.threats"] - 4  # server, eavesdropper and the two coalitions
+    assert fig[f"{cf}.worst_attack.clustered_fl_label_inference"] >= clients
+    _close(tv_lo, fig[f"{cf}.worst.client.min"], "client TV, best client")
+    _close(tv_hi, fig[f"{cf}.worst.client.max"], "client TV, worst client")
+
+
+def test_plugins_loose_tolerances(generated):
+    fig = generated("plugins_loose_tolerances")
+    text = _text("docs/plugins.md")
+    w, m, noiseless, ratio, scaffold = _figure(
+        text,
+        r"the debiased `wasserstein` is clamped to 0 \(relative error 1\) on (\d+) of the 20 "
+        r"seeds, `distance_matrix` on (\d+); without noise the error is still up to ([\d.]+) "
+        r"over the same seeds\).*?W2 to the "
+        r"pooled data is ([\d.]+)x the central coreset's in the worst seed\)\. The scaffolded "
+        r"example: ([\d.]+) at most over seeds 0-19",
+        "loose tolerances paragraph",
+    )
+    assert int(w) == fig["dp_jl_ot.wasserstein.clamped_seeds"], "dp_jl_ot clamped seeds"
+    assert int(m) == fig["dp_jl_ot.distance_matrix.clamped_seeds"], "dp_jl_ot matrix, clamped"
+    _close(noiseless, fig["dp_jl_ot.noiseless.max"], "dp_jl_ot without noise")
+    _close(ratio, fig["fedwad_coreset.ratio.max"], "fedwad_coreset worst federated/central W2")
+    _close(scaffold, fig["scaffold.max"], "scaffolded example")
