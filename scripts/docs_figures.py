@@ -1126,12 +1126,46 @@ def plugins_loose_tolerances() -> dict[str, float]:
     return out
 
 
+def scorecard_toy() -> dict[str, float]:
+    """docs/plugins.md, "The scorecard": ``testbed scorecard toy_leaky_mean`` (the leaky toy of
+    ``tests/_toy_protocols.py``, registered for the call): per threat model the messages with
+    near-copies of private rows (``<label>.near_copies``) and whose rows
+    (``<label>.rows_of.<party>`` = 1); per target, ``sent_rows``'s exact recovery and recovered
+    rate and rows under each threat model
+    (``<label>.sent_rows.<target>.{exact_recovery,exact_rows}``)."""
+    import tempfile
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from testbed.runner import build_world
+    from testbed.scorecard import _scenario, scorecard
+    from tests._toy_protocols import LeakyMean, registered
+
+    out: dict[str, float] = {}
+    with registered(LeakyMean), tempfile.TemporaryDirectory(prefix="docs-toy-card-") as tmp:
+        card = scorecard("toy_leaky_mean", tmp)
+        sizes = {p: d.n for p, d in build_world(_scenario("toy_leaky_mean")).parties.items()}
+    for label, w in card.worst().items():
+        out[f"{label}.near_copies"] = float(w["near_copy_messages"])
+        for p in w["rows_of"]:
+            out[f"{label}.rows_of.{p}"] = 1.0
+    for r in card.attacks:
+        if r["attack"] == "sent_rows" and "exact_recovery" in r["metrics"]:
+            key = f"{r['threat']}.sent_rows.{r['target']}"
+            out[f"{key}.exact_recovery"] = float(r["metrics"]["exact_recovery"])
+            out[f"{key}.exact_rows"] = round(r["metrics"]["exact_recovery"] * sizes[r["target"]])
+    return out
+
+
 # docs2 block: the coverage matrix (docs/frontier.md) and the scorecards (docs/plugins.md)
 FIGURES.update(
     {
         "coverage_cells": coverage_cells,
         "scorecards_fedwad_apps": scorecards_fedwad_apps,
         "plugins_loose_tolerances": plugins_loose_tolerances,
+        "scorecard_toy": scorecard_toy,
     }
 )
 

@@ -1605,3 +1605,22 @@ def test_plugins_loose_tolerances(generated):
     _close(noiseless, fig["dp_jl_ot.noiseless.max"], "dp_jl_ot without noise")
     _close(ratio, fig["fedwad_coreset.ratio.max"], "fedwad_coreset worst federated/central W2")
     _close(scaffold, fig["scaffold.max"], "scaffolded example")
+
+
+def test_plugins_toy_scorecard(generated):
+    fig = generated("scorecard_toy")
+    text = _text("docs/plugins.md")
+    k, parties, n = _figure(
+        text,
+        r"means plus a (\d+)-row \"debug sample\" to the server\), the scorecard lists `server: "
+        r"near-copies of private rows of \[([^\]]+)\] in (\d+) message\(s\)`, the same for the "
+        r"eavesdropper, none for either party",
+        "toy scorecard",
+    )
+    names = [p.strip(" '") for p in parties.split(",")]
+    for label in ("server", "eavesdropper"):
+        assert int(n) == fig[f"{label}.near_copies"], f"{label}: prints {n} message(s)"
+        assert {p for p in names if fig.get(f"{label}.rows_of.{p}")} == set(names), label
+    for p in names:
+        assert fig[f"{p}.near_copies"] == 0, f"{p} sees near-copies"
+        assert int(k) == fig[f"server.sent_rows.{p}.exact_rows"], f"sent_rows on {p}"
