@@ -939,17 +939,11 @@ def plugins_tolerances() -> dict[str, float]:
     """docs/plugins.md, "Declared tolerances" (``python scripts/protocol_tolerances.py --seeds
     20``): per protocol and compared key the largest and the median relative error over seeds
     0-19 of its contract scenario (``<protocol>.<key>.{max,median,seeds}``)."""
-    import importlib.util
     import statistics
-    from pathlib import Path
 
     from testbed.registry import PROTOCOLS
 
-    spec = importlib.util.spec_from_file_location(
-        "protocol_tolerances", Path(__file__).resolve().parent / "protocol_tolerances.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _tolerances_module()
     out = {}
     for name in PROTOCOLS.names():
         for k, v in mod.errors(name, 20).items():
