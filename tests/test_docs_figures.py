@@ -1484,3 +1484,143 @@ def test_plugins_tolerance_table(generated):
     )
     seeds = fig["sinkhorn_distillation.macro_f1.seeds"]
     assert int(skipped) == 20 - seeds, f"prints {skipped} skipped seeds, now {20 - seeds:.0f}"
+
+
+# --------------------------------------------------------------------------------------------
+# docs/frontier.md: the protocol x threat coverage matrix (docs2)
+
+
+_THREATS = ("reconstruction", "membership", "attribute_label", "text_retrieval")
+
+
+def test_frontier_coverage_matrix(generated):
+    # | protocol | reconstruction | membership | attribute / label | text retrieval |; a cell is
+    # "n/a: reason" or "attack value (baseline)" (bold marks the new attacks), seed 0: the
+    # figures are checked at their printed rounding
+    fig = generated("coverage_cells")
+    rows = _section("docs/frontier.md", "## Coverage matrix", "New attacks (bold)")
+    body = {p.split()[0]: cells for p, cells in rows if p != "protocol"}
+    protocols = {k.split(".")[0] for k in fig}
+    assert set(body) == protocols, f"coverage table rows {sorted(body)} != {sorted(protocols)}"
+    for proto, cells in body.items():
+        for threat, cell in zip(_THREATS, cells, strict=True):
+            key, cell = f"{proto}.{threat}", cell.replace("*", "")
+            if cell.startswith("n/a"):
+                assert f"{key}.not_applicable" in fig, f"{key}: prints n/a, now measured"
+                continue
+            m = re.fullmatch(r"(\w+) (?:TV )?([\d.]+)(?: \(([\d.]+)\))?", cell)
+            assert m, f"{key}: cell {cell!r} is not 'attack value (baseline)'"
+            attack, value, base = m.groups()
+            assert f"{key}.attack.{attack}" in fig, f"{key}: prints {attack}, now another attack"
+            _close(value, fig[f"{key}.value"], f"{key} {attack}")
+            if base is not None:
+                _close(base, fig[f"{key}.baseline"], f"{key} {attack} baseline")
+    # the defenses table repeats the dp_gaussian_moments membership cell
+    (auc,) = _figure(
+        _text("docs/frontier.md"),
+        r"leakage 0 and membership AUC ([\d.]+) at ε = 10 \(coverage matrix",
+        "defenses table, dp_gaussian_moments row",
+    )
+    _close(auc, fig["dp_gaussian_moments.membership.value"], "dp_gaussian_moments membership AUC")
+
+
+# --------------------------------------------------------------------------------------------
+# docs/plugins.md: the FedWAD applications' scorecards, the loose tolerances (docs2)
+
+
+def test_plugins_fedwad_scorecards(generated):
+    fig = generated("scorecards_fedwad_apps")
+    text = _text("docs/plugins.md")
+    co, cf = "fedwad_coreset", "fedwad_clustered_fl"
+    assert "No threat model sees a near-copy of another party's rows in either" in text
+    copies = {k: v for k, v in fig.items() if ".near_copies." in k}
+    assert copies and not any(copies.values()), copies
+    # fedwad_coreset: accuracy, then the worst attack's leakage per kind of threat model
+    nn, w2, w2c, err, tol = _figure(
+        text,
+        r"1-NN accuracy equal to the central coreset's \(relative error (\d+)\), W2\(coreset, "
+        r"pooled data\) ([\d.]+) against the central coreset's ([\d.]+) \(relative error "
+        r"([\d.]+), declared ([\d.]+)\)",
+        "fedwad_coreset scorecard accuracy",
+    )
+    _close(nn, fig[f"{co}.nn_accuracy.relative_error"], "coreset 1-NN relative error")
+    _close(w2, fig[f"{co}.coreset_wasserstein.estimate"], "federated coreset W2")
+    _close(w2c, fig[f"{co}.coreset_wasserstein.exact"], "central coreset W2")
+    _close(err, fig[f"{co}.coreset_wasserstein.relative_error"], "coreset W2 relative error")
+    _close(tol, fig[f"{co}.coreset_wasserstein.tolerance"], "coreset W2 declared tolerance")
+    assert "`coreset_inversion` is the most leaking attack under every threat model" in text
+    assert fig[f"{co}.worst_attack.coreset_inversion"] == fig[f"{co}.threats"]
+    server, c_lo, c_hi, party, eaves, coal = _figure(
+        text,
+        r"leakage ([\d.]+) for the server \(worst target\), ([\d.]+)–([\d.]+) for a single "
+        r"client, ([\d.]+) for the test party, ([\d.]+) for an eavesdropper, ([\d.]+) for the "
+        r"server with three colluding clients",
+        "fedwad_coreset scorecard leakage",
+    )
+    _close(server, fig[f"{co}.worst.server.max"], "coreset: server")
+    _close(c_lo, fig[f"{co}.worst.client.min"], "coreset: single client, lowest")
+    _close(c_hi, fig[f"{co}.worst.client.max"], "coreset: single client, highest")
+    _close(party, fig[f"{co}.worst.party.max"], "coreset: test party")
+    _close(eaves, fig[f"{co}.worst.eavesdropper.max"], "coreset: eavesdropper")
+    _close(coal, fig[f"{co}.worst.server_coalition.max"], "coreset: server + clients")
+    # fedwad_clustered_fl
+    ari, err, tol, sent, tv_lo, tv_hi = _figure(
+        text,
+        r"ARI (\d+) \(as central\), distance matrix relative error ([\d.]+) \(declared "
+        r"([\d.]+)\)\. The server and an eavesdropper get `sent_rows` leakage ([\d.]+) at most"
+        r".*?`clustered_fl_label_inference` finds another client's label histogram with TV "
+        r"([\d.]+)–([\d.]+)",
+        "fedwad_clustered_fl scorecard",
+    )
+    _close(ari, fig[f"{cf}.ari.estimate"], "clustered FL ARI")
+    _close(ari, fig[f"{cf}.ari.exact"], "central ARI")
+    _close(err, fig[f"{cf}.distance_matrix.relative_error"], "clustered FL matrix error")
+    _close(tol, fig[f"{cf}.distance_matrix.tolerance"], "clustered FL declared tolerance")
+    _close(
+        sent,
+        max(fig[f"{cf}.{k}.sent_rows.leakage.max"] for k in ("server", "eavesdropper")),
+        "clustered FL sent_rows leakage",
+    )
+    # each client's best target (the smallest TV, the scorecard's worst row), over the clients
+    clients = fig[f"{cf}.threats"] - 4  # server, eavesdropper and the two coalitions
+    assert fig[f"{cf}.worst_attack.clustered_fl_label_inference"] >= clients
+    _close(tv_lo, fig[f"{cf}.worst.client.min"], "client TV, best client")
+    _close(tv_hi, fig[f"{cf}.worst.client.max"], "client TV, worst client")
+
+
+def test_plugins_loose_tolerances(generated):
+    fig = generated("plugins_loose_tolerances")
+    text = _text("docs/plugins.md")
+    w, m, noiseless, ratio, scaffold = _figure(
+        text,
+        r"the debiased `wasserstein` is clamped to 0 \(relative error 1\) on (\d+) of the 20 "
+        r"seeds, `distance_matrix` on (\d+); without noise the error is still up to ([\d.]+) "
+        r"over the same seeds\).*?W2 to the "
+        r"pooled data is ([\d.]+)x the central coreset's in the worst seed\)\. The scaffolded "
+        r"example: ([\d.]+) at most over seeds 0-19",
+        "loose tolerances paragraph",
+    )
+    assert int(w) == fig["dp_jl_ot.wasserstein.clamped_seeds"], "dp_jl_ot clamped seeds"
+    assert int(m) == fig["dp_jl_ot.distance_matrix.clamped_seeds"], "dp_jl_ot matrix, clamped"
+    _close(noiseless, fig["dp_jl_ot.noiseless.max"], "dp_jl_ot without noise")
+    _close(ratio, fig["fedwad_coreset.ratio.max"], "fedwad_coreset worst federated/central W2")
+    _close(scaffold, fig["scaffold.max"], "scaffolded example")
+
+
+def test_plugins_toy_scorecard(generated):
+    fig = generated("scorecard_toy")
+    text = _text("docs/plugins.md")
+    k, parties, n = _figure(
+        text,
+        r"means plus a (\d+)-row \"debug sample\" to the server\), the scorecard lists `server: "
+        r"near-copies of private rows of \[([^\]]+)\] in (\d+) message\(s\)`, the same for the "
+        r"eavesdropper, none for either party",
+        "toy scorecard",
+    )
+    names = [p.strip(" '") for p in parties.split(",")]
+    for label in ("server", "eavesdropper"):
+        assert int(n) == fig[f"{label}.near_copies"], f"{label}: prints {n} message(s)"
+        assert {p for p in names if fig.get(f"{label}.rows_of.{p}")} == set(names), label
+    for p in names:
+        assert fig[f"{p}.near_copies"] == 0, f"{p} sees near-copies"
+        assert int(k) == fig[f"server.sent_rows.{p}.exact_rows"], f"sent_rows on {p}"
