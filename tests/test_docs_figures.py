@@ -1005,7 +1005,7 @@ def test_demo_table(tmp_path):
 # docs/frontier.md: the frontier, the dataset-distance matrix and the Short answer (docsgen)
 
 
-def _signed(s: str) -> str:
+def _plain_figure(s: str) -> str:
     return s.replace("−", "-").replace("*", "").strip()
 
 
@@ -1013,7 +1013,7 @@ def _mean_close(printed: str, fig: dict, key: str, what: str) -> None:
     """A printed ``mean [lo, hi]`` (or a bare mean, or ``–`` for none) against the recomputed
     mean over seeds (and its interval): within the printed rounding or the recomputed 95 %
     interval's half-width, whichever is wider."""
-    printed = _signed(printed)
+    printed = _plain_figure(printed)
     m = re.match(r"(-?[\d.]+)(?: \[(-?[\d.]+), (-?[\d.]+)\])?", printed)
     assert m, f"{what}: {printed!r} is not a figure"
     mean, lo, hi = fig[f"{key}.mean"], fig[f"{key}.lo"], fig[f"{key}.hi"]
