@@ -133,7 +133,8 @@ class _Sampler:
         self.sample()
 
 
-def _one(N: int, opts: PairwiseOptions) -> dict[str, Any]:
+def _one(N: int, want: int, opts: PairwiseOptions) -> dict[str, Any]:
+    """The first ``want`` pairs of N clients."""
     import protocols  # noqa: F401  (registers the built-ins)
     from protocols.fedwad import FedWADConfig
     from protocols.fedwad_clustering import FedWADClustering, FedWADClusteringConfig
@@ -152,7 +153,6 @@ def _one(N: int, opts: PairwiseOptions) -> dict[str, Any]:
     )
     proto = FedWADClustering(cfg)
     total = comb(N, 2)
-    want = total if opts.pairs is None else min(opts.pairs, total)
     with tempfile.TemporaryDirectory(prefix="bench-pairwise-") as tmp:
         gc.collect()
         before, _ = tree_rss()
@@ -279,7 +279,7 @@ def bench_pairwise(opts: PairwiseOptions) -> list[dict[str, Any]]:
         total = comb(N, 2)
         want = total if opts.pairs is None else min(opts.pairs, total)
         opts.log(f"pairwise: N={N}, {want} of {total} pairs on Ray")
-        rows.append(_one(N, opts))
+        rows.append(_one(N, want, opts))
     return rows
 
 

@@ -12,7 +12,7 @@ from testbed.payload import Payload, freeze_payload, payload_digest, payload_nby
 SERVER = "server"
 EAVESDROPPER = "eavesdropper"
 
-__all__ = ["EAVESDROPPER", "SERVER", "Envelope", "visible_to"]
+__all__ = ["EAVESDROPPER", "SERVER", "Envelope", "route_visible_to", "visible_to"]
 
 
 # ----------------------------------------------------------------------------- envelope
@@ -77,4 +77,9 @@ class Envelope:
 def visible_to(env: Envelope, who) -> bool:
     """Whether the observers ``who`` (an observer and its colluders) saw ``env``: they sent or
     received it, or one of them is the eavesdropper, who sees every envelope."""
-    return EAVESDROPPER in who or env.sender in who or env.receiver in who
+    return route_visible_to(env.sender, env.receiver, who)
+
+
+def route_visible_to(sender: str, receiver: str, who) -> bool:
+    """:func:`visible_to` from a message's routing alone (e.g. a header read from disk)."""
+    return EAVESDROPPER in who or sender in who or receiver in who

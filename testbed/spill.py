@@ -77,9 +77,6 @@ class SpillStore:
         count = int(np.prod(shape, dtype=np.int64))
         return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
 
-    def _append_array(self, a: np.ndarray) -> np.ndarray:
-        return self._view(*self._write(a))
-
     def layout(self, p: Payload):
         """Write ``p``'s arrays and return a small picklable description of the payload
         (arrays as their place in the file) that :meth:`restore` turns back into it."""

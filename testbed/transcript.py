@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.envelope import EAVESDROPPER, Envelope, visible_to
+from testbed.envelope import Envelope, route_visible_to, visible_to
 from testbed.errors import DataError, TestbedError
 from testbed.measure import Measure, is_mapped_readonly
 from testbed.payload import Payload, _ro, digest_algorithm, payload_digest
@@ -262,11 +262,10 @@ class Transcript:
         sequence (:class:`EnvelopeSeq`): each is read from the files when it is used."""
         who = {observer, *colluders}
         if self.on_disk:
-            everyone = EAVESDROPPER in who
             picked = [
                 seq
                 for seq, _, sender, receiver, _, _ in self._headers()
-                if everyone or sender in who or receiver in who
+                if route_visible_to(sender, receiver, who)
             ]
             if len(picked) == self._count:
                 seen = EnvelopeSeq(self, range(self._count))
@@ -377,7 +376,7 @@ class EnvelopeSeq(Sequence):
             yield self._transcript[int(seq)]
 
     def __eq__(self, other) -> bool:
-        if not isinstance(other, (Sequence, EnvelopeSeq)) or len(other) != len(self):
+        if not isinstance(other, Sequence) or len(other) != len(self):
             return False
         return all(a == b for a, b in zip(self, other))
 

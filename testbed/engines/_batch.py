@@ -6,7 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["in_call_order"]
+__all__ = ["in_call_order", "run_in_order"]
+
+
+def run_in_order(calls: Iterable[tuple], parties) -> list[tuple]:
+    """Worker side: run ``(party | None, fn, args, kwargs)`` calls in order (``party`` None: a
+    call that reads no party's data); ``(True, value)`` or ``(False, exception)`` per call,
+    stopping at the first failure, as the plain bus stops at its first failing call."""
+    out = []
+    for party, fn, args, kwargs in calls:
+        try:
+            value = fn(*args, **kwargs) if party is None else fn(parties[party], *args, **kwargs)
+            out.append((True, value))
+        except BaseException as exc:  # returned to the driver and raised there
+            out.append((False, exc))
+            break
+    return out
 
 
 def in_call_order(n: int, replies: Iterable[tuple[Sequence[int], Sequence[tuple]]]) -> list[Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from testbed.bus import Bus
-from testbed.engines._batch import in_call_order
+from testbed.engines._batch import in_call_order, run_in_order
 from testbed.errors import TestbedError
 from testbed.registry import PluginConfig
 
@@ -51,16 +51,7 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
         if batch is None:
             conn.close()
             return
-        out = []
-        for party, fn, args, kwargs in batch:
-            try:
-                value = (
-                    fn(*args, **kwargs) if party is None else fn(parties[party], *args, **kwargs)
-                )
-                out.append((True, value))
-            except BaseException as exc:  # returned to the driver and raised there
-                out.append((False, exc))
-                break  # the plain bus stops at the first failing call too
+        out = run_in_order(batch, parties)
         try:
             conn.send(out)
         except Exception as exc:  # an unpicklable result or exception

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from testbed.bus import Bus
-from testbed.engines._batch import in_call_order
+from testbed.engines._batch import in_call_order, run_in_order
 from testbed.errors import TestbedError
 from testbed.registry import PluginConfig
 
@@ -148,16 +148,8 @@ class _PartyGroup:
         return fn(self._parties[party], *args, **kwargs)
 
     def run_batch(self, calls):
-        """Run ``(party, fn, args)`` calls in order; ``(True, value)`` or ``(False, exception)``
-        per call, stopping at the first failure (as the plain bus would)."""
-        out = []
-        for party, fn, args in calls:
-            try:
-                out.append((True, fn(self._parties[party], *args)))
-            except BaseException as exc:  # raised in the driver
-                out.append((False, exc))
-                break
-        return out
+        """Run ``(party, fn, args, kwargs)`` calls in order (:func:`run_in_order`)."""
+        return run_in_order(calls, self._parties)
 
     def pid(self) -> int:
         return os.getpid()
@@ -263,7 +255,7 @@ class RayBus(Bus):
             actor = self._actor(c[0])
             entry = by_actor.setdefault(id(actor), (actor, [], []))
             entry[1].append(i)
-            entry[2].append((c[0], c[1], tuple(c[2:])))
+            entry[2].append((c[0], c[1], tuple(c[2:]), {}))
         groups = list(by_actor.values())
         replies = self._get([actor.run_batch.remote(batch) for actor, _, batch in groups])
         return in_call_order(len(calls), [(idx, got) for (_, idx, _), got in zip(groups, replies)])
