@@ -1,8 +1,8 @@
 """Attack plugin contract.
 
-An attack receives only a read-only :class:`~testbed.bus.View` (what its observer saw) and the
+An attack receives only a read-only :class:`~testbed.exchange.bus.View` (what its observer saw) and the
 public information; it returns a list of :class:`AttackOutput`. Ground truth never reaches an
-attack: the scorer (:mod:`testbed.metrics`) compares outputs with it.
+attack: the scorer (:mod:`testbed.scoring.metrics`) compares outputs with it.
 
 Writing an attack::
 
@@ -26,7 +26,7 @@ Writing an attack::
 Third-party packages expose it with an entry point in the group ``ot_testbed.attacks`` and check
 it with :func:`testbed.testing.check_attack` (or ``testbed new-attack NAME`` to scaffold both).
 
-What an attacker may know (:class:`~testbed.bus.PublicInfo`, filled by the runner):
+What an attacker may know (:class:`~testbed.exchange.bus.PublicInfo`, filled by the runner):
 
 - ``params``: the protocol's public parameters (``Protocol.public_params()``);
 - ``prior`` / ``extra["prior_mean"]``, ``extra["prior_cov"]``: the **public prior** — a Gaussian
@@ -46,8 +46,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from testbed.bus import SERVER, PublicInfo, View
 from testbed.errors import TestbedError
+from testbed.exchange.bus import SERVER, PublicInfo, View
 from testbed.registry import Plugin, PluginConfig
 
 __all__ = [
@@ -133,7 +133,7 @@ class Attack(Plugin):
 def observed(view: View, kind: str = "*") -> list:
     """Envelopes of ``kind`` (glob) that the observer or a colluder sent or received (every one
     for an eavesdropper). Attacks should select messages through this."""
-    from testbed.bus import visible_to
+    from testbed.exchange.bus import visible_to
 
     who = {view.observer, *view.colluders}
     return [e for e in view.messages(kind) if visible_to(e, who)]

@@ -21,7 +21,7 @@ import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
 from attacks.fedwad_distributional import invert_interpolant
-from testbed.bus import SERVER, PublicInfo, View
+from testbed.exchange.bus import SERVER, PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
 

@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, _targets, observed
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
 __all__ = ["LabelDistributionInference", "SoftLabelMembership"]

@@ -34,7 +34,7 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
 from attacks.measure_inversion import invert_barycentric_push
-from testbed.bus import SERVER, PublicInfo, View
+from testbed.exchange.bus import SERVER, PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
 

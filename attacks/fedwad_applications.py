@@ -36,7 +36,7 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, _targets, observed
 from attacks.fedwad_distributional import invert_interpolant
-from testbed.bus import SERVER, PublicInfo, View
+from testbed.exchange.bus import SERVER, PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
 

@@ -41,7 +41,7 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, _targets
 from testbed import ot as tot
-from testbed.bus import SERVER, PublicInfo, View
+from testbed.exchange.bus import SERVER, PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
 from attacks.measure_inversion import _as_measure, find_gamma, invert_barycentric_push
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
 __all__ = [

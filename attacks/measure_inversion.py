@@ -38,7 +38,7 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
 from testbed import ot as tot
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
 __all__ = ["MomentsSampling"]

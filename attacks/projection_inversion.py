@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
 __all__ = ["ProjectionInversion", "ProjectionInversionConfig", "lmmse_inverse"]
@@ -60,7 +60,7 @@ class ProjectionInversion(Attack):
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
         from protocols.dp_baselines import projection_matrix, projection_sensitivity
-        from testbed.ledger import calibrated_multiplier
+        from testbed.exchange.ledger import calibrated_multiplier
 
         proto = public.protocol
         if proto not in PROTOCOLS or not public.dim:

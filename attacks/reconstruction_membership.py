@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from attacks._base import Attack, AttackConfig, AttackOutput
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
 __all__ = ["ReconstructionMembership", "ReconstructionMembershipConfig", "membership_scores"]

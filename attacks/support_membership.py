@@ -21,8 +21,8 @@ import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
 from attacks.reconstruction_membership import _candidates, chance_scores, membership_scores
-from testbed.bus import PublicInfo, View
-from testbed.payload import iter_arrays
+from testbed.exchange.bus import PublicInfo, View
+from testbed.exchange.payload import iter_arrays
 from testbed.registry import ATTACKS
 
 __all__ = ["SupportMembership", "SupportMembershipConfig", "observed_supports"]

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, _targets, observed
 from attacks.measure_inversion import _as_measure
-from testbed.bus import PublicInfo, View
+from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
 __all__ = ["Word2VecRetrieval", "Word2VecRetrievalConfig", "retrieve_words"]
@@ -60,7 +60,7 @@ class Word2VecRetrieval(Attack):
     contract_scenario = "contract_tiny_words.yaml"
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        from testbed.text import word2vec
+        from testbed.data.text import word2vec
 
         params = public.extra.get("word2vec")
         if params is None:
@@ -93,7 +93,7 @@ class Word2VecRetrieval(Attack):
 
     def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
         """Words nearest to points of the public Gaussian prior (no message used)."""
-        from testbed.text import word2vec
+        from testbed.data.text import word2vec
 
         params = public.extra.get("word2vec")
         if params is None or public.prior is None:

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from testbed.bus import SERVER, Envelope
-from testbed.ledger import PrivacyLedger
+from testbed.exchange.bus import SERVER, Envelope
+from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import Plugin, PluginConfig
 
 __all__ = ["Defense", "DefenseConfig"]

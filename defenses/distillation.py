@@ -25,8 +25,8 @@ import numpy as np
 from pydantic import Field
 
 from defenses._base import Defense, DefenseConfig
-from testbed.bus import Envelope
-from testbed.ledger import MechanismEvent, PrivacyLedger
+from testbed.exchange.bus import Envelope
+from testbed.exchange.ledger import MechanismEvent, PrivacyLedger
 from testbed.registry import DEFENSES, PluginConfig
 
 __all__ = ["DPSGDTeachers", "NoisySoftLabels", "PateAggregation"]

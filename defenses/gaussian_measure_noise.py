@@ -45,9 +45,9 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from defenses._base import Defense, DefenseConfig
-from testbed.bus import Envelope
 from testbed.errors import TestbedError
-from testbed.ledger import (
+from testbed.exchange.bus import Envelope
+from testbed.exchange.ledger import (
     GaussianNoiseChoice,
     MechanismEvent,
     PrivacyLedger,

@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from defenses._base import Defense
-from testbed.bus import Envelope
 from testbed.errors import TestbedError
+from testbed.exchange.bus import Envelope
 from testbed.registry import DEFENSES, PROTOCOLS, PluginConfig
 
 __all__ = ["DistancesAtEnd", "KnobDefense", "LargeT", "RandomT", "SmallSupport"]

@@ -14,8 +14,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from defenses._base import Defense, DefenseConfig
-from testbed.bus import Envelope
-from testbed.ledger import PrivacyLedger
+from testbed.exchange.bus import Envelope
+from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
 from testbed.registry import DEFENSES
 

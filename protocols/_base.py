@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import SERVER, Bus
 from testbed.registry import Plugin
 
 __all__ = ["Protocol", "ProtocolResult", "drive", "drive_many"]

@@ -73,10 +73,10 @@ from pydantic import Field
 
 from protocols._base import Protocol, ProtocolResult
 from testbed import ot as tot
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
-from testbed.ledger import GaussianNoiseChoice, MechanismEvent, calibrated_multiplier
+from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.ledger import GaussianNoiseChoice, MechanismEvent, calibrated_multiplier
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS
 

@@ -40,10 +40,10 @@ from pydantic import Field
 from protocols._base import ProtocolResult
 from protocols.dp_baselines import DPClientsBase, clip_rows, pairwise_estimates
 from testbed import ot as tot
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
-from testbed.ledger import GaussianNoiseChoice, MechanismEvent
+from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.ledger import GaussianNoiseChoice, MechanismEvent
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS
 

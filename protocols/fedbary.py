@@ -52,9 +52,9 @@ from pydantic import Field, model_validator
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import fedwad_round_interp
 from testbed import ot as tot
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
+from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig
 

@@ -2,7 +2,7 @@ r"""Clustering clients by federated dataset distance, then one federated model p
 (FedWAD App. D.3 and D.5; Rakotomamonjy, Nadjahi & Ralaivola [1], Table 1).
 
 1. **Federated OTDD matrix.** Every client augments its rows locally to
-   :math:`[x; m_y; \mathrm{vec}(\Sigma_y^{1/2})]` (:func:`testbed.otdd.augment`, its own class
+   :math:`[x; m_y; \mathrm{vec}(\Sigma_y^{1/2})]` (:func:`testbed.data.otdd.augment`, its own class
    statistics, never sent) and :class:`protocols.fedwad_clustering.FedWADClustering` runs — its own
    code, unchanged, through the same bus (kinds ``fedwad.*``) — FedWAD for every pair on those
    rows, then scikit-learn's spectral clustering of the matrix at the server.
@@ -50,11 +50,11 @@ from protocols.fedwad_clustering import (
     spectral_clusters,
 )
 from testbed import ot as tot
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
+from testbed.data.otdd import augment
 from testbed.errors import DataError
+from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
-from testbed.otdd import augment
 from testbed.registry import PROTOCOLS, PluginConfig
 
 __all__ = ["FedWADClusteredFL", "FedWADClusteredFLConfig", "fedavg"]

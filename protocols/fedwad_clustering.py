@@ -36,9 +36,9 @@ from pydantic import Field
 from protocols._base import Protocol, ProtocolResult, drive_many
 from protocols.fedwad import FEDWAD_KINDS, FedWAD, FedWADConfig
 from testbed import ot as tot
-from testbed.bus import Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
+from testbed.exchange.bus import Bus
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig
 

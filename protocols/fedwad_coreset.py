@@ -59,9 +59,9 @@ from pydantic import Field
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import FedWADConfig, _client_step, _dim, _distance_to, fedwad_round_interp
 from testbed import ot as tot
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
+from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig
 

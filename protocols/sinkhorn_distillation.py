@@ -47,10 +47,10 @@ from pydantic import Field, model_validator
 
 from protocols import _distill as dl
 from protocols._base import Protocol, ProtocolResult
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
-from testbed.ledger import MechanismEvent
+from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.ledger import MechanismEvent
 from testbed.registry import PROTOCOLS, PluginConfig
 
 __all__ = ["AGGREGATOR", "DPSGDParams", "SinkhornDistillation", "SinkhornDistillationConfig"]

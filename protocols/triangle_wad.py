@@ -53,9 +53,9 @@ from pydantic import Field, field_validator, model_validator
 
 from protocols._base import Protocol, ProtocolResult
 from testbed import ot as tot
-from testbed.bus import SERVER, Bus
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
+from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig
 

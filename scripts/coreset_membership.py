@@ -4,7 +4,7 @@ Every digits row of the shipped scenario belongs to a client or to the held-out 
 the non-members of client c are ``test`` rows of c's classes (same distribution, never sent):
 candidates = up to ``--k`` rows of c and as many such test rows. ``reconstruction_membership``
 wrapping ``coreset_inversion`` scores them (server, then a curious client). Prints mean ROC-AUC and
-advantage over the clients (``testbed.metrics.membership_metrics``).
+advantage over the clients (``testbed.scoring.metrics.membership_metrics``).
 
     python scripts/coreset_membership.py scenarios/fedwad_coreset_digits.yaml [--k 40]
 """
@@ -22,12 +22,14 @@ def membership(scenario, k: int = 40, observers=("server", "c00")) -> dict[str, 
     """``{observer}.auc``, ``{observer}.advantage`` (means over the clients) and
     ``{observer}.targets`` of ``reconstruction_membership`` wrapping ``coreset_inversion``."""
     from attacks import ReconstructionMembership
-    from testbed.config import load_scenario
-    from testbed.metrics import membership_metrics
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
+    from testbed.scoring.metrics import membership_metrics
 
     world = build_world(load_scenario(scenario))
-    results, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    results, tr = _out.results, _out.transcript
     test = world.parties.get("test")
     if test is None or test.y is None:
         raise SystemExit("error: the scenario needs a labelled `test` party")

@@ -1,7 +1,7 @@
 """Summarise a distillation sweep (``testbed run scenarios/distill_*.yaml --out DIR``).
 
 Prints, per sweep point, every estimate and attack metric as mean [95 % interval] over seeds
-(``testbed.metrics.mean_ci``), then paired per-seed differences (same seed = same data split and
+(``testbed.scoring.metrics.mean_ci``), then paired per-seed differences (same seed = same data split and
 teachers) for Sinkhorn - entropy and E - A when both are in the sweep.
 
     python scripts/distill_summary.py RUN_DIR [RUN_DIR ...]
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from testbed.metrics import mean_ci
+from testbed.scoring.metrics import mean_ci
 
 ATTACK_KEYS = (
     "auc",

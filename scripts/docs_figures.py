@@ -41,8 +41,8 @@ def eta_words() -> dict[str, float]:
     top-1 retrieved words in the document, raw eta at t = 0.9 and 0.5, and after inversion."""
     from attacks.measure_inversion import invert_barycentric_push
     from attacks.word2vec_retrieval import retrieve_words
-    from testbed.metrics import matching_rate
-    from testbed.text import document_words, lee_corpus, word2vec
+    from testbed.data.text import document_words, lee_corpus, word2vec
+    from testbed.scoring.metrics import matching_rate
 
     wv = word2vec({})
     doc = document_words(lee_corpus()[0], wv)
@@ -62,7 +62,7 @@ def eta_inversion() -> dict[str, float]:
     1797 rows, and the first 901 rows of load_digits() (not a class subset); and with a hidden
     t = 0.3 (k = 10) estimated from the public prior's moments."""
     from attacks.measure_inversion import invert_barycentric_push
-    from testbed.metrics import exact_recovery_rate
+    from testbed.scoring.metrics import exact_recovery_rate
 
     X = _digits()
     out = {}
@@ -109,13 +109,15 @@ def _results(name: str, seed: int | None = None) -> dict:
     """results of ``scenarios/<name>.yaml`` (protocol only, no run directory), at ``seed``."""
     from pathlib import Path
 
-    from testbed.config import load_scenario
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
     if seed is not None:
         sc = sc.model_copy(update={"seed": seed})
-    results, _, _ = run_world(build_world(sc))
+    _out = run_and_evaluate(build_world(sc))
+    results = _out.results
     return results
 
 
@@ -250,8 +252,8 @@ def fedwad_modes() -> dict[str, float]:
     init_scale 5) and of the accurate mode, and the accurate mode's rounds (protocol rng seed 1,
     as tests/test_fedwad.py); MiB on the wire of each mode."""
     from protocols.fedwad import FedWAD
-    from testbed.bus import Bus
-    from testbed.data import PartyData
+    from testbed.data.datasets import PartyData
+    from testbed.exchange.bus import Bus
 
     out = {}
     for case in ("digits_classes", "digits_halves", "gauss_1000_1000", "gauss_1000_333"):
@@ -280,14 +282,14 @@ def fedwad_toy_attack() -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.attacking import rerun_attacks
-    from testbed.config import load_scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.run.rerun import rerun_attacks
+    from testbed.scenario.schema import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     out = {}
     with tempfile.TemporaryDirectory(prefix="docs-toy-") as tmp:
-        run = run_scenario(load_scenario(root / "scenarios/fedwad_gaussians_attack.yaml"), tmp)
+        run = execute(load_scenario(root / "scenarios/fedwad_gaussians_attack.yaml"), tmp)
         w = run.results["reference"]["wasserstein"]
         for a in run.results["attacks"]:
             out[f"client_{a['method']}"] = a["w2"] / w
@@ -306,8 +308,9 @@ def fedwad_clustering_settings() -> dict[str, float]:
 
     import yaml
 
-    from testbed.config import parse_scenario
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import parse_scenario
 
     path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_clustering.yaml"
     raw = yaml.safe_load(path.read_text())
@@ -321,7 +324,8 @@ def fedwad_clustering_settings() -> dict[str, float]:
     for tag, params in settings.items():
         raw["protocol"]["params"].update(params)
         sc = parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent))
-        r, _, _ = run_world(build_world(sc))
+        _out = run_and_evaluate(build_world(sc))
+        r = _out.results
         out[f"{tag}.ari"] = float(r["estimates"]["ari"])
         out[f"{tag}.exact_ari"] = float(r["reference"]["ari"])
         out[f"{tag}.matrix_error"] = float(r["accuracy"]["distance_matrix"]["relative_error"])
@@ -338,8 +342,8 @@ def fedbary_barycenter() -> dict[str, float]:
     the clients' mean distance to the central barycenter."""
     from protocols.fedbary import FedBary, FedBaryConfig, central_barycenter
     from testbed import ot as tot
-    from testbed.bus import Bus
-    from testbed.data import PartyData
+    from testbed.data.datasets import PartyData
+    from testbed.exchange.bus import Bus
     from testbed.measure import Measure
 
     rng = np.random.default_rng(0)
@@ -368,9 +372,9 @@ def triangle_attacks() -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.attacking import rerun_attacks
-    from testbed.config import load_scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.run.rerun import rerun_attacks
+    from testbed.scenario.schema import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     out = {}
@@ -379,7 +383,7 @@ def triangle_attacks() -> dict[str, float]:
         ("triangle_wad_marketplace", "marketplace_trilateration", "buyer"),
     ):
         with tempfile.TemporaryDirectory(prefix="docs-triangle-") as tmp:
-            run_scenario(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
+            execute(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
             rows, _ = rerun_attacks(tmp, attacks=[{"name": attack}], observer=observer)
         for a in rows:
             for k in ("exact_recovery", "coverage", "w2_ratio"):
@@ -396,8 +400,8 @@ def xi_words() -> dict[str, float]:
 
     import yaml
 
-    from testbed.config import parse_scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.scenario.schema import parse_scenario
 
     path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_lee_words.yaml"
     raw = yaml.safe_load(path.read_text())
@@ -412,7 +416,7 @@ def xi_words() -> dict[str, float]:
         raw["protocol"]["params"].update(params)
         sc = parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent))
         with tempfile.TemporaryDirectory(prefix="docs-words-") as tmp:
-            rows = run_scenario(sc, tmp).results["attacks"]
+            rows = execute(sc, tmp).results["attacks"]
         out[tag] = max(float(r["matching_rate_any"]) for r in rows)
         out[f"{tag}_baseline"] = max(float(r["matching_rate_any_baseline"]) for r in rows)
     return out
@@ -425,16 +429,16 @@ def frontier_fedbary() -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.config import load_scenario
-    from testbed.report import _aggregate
-    from testbed.sweep import expand_cells, run_sweep
+    from testbed.report.writer import _aggregate
+    from testbed.run.sweep import expand_cells, run_sweep
+    from testbed.scenario.schema import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/frontier_fedbary.yaml")
     order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
     with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
         rows = run_sweep(sc, tmp, jobs=2).rows
-    from testbed.metrics import mean_ci
-    from testbed.report import _point
+    from testbed.report.writer import _point
+    from testbed.scoring.metrics import mean_ci
 
     agg = _aggregate(rows)
     out = {}
@@ -471,9 +475,9 @@ defenses: %s
 def audit_canary() -> dict[str, float]:
     """docs/scenarios.md "Auditing a claim": canary audit of a 20-row FedWAD client (S = 3, K = 1,
     200 trials) with no defense and Gaussian noise z = 0.05, 1, 4 (clip 2, push_max 0.5)."""
-    from testbed.audit import canary_audit
-    from testbed.config import parse_scenario
-    from testbed.runner import build_world
+    from testbed.run.audit import canary_audit
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import parse_scenario
 
     out = {}
     for tag, z in (("none", None), ("z0.05", 0.05), ("z1", 1.0), ("z4", 4.0)):
@@ -516,7 +520,7 @@ def distill_figures(rows: list[dict], order: list[str]) -> dict[str, float]:
     first)."""
     import re
 
-    from testbed.metrics import mean_ci
+    from testbed.scoring.metrics import mean_ci
 
     summary = _distill_summary()
 
@@ -562,8 +566,8 @@ def _distill(name: str) -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.config import load_scenario
-    from testbed.sweep import expand_cells, run_sweep
+    from testbed.run.sweep import expand_cells, run_sweep
+    from testbed.scenario.schema import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     sc = load_scenario(root / "scenarios" / f"{name}.yaml")
@@ -588,9 +592,9 @@ def _logreg_cv(name: str) -> dict[str, float]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-    from testbed.config import load_scenario
-    from testbed.metrics import mean_ci
-    from testbed.runner import build_world
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
+    from testbed.scoring.metrics import mean_ci
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
     scores = []
@@ -657,7 +661,7 @@ def personalized_clustered() -> dict[str, float]:
 
 def _frontier_table(name: str, utility: str) -> dict[str, float]:
     """``scenarios/<name>.yaml`` swept (seeds 0-2, 2 jobs) and summarised by ``python -m
-    testbed.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
+    testbed.scoring.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
     ``<label>.{utility,leakage,coverage}.{mean,lo,hi}`` and ``<label>.eps``; per budget and
     dataset the best setting as ``best.<budget>.<dataset>::<label>`` = its mean utility; for the
     DP baselines ``<label>.{z,op_norm,sigma}.{min,max}`` over seeds (noise multiplier, ||U||_op,
@@ -666,9 +670,9 @@ def _frontier_table(name: str, utility: str) -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.config import load_scenario
-    from testbed.frontier import best_per_budget, frontier_rows, setting_label
-    from testbed.sweep import run_sweep
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.schema import load_scenario
+    from testbed.scoring.frontier import best_per_budget, frontier_rows, setting_label
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
     keep = os.environ.get("DOCS_FIGURES_SWEEPS")
@@ -726,10 +730,11 @@ def mask_in_domain() -> dict[str, float]:
     import yaml
 
     from attacks.blind_mask_inversion import BlindMaskInversion
-    from testbed.config import parse_scenario
-    from testbed.coverage import _heldout
-    from testbed.metrics import coverage_at_r, w2_leakage
-    from testbed.runner import build_world, run_world
+    from testbed.report.coverage import _heldout
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import parse_scenario
+    from testbed.scoring.metrics import coverage_at_r, w2_leakage
 
     path = Path(__file__).resolve().parents[1] / "scenarios/triangle_wad_digits.yaml"
     raw = yaml.safe_load(path.read_text())
@@ -738,7 +743,8 @@ def mask_in_domain() -> dict[str, float]:
     raw["data"].pop("noise", None)
     raw["defenses"] = [{"name": "secret_isometry_mask"}]
     world = build_world(parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent)))
-    _, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    tr = _out.transcript
     public = replace(
         world.public, extra={**world.public.extra, "candidates": _heldout(world)[:600]}
     )
@@ -772,15 +778,15 @@ def fedwad_applications_attacks() -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.attacking import rerun_attacks
-    from testbed.config import load_scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.run.rerun import rerun_attacks
+    from testbed.scenario.schema import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     out: dict[str, float] = {}
     for name, observer in (("fedwad_coreset_digits", "c00"), ("fedwad_clustered_fl", "client_0")):
         with tempfile.TemporaryDirectory(prefix="docs-apps-") as tmp:
-            run_scenario(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
+            execute(load_scenario(root / "scenarios" / f"{name}.yaml"), tmp)
             rows, _ = rerun_attacks(tmp, observer=observer)
         by: dict[str, list[dict]] = {}
         for a in rows:
@@ -841,9 +847,9 @@ def fedbary_duplication() -> dict[str, float]:
     from pathlib import Path
 
     from protocols.fedbary import FedBaryConfig, duplication_study
-    from testbed.config import load_scenario
-    from testbed.data import PartyData
-    from testbed.runner import build_world
+    from testbed.data.datasets import PartyData
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
 
     rng = np.random.default_rng(0)
     toy = {
@@ -885,16 +891,18 @@ def fedwad_toy_starts() -> dict[str, float]:
 
     from attacks.fedwad_distributional import distributional_optimisation
     from testbed import ot as tot
-    from testbed.config import load_scenario
     from testbed.measure import Measure
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
     from testbed.seeding import component_rng
 
     path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_gaussians_attack.yaml"
     sc = load_scenario(path)
     params = yaml.safe_load(path.read_text())["attacks"][1]["params"]
     world = build_world(sc)
-    results, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    results, tr = _out.results, _out.transcript
     alice, bob = world.parties["alice"].X, world.parties["bob"].X
     xi = tr.view("alice").messages("fedwad.xi_final", sender="server", receiver="alice")[-1].payload
     w_hat = float(results["estimates"]["wasserstein"])
@@ -973,10 +981,10 @@ FIGURES.update(
 
 
 def coverage_cells() -> dict[str, float]:
-    """docs/frontier.md, "Coverage matrix" (``python -m testbed.coverage``, seed 0): per protocol
+    """docs/frontier.md, "Coverage matrix" (``python -m testbed.report.coverage``, seed 0): per protocol
     and threat the best attack's figure (``<protocol>.<threat>.value``) and its baseline
     (``.baseline``), the attack as ``.attack.<name>`` = 1, or ``.not_applicable`` = 1."""
-    from testbed.coverage import coverage_matrix
+    from testbed.report.coverage import coverage_matrix
 
     out: dict[str, float] = {}
     for proto, cells in coverage_matrix().items():
@@ -1015,8 +1023,8 @@ def scorecards_fedwad_apps() -> dict[str, float]:
     models and targets (``<kind>.<attack>.<metric>.{min,max}``)."""
     import tempfile
 
-    from testbed.runner import build_world
-    from testbed.scorecard import _scenario, scorecard
+    from testbed.plugins.scorecard import _scenario, scorecard
+    from testbed.run.roster import build_world
 
     out: dict[str, float] = {}
     for name in ("fedwad_coreset", "fedwad_clustered_fl"):
@@ -1074,9 +1082,9 @@ def plugins_loose_tolerances() -> dict[str, float]:
 
     import yaml
 
-    from testbed.config import parse_scenario
+    from testbed.plugins.scaffold import new_protocol
     from testbed.registry import PROTOCOLS
-    from testbed.scaffold import new_protocol
+    from testbed.scenario.schema import parse_scenario
     from testbed.testing.protocol_checks import _run, protocol_scenario
 
     mod = _tolerances_module()
@@ -1133,8 +1141,8 @@ def scorecard_toy() -> dict[str, float]:
     root = str(Path(__file__).resolve().parents[1])
     if root not in sys.path:
         sys.path.insert(0, root)
-    from testbed.runner import build_world
-    from testbed.scorecard import _scenario, scorecard
+    from testbed.plugins.scorecard import _scenario, scorecard
+    from testbed.run.roster import build_world
     from tests._toy_protocols import LeakyMean, registered
 
     out: dict[str, float] = {}

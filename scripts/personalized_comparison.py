@@ -34,12 +34,13 @@ TRAIN = {"hidden": (32,), "rounds": 10, "local_epochs": 1, "head_epochs": 5, "lr
 
 
 def _run(path: str | Path):
-    from testbed.config import load_scenario
-    from testbed.runner import build_world, run_scenario
+    from testbed.run.execute import execute
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
 
     sc = load_scenario(path)
     with tempfile.TemporaryDirectory(prefix="personalized-") as tmp:
-        out = run_scenario(sc, Path(tmp) / "run")
+        out = execute(sc, Path(tmp) / "run")
         results = out.results
     return sc, results, build_world(sc).parties
 
@@ -135,7 +136,7 @@ def clustered_comparison(path: str | Path, test_fraction: float = 0.25) -> dict[
 
 
 def compare(path: str | Path) -> dict[str, float]:
-    from testbed.config import load_scenario
+    from testbed.scenario.schema import load_scenario
 
     name = load_scenario(path).protocol.name
     if name == "fedwad_coreset":

@@ -19,9 +19,9 @@ def errors(name: str, seeds: int = 20) -> dict[str, list[float]]:
     0..seeds-1 (a seed whose scenario cannot be built is skipped with a line on stdout)."""
     import yaml
 
-    from testbed.config import parse_scenario
     from testbed.errors import TestbedError
     from testbed.registry import PROTOCOLS
+    from testbed.scenario.schema import parse_scenario
     from testbed.testing.protocol_checks import _run, protocol_scenario
 
     base = protocol_scenario(PROTOCOLS.get(name))

@@ -1,8 +1,6 @@
 """OT privacy testbed: run federated optimal-transport protocols over a logged message bus,
 attack what an observer saw, and report leakage against accuracy."""
 
-from testbed.bus import SERVER, Bus, Envelope, PrivacyGuard, PublicInfo, Transcript, View
-from testbed.config import Scenario, load_scenario
 from testbed.errors import (
     DataError,
     OTSolverError,
@@ -11,6 +9,7 @@ from testbed.errors import (
     TestbedError,
     UnknownPluginError,
 )
+from testbed.exchange.bus import SERVER, Bus, Envelope, PrivacyGuard, PublicInfo, Transcript, View
 from testbed.measure import Measure
 from testbed.registry import (
     ATTACKS,
@@ -21,6 +20,7 @@ from testbed.registry import (
     TRANSFORMS,
     PluginConfig,
 )
+from testbed.scenario.schema import Scenario, load_scenario
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 import sys
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 sys.exit(main())

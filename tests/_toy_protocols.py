@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from protocols import Protocol, ProtocolResult
-from testbed.bus import SERVER
+from testbed.exchange.bus import SERVER
 from testbed.registry import PROTOCOLS, PluginConfig
 
 

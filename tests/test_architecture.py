@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from _scenarios import tiny
 
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import TestbedError
 from testbed.run.roster import Roster
 
 
 @pytest.fixture
 def tiny_scenario():
-    from testbed.config import parse_scenario
+    from testbed.scenario.schema import parse_scenario
 
     return parse_scenario(tiny("arch"), "tiny.yaml", ".")
 
@@ -77,6 +77,65 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+#: the folders of testbed/ in the order a run needs them (docs/development.md, "Layout"): a
+#: folder imports only folders before it, and the core modules (layer 0)
+LAYERS = [
+    ("core", ("errors", "measure", "ot", "registry", "seeding", "threads")),
+    ("data", ()),
+    ("exchange", ()),
+    ("scenario", ()),
+    ("sandbox", ()),
+    ("scoring", ()),
+    ("run", ()),
+    ("testing", ()),
+    ("report", ()),
+    ("plugins", ()),
+    ("bench", ()),
+    ("cli", ()),
+]
+#: the package root, ``python -m testbed`` and the import path kept for older plugins sit on top
+TOP = {"testbed", "testbed.__main__", "testbed.bus"}
+
+
+def layer_of(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "testbed" or module in TOP:
+        return None
+    for i, (folder, core) in enumerate(LAYERS):
+        if parts[1] == folder or parts[1] in core:
+            return i
+    raise AssertionError(f"{module} is in no layer of LAYERS: add its folder to the list")
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for a, targets in graph.items():
+        la = layer_of(a)
+        for b in targets:
+            lb = layer_of(b)
+            if la is not None and lb is not None and lb > la:
+                bad.append(f"{a} ({LAYERS[la][0]}) imports {b} ({LAYERS[lb][0]})")
+    return sorted(bad)
+
+
+def test_folders_import_only_earlier_folders():
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_layer_check_finds_an_arrow_back_up():
+    graph = {"testbed.data.datasets": {"testbed.run.sweep"}, "testbed.run.sweep": set()}
+    assert layer_violations(graph) == [
+        "testbed.data.datasets (data) imports testbed.run.sweep (run)"
+    ]
+
+
+def test_top_level_stays_small():
+    top = [p for p in (ROOT / "testbed").glob("*.py")]
+    assert len(top) <= 15, sorted(p.name for p in top)
+    folders = {p.name for p in (ROOT / "testbed").iterdir() if (p / "__init__.py").exists()}
+    assert folders == {f for f, _ in LAYERS[1:]}, folders
+
+
 def test_no_import_circles():
     try:
         tuple(graphlib.TopologicalSorter(import_graph()).static_order())
@@ -108,8 +167,8 @@ def test_stages_import_only_earlier_stages():
 def test_attack_stage_holds_no_ground_truth():
     graph = import_graph()
     stage = graph["testbed.run.attack"]
-    assert "testbed.truth" not in stage and "testbed.run.score" not in stage
-    assert "testbed.metrics" not in stage
+    assert "testbed.scoring.truth" not in stage and "testbed.run.score" not in stage
+    assert "testbed.scoring.metrics" not in stage
 
 
 def test_roster_hands_out_no_rows():

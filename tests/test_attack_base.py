@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from attacks import AttackOutput, AttackOutputError, observed, prior_points, validate_outputs
-from testbed.bus import Bus, PrivacyGuard, PublicInfo
+from testbed.data.public import gaussian_prior
+from testbed.exchange.bus import Bus, PrivacyGuard, PublicInfo
 from testbed.measure import Measure
-from testbed.public import gaussian_prior
 
 PUB = PublicInfo(protocol="x", parties=("alice", "bob"), dim=2, extra={"candidates": [1, 2, 3]})
 

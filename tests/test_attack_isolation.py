@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from attacks import Attack, AttackConfig, AttackOutput
-from testbed.attacking import run_attacks
-from testbed.config import parse_scenario
 from testbed.errors import TestbedError
-from testbed.isolation import AttackFailedError, decode_result, encode_result
 from testbed.registry import ATTACKS
-from testbed.runner import build_world, run_world
+from testbed.run.execute import attack_and_score, run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.sandbox.isolation import AttackFailedError, decode_result, encode_result
+from testbed.scenario.schema import parse_scenario
 
 D = 3
 
@@ -52,7 +52,7 @@ def _snoop(view, public) -> np.ndarray:
 
 
 def _arrays(p):
-    from testbed.bus import iter_arrays
+    from testbed.exchange.bus import iter_arrays
 
     return [a for _, a in iter_arrays(p)]
 
@@ -137,8 +137,9 @@ def _run(attacks: str):
     world = build_world(sc)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results, tr, _ = run_world(world)
-        rows = run_attacks(world, tr, released=results["estimates"])
+        _out = run_and_evaluate(world)
+        results, tr = _out.results, _out.transcript
+        rows = attack_and_score(world, tr, released=results["estimates"])
     return world, tr, rows
 
 

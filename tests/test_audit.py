@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.audit import canary_audit
-from testbed.cli import main
-from testbed.config import parse_scenario
-from testbed.runner import build_world
+from testbed.cli.main import main
+from testbed.run.audit import canary_audit
+from testbed.run.roster import build_world
+from testbed.scenario.schema import parse_scenario
 
 BASE = """\
 name: audit_tiny
@@ -123,7 +123,7 @@ def test_audit_reports_a_defense_with_halved_noise_as_violating_its_claim():
 def test_audit_threshold_is_chosen_on_held_out_trials(monkeypatch):
     # a bound computed on the trials that chose the threshold would differ from this one:
     # re-evaluating the chosen threshold on the fit half gives a larger (optimistic) bound
-    import testbed.audit as audit
+    import testbed.run.audit as audit
 
     seen = {}
     orig = audit._held_out

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from testbed.audit import AUDIT_METHOD, AuditResult, _best, _canary, _held_out, canary_score
 from testbed.measure import Measure
+from testbed.run.audit import AUDIT_METHOD, AuditResult, _best, _canary, _held_out, canary_score
 
 U = np.array([1.0, 0.0])
 

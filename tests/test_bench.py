@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from protocols.fedwad import FedWAD
 from testbed import ot as tot
-from testbed.bench import (
+from testbed.bench.main import (
     BareBus,
     BenchOptions,
     fedbary_target,
@@ -24,8 +24,8 @@ from testbed.bench import (
     time_interleaved,
     write_outputs,
 )
-from testbed.bus import Bus
-from testbed.cli import main
+from testbed.cli.main import main
+from testbed.exchange.bus import Bus
 from testbed.measure import Measure
 
 
@@ -165,7 +165,7 @@ def test_fedbary_target_row_on_workers_profiles_a_miss():
 
 
 def test_issue15_rows_report_what_was_measured_and_say_why_not_otherwise():
-    from testbed.bench_issue15 import issue15_lines, issue15_rows
+    from testbed.bench.targets import issue15_lines, issue15_rows
 
     res = {
         "targets": [
@@ -198,7 +198,7 @@ FEW = ("fedwad_paper", "fedbary")
 
 def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
     # a tiny grid; a zero per-point budget stops every case after its first size, with a note
-    from testbed.bench_scaling import ScalingOptions, bench_scaling, write_scaling
+    from testbed.bench.scaling import ScalingOptions, bench_scaling, write_scaling
 
     res = bench_scaling(ScalingOptions(ns=(30, 60), clients=(6, 8), d=2, ray=False, cases=FEW))
     assert {(r["axis"], r["size"]) for r in res["rows"]} >= {("n", 30), ("n", 60), ("N", 6)}
@@ -235,8 +235,8 @@ def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
 def test_isolation_section_times_both_paths():
     """`testbed bench` reports, per attack, the in-process and the isolated time of the same
     call on the same View (the isolation overhead; no timing is asserted)."""
-    from testbed.bench import BenchOptions
-    from testbed.bench_isolation import ISOLATION_CASES, isolation_rows
+    from testbed.bench.isolation import ISOLATION_CASES, isolation_rows
+    from testbed.bench.main import BenchOptions
 
     rows = isolation_rows(BenchOptions(), repeats=1)
     assert [r["attack"] for r in rows] == [a for _, a in ISOLATION_CASES]
@@ -246,8 +246,8 @@ def test_isolation_section_times_both_paths():
 
 
 def test_run_bench_puts_the_n1000_pairwise_row_where_the_issue15_table_reads_it(monkeypatch):
-    import testbed.bench_pairwise as bp
-    from testbed.bench_issue15 import issue15_rows
+    import testbed.bench.pairwise as bp
+    from testbed.bench.targets import issue15_rows
 
     seen = {}
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from defenses._base import Defense
-from testbed.bus import EAVESDROPPER, SERVER, Bus, Envelope, PrivacyGuard, Transcript
 from testbed.errors import PrivacyGuardError, TestbedError
+from testbed.exchange.bus import EAVESDROPPER, SERVER, Bus, Envelope, PrivacyGuard, Transcript
 from testbed.measure import Measure
 
 
@@ -138,7 +138,7 @@ def test_guard_exempt_rows_are_allowed():
 
 
 def test_bus_local_runs_at_the_party_only():
-    from testbed.data import PartyData
+    from testbed.data.datasets import PartyData
 
     bus = Bus(parties={"alice": PartyData("alice", np.ones((2, 2)))})
     assert bus.local("alice", lambda p, k: p.X.sum() * k, 2) == 8.0

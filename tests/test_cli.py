@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 GOOD = """\
 name: tiny

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attacks import Attack, AttackConfig, AttackOutput
-from testbed.bus import SERVER
+from testbed.exchange.bus import SERVER
 from testbed.registry import ATTACKS, DEFENSES
 from testbed.testing import check_plugin, plugin_checks
 

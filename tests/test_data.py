@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testbed.data import (
+from testbed.data.datasets import (
     ClassSubsets,
     ClassSubsetsConfig,
     CsvFile,

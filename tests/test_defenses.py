@@ -15,15 +15,20 @@ from scipy.stats import norm
 
 from defenses import GaussianMeasureNoise, RandomT, SmallSupport, SubsampleSupport
 from protocols._base import Protocol, ProtocolResult
-from testbed.bus import Envelope
-from testbed.config import parse_scenario
 from testbed.errors import ScenarioError, TestbedError
-from testbed.ledger import RDP_ORDERS, MechanismEvent, PrivacyLedger, calibrate_noise_multiplier
+from testbed.exchange.bus import Envelope
+from testbed.exchange.ledger import (
+    RDP_ORDERS,
+    MechanismEvent,
+    PrivacyLedger,
+    calibrate_noise_multiplier,
+)
 from testbed.measure import Measure
-from testbed.metrics import mean_ci
 from testbed.registry import ATTACKS, PROTOCOLS, PluginConfig
-from testbed.runner import run_scenario
-from testbed.sweep import run_sweep
+from testbed.run.execute import execute
+from testbed.run.sweep import run_sweep
+from testbed.scenario.schema import parse_scenario
+from testbed.scoring.metrics import mean_ci
 
 
 def _env(payload, sender="alice", kind="fedwad.xi_mu") -> Envelope:
@@ -165,7 +170,7 @@ def test_noised_run_reports_claim_assumptions_and_keeps_the_guard(tmp_path):
             f"noised_{seed}",
             "defenses: [{name: gaussian_measure_noise, params: {clip_norm: 1.0, noise_multiplier: 0.5}}]",
         ).replace("seed: 7", f"seed: {seed}")
-        res = run_scenario(parse_scenario(text), tmp_path / str(seed)).results
+        res = execute(parse_scenario(text), tmp_path / str(seed)).results
         # 4 supports + 1 final distance per client, composed by the accountant
         assert res["privacy"]["alice"]["events"] == 5
         assert math.isfinite(res["privacy"]["alice"]["epsilon"])
@@ -184,7 +189,7 @@ def test_exact_interpolation_fails_the_push_assumption(tmp_path):
     ).replace(
         "{support_size: 5, iterations: 4}", "{support_size: 5, iterations: 2, interpolation: exact}"
     )
-    res = run_scenario(parse_scenario(text), tmp_path).results
+    res = execute(parse_scenario(text), tmp_path).results
     push = [a for a in res["privacy_assumptions"] if "barycentric" in a["assumption"]]
     assert push[0]["holds"] is False and "exact interpolation" in push[0]["detail"]
 
@@ -312,7 +317,7 @@ def test_knob_value_invalid_for_the_protocol_is_rejected_at_load():
 
 
 def test_knob_changes_what_runs(tmp_path):
-    res = run_scenario(
+    res = execute(
         parse_scenario(
             tiny("knob_run", "defenses: [{name: small_support, params: {support_size: 2}}]")
         ),
@@ -339,7 +344,7 @@ def test_subsampling_keeps_a_renormalised_subset(n, keep, seed):
     np.testing.assert_allclose(out.weights, m.weights[idx] / m.weights[idx].sum())
 
 
-@pytest.mark.parametrize("module", ["defenses", "testbed.sweep", "testbed.report"])
+@pytest.mark.parametrize("module", ["defenses", "testbed.run.sweep", "testbed.report.writer"])
 def test_public_names_exist(module):
     import importlib
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.errors import TestbedError
-from testbed.metrics import detection_metrics
 from testbed.run.evaluate import accuracy_of as _accuracy
 from testbed.run.evaluate import score_detection
+from testbed.scoring.metrics import detection_metrics
 
 
 def test_perfect_and_reversed_scores():

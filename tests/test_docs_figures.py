@@ -967,9 +967,9 @@ def _demo_slack(printed: str, mean: float, lo: float, hi: float) -> float:
 
 
 def test_demo_table(tmp_path):
-    from testbed.config import load_scenario
-    from testbed.report import _aggregate
-    from testbed.sweep import run_sweep
+    from testbed.report.writer import _aggregate
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.schema import load_scenario
 
     out = run_sweep(load_scenario(ROOT / "scenarios/leakage_vs_accuracy.yaml"), tmp_path, jobs=2)
     agg = _aggregate(out.rows)
@@ -1074,7 +1074,7 @@ def _best_rows(doc: str, start: str, end: str) -> list[tuple[str, str, str, str,
 
 
 def test_frontier_best_per_budget(generated):
-    # | budget ε | dataset | <setting as testbed.frontier prints it>: mean [lo, hi] | leak | cov |
+    # | budget ε | dataset | <setting as testbed.scoring.frontier prints it>: mean [lo, hi] | leak | cov |
     fig = generated("frontier_main")
     rows = _best_rows("docs/frontier.md", "Best setting per budget", "Selected rows")
     assert len(rows) == 6, rows

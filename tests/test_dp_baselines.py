@@ -23,9 +23,9 @@ from protocols.dp_baselines import (
     projection_sensitivity,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PrivacyGuard
-from testbed.data import PartyData
-from testbed.ledger import RDP_ORDERS, PrivacyLedger
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import Bus, PrivacyGuard
+from testbed.exchange.ledger import RDP_ORDERS, PrivacyLedger
 from testbed.measure import Measure
 
 
@@ -175,8 +175,8 @@ def test_config_needs_exactly_one_noise_setting():
 def _attack_run(proto: str, params: dict, seed: int = 0):
     import yaml
 
-    from testbed.config import load_scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.scenario.schema import load_scenario
 
     sc = {
         "name": f"dp_attack_{proto}",
@@ -194,19 +194,19 @@ def _attack_run(proto: str, params: dict, seed: int = 0):
         "attacks": [{"name": "projection_inversion"}],
         "output": {"save_transcript": False},
     }
-    return sc, yaml, load_scenario, run_scenario
+    return sc, yaml, load_scenario, execute
 
 
 @pytest.mark.parametrize("proto", ["dp_sliced_wasserstein", "dp_jl_ot"])
 def test_projection_inversion_recovers_every_row_without_noise(proto, tmp_path):
     # Prepare: k >= d directions, no noise, clip bound above every row
-    sc, yaml, load_scenario, run_scenario = _attack_run(
+    sc, yaml, load_scenario, execute = _attack_run(
         proto, {"projections": 8, "clip_norm": 100.0, "noise_multiplier": 0.0}
     )
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(sc))
     # Execute
-    rows = run_scenario(load_scenario(path), tmp_path / "out").results["attacks"]
+    rows = execute(load_scenario(path), tmp_path / "out").results["attacks"]
     # Assert: the server rebuilds both parties' rows exactly
     assert {r["target"] for r in rows} == {"alice", "bob"}
     for r in rows:
@@ -216,8 +216,8 @@ def test_projection_inversion_recovers_every_row_without_noise(proto, tmp_path):
 def test_projection_inversion_weakens_with_noise(tmp_path):
     import yaml
 
-    from testbed.config import load_scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.scenario.schema import load_scenario
 
     cov = []
     for eps in (1e4, 1.0):
@@ -226,7 +226,7 @@ def test_projection_inversion_weakens_with_noise(tmp_path):
         )
         path = tmp_path / f"s{eps}.yaml"
         path.write_text(yaml.safe_dump(sc))
-        rows = run_scenario(load_scenario(path), tmp_path / f"o{eps}").results["attacks"]
+        rows = execute(load_scenario(path), tmp_path / f"o{eps}").results["attacks"]
         cov.append(np.mean([r["coverage"] for r in rows]))
     # Assert: near-noise-free releases are covered, epsilon = 1 falls to the prior's level
     assert cov[0] > 0.9

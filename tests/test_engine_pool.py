@@ -11,12 +11,12 @@ import pytest
 
 from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
 from protocols.fedbary import FedBary, FedBaryConfig
-from testbed.bench import make_clients
-from testbed.bus import Bus
-from testbed.data import PartyData
-from testbed.engines import open_bus
-from testbed.engines.pool import PoolBus
+from testbed.bench.main import make_clients
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError, ScenarioError, TestbedError
+from testbed.exchange.bus import Bus
+from testbed.exchange.engines import open_bus
+from testbed.exchange.engines.pool import PoolBus
 
 
 def _where(party, k):

@@ -14,13 +14,13 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from protocols.fedwad import FedWAD  # noqa: E402
-from testbed.bus import Bus, PrivacyGuard  # noqa: E402
-from testbed.config import load_scenario  # noqa: E402
-from testbed.data import PartyData  # noqa: E402
-from testbed.engines import open_bus  # noqa: E402
-from testbed.engines.ray_bus import RayBus, RaySession, session_processes  # noqa: E402
+from testbed.data.datasets import PartyData  # noqa: E402
 from testbed.errors import DataError, PrivacyGuardError, TestbedError  # noqa: E402
-from testbed.runner import run_scenario  # noqa: E402
+from testbed.exchange.bus import Bus, PrivacyGuard  # noqa: E402
+from testbed.exchange.engines import open_bus  # noqa: E402
+from testbed.exchange.engines.ray_bus import RayBus, RaySession, session_processes  # noqa: E402
+from testbed.run.execute import execute  # noqa: E402
+from testbed.scenario.schema import load_scenario  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -74,8 +74,8 @@ def test_scenario_on_ray_equals_in_process(tmp_path, scenarios_dir):
     )
     sc_ray._base_dir = sc._base_dir
     # Execute
-    a = run_scenario(sc, out_dir=tmp_path / "inprocess")
-    b = run_scenario(sc_ray, out_dir=tmp_path / "ray")
+    a = execute(sc, out_dir=tmp_path / "inprocess")
+    b = execute(sc_ray, out_dir=tmp_path / "ray")
     # Assert: byte-identical transcript and results; the cluster and its files are gone
     assert len(a.transcript) == len(b.transcript) > 0
     assert a.transcript.digest() == b.transcript.digest()

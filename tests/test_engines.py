@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from testbed.bus import Bus
-from testbed.config import config_hash, load_scenario, parse_scenario, resolve
-from testbed.data import PartyData
-from testbed.engines import open_bus
+from testbed.data.datasets import PartyData
 from testbed.errors import ScenarioError, TestbedError
+from testbed.exchange.bus import Bus
+from testbed.exchange.engines import open_bus
+from testbed.scenario.schema import config_hash, load_scenario, parse_scenario, resolve
 from testbed.threads import blas_threads
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
-from testbed.bench import make_clients, make_pair
-from testbed.bus import Bus
-from testbed.data import PartyData
+from testbed.bench.main import make_clients, make_pair
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import Bus
 from testbed.measure import Measure
 
 

@@ -20,12 +20,13 @@ from protocols.fedbary import (
     duplication_study,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PrivacyGuard
-from testbed.config import load_scenario
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.errors import DataError
+from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -33,7 +34,8 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 def _run_scenario(name: str, seed: int = 0):
     sc = load_scenario(SCENARIOS / f"{name}.yaml").model_copy(update={"seed": seed})
     world = build_world(sc)
-    results, transcript, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    results, transcript = _out.results, _out.transcript
     return world, results, transcript
 
 

@@ -7,12 +7,14 @@ import numpy as np
 
 def test_valuation_distance_estimates_track_the_central_pot_distances():
     # Prepare: the README's case 5 (feature noise 0-20 % on clients 1..5, seed 0)
-    from testbed.config import load_scenario
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
 
     world = build_world(load_scenario("scenarios/fedbary_valuation.yaml"))
     # Execute
-    res, _, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    res = _out.results
     acc = res["accuracy"]
     clients = sorted(k.removeprefix("distance_") for k in acc if k.startswith("distance_"))
     est = [acc[f"distance_{c}"]["estimate"] for c in clients]

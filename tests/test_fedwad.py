@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from protocols.fedwad import FedWAD
 from testbed import ot as tot
-from testbed.bus import Bus, PrivacyGuard
-from testbed.config import load_scenario
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
-from testbed.runner import run_scenario
+from testbed.run.execute import execute
+from testbed.scenario.schema import load_scenario
 
 
 def _toy(seed=0, n=200, m=200):
@@ -135,8 +135,8 @@ def test_distances_every_round_are_sent_through_the_bus():
 
 def test_same_seed_gives_byte_identical_results(scenarios_dir, tmp_path):
     sc = load_scenario(scenarios_dir / "contract_tiny.yaml")
-    a = run_scenario(sc, tmp_path / "a")
-    b = run_scenario(sc, tmp_path / "b")
+    a = execute(sc, tmp_path / "a")
+    b = execute(sc, tmp_path / "b")
     assert (tmp_path / "a" / "results.json").read_bytes() == (
         tmp_path / "b" / "results.json"
     ).read_bytes()
@@ -145,7 +145,7 @@ def test_same_seed_gives_byte_identical_results(scenarios_dir, tmp_path):
     ).read_bytes()
     assert a.transcript.digest() == b.transcript.digest()
     other = sc.model_copy(update={"seed": sc.seed + 1})
-    c = run_scenario(other, tmp_path / "c")
+    c = execute(other, tmp_path / "c")
     assert c.transcript.digest() != a.transcript.digest()
     assert (
         json.loads((tmp_path / "c" / "results.json").read_text())["config_hash"]
@@ -154,7 +154,7 @@ def test_same_seed_gives_byte_identical_results(scenarios_dir, tmp_path):
 
 
 def test_toy_scenario_end_to_end(scenarios_dir, tmp_path):
-    out = run_scenario(load_scenario(scenarios_dir / "fedwad_gaussians.yaml"), tmp_path)
+    out = execute(load_scenario(scenarios_dir / "fedwad_gaussians.yaml"), tmp_path)
     acc = out.results["accuracy"]["wasserstein"]
     assert acc["relative_error"] <= 1e-2
     assert out.results["protocol"]["mode"] == "paper/barycentric"

@@ -12,10 +12,11 @@ from attacks.fedwad_applications import ClusteredFLLabelInference
 from attacks.fedwad_distributional import invert_interpolant
 from protocols.fedwad import _client_step
 from testbed import ot as tot
-from testbed.config import load_scenario
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
 from testbed.measure import Measure
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -31,11 +32,12 @@ def _run(name: str, attacks: list[dict], defenses: list[dict] | None = None, obs
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / name
         f.write_text(yaml.safe_dump(doc))
-        from testbed.attacking import run_attacks
+        from testbed.run.execute import attack_and_score
 
         world = build_world(load_scenario(f))
-        results, tr, _ = run_world(world)
-        return run_attacks(world, tr, released=results["estimates"])
+        _out = run_and_evaluate(world)
+        results, tr = _out.results, _out.transcript
+        return attack_and_score(world, tr, released=results["estimates"])
 
 
 def test_server_inverts_a_coreset_interpolant_exactly():

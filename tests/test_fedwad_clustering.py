@@ -15,11 +15,12 @@ from protocols.fedwad_clustering import (
     spectral_clusters,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PrivacyGuard
-from testbed.config import load_scenario
-from testbed.data import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.data.datasets import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 PAIRS = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
@@ -97,7 +98,8 @@ def test_planted_labels_and_clusters_of_a_block_matrix():
 @pytest.mark.slow
 def test_shipped_scenario_20_clients():
     sc = load_scenario(SCENARIOS / "fedwad_clustering.yaml")
-    results, _, _ = run_world(build_world(sc))
+    _out = run_and_evaluate(build_world(sc))
+    results = _out.results
     assert results["accuracy"]["ari"]["estimate"] >= 0.9
     assert results["accuracy"]["distance_matrix"]["signed_relative_error"] > 0  # fact 3: upward
 

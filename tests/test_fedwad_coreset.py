@@ -20,11 +20,12 @@ from protocols.fedwad_coreset import (
     server_target,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PrivacyGuard
-from testbed.config import load_scenario
-from testbed.data import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.data.datasets import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -132,8 +133,10 @@ def test_federated_coreset_close_to_the_central_one():
 
 def test_tiny_scenario_runs_deterministically_with_scores():
     sc = load_scenario(SCENARIOS / "contract_tiny_fedwad_coreset.yaml")
-    a, tr_a, _ = run_world(build_world(sc))
-    b, tr_b, _ = run_world(build_world(sc))
+    _out = run_and_evaluate(build_world(sc))
+    a, tr_a = _out.results, _out.transcript
+    _out = run_and_evaluate(build_world(sc))
+    b, tr_b = _out.results, _out.transcript
     # Assert
     assert tr_a.digest() == tr_b.digest()
     assert a["evaluation"] == b["evaluation"]

@@ -10,17 +10,19 @@ import pytest
 
 from attacks.fedwad_distributional import FedWADDistributional, geodesic_extrapolation
 from testbed import ot as tot
-from testbed.config import load_scenario
 from testbed.measure import Measure
-from testbed.metrics import w2_leakage
+from testbed.scenario.schema import load_scenario
+from testbed.scoring.metrics import w2_leakage
 
 
 @functools.lru_cache(maxsize=2)
 def _toy(path):
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
 
     world = build_world(load_scenario(path))
-    results, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    results, tr = _out.results, _out.transcript
     public = replace(world.public, extra={**world.public.extra, "released": results["estimates"]})
     return world, tr, public
 
@@ -93,14 +95,14 @@ def test_scored_rows_reach_results_json(scenarios_dir, tmp_path):
 
     import yaml
 
-    from testbed.config import Scenario
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
+    from testbed.scenario.schema import Scenario
 
     raw = yaml.safe_load((scenarios_dir / "contract_tiny.yaml").read_text())
     raw["threat_model"] = {"observer": "alice"}
     raw["attacks"] = [{"name": "fedwad_distributional"}]
     # Execute
-    out = run_scenario(Scenario.model_validate(raw), tmp_path / "run")
+    out = execute(Scenario.model_validate(raw), tmp_path / "run")
     rows = json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]
     # Assert: one scored row about bob with every pinned point metric
     assert [(r["attack"], r["target"], r["observer"]) for r in rows] == [

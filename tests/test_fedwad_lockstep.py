@@ -11,8 +11,8 @@ import pytest
 from protocols._base import drive, drive_many
 from protocols.fedwad import FedWAD, FedWADConfig
 from protocols.fedwad_clustering import FedWADClustering, FedWADClusteringConfig
-from testbed.bench_data import make_clients
-from testbed.bus import Bus
+from testbed.bench.data import make_clients
+from testbed.exchange.bus import Bus
 
 
 def _cfg(**kw) -> FedWADClusteringConfig:

@@ -1,4 +1,4 @@
-"""Frontier summary (testbed.frontier), the coverage matrix (testbed.coverage) and the shipped
+"""Frontier summary (testbed.scoring.frontier), the coverage matrix (testbed.report.coverage) and the shipped
 frontier scenario."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.coverage import SPECS, THREATS, _measure
-from testbed.frontier import best_per_budget, frontier_rows, setting_label
 from testbed.registry import PROTOCOLS
+from testbed.report.coverage import SPECS, THREATS, _measure
+from testbed.scoring.frontier import best_per_budget, frontier_rows, setting_label
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,8 +74,8 @@ def test_coverage_cell_is_measured():
 
 
 def test_frontier_scenario_validates_with_matched_budgets():
-    from testbed.config import load_scenario
-    from testbed.sweep import expand_cells
+    from testbed.run.sweep import expand_cells
+    from testbed.scenario.schema import load_scenario
 
     cells = expand_cells(load_scenario(ROOT / "scenarios" / "frontier.yaml"))
     # every noisy setting targets epsilon 1 or 10 (matched), on two datasets

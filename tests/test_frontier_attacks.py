@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from attacks import ClusteringInversion, FedBaryInversion, ReconstructionMembership
-from testbed.config import load_scenario
-from testbed.metrics import coverage_at_r, exact_recovery_rate, membership_metrics
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
+from testbed.scoring.metrics import coverage_at_r, exact_recovery_rate, membership_metrics
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -24,7 +25,7 @@ def _world(name: str, tmp_path, **protocol_params):
     path = tmp_path / name
     path.write_text(yaml.safe_dump(sc))
     world = build_world(load_scenario(path))
-    results, tr, _ = run_world(world)
+    tr = run_and_evaluate(world).transcript
     own = {p: d.X for p, d in world.parties.items()}
     return world, tr, own
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from testbed.bus import Bus, Envelope
-from testbed.cli import main
-from testbed.config import parse_scenario
+from testbed.cli.main import main
 from testbed.errors import PrivacyGuardError
-from testbed.guard import PrivacyGuard
-from testbed.runner import run_scenario
+from testbed.exchange.bus import Bus, Envelope
+from testbed.exchange.guard import PrivacyGuard
+from testbed.run.execute import execute
+from testbed.scenario.schema import parse_scenario
 
 RNG = np.random.default_rng(0)
 DIGITS = load_digits().data[:300]  # integer-valued rows, norms ~ 50
@@ -145,14 +145,14 @@ def test_triangle_wad_with_tiny_t_is_stopped_with_one_line(tmp_path, capsys):
 
 def test_triangle_wad_with_tiny_t_is_a_finding_in_record_mode(tmp_path):
     sc = parse_scenario(TRIANGLE.format(t=1e-8, mode="record"))
-    res = run_scenario(sc, tmp_path / "run").results
+    res = execute(sc, tmp_path / "run").results
     assert res["guard"]["mode"] == "record" and res["guard"]["violations"] >= 1
     assert res["guard"]["findings"][0]["kind"].startswith("triangle_wad.")
 
 
 def test_triangle_wad_with_a_real_t_passes_and_says_what_was_checked(tmp_path):
     sc = parse_scenario(TRIANGLE.format(t=0.4, mode="stop"))
-    res = run_scenario(sc, tmp_path / "run").results
+    res = execute(sc, tmp_path / "run").results
     g = res["guard"]
     assert g["violations"] == 0 and g["messages_checked"] > 0 and g["rows_checked"] > 0
     assert set(g["thresholds"]) == {"alice", "bob"}

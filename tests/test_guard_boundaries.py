@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testbed.envelope import Envelope
 from testbed.errors import PrivacyGuardError
-from testbed.guard import GuardFinding, PrivacyGuard, _row_views
+from testbed.exchange.envelope import Envelope
+from testbed.exchange.guard import GuardFinding, PrivacyGuard, _row_views
 
 RNG = np.random.default_rng(7)
 X4 = RNG.normal(size=(20, 4)) + 3.0  # 4-d rows, no zero coordinate, not integer-valued

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from _scenarios import tiny
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = tiny("t", "threat_model:\n  observer: server")
@@ -393,7 +393,7 @@ def test_new_attack_path_is_file(tmp_path, capsys):
     "exc", [RuntimeError("boom\nsecond line"), ValueError("bad"), MemoryError(), RecursionError()]
 )
 def test_runtime_fault_exit_1_one_line(monkeypatch, capsys, exc):
-    import testbed.cli as cli
+    import testbed.cli.main as cli
 
     def boom(args):
         raise exc
@@ -433,7 +433,7 @@ SWEEP = tiny("sw", "sweep:\n  protocol.params.iterations: [2, 3]")
 
 
 def _trivial_cells(monkeypatch):
-    import testbed.sweep as sweep
+    import testbed.run.sweep as sweep
 
     monkeypatch.setattr(
         sweep, "_run_cell", lambda raw, base_dir, cdir, *_: {"config_hash": cdir.name, "x": 1}
@@ -445,8 +445,8 @@ def _trivial_cells(monkeypatch):
     [".mine.tmp", ".results.json.abcd1234.tmp", "cells/.x.tmp", "plots/figure.png", "notes.txt"],
 )
 def test_sweep_leaves_user_files(tmp_path, monkeypatch, user_file):
-    from testbed.config import parse_scenario
-    from testbed.sweep import run_sweep
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.schema import parse_scenario
 
     _trivial_cells(monkeypatch)
     out = tmp_path / "out"
@@ -459,9 +459,9 @@ def test_sweep_leaves_user_files(tmp_path, monkeypatch, user_file):
 
 
 def test_sweep_removes_its_own_temp(tmp_path, monkeypatch):
-    from testbed.bus import TEMP_MARK
-    from testbed.config import parse_scenario
-    from testbed.sweep import run_sweep
+    from testbed.exchange.bus import TEMP_MARK
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.schema import parse_scenario
 
     _trivial_cells(monkeypatch)
     out = tmp_path / "out"
@@ -473,7 +473,7 @@ def test_sweep_removes_its_own_temp(tmp_path, monkeypatch):
 
 
 def test_second_sweep_in_same_dir_refused(tmp_path, capsys):
-    from testbed.rundir import run_dir_lock
+    from testbed.run.rundir import run_dir_lock
 
     f = tmp_path / "s.yaml"
     f.write_text(SWEEP)
@@ -486,8 +486,8 @@ def test_second_sweep_in_same_dir_refused(tmp_path, capsys):
 
 
 def test_sweep_rows_appended_then_grid_order(tmp_path, monkeypatch):
-    import testbed.sweep as sweep
-    from testbed.config import parse_scenario
+    import testbed.run.sweep as sweep
+    from testbed.scenario.schema import parse_scenario
 
     _trivial_cells(monkeypatch)
     sizes = []
@@ -598,8 +598,8 @@ def test_memory_estimate_stops_before_allocation(tmp_path, capsys, text, needle)
 
 
 def test_memory_overrides(tmp_path):
-    from testbed.config import parse_scenario
-    from testbed.resources import ResourceLimitError, check_scenario, set_cli_overrides
+    from testbed.scenario.resources import ResourceLimitError, check_scenario, set_cli_overrides
+    from testbed.scenario.schema import parse_scenario
 
     tight = parse_scenario(BASE + "limits: {memory_gb: 0.00001}\n")
     with pytest.raises(ResourceLimitError):
@@ -614,7 +614,7 @@ def test_memory_overrides(tmp_path):
 
 
 def test_limits_do_not_change_the_config_hash():
-    from testbed.config import config_hash, parse_scenario, resolve
+    from testbed.scenario.schema import config_hash, parse_scenario, resolve
 
     a = parse_scenario(BASE)
     b = parse_scenario(BASE + "limits: {memory_gb: 2, cell_seconds: 9, max_cells: 5}\n")
@@ -676,8 +676,8 @@ def test_bad_data_csv_one_line(tmp_path, capsys, raw, needle):
 
 
 def test_csv_with_bom_is_read(tmp_path):
-    from testbed.config import parse_scenario
-    from testbed.runner import build_world
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import parse_scenario
 
     data = tmp_path / "d.csv"
     data.write_bytes(b"\xef\xbb\xbfa,b,c\n" + b"1.0,2.0,0\n3.0,4.0,1\n" * 10)
@@ -687,7 +687,7 @@ def test_csv_with_bom_is_read(tmp_path):
 
 def test_opacus_budget_too_low_one_line(tmp_path, capsys):
     from testbed.errors import TestbedError
-    from testbed.ledger import calibrate_noise_multiplier
+    from testbed.exchange.ledger import calibrate_noise_multiplier
 
     with pytest.raises(TestbedError, match="target_epsilon 1e-09"):
         calibrate_noise_multiplier(1e-9, 1e-5, 1)
@@ -762,7 +762,7 @@ CSV_CELLS = [
 
 @pytest.mark.parametrize("value,expected", CSV_CELLS, ids=[repr(v) for v, _ in CSV_CELLS])
 def test_csv_cell_escaping(value, expected):
-    from testbed.report import _csv_safe
+    from testbed.report.writer import _csv_safe
 
     assert _csv_safe(value) == expected
 
@@ -781,7 +781,7 @@ MD_TEXTS = [
 
 @pytest.mark.parametrize("text", MD_TEXTS, ids=[f"md{i}" for i in range(len(MD_TEXTS))])
 def test_markdown_escaping(text):
-    from testbed.report import _md
+    from testbed.report.writer import _md
 
     out = _md(text)
     assert "<" not in out and ">" not in out and "\n" not in out
@@ -821,13 +821,15 @@ def test_report_escapes_hostile_names(tmp_path, capsys):
     ids=lambda p: p.stem,
 )
 def test_protocols_declare_every_kind_and_sender_they_send(path):
-    from testbed.config import load_scenario
     from testbed.registry import PROTOCOLS
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import load_scenario
 
     sc = load_scenario(path)
     world = build_world(sc)
-    _, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    tr = _out.transcript
     cls = PROTOCOLS.get(sc.protocol.name)
     assert {e.kind for e in tr} <= set(cls.message_kinds)
     assert {e.sender for e in tr} - set(world.parties) <= set(cls.extra_senders)
@@ -835,8 +837,8 @@ def test_protocols_declare_every_kind_and_sender_they_send(path):
 
 # ----------------------------------------------------------------------------- --debug
 def test_debug_shows_the_attack_process_traceback(monkeypatch, capsys):
-    import testbed.cli as cli
-    from testbed.isolation import AttackFailedError
+    import testbed.cli.main as cli
+    from testbed.sandbox.isolation import AttackFailedError
 
     def boom(args):
         err = AttackFailedError("attack 'x' failed in run: KeyError: 'k'")
@@ -975,8 +977,8 @@ RESUME = (
 
 @pytest.mark.slow
 def test_sigint_then_resume_is_byte_identical(tmp_path):
-    from testbed.config import parse_scenario
-    from testbed.sweep import run_sweep
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.schema import parse_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text(RESUME)
@@ -1013,7 +1015,7 @@ def test_unicode_party_and_huge_seed_run(tmp_path, capsys):
 
 
 def test_second_writer_of_a_single_run_refused(tmp_path, capsys):
-    from testbed.rundir import run_dir_lock
+    from testbed.run.rundir import run_dir_lock
 
     f = tmp_path / "s.yaml"
     f.write_text(BASE)

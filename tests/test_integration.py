@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from protocols.triangle_wad import TriangleWad
-from testbed.config import load_scenario, parse_scenario
-from testbed.runner import run_scenario
-from testbed.sweep import expand_cells
+from testbed.run.execute import execute
+from testbed.run.sweep import expand_cells
+from testbed.scenario.schema import load_scenario, parse_scenario
 
 TINY_TRIANGLE = """\
 name: tiny_triangle
@@ -37,7 +37,7 @@ def test_attacks_run_only_on_protocols_they_apply_to(tmp_path):
     # Prepare: a FedWAD-only attack next to one that applies to TriangleWad
     sc = parse_scenario(TINY_TRIANGLE, "tiny.yaml", str(tmp_path))
     # Execute
-    out = run_scenario(sc, tmp_path / "run")
+    out = execute(sc, tmp_path / "run")
     # Assert: no row from the FedWAD attack; the inversion recovers both clients (k = 1)
     attacks = {a["attack"] for a in out.results["attacks"]}
     assert attacks == {"measure_inversion"}
@@ -66,7 +66,7 @@ def test_demo_scenario_compares_both_protocols_with_attacks(scenarios_dir):
 
 
 def test_sweep_summary_prints_one_line_per_setting_with_leakage(tmp_path, capsys):
-    from testbed.cli import main
+    from testbed.cli.main import main
 
     f = tmp_path / "sweep.yaml"
     f.write_text(TINY_TRIANGLE + "seeds: [0, 1]\nsweep:\n  protocol.params.support_size: [1, 5]\n")
@@ -84,12 +84,12 @@ def test_sweep_summary_prints_one_line_per_setting_with_leakage(tmp_path, capsys
 def test_attacks_rerun_on_a_saved_transcript_reproduce_the_run(tmp_path, capsys):
     import json
 
-    from testbed.attacking import rerun_attacks
-    from testbed.cli import main
+    from testbed.cli.main import main
+    from testbed.run.rerun import rerun_attacks
 
     # Prepare: a saved run with its own attacks
     sc = parse_scenario(TINY_TRIANGLE.replace("support_size: 1", "support_size: 4"), "t.yaml", ".")
-    out = run_scenario(sc, tmp_path / "run")
+    out = execute(sc, tmp_path / "run")
     # Execute: the same attacks on the saved transcript, protocol not re-run
     rows, _ = rerun_attacks(tmp_path / "run")
     # Assert: identical rows (JSON round trip as results.json stores them)
@@ -110,11 +110,11 @@ def test_attacks_rerun_on_a_saved_transcript_reproduce_the_run(tmp_path, capsys)
 
 
 def test_attack_rerun_refuses_an_edited_run(tmp_path):
-    from testbed.attacking import rerun_attacks
     from testbed.errors import TestbedError
+    from testbed.run.rerun import rerun_attacks
 
     sc = parse_scenario(TINY_TRIANGLE, "t.yaml", ".")
-    run_scenario(sc, tmp_path / "run")
+    execute(sc, tmp_path / "run")
     p = tmp_path / "run" / "resolved.yaml"
     p.write_text(p.read_text().replace("seed: 1", "seed: 2"))
     with pytest.raises(TestbedError, match="does not match config_hash"):

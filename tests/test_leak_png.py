@@ -1,4 +1,4 @@
-"""Static PNG renditions of the leakage pictures (testbed.leak_png)."""
+"""Static PNG renditions of the leakage pictures (testbed.report.leak_png)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from testbed import leak_png
+from testbed.report import leak_png
 
 
 def _image(png: bytes) -> np.ndarray:

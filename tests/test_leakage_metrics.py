@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.metrics import (
+from testbed.scoring.metrics import (
     MetricError,
     coverage_at_r,
     epsilon_lower_bound,

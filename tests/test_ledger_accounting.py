@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from testbed.ledger import (
+from testbed.exchange.ledger import (
     RDP_ORDERS,
     GaussianNoiseChoice,
     MechanismEvent,

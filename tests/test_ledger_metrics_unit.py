@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import beta, norm
 
-from testbed.ledger import MechanismEvent, PrivacyLedger
-from testbed.metrics import (
+from testbed.exchange.ledger import MechanismEvent, PrivacyLedger
+from testbed.scoring.metrics import (
     MetricError,
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -93,7 +93,7 @@ def test_ledger_gdp_mu_composes_gaussian_events():
 def test_ledger_epsilon_against_opacus_and_pure_events():
     from opacus.accountants import RDPAccountant
 
-    from testbed.ledger import RDP_ORDERS
+    from testbed.exchange.ledger import RDP_ORDERS
 
     L = PrivacyLedger()
     assert L.epsilon("a", 1e-5) == math.inf

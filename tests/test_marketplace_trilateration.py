@@ -13,9 +13,9 @@ from attacks.marketplace_trilateration import (
     trilaterate,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PublicInfo
+from testbed.exchange.bus import Bus, PublicInfo
 from testbed.measure import Measure
-from testbed.metrics import exact_recovery_rate
+from testbed.scoring.metrics import exact_recovery_rate
 
 
 @given(st.integers(0, 10_000), st.integers(1, 8), st.integers(0, 6))

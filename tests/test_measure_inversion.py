@@ -17,9 +17,9 @@ from attacks.measure_inversion import (
     public_gamma,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PublicInfo
+from testbed.exchange.bus import Bus, PublicInfo
 from testbed.measure import Measure
-from testbed.metrics import exact_recovery_rate, w2_leakage
+from testbed.scoring.metrics import exact_recovery_rate, w2_leakage
 
 
 @functools.lru_cache(maxsize=1)

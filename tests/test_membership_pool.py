@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testbed.config import load_scenario
 from testbed.errors import TestbedError
-from testbed.runner import build_world, run_scenario
+from testbed.run.execute import execute
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
 
 SC = "scenarios/contract_tiny_membership.yaml"
 
@@ -75,7 +76,7 @@ def test_support_membership_beats_chance_on_measure_protocols(tmp_path, protocol
     raw["name"] = f"mem_{protocol}"
     p = tmp_path / "s.yaml"
     p.write_text(yaml.safe_dump(raw))
-    rows = run_scenario(load_scenario(str(p)), tmp_path / "run").results["attacks"]
+    rows = execute(load_scenario(str(p)), tmp_path / "run").results["attacks"]
     assert rows, f"no membership row on {protocol}"
     for r in rows:
         assert r["baseline_auc"] == 0.5
@@ -87,7 +88,7 @@ def test_support_membership_beats_chance_on_measure_protocols(tmp_path, protocol
 
 
 def test_two_configurations_of_one_attack_get_their_own_labels():
-    from testbed.attacking import attack_labels
+    from testbed.run.attack import attack_labels
 
     specs = [
         {"name": "measure_inversion", "params": {"a": 1}},

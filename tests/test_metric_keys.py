@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from testbed import report
-from testbed.config import load_scenario
-from testbed.metrics import (
+from testbed.report import writer as report
+from testbed.run.execute import execute
+from testbed.scenario.schema import load_scenario
+from testbed.scoring.metrics import (
     EXACT_RECOVERY_REL_TOL,
     LEAKAGE_METRICS,
     METRIC_KEYS,
@@ -17,7 +18,6 @@ from testbed.metrics import (
     exact_recovery_tolerance,
     w2_leakage,
 )
-from testbed.runner import run_scenario
 
 
 def _digits(n=600):
@@ -73,7 +73,7 @@ def test_leakage_raw_and_clipped_are_both_stored():
 
 
 def _rows_of(out, *scenarios):
-    from testbed.config import ThreatModel
+    from testbed.scenario.schema import ThreatModel
 
     rows = []
     for name, attacks, observer in scenarios:
@@ -84,12 +84,12 @@ def _rows_of(out, *scenarios):
                 "threat_model": ThreatModel(observer=observer),
             }
         )
-        rows += run_scenario(sc, out / name).results["attacks"]
+        rows += execute(sc, out / name).results["attacks"]
     return rows
 
 
 def test_every_key_the_scorer_writes_is_one_the_report_knows(tmp_path):
-    from testbed.config import AttackSpec
+    from testbed.scenario.schema import AttackSpec
 
     rows = _rows_of(
         tmp_path,

@@ -12,7 +12,7 @@ from scipy.stats import beta
 from scipy.stats import t as student_t
 
 from attacks._base import AttackOutput
-from testbed.metrics import (
+from testbed.scoring.metrics import (
     HELDOUT_METHOD,
     MetricError,
     _nn_distance,
@@ -37,7 +37,7 @@ from testbed.metrics import (
     tv_distance,
     w2_leakage,
 )
-from testbed.truth import GroundTruth, PartyTruth
+from testbed.scoring.truth import GroundTruth, PartyTruth
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -408,7 +408,7 @@ def test_score_histogram_row_and_unknown_kind():
 
 # ----------------------------------------------------------------------------- more boundaries
 def test_relative_error_divides_by_the_exact_value():
-    from testbed.metrics import relative_error
+    from testbed.scoring.metrics import relative_error
 
     assert relative_error(3.0, 2.0) == 0.5 and relative_error(1.0, -4.0) == 1.25
 
@@ -432,7 +432,7 @@ def test_gdp_delta_for_mu_other_than_one_and_epsilon_below_one():
 def test_membership_labels_pool_only_when_the_target_has_both_candidates_and_labels():
     from types import SimpleNamespace
 
-    from testbed.metrics import membership_labels
+    from testbed.scoring.metrics import membership_labels
 
     cand = np.vstack([X[:2], Y])
     rows = membership_labels(cand, "a", _truth(candidates={"a": cand}))  # no labels: rows of a
@@ -571,7 +571,7 @@ def test_median_loo_with_two_rows_and_the_error_counts_rows():
 def test_roc_keeps_collinear_points():
     # tied pairs: the ROC steps (1/3, 1/3), (2/3, 2/3) lie on a line; TPR at the floor FPR 1/3
     # needs the first of them
-    from testbed.metrics import _roc
+    from testbed.scoring.metrics import _roc
 
     out = membership_metrics([3.0, 3.0, 2.0, 2.0, 1.0, 1.0], [1, 0, 1, 0, 1, 0])
     assert out["tpr_at_1pct_fpr"] == pytest.approx(1 / 3)

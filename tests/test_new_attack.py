@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.errors import TestbedError
-from testbed.scaffold import new_attack
+from testbed.plugins.scaffold import new_attack
 
 BIN = Path(sys.executable).parent
 

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.errors import TestbedError
+from testbed.plugins.scaffold import new_protocol
 from testbed.registry import PROTOCOLS
-from testbed.scaffold import new_protocol
 
 NAME = "probe_anchor_sketch"
 
@@ -125,7 +125,7 @@ def test_the_tutorial_shows_the_scaffolded_protocol_verbatim():
     import re
     from pathlib import Path
 
-    from testbed.scaffold import PROTOCOL
+    from testbed.plugins.scaffold import PROTOCOL
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
     block = next(

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed import ot as tot
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
+from testbed.data.otdd import augment, class_statistics, otdd_distance
 from testbed.errors import DataError
 from testbed.measure import Measure
-from testbed.otdd import augment, class_statistics, otdd_distance
 from testbed.registry import TRANSFORMS
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attacks import Attack, AttackConfig, AttackOutput
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
 
@@ -129,7 +129,7 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
 
     import yaml
 
-    from testbed.report import load_rows
+    from testbed.report.writer import load_rows
 
     # Prepare: a two-cell sweep that saves its transcripts
     raw = yaml.safe_load(open(TINY))

@@ -15,11 +15,11 @@ from _scenarios import NOISE_SWEEP, tiny
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.cli import main
-from testbed.config import parse_scenario
-from testbed.report import pareto_front, write_report
-from testbed.runner import run_scenario
-from testbed.sweep import run_sweep
+from testbed.cli.main import main
+from testbed.report.writer import pareto_front, write_report
+from testbed.run.execute import execute
+from testbed.run.sweep import run_sweep
+from testbed.scenario.schema import parse_scenario
 
 
 class _Links(HTMLParser):
@@ -230,7 +230,7 @@ def test_single_run_report_and_cli(tmp_path, capsys):
 
 
 def test_report_of_a_run_without_defense_or_attack(tmp_path):
-    run_scenario(parse_scenario(tiny("plain")), tmp_path)
+    execute(parse_scenario(tiny("plain")), tmp_path)
     html = write_report(tmp_path).read_text()
     _assert_self_contained(html)
     assert "No attack ran in this run" in html
@@ -273,12 +273,12 @@ def test_rerender_keeps_plots_the_testbed_did_not_write(sweep_dir, tmp_path):
 def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
     # Prepare: a single run whose server inverts FedWAD's last interpolants
     sc = parse_scenario(tiny("pictured", "attacks: [{name: fedwad_distributional}]"))
-    out = run_scenario(sc, tmp_path)
+    out = execute(sc, tmp_path)
     # Execute
     html = write_report(tmp_path).read_text()
     # Assert: leakage.npz holds, per attack row, the best-recovered private rows with their
     # nearest reconstruction (distances recomputable from the pair) and the PCA clouds
-    from testbed.evidence import load_evidence
+    from testbed.scoring.evidence import load_evidence
 
     ev = load_evidence(tmp_path)
     assert set(ev) == set(range(len(out.results["attacks"])))

@@ -179,9 +179,9 @@ def _js(cdp: _CDP, expr: str):
 def demo_report(tmp_path_factory) -> Path:
     """The report of a small sweep with attacks (the demo's protocols and defenses, one seed)."""
 
-    from testbed.config import parse_scenario
-    from testbed.report import write_report
-    from testbed.sweep import run_sweep
+    from testbed.report.writer import write_report
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.schema import parse_scenario
 
     out = tmp_path_factory.mktemp("browser_report")
     run_sweep(parse_scenario(BROWSER_SWEEP), out)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from testbed.cli import main
-from testbed.scorecard import scorecard, threat_models
+from testbed.cli.main import main
+from testbed.plugins.scorecard import scorecard, threat_models
 from tests._toy_protocols import LeakyMean, PrivateMean, registered
 
 

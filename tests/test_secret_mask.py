@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from attacks import BlindMaskInversion, MeasureInversion
 from defenses.secret_mask import secret_isometry
-from testbed.config import load_scenario
-from testbed.metrics import exact_recovery_rate
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
+from testbed.scoring.metrics import exact_recovery_rate
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -26,7 +27,8 @@ def _run(tmp_path, defenses):
     path = tmp_path / f"s{len(list(tmp_path.iterdir()))}.yaml"
     path.write_text(yaml.safe_dump(sc))
     world = build_world(load_scenario(path))
-    results, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    results, tr = _out.results, _out.transcript
     own = {p: d.X for p, d in world.parties.items()}
     return world, results, tr.view("server", own_data=own, public=world.public)
 
@@ -78,8 +80,8 @@ def test_blind_attack_with_in_domain_rows_breaks_the_mask_on_digits(tmp_path):
     # held-out digits (as membership candidates would give it) instead of the Gaussian prior
     from dataclasses import replace
 
-    from testbed.coverage import _heldout
-    from testbed.metrics import coverage_at_r
+    from testbed.report.coverage import _heldout
+    from testbed.scoring.metrics import coverage_at_r
 
     sc = yaml.safe_load((SCENARIOS / "triangle_wad_digits.yaml").read_text())
     sc["protocol"]["params"].update({"support_size": 1, "gamma_mean": 0.5, "gamma_std": 0.5})
@@ -89,7 +91,8 @@ def test_blind_attack_with_in_domain_rows_breaks_the_mask_on_digits(tmp_path):
     path = tmp_path / "d.yaml"
     path.write_text(yaml.safe_dump(sc))
     world = build_world(load_scenario(path))
-    _, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    tr = _out.transcript
     public = replace(
         world.public, extra={**world.public.extra, "candidates": _heldout(world)[:600]}
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testbed.data import Dataset, SharedBase, SharedBaseConfig
+from testbed.data.datasets import Dataset, SharedBase, SharedBaseConfig
 from testbed.errors import DataError
 
 

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols import _distill as dl
-from testbed.config import load_scenario, parse_scenario
-from testbed.metrics import _rows_in
-from testbed.runner import build_world, run_scenario, run_world
+from testbed.run.execute import execute, run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario, parse_scenario
+from testbed.scoring.metrics import _rows_in
 
 TINY = "scenarios/distill_tiny.yaml"
 MIA = "scenarios/distill_mia_tiny.yaml"
@@ -109,8 +110,8 @@ def test_protocol_runs_is_deterministic_and_reports_reference(tmp_path):
     # Prepare
     sc = load_scenario(TINY)
     # Execute
-    r1 = run_scenario(sc, out_dir=tmp_path / "a")
-    r2 = run_scenario(sc, out_dir=tmp_path / "b")
+    r1 = execute(sc, out_dir=tmp_path / "a")
+    r2 = execute(sc, out_dir=tmp_path / "b")
     # Assert: byte-identical results, and every estimate has a reference
     assert (tmp_path / "a" / "results.json").read_bytes() == (
         tmp_path / "b" / "results.json"
@@ -131,7 +132,8 @@ def test_guard_finds_no_private_row_with_audit_rows_in_the_transfer_set(seed):
     text = text.replace("student_epochs: 5", "student_epochs: 1")
     world = build_world(parse_scenario(text, MIA, "scenarios"))
     # Execute (raises PrivacyGuardError on any private row)
-    results, tr, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    results, tr = _out.results, _out.transcript
     # Assert: the transfer set sent to clients really contains 15 client_0 training rows
     sent = next(e for e in tr if e.kind.endswith("transfer_set")).payload
     assert _rows_in(sent, world.parties["client_0"].X).sum() == 15
@@ -153,15 +155,15 @@ def test_audit_candidates_are_exchangeable_members_and_non_members():
 
 def test_guard_still_catches_a_client_row_outside_the_transfer_set():
     # Prepare
-    from testbed.bus import PrivacyGuard
     from testbed.errors import PrivacyGuardError
+    from testbed.exchange.bus import PrivacyGuard
 
     world = build_world(load_scenario(MIA))
     p = world.protocol
     guard = PrivacyGuard(p.private_arrays(world.parties), exempt=p.exempt_arrays(world.parties))
     X0 = world.parties["client_0"].X
     outside = X0[~_rows_in(X0, world.parties["audit"].X)][:1]
-    from testbed.bus import Envelope
+    from testbed.exchange.bus import Envelope
 
     env = Envelope.make(seq=0, round=0, sender="client_0", receiver="server", kind="x.y",
                         payload=outside)  # fmt: skip
@@ -173,7 +175,7 @@ def test_guard_still_catches_a_client_row_outside_the_transfer_set():
 # ----------------------------------------------------------------------------- attacks + DP
 def test_label_distribution_inference_beats_uniform_baseline(tmp_path):
     # Prepare / Execute
-    r = run_scenario(load_scenario(MIA), out_dir=tmp_path)
+    r = execute(load_scenario(MIA), out_dir=tmp_path)
     rows = [a for a in r.results["attacks"] if a["attack"] == "label_distribution_inference"]
     # Assert: on label-skewed clients both estimators are closer to the truth than uniform
     assert len(rows) == 6
@@ -191,7 +193,7 @@ def test_small_dp_sgd_distillation_claims_epsilon_and_audit_stays_below(tmp_path
     text += "defenses:\n  - {name: dp_sgd_teachers, params: {epsilon: 2.0}}\n"
     sc = parse_scenario(text, MIA, "scenarios")
     # Execute
-    r = run_scenario(sc, out_dir=tmp_path)
+    r = execute(sc, out_dir=tmp_path)
     # Assert: opacus's spent epsilon is claimed per client (<= target) and the audit is below it
     privacy = r.results["privacy"]
     assert set(privacy) == {"client_0", "client_1", "client_2"}
@@ -208,7 +210,7 @@ def test_noisy_soft_labels_records_events_and_keeps_simplex(tmp_path):
     text += "defenses:\n  - {name: noisy_soft_labels, params: {mechanism: laplace, scale: 0.5}}\n"
     sc = parse_scenario(text, TINY, "scenarios")
     # Execute
-    r = run_scenario(sc, out_dir=tmp_path)
+    r = execute(sc, out_dir=tmp_path)
     # Assert: every defended message is still a probability table; eps = rows * 2/b per client
     soft = [e for e in r.transcript if e.kind.endswith("soft_labels")]
     for e in soft:
@@ -222,7 +224,7 @@ def test_noisy_soft_labels_records_events_and_keeps_simplex(tmp_path):
 def test_pate_aggregation_hides_per_client_outputs(tmp_path):
     # Prepare
     text = open(TINY).read() + "defenses:\n  - {name: pate_aggregation, params: {sigma: 2.0}}\n"
-    r = run_scenario(parse_scenario(text, TINY, "scenarios"), out_dir=tmp_path)
+    r = execute(parse_scenario(text, TINY, "scenarios"), out_dir=tmp_path)
     # Assert: the server receives only the aggregate; every client is charged
     to_server = [e for e in r.transcript if e.receiver == "server"]
     assert [e.kind for e in to_server] == ["sinkhorn_distillation.aggregate"]
@@ -234,7 +236,7 @@ def test_new_modules_export_what_they_name():
     import importlib
 
     # Execute / Assert
-    for mod in ("protocols", "attacks", "defenses", "testbed.distill_data", "protocols._distill"):
+    for mod in ("protocols", "attacks", "defenses", "testbed.data.distill", "protocols._distill"):
         m = importlib.import_module(mod)
         for name in m.__all__:
             assert hasattr(m, name), f"{mod}.{name}"
@@ -263,7 +265,7 @@ def test_lwf_and_entropy_baseline_run(tmp_path):
         "    noise_inputs: 100\n    global_set: global\n    lwf: true\n    loss: entropy\n",
     )
     # Execute
-    r = run_scenario(parse_scenario(text, TINY, "scenarios"), out_dir=tmp_path)
+    r = execute(parse_scenario(text, TINY, "scenarios"), out_dir=tmp_path)
     # Assert: two client teachers + the student's own earlier predictions; the global set is
     # never sent anywhere
     assert r.results["outputs"]["teachers"] == 3
@@ -274,8 +276,8 @@ def test_lwf_and_entropy_baseline_run(tmp_path):
 def test_membership_scorer_on_known_members():
     # Prepare: ground truth whose target holds the first 100 rows of a pool of 200 candidates
     from attacks import AttackOutput
-    from testbed.metrics import score_membership
-    from testbed.truth import GroundTruth, PartyTruth
+    from testbed.scoring.metrics import score_membership
+    from testbed.scoring.truth import GroundTruth, PartyTruth
 
     rng = np.random.default_rng(0)
     cand = rng.normal(size=(200, 3))
@@ -300,7 +302,7 @@ def test_membership_auc_drops_under_dp_sgd(tmp_path):
     aucs = {}
     for eps in ("inf", "1.0"):
         text = base + f"defenses:\n  - {{name: dp_sgd_teachers, params: {{epsilon: {eps}}}}}\n"
-        r = run_scenario(parse_scenario(text, "p.yaml", "scenarios"), out_dir=tmp_path / eps)
+        r = execute(parse_scenario(text, "p.yaml", "scenarios"), out_dir=tmp_path / eps)
         mia = r.results["attacks"][0]
         aucs[eps] = mia["auc"]
         assert mia["epsilon_lb"] <= mia["claimed_epsilon"]
@@ -313,15 +315,17 @@ def test_distilled_student_learns_above_chance():
     import yaml
     from scipy.stats import binomtest
 
-    from testbed.config import parse_scenario
-    from testbed.runner import build_world, run_world
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.schema import parse_scenario
 
     raw = yaml.safe_load(open("scenarios/distill_tiny.yaml"))
     raw["protocol"]["params"].update(teacher_epochs=20, student_epochs=20)
     world = build_world(parse_scenario(yaml.safe_dump(raw), "distill_tiny.yaml", "."))
     y_test = np.asarray(world.parties["test"].y)
     # Execute
-    res, _, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    res = _out.results
     # Assert: more correct test rows than the majority-class rate allows by chance
     # (measured: 29 of 88 = 0.33 vs majority 20/88; one-sided binomial p ~ 0.01)
     n = y_test.size

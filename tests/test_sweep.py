@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from _scenarios import tiny
 
-from testbed.config import config_hash, parse_scenario, resolve
 from testbed.errors import ScenarioError
-from testbed.runner import run_scenario
-from testbed.sweep import expand_cells, parse_path, run_sweep
+from testbed.run.execute import execute
+from testbed.run.sweep import expand_cells, parse_path, run_sweep
+from testbed.scenario.schema import config_hash, parse_scenario, resolve
 
 GRID = tiny(
     "grid",
@@ -247,15 +247,15 @@ def test_memoised_reference_gives_byte_identical_results(tmp_path):
 
     sc = parse_scenario(tiny("memo"))
     evaluate._REFERENCE_CACHE.clear()
-    run_scenario(sc, tmp_path / "cold")
+    execute(sc, tmp_path / "cold")
     assert len(evaluate._REFERENCE_CACHE) == 1
-    run_scenario(sc, tmp_path / "warm")
+    execute(sc, tmp_path / "warm")
     assert (tmp_path / "cold" / "results.json").read_bytes() == (
         tmp_path / "warm" / "results.json"
     ).read_bytes()
     # other data is another key
     other = parse_scenario(tiny("memo2").replace("mean: 2.0", "mean: 3.0"))
-    res = run_scenario(other, tmp_path / "other").results
+    res = execute(other, tmp_path / "other").results
     assert len(evaluate._REFERENCE_CACHE) == 2
     assert (
         res["reference"]["wasserstein"]

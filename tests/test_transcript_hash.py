@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-import testbed.bus as busmod
-import testbed.payload as payloadmod
-from testbed.bus import Bus, Envelope, Transcript, payload_digest
+import testbed.exchange.bus as busmod
+import testbed.exchange.payload as payloadmod
 from testbed.errors import TestbedError
+from testbed.exchange.bus import Bus, Envelope, Transcript, payload_digest
 from testbed.measure import Measure
 
 
@@ -48,7 +48,7 @@ def test_bus_hashes_each_payload_once(monkeypatch):
         return real(p, algorithm)
 
     monkeypatch.setattr(busmod, "payload_digest", counting)
-    monkeypatch.setattr("testbed.envelope.payload_digest", counting)
+    monkeypatch.setattr("testbed.exchange.envelope.payload_digest", counting)
     bus = Bus()
     for i in range(5):
         bus.send("a", "b", "p.x", _payload(), round=i)

@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from testbed.attacking import rerun_attacks
-from testbed.bus import Envelope, Transcript
-from testbed.config import load_scenario
 from testbed.errors import TestbedError
+from testbed.exchange.bus import Envelope, Transcript
 from testbed.measure import Measure
-from testbed.rundir import RunDirLockedError, run_dir_lock
-from testbed.runner import jsonable, run_scenario
-from testbed.sweep import expand_cells
+from testbed.run.execute import execute
+from testbed.run.rerun import rerun_attacks
+from testbed.run.results import jsonable
+from testbed.run.rundir import RunDirLockedError, run_dir_lock
+from testbed.run.sweep import expand_cells
+from testbed.scenario.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -92,7 +93,7 @@ def test_shipped_scenario_saves_reloads_and_reattacks_identically(tmp_path, path
     cell = expand_cells(load_scenario(path))[index]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ran = run_scenario(cell.scenario, tmp_path / "run")
+        ran = execute(cell.scenario, tmp_path / "run")
         back = Transcript.load(tmp_path / "run")
         rows, _ = rerun_attacks(tmp_path / "run")
     assert back.digest() == ran.results["transcript"]["digest"] == ran.transcript.digest()
@@ -105,9 +106,9 @@ def two_runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
     a, b = base / "a", base / "b"
     sc = load_scenario(SCENARIOS / "contract_tiny.yaml")
-    run_scenario(sc, a)
+    execute(sc, a)
     sc2 = load_scenario(SCENARIOS / "contract_tiny_triangle_wad.yaml")
-    run_scenario(sc2, b)
+    execute(sc2, b)
     return a, b
 
 
@@ -165,4 +166,4 @@ def test_run_into_a_directory_being_written_is_refused(tmp_path):
     sc = load_scenario(SCENARIOS / "contract_tiny.yaml")
     with run_dir_lock(tmp_path / "r", write=True):
         with pytest.raises(RunDirLockedError):
-            run_scenario(sc, tmp_path / "r")
+            execute(sc, tmp_path / "r")

@@ -10,11 +10,11 @@ import pytest
 
 from attacks.measure_inversion import MeasureInversion, MeasureInversionConfig
 from protocols.triangle_wad import TriangleWad, TriangleWadConfig
-from testbed.bus import Bus, Envelope, PrivacyGuard, PublicInfo, Transcript
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import Bus, Envelope, PrivacyGuard, PublicInfo, Transcript
+from testbed.exchange.payload import iter_arrays, payload_digest
+from testbed.exchange.spill import SPILL_NAME
 from testbed.measure import Measure
-from testbed.payload import iter_arrays, payload_digest
-from testbed.spill import SPILL_NAME
 
 
 def _parties(n=60, d=5):
@@ -89,7 +89,7 @@ def test_spilled_transcript_saves_and_reloads_byte_for_byte(tmp_path):
 
 
 def test_spill_file_is_append_only_and_grows_past_its_first_map(tmp_path, monkeypatch):
-    import testbed.spill as spill
+    import testbed.exchange.spill as spill
 
     monkeypatch.setattr(spill, "_GROW", 4096)  # force several re-maps
     tr = Transcript(spill_dir=tmp_path, spill_threshold=0)
@@ -111,14 +111,14 @@ def test_a_run_that_spills_gives_the_same_results(tmp_path, monkeypatch, name):
     import json
     from pathlib import Path
 
-    import testbed.transcript as transcript_mod
-    from testbed.config import load_scenario
-    from testbed.runner import run_scenario
+    import testbed.exchange.transcript as transcript_mod
+    from testbed.run.execute import execute
+    from testbed.scenario.schema import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / name)
-    plain = run_scenario(sc, tmp_path / "plain")
+    plain = execute(sc, tmp_path / "plain")
     monkeypatch.setattr(transcript_mod, "DEFAULT_SPILL_THRESHOLD", 0)
-    spilled = run_scenario(sc, tmp_path / "spilled")
+    spilled = execute(sc, tmp_path / "spilled")
     assert (tmp_path / "spilled" / SPILL_NAME).stat().st_size > 0
     assert not (tmp_path / "plain" / SPILL_NAME).exists()
     assert spilled.transcript.digest() == plain.transcript.digest()
@@ -153,7 +153,7 @@ def test_load_refuses_a_changed_payload_byte_in_the_mapped_file(tmp_path):
     tr, _ = _run()
     tr.save(tmp_path)
     raw = bytearray((tmp_path / "payloads.npz").read_bytes())
-    from testbed.spill import mapped_npz
+    from testbed.exchange.spill import mapped_npz
 
     arrays = mapped_npz(tmp_path / "payloads.npz")
     a = max(arrays.values(), key=lambda x: x.nbytes)
@@ -244,7 +244,7 @@ def test_headers_move_to_disk_and_memory_stops_growing(tmp_path):
 
 
 def test_view_of_a_spilled_transcript_is_lazy_and_equal(tmp_path):
-    from testbed.transcript import EnvelopeSeq
+    from testbed.exchange.transcript import EnvelopeSeq
 
     sent = _mixed_envelopes(200)
     mem = Transcript(sent)

@@ -21,11 +21,12 @@ from protocols.triangle_wad import (
     unknown_t_readout,
 )
 from testbed import ot as tot
-from testbed.bus import Bus, PrivacyGuard
-from testbed.config import load_scenario
-from testbed.data import PartyData
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
-from testbed.runner import build_world, run_world
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -205,7 +206,8 @@ def test_detection_of_feature_noise_on_digits(seed):
     # Prepare: the shipped scenario (bob: 15 % feature noise), several seeds
     sc = load_scenario(SCENARIOS / "triangle_wad_digits.yaml").model_copy(update={"seed": seed})
     # Execute
-    results, _, _ = run_world(build_world(sc))
+    _out = run_and_evaluate(build_world(sc))
+    results = _out.results
     det = results["detection"]["server"]["bob"]
     # Assert: measured 0.959-0.979 over seeds 0-4 (the paper: 100 % of noise in the top 10 %)
     assert det["roc_auc"] >= 0.95
@@ -220,7 +222,8 @@ def test_guard_finds_no_private_row(name, seed):
     sc = load_scenario(SCENARIOS / f"{name}.yaml").model_copy(update={"seed": seed})
     world = build_world(sc)
     # Execute (the scenario's guard would raise on the first private row)
-    _, transcript, _ = run_world(world)
+    _out = run_and_evaluate(world)
+    transcript = _out.transcript
     guard = PrivacyGuard(world.protocol.private_arrays(world.parties))
     # Assert
     assert len(transcript) > 0

@@ -1,4 +1,4 @@
-"""Task-level utility keys (testbed.utility): definitions on hand-made inputs, and every shipped
+"""Task-level utility keys (testbed.scoring.utility): definitions on hand-made inputs, and every shipped
 contract scenario's result row carries at least one key in its documented range."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from protocols.fedwad_clustering import FedWADClustering
-from testbed.config import load_scenario
-from testbed.runner import build_world, run_world
-from testbed.utility import UTILITY_KEYS, task_utility
+from testbed.run.execute import run_and_evaluate
+from testbed.run.roster import build_world
+from testbed.scenario.schema import load_scenario
+from testbed.scoring.utility import UTILITY_KEYS, task_utility
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -79,7 +80,8 @@ def test_clustering_contribution_detection_student():
 )
 def test_every_contract_row_has_utility(name):
     # Prepare / Execute
-    results, _, _ = run_world(build_world(load_scenario(SCENARIOS / name)))
+    _out = run_and_evaluate(build_world(load_scenario(SCENARIOS / name)))
+    results = _out.results
     u = results["utility"]
     # Assert: at least one documented key, each in its range
     assert u and set(u) <= set(UTILITY_KEYS)

@@ -9,10 +9,10 @@ import pytest
 from attacks.measure_inversion import invert_barycentric_push
 from attacks.word2vec_retrieval import retrieve_words
 from testbed import ot as tot
-from testbed.config import load_scenario
+from testbed.data.text import document_words, lee_corpus, word2vec
 from testbed.measure import Measure
-from testbed.metrics import matching_rate
-from testbed.text import document_words, lee_corpus, word2vec
+from testbed.scenario.schema import load_scenario
+from testbed.scoring.metrics import matching_rate
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def wv():
 
 def test_word2vec_is_deterministic_and_cached(tmp_path, monkeypatch, wv):
     # Prepare: a fresh cache dir forces a second training run
-    from testbed import text
+    from testbed.data import text
 
     monkeypatch.setenv("OT_TESTBED_CACHE", str(tmp_path))
     key = '{"epochs": 20, "min_count": 2, "seed": 1, "vector_size": 50, "window": 5}'
@@ -36,9 +36,9 @@ def test_word2vec_is_deterministic_and_cached(tmp_path, monkeypatch, wv):
 
 def test_fedwad_xi_leaks_words(scenarios_dir, tmp_path):
     # Execute: the scenario's server retrieves a word for every atom of xi^K
-    from testbed.runner import run_scenario
+    from testbed.run.execute import execute
 
-    out = run_scenario(load_scenario(scenarios_dir / "fedwad_lee_words.yaml"), tmp_path / "run")
+    out = execute(load_scenario(scenarios_dir / "fedwad_lee_words.yaml"), tmp_path / "run")
     rows = out.results["attacks"]
     # Assert: far above the prior-only attacker (paper: 69 % for FedWAD)
     assert {r["target"] for r in rows} == {"alice", "bob"}

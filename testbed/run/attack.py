@@ -1,6 +1,6 @@
 """Stage 6: attacks run on an Observation — nothing else.
 
-Each attack runs in its own process (:mod:`testbed.isolation`) on a serialised copy of the View
+Each attack runs in its own process (:mod:`testbed.sandbox.isolation`) on a serialised copy of the View
 and the public information; its outputs and its prior-only baseline come back as data and are
 validated against the AttackOutput schema. This stage never holds ground truth: it receives the
 scenario's attack specs and an :class:`~testbed.run.view.Observation` only.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.errors import TestbedError
-from testbed.isolation import run_isolated
 from testbed.registry import ATTACKS
 from testbed.run.view import Observation
+from testbed.sandbox.isolation import run_isolated
 from testbed.seeding import component_rng
 
 __all__ = ["AttackRun", "attack_labels", "run_attacks"]

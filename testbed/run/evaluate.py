@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from testbed.errors import TestbedError
-from testbed.metrics import detection_metrics, relative_error
 from testbed.registry import plugin_phase
 from testbed.run.exchange import Exchange
 from testbed.run.roster import World
-from testbed.utility import task_utility
+from testbed.scoring.metrics import detection_metrics, relative_error
+from testbed.scoring.utility import task_utility
 
 __all__ = ["Evaluation", "accuracy_of", "evaluate", "score_detection"]
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.bus import PrivacyGuard, Transcript
-from testbed.engines import open_bus
-from testbed.ledger import PrivacyLedger
+from testbed.exchange.bus import PrivacyGuard, Transcript
+from testbed.exchange.engines import open_bus
+from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import plugin_phase
 from testbed.run.roster import World
 from testbed.seeding import component_rng

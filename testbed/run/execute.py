@@ -15,17 +15,17 @@ from typing import Any, Literal
 
 import yaml
 
-from testbed.bus import Transcript, atomic_write_bytes
-from testbed.limits import cell_budget
+from testbed.exchange.bus import Transcript, atomic_write_bytes
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol
 from testbed.run.results import package_versions, results_row, write_json
 from testbed.run.roster import World, build_world
+from testbed.run.rundir import run_dir_lock
 from testbed.run.scenario import ResolvedScenario
 from testbed.run.score import ground_truth, score_runs
 from testbed.run.view import observe
-from testbed.rundir import run_dir_lock
+from testbed.scenario.limits import cell_budget
 
 __all__ = ["Replay", "RunOutput", "attack_and_score", "execute", "run_and_evaluate"]
 
@@ -75,7 +75,7 @@ def execute(
     replay: Replay | None = None,
     world: World | None = None,
 ) -> RunOutput:
-    """Drive the stages for one scenario (a :class:`~testbed.config.Scenario` or a
+    """Drive the stages for one scenario (a :class:`~testbed.scenario.schema.Scenario` or a
     :class:`ResolvedScenario`).
 
     ``until``: the last stage to run — ``"world"`` (the roster stage: data, parties, protocol,
@@ -114,7 +114,7 @@ def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
         atomic_write_bytes(out / "config_hash", (rs.config_hash + "\n").encode())
         evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
         res = _run(world, out, progress, until, evidence=evidence)
-        from testbed.evidence import write_evidence
+        from testbed.scoring.evidence import write_evidence
 
         write_evidence(out, evidence)
         if rs.scenario.output.save_transcript:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.bus import atomic_write_bytes
+from testbed.exchange.bus import atomic_write_bytes
 from testbed.run.evaluate import Evaluation
 from testbed.run.exchange import Exchange
 from testbed.run.roster import World

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from testbed.bus import PublicInfo
-from testbed.data import NoiseSpec, PartyData, build_parties
+from testbed.data.datasets import NoiseSpec, PartyData, build_parties
+from testbed.data.public import gaussian_prior
 from testbed.errors import TestbedError
-from testbed.ledger import PrivacyLedger
-from testbed.public import gaussian_prior
+from testbed.exchange.bus import PublicInfo
+from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 from testbed.run.scenario import ResolvedScenario
 from testbed.seeding import component_rng
@@ -113,7 +113,7 @@ class World:
     ``noise_masks`` and ``meta["membership"]`` are ground truth (scorer only).
     """
 
-    scenario: Any  # testbed.config.Scenario
+    scenario: Any  # testbed.scenario.schema.Scenario
     resolved: dict
     config_hash: str
     parties: dict[str, PartyData]
@@ -145,7 +145,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     )
     held = keep = None
     if sc.membership is not None:  # held out before partitioning: no party holds these rows
-        from testbed.membership import hold_out
+        from testbed.data.membership import hold_out
 
         dataset, keep, held = hold_out(
             dataset, sc.membership.nonmembers, component_rng(seed, "membership", "holdout")
@@ -162,7 +162,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         component_rng(seed, "noise"),
     )
     if keep is not None:
-        from testbed.membership import reindex
+        from testbed.data.membership import reindex
 
         parties = reindex(parties, keep)
     if sc.data.transform is not None:
@@ -174,7 +174,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     pool_meta: dict[str, Any] = {}
     cand_extra: dict[str, Any] = {}
     if held is not None:
-        from testbed.membership import draw_candidates
+        from testbed.data.membership import draw_candidates
 
         cp = draw_candidates(
             parties,

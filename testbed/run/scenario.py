@@ -1,11 +1,11 @@
-"""Stage 1: a validated :class:`~testbed.config.Scenario` as a frozen, hashed record."""
+"""Stage 1: a validated :class:`~testbed.scenario.schema.Scenario` as a frozen, hashed record."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.config import Scenario, config_hash, resolve
+from testbed.scenario.schema import Scenario, config_hash, resolve
 
 __all__ = ["ResolvedScenario"]
 

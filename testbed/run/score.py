@@ -1,7 +1,7 @@
 """Stage 7: scoring — attack outputs against the ground truth.
 
 :func:`ground_truth` builds the only record that holds the private rows, membership labels, noise
-masks and privacy claims together; it is passed to :func:`testbed.metrics.score_attack` (and to
+masks and privacy claims together; it is passed to :func:`testbed.scoring.metrics.score_attack` (and to
 the report's evidence pictures) in this process and to nothing else.
 """
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from testbed.evidence import leakage_evidence
-from testbed.ledger import PrivacyLedger
-from testbed.metrics import score_attack
+from testbed.exchange.ledger import PrivacyLedger
 from testbed.run.attack import AttackRun
 from testbed.run.roster import World
-from testbed.truth import GroundTruth, PartyTruth
+from testbed.scoring.evidence import leakage_evidence
+from testbed.scoring.metrics import score_attack
+from testbed.scoring.truth import GroundTruth, PartyTruth
 
 __all__ = ["DELTA", "ground_truth", "score_runs"]
 

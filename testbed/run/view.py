@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from testbed.bus import PublicInfo, Transcript, View
+from testbed.exchange.bus import PublicInfo, Transcript, View
 from testbed.run.roster import World
 
 __all__ = ["Observation", "observe"]

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from testbed.bus import EAVESDROPPER, SERVER, PublicInfo, Transcript, View, payload_digest
 from testbed.errors import TestbedError
+from testbed.exchange.bus import EAVESDROPPER, SERVER, PublicInfo, Transcript, View, payload_digest
 from testbed.measure import Measure
 
 __all__ = [
@@ -86,8 +86,8 @@ def contract_scenario(protocol: str) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _fixture_from_path(path: str) -> PluginFixture:
-    from testbed.config import load_scenario
     from testbed.run import execute
+    from testbed.scenario.schema import load_scenario
 
     sc = load_scenario(path)
     run = execute(sc, until="results", write=False)
@@ -310,8 +310,8 @@ def _defended(cls, fixture):
 
 
 def check_returns_new_envelope(cls, fixture=None) -> None:
-    from testbed.bus import Envelope
-    from testbed.ledger import PrivacyLedger
+    from testbed.exchange.bus import Envelope
+    from testbed.exchange.ledger import PrivacyLedger
 
     defense, envs = _defended(cls, fixture)
     for e in envs:
@@ -321,7 +321,7 @@ def check_returns_new_envelope(cls, fixture=None) -> None:
 
 
 def check_does_not_mutate_envelope(cls, fixture=None) -> None:
-    from testbed.ledger import PrivacyLedger
+    from testbed.exchange.ledger import PrivacyLedger
 
     defense, envs = _defended(cls, fixture)
     for e in envs:
@@ -332,7 +332,7 @@ def check_does_not_mutate_envelope(cls, fixture=None) -> None:
 
 
 def check_defense_same_seed(cls, fixture=None) -> None:
-    from testbed.ledger import PrivacyLedger
+    from testbed.exchange.ledger import PrivacyLedger
 
     defense, envs = _defended(cls, fixture)
     for e in envs:

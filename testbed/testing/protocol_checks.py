@@ -19,7 +19,7 @@ scenario), with the bus guard in ``record`` mode so a leaking protocol still fin
   message, its route and its payload) and the same estimates;
 - ``declared_kinds_only``: every message kind sent matches the protocol's ``message_kinds``;
 - ``no_private_rows``: no message the server, a party or an eavesdropper sees carries a private
-  row of another party or a near-copy of one (:class:`testbed.guard.PrivacyGuard`, the
+  row of another party or a near-copy of one (:class:`testbed.exchange.guard.PrivacyGuard`, the
   scenario's ``guard_rel_tol``); kinds in ``raw_row_kinds`` are exempt, as declared.
 """
 
@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from testbed.bus import EAVESDROPPER, SERVER, PrivacyGuard, Transcript
 from testbed.errors import TestbedError
+from testbed.exchange.bus import EAVESDROPPER, SERVER, PrivacyGuard, Transcript
 from testbed.testing.checks import COMMON_CHECKS, SCENARIO_DIR
 
 __all__ = [
@@ -69,7 +69,7 @@ DEFAULT_SCENARIO: dict[str, Any] = {
 class ProtocolRun:
     """One finished run of a protocol's contract scenario (guard in record mode)."""
 
-    scenario: Any  # testbed.config.Scenario
+    scenario: Any  # testbed.scenario.schema.Scenario
     world: Any  # testbed.runner.World
     results: dict
     transcript: Transcript
@@ -103,8 +103,8 @@ def protocol_scenario(cls, scenario: str | Path | Mapping | None = None):
     """The validated contract scenario of ``cls``: its protocol is ``cls`` (the scenario's own
     params are kept when it already names ``cls``), the guard records instead of stopping, no
     attacks, no sweep."""
-    from testbed.config import parse_scenario
     from testbed.registry import PROTOCOLS
+    from testbed.scenario.schema import parse_scenario
 
     if cls.name not in PROTOCOLS or PROTOCOLS.get(cls.name) is not cls:
         raise TestbedError(
@@ -132,7 +132,7 @@ def _run(sc) -> ProtocolRun:
 
 @functools.lru_cache(maxsize=16)
 def _cached_run(cls, text: str, where: str, base: str) -> ProtocolRun:
-    from testbed.config import parse_scenario
+    from testbed.scenario.schema import parse_scenario
 
     return _run(parse_scenario(text, where, base))
 

@@ -10,7 +10,7 @@ import numpy as np
 import ot
 import pytest
 
-from testbed.bench import (
+from testbed.bench.main import (
     CLIENT_CASES,
     PAIR_CASES,
     BareBus,

@@ -1,0 +1,1 @@
+"""``testbed bench``: what each protocol, the transcript, the guard and the sandbox cost."""

@@ -1,0 +1,82 @@
+"""``testbed bench`` section: what running each attack in its own process costs.
+
+For one small run of every attack case below, the same attack is timed (a) called in this
+process on the observer's View and (b) through :func:`testbed.sandbox.isolation.run_isolated` (a fresh
+process forked from the forkserver, the View serialised in and the outputs decoded out). The
+difference per attack is the isolation overhead; the report also gives it as a share of the
+attack's own time. Minimum over repeats, so machine load inflates it least.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from testbed.bench.transcript import _min_seconds
+from testbed.registry import ATTACKS
+from testbed.run import execute
+from testbed.run.view import observe
+from testbed.sandbox.isolation import run_isolated
+from testbed.seeding import component_rng
+
+__all__ = ["ISOLATION_CASES", "isolation_rows"]
+
+#: (scenario, attack) pairs: a cheap attack and a heavier one on shipped scenarios
+ISOLATION_CASES = (
+    ("contract_tiny.yaml", "fedwad_distributional"),
+    ("contract_tiny_triangle_wad.yaml", "measure_inversion"),
+)
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _callers(cls, params: dict, obs):
+    """(in-process call, isolated call) of one attack's run + baseline on ``obs``."""
+
+    def rngs():
+        return component_rng(0, "bench", "attack"), component_rng(0, "bench", "baseline")
+
+    def in_process():
+        a, b = rngs()
+        inst = cls(cls.Config(**params))
+        inst.run(obs.view, obs.public, a)
+        inst.baseline(obs.view, obs.public, b)
+
+    def isolated():
+        a, b = rngs()
+        run_isolated(cls, params, obs.view, obs.public, a, b)
+
+    return in_process, isolated
+
+
+def isolation_rows(opts, repeats: int = 5) -> list[dict[str, Any]]:
+    """Seconds per attack in process and isolated, for each case whose files exist."""
+    from testbed.scenario.schema import load_scenario
+
+    rows = []
+    for name, attack in ISOLATION_CASES:
+        path = SCENARIOS / name
+        if not path.is_file() or attack not in ATTACKS:
+            continue
+        opts.log(f"isolation: {attack} on {path}")
+        run = execute(load_scenario(path), until="results", write=False)
+        obs = observe(run.world, run.transcript, run.results["estimates"])
+        cls = ATTACKS.get(attack)
+        params = cls.Config().model_dump()
+        if not cls(cls.Config()).applies_to(run.world.scenario.protocol.name):
+            continue
+
+        in_process, isolated = _callers(cls, params, obs)
+        isolated()  # the first call starts the forkserver; it is paid once per process
+        t_in = _min_seconds(in_process, repeats)
+        t_iso = _min_seconds(isolated, repeats)
+        rows.append(
+            {
+                "scenario": f"scenarios/{name}",
+                "attack": attack,
+                "in_process_s": t_in,
+                "isolated_s": t_iso,
+                "overhead_ms": 1e3 * (t_iso - t_in),
+                "overhead_ratio": t_iso / t_in if t_in > 0 else float("inf"),
+            }
+        )
+    return rows

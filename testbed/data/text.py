@@ -1,0 +1,147 @@
+"""Text data that ships offline: gensim's Lee background corpus (300 news documents) and a
+Word2Vec model trained on it, deterministically (seeded, one worker, a fixed hash function) and
+cached on disk under a key derived from the training parameters.
+
+The ``lee_documents`` dataset gives each party one document as a point cloud: the word vectors
+of its distinct in-vocabulary, non-stop words (label = the document's position in ``documents``).
+The tokens behind every row are ground truth for the text scorer (``meta["tokens"]``); the
+Word2Vec parameters are public (``meta["public"]["word2vec"]``): the embedding model is trained
+on a public corpus, so an attacker has it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import zlib
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from testbed.data.datasets import Dataset, DatasetPlugin
+from testbed.errors import DataError
+from testbed.registry import DATASETS, PluginConfig
+
+__all__ = [
+    "LeeDocuments",
+    "LeeDocumentsConfig",
+    "Word2VecParams",
+    "cache_dir",
+    "lee_corpus",
+    "word2vec",
+]
+
+
+class Word2VecParams(PluginConfig):
+    vector_size: int = Field(50, gt=0)
+    window: int = Field(5, gt=0)
+    min_count: int = Field(2, gt=0)
+    epochs: int = Field(20, gt=0)
+    seed: int = Field(1, ge=0)
+
+
+def cache_dir() -> Path:
+    """``$OT_TESTBED_CACHE`` or ``~/.cache/ot_testbed``."""
+    root = os.environ.get("OT_TESTBED_CACHE") or Path.home() / ".cache" / "ot_testbed"
+    return Path(root)
+
+
+def _stable_hash(s: str) -> int:
+    # gensim seeds each word vector with hashfxn(word + str(seed)); Python's hash() changes
+    # between processes (PYTHONHASHSEED), so use CRC32 for byte-identical models
+    return zlib.crc32(s.encode())
+
+
+@functools.lru_cache(maxsize=1)
+def lee_corpus() -> tuple[tuple[str, ...], ...]:
+    """The Lee background corpus, tokenised with gensim's ``simple_preprocess``."""
+    from gensim.test.utils import datapath
+    from gensim.utils import simple_preprocess
+
+    with open(datapath("lee_background.cor"), encoding="utf-8", errors="replace") as f:
+        return tuple(tuple(simple_preprocess(line)) for line in f)
+
+
+@functools.lru_cache(maxsize=4)
+def _word2vec(key: str):
+    from gensim.models import KeyedVectors, Word2Vec
+
+    params = Word2VecParams(**json.loads(key))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    path = cache_dir() / "word2vec" / f"lee-{digest}.kv"
+    if path.exists():
+        return KeyedVectors.load(str(path))
+    model = Word2Vec(
+        [list(d) for d in lee_corpus()],
+        vector_size=params.vector_size,
+        window=params.window,
+        min_count=params.min_count,
+        epochs=params.epochs,
+        seed=params.seed,
+        workers=1,
+        hashfxn=_stable_hash,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    model.wv.save(str(tmp))
+    os.replace(tmp, path)
+    return model.wv
+
+
+def word2vec(params: Word2VecParams | dict | None = None):
+    """gensim KeyedVectors trained on the Lee corpus with ``params`` (cached in memory and disk)."""
+    p = params if isinstance(params, Word2VecParams) else Word2VecParams(**(params or {}))
+    return _word2vec(json.dumps(p.model_dump(), sort_keys=True))
+
+
+def document_words(doc: tuple[str, ...], wv) -> list[str]:
+    """Distinct in-vocabulary non-stop words of a document, in order of first appearance."""
+    from gensim.parsing.preprocessing import STOPWORDS
+
+    seen: dict[str, None] = {}
+    for w in doc:
+        if w not in STOPWORDS and w in wv.key_to_index and len(w) > 1:
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+class LeeDocumentsConfig(PluginConfig):
+    documents: list[int] = Field(
+        default_factory=lambda: [0, 1],
+        description="indices (0-299) of Lee background documents; label k = k-th listed",
+    )
+    word2vec: Word2VecParams = Field(default_factory=Word2VecParams)
+
+
+@DATASETS.register
+class LeeDocuments(DatasetPlugin):
+    """Lee corpus documents as point clouds of Word2Vec vectors (one document per label)."""
+
+    name = "lee_documents"
+    Config = LeeDocumentsConfig
+
+    def load(self, rng):
+        corpus = lee_corpus()
+        wv = word2vec(self.config.word2vec)
+        rows, labels, tokens = [], [], []
+        for k, i in enumerate(self.config.documents):
+            if not 0 <= i < len(corpus):
+                raise DataError(f"lee_documents: document {i} out of range 0..{len(corpus) - 1}")
+            words = document_words(corpus[i], wv)
+            if len(words) < 2:
+                raise DataError(f"lee_documents: document {i} has fewer than 2 usable words")
+            rows.append(np.stack([wv[w] for w in words]).astype(np.float64))
+            labels.append(np.full(len(words), k))
+            tokens.extend(words)
+        return Dataset(
+            np.vstack(rows),
+            np.concatenate(labels),
+            "lee_documents",
+            {
+                "tokens": tuple(tokens),
+                "public": {"word2vec": self.config.word2vec.model_dump()},
+            },
+        )

@@ -1,0 +1,1 @@
+"""The exchange: envelopes, payloads, the bus and its engines, the transcript, the guard and the privacy ledger."""

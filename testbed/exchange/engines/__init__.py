@@ -1,0 +1,72 @@
+"""Execution engines: where the parties' local computations run.
+
+``inprocess`` (default): the plain :class:`~testbed.exchange.bus.Bus`; every party lives in this process;
+with ``engine_params: {workers: k}`` (k > 1) the parties live in k worker processes
+(:class:`~testbed.exchange.engines.pool.PoolBus`) and independent local computations run at once.
+``ray``: :class:`~testbed.exchange.engines.ray_bus.RayBus`; parties live in Ray actors (one per client
+group) on a local cluster bound to 127.0.0.1, the transcript, defenses and guard stay here. Needs
+the optional extra ``pip install '.[ray]'``.
+
+Protocol code reaches private data only through ``bus.local(party, fn, *args)``, so the same
+protocol runs unchanged on either engine and, for the same seed, produces the same transcript and
+results (tests/test_engine_ray.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from testbed.errors import ScenarioError
+from testbed.exchange.bus import Bus
+
+__all__ = ["ENGINES", "open_bus"]
+
+ENGINES = ("inprocess", "ray")
+
+
+def _engine_config(cls, params: Mapping[str, Any]):
+    try:
+        return cls(**params)
+    except Exception as exc:  # pydantic ValidationError -> one line naming the field
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ScenarioError(f"engine_params.{loc}: {err['msg']}") from None
+
+
+@contextmanager
+def open_bus(
+    engine: str, params: Mapping[str, Any] | None = None, /, **bus_kwargs
+) -> Iterator[Bus]:
+    """A bus for ``engine``; engine resources (Ray actors, the local cluster and its temporary
+    files) are released when the block exits, whatever happens inside it."""
+    params = dict(params or {})
+    if engine == "inprocess":
+        from testbed.exchange.engines.pool import InProcessEngineConfig, PoolBus
+
+        cfg = _engine_config(InProcessEngineConfig, params)
+        if cfg.workers == 1:
+            yield Bus(**bus_kwargs)
+            return
+        bus = PoolBus(workers=cfg.workers, **bus_kwargs)
+        try:
+            yield bus
+        finally:
+            bus.close()
+        return
+    if engine == "ray":
+        from testbed.exchange.engines.ray_bus import RayBus, RayEngineConfig
+
+        cfg = _engine_config(RayEngineConfig, params)
+        bus = RayBus(config=cfg, **bus_kwargs)
+        try:
+            yield bus
+        finally:
+            bus.close()
+        return
+    raise ScenarioError(f"engine: unknown engine {engine!r}; choose from {', '.join(ENGINES)}")

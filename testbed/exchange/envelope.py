@@ -1,0 +1,85 @@
+"""Envelopes: one message as it was delivered, with its size and content digest, and who saw it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from testbed.exchange.payload import Payload, freeze_payload, payload_digest, payload_nbytes
+
+SERVER = "server"
+EAVESDROPPER = "eavesdropper"
+
+__all__ = ["EAVESDROPPER", "SERVER", "Envelope", "route_visible_to", "visible_to"]
+
+
+# ----------------------------------------------------------------------------- envelope
+@dataclass(frozen=True)
+class Envelope:
+    """One message as it was sent (after the sender's defenses).
+
+    ``kind`` is ``"<protocol>.<step>"``; ``payload`` is a Measure, scalar, array or a mapping of
+    these (read-only); ``nbytes`` and ``digest`` are computed from the payload.
+    """
+
+    seq: int
+    round: int
+    sender: str
+    receiver: str
+    kind: str
+    payload: Payload
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    nbytes: int = 0
+    digest: str = ""
+
+    @classmethod
+    def make(
+        cls, *, seq, round, sender, receiver, kind, payload, meta=None, algorithm=None, hashed=True
+    ) -> Envelope:
+        """Freeze ``payload`` and record its size and digest (``algorithm``: see
+        :func:`~testbed.exchange.payload.payload_digest`). ``hashed=False`` leaves ``digest`` empty for a
+        caller that hashes the final payload itself (the bus, after the defenses)."""
+        frozen = freeze_payload(payload)
+        return cls(
+            seq=int(seq),
+            round=int(round),
+            sender=str(sender),
+            receiver=str(receiver),
+            kind=str(kind),
+            payload=frozen,
+            meta=MappingProxyType(dict(meta or {})),
+            nbytes=payload_nbytes(frozen),
+            digest=payload_digest(frozen, algorithm) if hashed else "",
+        )
+
+    def with_payload(self, payload: Payload, **meta) -> Envelope:
+        """A new envelope with another payload (and merged meta); the original is untouched."""
+        frozen = freeze_payload(payload)
+        return replace(
+            self,
+            payload=frozen,
+            meta=MappingProxyType({**self.meta, **meta}),
+            nbytes=payload_nbytes(frozen),
+            digest=payload_digest(frozen),
+        )
+
+    @property
+    def protocol(self) -> str:
+        return self.kind.split(".", 1)[0]
+
+    @property
+    def step(self) -> str:
+        return self.kind.split(".", 1)[-1]
+
+
+def visible_to(env: Envelope, who) -> bool:
+    """Whether the observers ``who`` (an observer and its colluders) saw ``env``: they sent or
+    received it, or one of them is the eavesdropper, who sees every envelope."""
+    return route_visible_to(env.sender, env.receiver, who)
+
+
+def route_visible_to(sender: str, receiver: str, who) -> bool:
+    """:func:`visible_to` from a message's routing alone (e.g. a header read from disk)."""
+    return EAVESDROPPER in who or sender in who or receiver in who

@@ -1,0 +1,254 @@
+"""Bounded transcript memory: payload arrays spilled to an append-only file, read memory-mapped.
+
+Once a transcript holds more than a threshold of payload bytes in memory, every further payload's
+arrays are appended to ``payloads.spill`` in the run directory and the logged envelope keeps
+read-only arrays that are views of a read-only memory map of that file. The bytes, and so the
+digests, are those that were sent; pages are read from disk when an attack or a view touches them,
+and the operating system may drop them again, so resident memory stays bounded however long the
+run is. The file is only ever appended to; nothing in it is rewritten.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from testbed.exchange.payload import Payload
+from testbed.measure import Measure
+
+__all__ = ["HEADER_NAME", "SPILL_NAME", "HeaderLog", "MappedNpz", "SpillStore", "mapped_npz"]
+
+SPILL_NAME = "payloads.spill"
+HEADER_NAME = "envelopes.spill"
+_ALIGN = 64
+_GROW = 64 << 20  # the file grows (sparse) by at least this much, so re-mapping is rare
+
+
+class SpillStore:
+    """An append-only payload file with memory-mapped, read-only reads."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._fd = -1  # the file is created on the first spilled array
+        self._used = 0
+        self._cap = 0
+        self._map: mmap.mmap | None = None
+        self.arrays = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes written so far."""
+        return self._used
+
+    def _write(self, a: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
+        """Append ``a``'s bytes; returns where they are: (offset, dtype, shape)."""
+        a = np.ascontiguousarray(a)
+        if self._fd < 0 and self._cap == 0:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        off = -(-self._used // _ALIGN) * _ALIGN
+        end = off + a.nbytes
+        if end > self._cap:
+            self._cap = max(end, 2 * self._cap, self._cap + _GROW)
+            os.ftruncate(self._fd, self._cap)
+            self._map = None  # arrays handed out keep their own (older) map alive
+        if a.nbytes:
+            os.pwrite(self._fd, memoryview(a.reshape(-1)).cast("B"), off)
+        self._used = end
+        self.arrays += 1
+        return off, a.dtype.str, a.shape
+
+    def _view(self, off: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A read-only view of bytes written by :meth:`_write`."""
+        if self._map is None:
+            if self._fd >= 0:
+                self._map = mmap.mmap(self._fd, self._cap, access=mmap.ACCESS_READ)
+            else:  # closed: map the finished file
+                with open(self.path, "rb") as f:
+                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+
+    def layout(self, p: Payload):
+        """Write ``p``'s arrays and return a small picklable description of the payload
+        (arrays as their place in the file) that :meth:`restore` turns back into it."""
+        if isinstance(p, Measure):
+            return ("measure", self._write(p.support), self._write(p.weights))
+        if isinstance(p, np.ndarray) and not p.dtype.hasobject:
+            return ("array", self._write(p))
+        if isinstance(p, Mapping):
+            return ("mapping", tuple((k, self.layout(v)) for k, v in p.items()))
+        return ("value", p)
+
+    def restore(self, spec) -> Payload:
+        """The payload :meth:`layout` described, its arrays read-only views of the file."""
+        tag = spec[0]
+        if tag == "measure":
+            out = object.__new__(Measure)  # validated when it was sent; bytes unchanged
+            object.__setattr__(out, "support", self._view(*spec[1]))
+            object.__setattr__(out, "weights", self._view(*spec[2]))
+            return out
+        if tag == "array":
+            return self._view(*spec[1])
+        if tag == "mapping":
+            return MappingProxyType({k: self.restore(v) for k, v in spec[1]})
+        return spec[1]
+
+    def spill(self, p: Payload) -> Payload:
+        """The same payload with every array replaced by a read-only view of the file."""
+        return self.restore(self.layout(p))
+
+    def close(self) -> None:
+        """Trim the file to what was written and close the descriptor (maps stay readable)."""
+        if self._fd >= 0:
+            os.ftruncate(self._fd, self._used)
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+            self._map = None  # the next read maps the trimmed file
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            if self._fd >= 0:
+                os.close(self._fd)
+        except OSError:
+            pass
+
+
+class HeaderLog:
+    """Append-only file of records (bytes), read back by number: ``<name>`` holds the records,
+    ``<name>.idx`` their (offset, length) as two little-endian int64 each, so reading record
+    ``i`` costs two ``pread`` calls and nothing is kept in memory per record."""
+
+    _IDX = struct.Struct("<qq")
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.idx_path = self.path.with_name(self.path.name + ".idx")
+        self._data = self._idx = None
+        self._end = 0
+        self._dirty = False
+        self.count = 0
+
+    def append(self, record: bytes) -> None:
+        if self._data is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._data = open(self.path, "w+b", buffering=1 << 20)  # noqa: SIM115 (kept open)
+            self._idx = open(self.idx_path, "w+b", buffering=1 << 16)  # noqa: SIM115
+        self._data.write(record)
+        self._idx.write(self._IDX.pack(self._end, len(record)))
+        self._end += len(record)
+        self.count += 1
+        self._dirty = True
+
+    def flush(self) -> None:
+        if self._dirty:
+            self._data.flush()
+            self._idx.flush()
+            self._dirty = False
+
+    def __getitem__(self, i: int) -> bytes:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        self.flush()
+        off, n = self._IDX.unpack(os.pread(self._idx.fileno(), self._IDX.size, i * self._IDX.size))
+        return os.pread(self._data.fileno(), n, off)
+
+    def close(self) -> None:
+        """Flush and sync; the log stays readable."""
+        if self._data is not None:
+            self.flush()
+            os.fsync(self._data.fileno())
+            os.fsync(self._idx.fileno())
+
+    def __del__(self):  # pragma: no cover - best effort
+        for f in (self._data, self._idx):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+
+# ----------------------------------------------------------------------------- reading a saved npz
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # a zip member's local file header (30 bytes)
+_RELEASE_EVERY = 64 << 20
+
+
+class MappedNpz(dict):
+    """The arrays of an uncompressed ``.npz`` as read-only views of one read-only memory map
+    (members that cannot be mapped — compressed, object or Fortran-ordered — are read normally).
+
+    :meth:`release_verified` drops the mapped pages from this process's resident set every
+    ``_RELEASE_EVERY`` bytes that the caller has finished with (``MADV_DONTNEED`` on a read-only
+    file map: the data stays valid and is read again from the page cache or disk when touched)."""
+
+    def __init__(self, arrays, mm: mmap.mmap | None):
+        super().__init__(arrays)
+        self.map = mm
+        self._pending = 0
+
+    def release_verified(self, nbytes: int) -> None:
+        self._pending += nbytes
+        if self.map is not None and self._pending >= _RELEASE_EVERY:
+            self._pending = 0
+            self.release()
+
+    def release(self) -> None:
+        if self.map is not None and hasattr(self.map, "madvise"):
+            self.map.madvise(mmap.MADV_DONTNEED)
+
+
+def _member_offset(f, info: zipfile.ZipInfo) -> int:
+    """Offset of a stored member's bytes: after its local header, name and extra field."""
+    f.seek(info.header_offset)
+    fields = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+    if fields[0] != b"PK\x03\x04":
+        raise ValueError(f"bad zip local header for {info.filename}")
+    return info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+
+
+def mapped_npz(path: str | Path) -> MappedNpz:
+    """Every array of the ``.npz`` at ``path`` (as ``np.load`` would give, keys without
+    ``.npy``), memory-mapped read-only where the member is stored uncompressed (``np.savez``)."""
+    path = Path(path)
+    out: dict[str, np.ndarray] = {}
+    fallback = []
+    mm = None
+    with open(path, "rb") as f, zipfile.ZipFile(f) as zf:
+        if path.stat().st_size:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        for info in zf.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if info.compress_type != zipfile.ZIP_STORED or mm is None:
+                fallback.append(key)
+                continue
+            start = _member_offset(f, info)
+            f.seek(start)
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                fallback.append(key)
+                continue
+            if fortran or dtype.hasobject:
+                fallback.append(key)
+                continue
+            count = int(np.prod(shape, dtype=np.int64))
+            a = np.frombuffer(mm, dtype=dtype, count=count, offset=f.tell())
+            out[key] = a.reshape(shape)
+    if fallback:
+        with np.load(path, allow_pickle=False) as z:
+            for key in fallback:
+                out[key] = z[key]
+    return MappedNpz(out, mm)

@@ -1,0 +1,1 @@
+"""Tools for plugin authors: scaffolding and the protocol scorecard."""

@@ -1,0 +1,197 @@
+"""Empirical privacy auditing of a defended protocol by a canary distinguishing game.
+
+The game (Jagielski et al. 2020; Nasr et al. 2021) matches the neighbouring relation of the
+defenses' claims: two datasets of the audited party that differ in one row, ``D`` and ``D'`` =
+``D`` with one row replaced by a *canary* on the clip sphere, in a direction the data do not
+point to. Each trial runs the real protocol, bus and defenses on ``D`` or on ``D'`` with fresh
+defense noise (the protocol's own randomness, e.g. FedWAD's server-drawn ξ⁽⁰⁾, is known to the
+server and held fixed); the observer (the server) scores what the party sent — the largest projection of any
+released atom on the canary's direction — and a threshold chosen on the first half of the trials
+is evaluated on the second half. The operating point's TPR/FPR, with Clopper–Pearson bounds,
+give an ε lower bound (:func:`testbed.scoring.metrics.epsilon_lower_bound`) that a correct claim can never
+be below: ``audited ε <= claimed ε`` or the claim (or its assumption) is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from testbed.errors import TestbedError
+from testbed.exchange.bus import SERVER, Bus, iter_arrays
+from testbed.exchange.ledger import PrivacyLedger
+from testbed.measure import Measure
+from testbed.run.roster import Roster
+from testbed.scoring.metrics import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound
+from testbed.seeding import component_rng
+
+__all__ = ["AUDIT_METHOD", "AuditResult", "canary_audit", "canary_score"]
+
+
+#: how :func:`canary_audit` turns scores into bounds (printed with every result)
+AUDIT_METHOD = (
+    "canary distinguishing game; statistic (max or sum of the released atoms' projections on the "
+    "canary direction) and threshold chosen on the first half of the trials, bounds computed on "
+    "the second half only; one-sided Clopper-Pearson bounds on TPR (lower) and FPR (upper); "
+    "two tests (an (epsilon, delta) bound and a mu-GDP bound against the Gaussian noise the "
+    "ledger records), each at confidence 1 - (1 - c)/2 so both hold together at c"
+)
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The audit's outcome. ``audited_epsilon``: (ε, δ) lower bound from the held-out operating
+    point; ``mu_lower``: μ-GDP lower bound, beside ``claimed_mu`` (the ledger's Gaussian noise,
+    ``None`` when its events are not all full-batch Gaussian); ``epsilon_gdp``: the ε at δ of
+    the tightest Gaussian mechanism consistent with ``mu_lower`` (shown, not used to decide)."""
+
+    party: str
+    trials: int
+    claimed_epsilon: float
+    delta: float
+    audited_epsilon: float
+    tpr: float
+    fpr: float
+    threshold: float
+    canary_norm: float
+    mu_lower: float = 0.0
+    claimed_mu: float | None = None
+    epsilon_gdp: float = 0.0
+    statistic: str = "max"
+    confidence: float = 0.95
+    method: str = AUDIT_METHOD
+
+    @property
+    def violated(self) -> bool:
+        """The claim is refuted: the audited ε exceeds the claimed ε, or the μ-GDP bound exceeds
+        the μ the claimed Gaussian noise implies (the claimed ε is computed from that noise)."""
+        if self.audited_epsilon > self.claimed_epsilon:
+            return True
+        return self.claimed_mu is not None and self.mu_lower > self.claimed_mu
+
+    @property
+    def consistent(self) -> bool:
+        return not self.violated
+
+
+def canary_score(envelopes, party: str, direction: np.ndarray, how: str = "max") -> float:
+    """Projection on ``direction`` of the atoms ``party`` sent to the server: the largest
+    (``how="max"``: a canary that moves one atom) or their sum (``"sum"``: a canary that moves
+    every atom; the sufficient statistic for a common Gaussian shift)."""
+    vals = []
+    for e in envelopes:
+        if e.sender != party or e.receiver != SERVER:
+            continue
+        p = e.payload
+        arrays = (
+            [p.support]
+            if isinstance(p, Measure)
+            else [a for path, a in iter_arrays(p) if not path.endswith("weights")]
+        )
+        for a in arrays:
+            if a.ndim == 2 and a.shape[1] == direction.shape[0]:
+                vals.append(np.asarray(a, dtype=np.float64) @ direction)
+    if not vals:
+        return -np.inf
+    v = np.concatenate(vals)
+    return float(np.max(v) if how == "max" else np.sum(v))
+
+
+def _canary(X: np.ndarray, clip_norm: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """A row on the clip sphere pointing away from the data (public construction), and the
+    private row it replaces: the one farthest from it (the largest change a neighbour makes)."""
+    m = X.mean(axis=0)
+    u = -m / np.linalg.norm(m) if np.linalg.norm(m) > 1e-12 else np.eye(X.shape[1])[0]
+    c = clip_norm * u
+    return c, u, int(np.argmax(np.linalg.norm(X - c, axis=1)))
+
+
+def _best(s0: np.ndarray, s1: np.ndarray, bound) -> tuple[float, float]:
+    """Threshold maximising ``bound(tpr, fpr)`` on these scores (``s1``: canary present)."""
+    best_t, best = float(np.max(s0)), -1.0
+    for t in np.unique(np.concatenate([s0, s1])):
+        b = bound(float(np.mean(s1 >= t)), float(np.mean(s0 >= t)))
+        if b > best:
+            best_t, best = float(t), b
+    return best_t, best
+
+
+def _held_out(fit0, fit1, ev0, ev1, bound) -> tuple[str, float, float, float, float]:
+    """Choose the statistic and threshold on the fit trials; evaluate ``bound`` on the others.
+    Returns ``(statistic, threshold, bound, tpr, fpr)``."""
+    stat = max(fit0, key=lambda k: _best(fit0[k], fit1[k], bound)[1])
+    thr, _ = _best(fit0[stat], fit1[stat], bound)
+    tpr, fpr = float(np.mean(ev1[stat] >= thr)), float(np.mean(ev0[stat] >= thr))
+    return stat, thr, bound(tpr, fpr), tpr, fpr
+
+
+def canary_audit(
+    world, party: str, trials: int = 200, delta: float = 1e-5, confidence: float = 0.95
+) -> AuditResult:
+    """Run the distinguishing game ``trials`` times per world on ``world`` (from
+    ``testbed.run.execute(scenario, until="world")``) and return the audited bounds beside the claimed ones
+    (method: :data:`AUDIT_METHOD`)."""
+    if party not in world.parties:
+        raise TestbedError(f"audit: unknown party {party!r}; parties: {', '.join(world.parties)}")
+    if trials < 20:
+        raise TestbedError("audit: trials must be at least 20")
+    X = np.asarray(world.parties[party].X)
+    clip = max(
+        [float(getattr(d.config, "clip_norm", 0.0)) for d in world.defenses]
+        + [float(np.max(np.linalg.norm(X, axis=1)))]
+    )
+    canary, u, row = _canary(X, clip)
+    X1 = X.copy()
+    X1[row] = canary  # replace-one neighbour: the relation the Gaussian defense is calibrated to
+    worlds = {0: world.parties, 1: {**world.parties, party: replace(world.parties[party], X=X1)}}
+    seed = world.scenario.seed
+    stats = ("max", "sum")
+    scores = {(b, k): [] for b in (0, 1) for k in stats}
+    ledger = PrivacyLedger()
+    for i in range(trials):
+        for b in (0, 1):
+            ledger = PrivacyLedger()
+            defs = [
+                (d, component_rng(seed, "audit", "defense", i, b, k))
+                for k, d in enumerate(world.defenses)
+            ]
+            bus = Bus(defs, ledger=ledger, parties=worlds[b])
+            # the protocol's own randomness (e.g. FedWAD's xi^(0)) is the server's choice, so the
+            # observer knows it: it is the same in every trial; only the defenses' noise is fresh
+            roster = Roster.of(worlds[b])
+            world.protocol.run(roster, bus, component_rng(seed, "audit", "protocol"))
+            for k in stats:
+                scores[(b, k)].append(canary_score(bus.transcript, party, u, k))
+    claimed, claimed_mu = float(ledger.epsilon(party, delta)), ledger.gdp_mu(party)
+    half, n = trials // 2, trials - trials // 2
+    fit0 = {k: np.asarray(scores[(0, k)][:half]) for k in stats}
+    fit1 = {k: np.asarray(scores[(1, k)][:half]) for k in stats}
+    ev0 = {k: np.asarray(scores[(0, k)][half:]) for k in stats}
+    ev1 = {k: np.asarray(scores[(1, k)][half:]) for k in stats}
+    each = 1.0 - (1.0 - confidence) / 2  # two tests, Bonferroni
+
+    def eps_bound(t, f):
+        return epsilon_lower_bound(t, f, n, n, delta, each)
+
+    def mu_bound(t, f):
+        return gdp_mu_lower_bound(t, f, n, n, each)
+
+    stat, thr, audited, tpr, fpr = _held_out(fit0, fit1, ev0, ev1, eps_bound)
+    _, _, mu_lo, _, _ = _held_out(fit0, fit1, ev0, ev1, mu_bound)
+    return AuditResult(
+        party,
+        trials,
+        claimed,
+        delta,
+        audited,
+        tpr,
+        fpr,
+        thr,
+        clip,
+        mu_lower=mu_lo,
+        claimed_mu=claimed_mu,
+        epsilon_gdp=gdp_epsilon(mu_lo, delta),
+        statistic=stat,
+        confidence=confidence,
+    )

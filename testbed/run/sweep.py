@@ -1,0 +1,257 @@
+"""Sweeps: a scenario's ``sweep:`` grid(s) x ``seeds:``, one fully resolved scenario per cell,
+run with a progress bar, cached by resolved-config hash and resumable.
+
+Grammar
+-------
+``sweep`` maps a *dotted path* into the scenario to a list of values. A path is keys joined by
+dots with ``[i]`` for list items: ``protocol.params.support_size``,
+``defenses[0].params.noise_multiplier``, or a whole subtree such as ``protocol`` (a list of
+protocol specs) or ``defenses`` (a list of defense lists). The cells are the Cartesian product of
+the paths' values; ``sweep`` may also be a list of such grids, whose cells are their union (so
+protocols that take different knobs can sit in one sweep). Each cell runs once per entry of
+``seeds`` (default: the scenario's ``seed``).
+
+Every cell is validated like a scenario file, and its errors name the YAML line of the sweep value
+that produced it. A cell's results live in ``cells/<config hash>/results.json``; a cell whose
+results file exists (and names its hash) is never recomputed, so an interrupted sweep resumes.
+``results.jsonl`` has one row per cell (in grid order once the sweep ends; while it runs, rows are
+appended as cells finish). Every other file is written atomically. One sweep at a time per
+directory (an ``fcntl`` lock, testbed/run/rundir.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from testbed.exchange.bus import atomic_write_bytes
+from testbed.scenario.schema import (
+    Cell,
+    Scenario,
+    expand_cells,
+    parse_path,
+    sweep_hash,
+    value_label,
+)
+
+__all__ = ["Cell", "SweepOutput", "expand_cells", "parse_path", "run_sweep", "value_label"]
+
+
+# ----------------------------------------------------------------------------- running
+@dataclass
+class SweepOutput:
+    out_dir: Path
+    rows: list[dict]
+    computed: int
+    cached: int
+
+
+def _done(cdir: Path, h: str) -> dict | None:
+    """The cell's results if it finished (results.json is written last, atomically)."""
+    p = cdir / "results.json"
+    if not p.is_file():
+        return None
+    try:
+        res = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None  # unreadable: recompute (atomic writes make this a foreign file)
+    return res if res.get("config_hash") == h else None
+
+
+def _row(cell: Cell, results: dict) -> dict:
+    return {
+        "cell": cell.hash,
+        "index": cell.index,
+        "seed": cell.seed,
+        "setting": cell.setting,
+        "labels": cell.labels,
+        "label": cell.label,
+        "results": results,
+    }
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    from testbed.run.results import jsonable
+
+    text = "".join(json.dumps(jsonable(r), sort_keys=True) + "\n" for r in rows)
+    atomic_write_bytes(path, text.encode())
+
+
+def _append_jsonl(path: Path, rows: list[dict]) -> None:
+    """One write per finished cell (bookkeeping linear in the number of cells). After a crash the
+    file may end in a partial line; the restart rewrites it from the cells' results.json."""
+    from testbed.run.results import jsonable
+
+    text = "".join(json.dumps(jsonable(r), sort_keys=True) + "\n" for r in rows)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _clean_temps(out: Path) -> int:
+    """Remove temp files an interrupted atomic write of the testbed left (their names carry
+    ``TEMP_MARK``); a user's own ``.*.tmp`` files are never touched."""
+    from testbed.exchange.bus import TEMP_MARK
+
+    n = 0
+    for p in out.rglob(f".*.{TEMP_MARK}*.tmp"):
+        if p.is_file() and not p.is_symlink():
+            p.unlink()
+            n += 1
+    return n
+
+
+def _run_cell(raw: dict, base_dir: str, cdir: Path, resolved: dict, h: str) -> dict:
+    """Run one cell from its raw scenario and the resolved config the sweep validated (both
+    picklable, for worker processes); return its results."""
+    from testbed.run import ResolvedScenario, execute
+
+    sc = Scenario.model_validate(raw)
+    sc._base_dir = base_dir
+    execute(ResolvedScenario(sc, resolved, h), cdir)
+    return json.loads((cdir / "results.json").read_text())
+
+
+def _args_of(c: Cell, out: Path) -> tuple:
+    return (
+        _run_cell,
+        c.scenario._raw,
+        c.scenario._base_dir,
+        out / "cells" / c.hash,
+        c.resolved,
+        c.hash,
+    )
+
+
+def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    from testbed.run.workers import worker_init
+
+    # workers die with the sweep (kill -9 included) and get the CLI's BLAS threading
+    # (testbed/threads.py): parallelism comes from processes
+    with ProcessPoolExecutor(
+        max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=worker_init
+    ) as ex:
+        futures = {ex.submit(*_args_of(c, out)): c for h, c in todo.items()}
+        try:
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: futures[f].index):
+                    finished(futures[f], f.result())
+        except BaseException:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def run_sweep(
+    sc: Scenario,
+    out_dir: str | Path | None = None,
+    progress: bool = False,
+    after_cell: Callable[[Cell, int], None] | None = None,
+    jobs: int = 1,
+) -> SweepOutput:
+    """Run every cell not already finished in ``out_dir``; write ``results.jsonl``.
+
+    ``after_cell(cell, n_computed)`` is called after each newly computed cell (tests use it to
+    inject an interruption). ``jobs > 1`` runs cells in that many worker processes; each cell is
+    seeded by its own scenario, so the files are identical to a sequential run."""
+    from testbed.run.results import package_versions, write_json
+
+    cells = expand_cells(sc)
+    h = sweep_hash(cells)
+    out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{h[:8]}")
+    out.mkdir(parents=True, exist_ok=True)
+    from testbed.run.rundir import run_dir_lock
+
+    with run_dir_lock(out, write=True):  # a second sweep in this directory stops with one line
+        _clean_temps(out)
+        write_json(
+            out / "sweep.json",
+            {
+                "scenario": sc.name,
+                "sweep_hash": h,
+                "sweep": sc.sweep,
+                "seeds": sc.seeds if sc.seeds is not None else [sc.seed],
+                "cells": [
+                    {
+                        "cell": c.hash,
+                        "index": c.index,
+                        "seed": c.seed,
+                        "setting": c.setting,
+                        "label": c.label,
+                    }
+                    for c in cells
+                ],
+            },
+        )
+        atomic_write_bytes(out / "config_hash", (h + "\n").encode())
+        base = {k: v for k, v in (sc._raw or sc.model_dump(mode="json")).items()}
+        atomic_write_bytes(out / "scenario.yaml", yaml.safe_dump(base, sort_keys=False).encode())
+        results: dict[int, dict] = {}
+        for c in cells:
+            r = _done(out / "cells" / c.hash, c.hash)
+            if r is not None:
+                results[c.index] = r
+        cached = len(results)
+        computed = 0
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=len(cells), initial=cached, desc=sc.name, unit="cell", dynamic_ncols=True
+            )
+        # distinct scenarios still to run (two settings may resolve to the same scenario)
+        by_hash: dict[str, list[Cell]] = {}
+        for c in cells:
+            by_hash.setdefault(c.hash, []).append(c)
+        todo: dict[str, Cell] = {}
+        for c in cells:
+            if c.index not in results and c.hash not in todo:
+                if not any(results.get(d.index) for d in by_hash[c.hash]):
+                    todo[c.hash] = c
+        for c in cells:  # cached duplicates of a finished scenario
+            if c.index not in results:
+                same = next((d for d in by_hash[c.hash] if d.index in results), None)
+                if same is not None:
+                    results[c.index] = results[same.index]
+        # rows known so far, once; then one appended write per finished cell
+        _write_jsonl(
+            out / "results.jsonl", [_row(c, results[c.index]) for c in cells if c.index in results]
+        )
+
+        def finished(c: Cell, res: dict) -> None:
+            nonlocal computed
+            computed += 1
+            same = by_hash[c.hash]
+            for d in same:
+                results[d.index] = res
+            _append_jsonl(out / "results.jsonl", [_row(d, res) for d in same])
+            if bar is not None:
+                bar.update(len(same))
+                bar.set_postfix_str(c.label[:60], refresh=False)
+            if after_cell is not None:
+                after_cell(c, computed)
+
+        try:
+            if jobs <= 1:
+                for c in todo.values():
+                    finished(c, _run_cell(*_args_of(c, out)[1:]))
+            else:
+                _run_parallel(todo, out, jobs, finished)
+        finally:
+            if bar is not None:
+                bar.close()
+        rows = [_row(c, results[c.index]) for c in cells]
+        _write_jsonl(out / "results.jsonl", rows)
+        write_json(
+            out / "run_info.json",
+            {"cells": len(cells), "computed": computed, "cached": cached, **package_versions()},
+        )
+        return SweepOutput(out, rows, computed, cached)

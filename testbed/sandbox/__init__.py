@@ -1,0 +1,1 @@
+"""Where attacks run: a process of their own, confined."""

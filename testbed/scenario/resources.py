@@ -1,0 +1,279 @@
+"""Resource limits checked before a run allocates anything (issue 12).
+
+A scenario may hold a ``limits`` block::
+
+    limits:
+      memory_gb: 4          # budget for the estimate (default: the memory available now)
+      allow_large: true     # run even when the estimate exceeds the budget
+      cell_seconds: 600     # wall-clock budget of one run (of each cell of a sweep)
+      max_cells: 50000      # a sweep larger than MAX_CELLS (default 10 000) is refused otherwise
+      data_file_mb: 500     # a csv/npy file above MAX_DATA_FILE_MB (64 MiB) is refused otherwise
+
+``testbed run --allow-large`` and ``--max-cells N`` override the same checks from the command
+line. :func:`check_memory` estimates the largest arrays a run builds from the scenario alone
+(dataset rows x dimension, the pairwise cost matrices of the reference and of the support,
+covariance matrices, projections) and stops with one line naming the field, its YAML line and
+the estimate. The estimate is an order of magnitude, not an accounting: it exists so that a typo
+such as ``n: 10000000`` ends in a message instead of a MemoryError or a swapping machine.
+:func:`cell_budget` stops a run that runs past ``cell_seconds`` (checked between Python steps:
+a single long native call finishes first); a sweep keeps its finished cells and resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.scenario.limits import (
+    _CLI,
+    MAX_CELLS,
+    MAX_DATA_FILE_MB,
+    CellTimeoutError,
+    LimitsSpec,
+    ResourceLimitError,
+    _limits,
+    _where,
+    cell_budget,
+    check_cell_count,
+    set_cli_overrides,
+)
+
+__all__ = [
+    "MAX_CELLS",
+    "CellTimeoutError",
+    "Estimate",
+    "LimitsSpec",
+    "ResourceLimitError",
+    "available_memory",
+    "cell_budget",
+    "check_cell_count",
+    "check_data_file",
+    "check_memory",
+    "check_scenario",
+    "estimate_memory",
+    "set_cli_overrides",
+]
+
+_F8 = 8  # bytes per float64
+
+
+# ----------------------------------------------------------------------------- memory
+@dataclass(frozen=True)
+class Estimate:
+    """One array family a run builds: the field that sizes it, bytes, and how it was counted."""
+
+    loc: tuple
+    nbytes: float
+    formula: str
+
+
+def available_memory() -> int:
+    """Bytes available now: MemAvailable, capped by a cgroup v2 memory limit when one is set."""
+    avail = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, AttributeError):
+            avail = 8 << 30
+    try:
+        cg = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+        if cg != "max":
+            avail = min(avail, max(int(cg) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return int(avail)
+
+
+def _fmt(nbytes: float) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes / 1024:.1f} KiB"
+
+
+def _dataset_shape(name: str, p: dict) -> tuple[int, int, tuple, str] | None:
+    """(rows, dim, field that sizes the rows, its description) from the dataset's params."""
+    loc = ("data", "dataset", "params")
+    if name == "gaussians":
+        n = sum(int(c.get("n", 0)) for c in p.get("components") or [])
+        return n, int(p.get("d", 2)), (*loc, "components"), "sum of components' n"
+    if name == "valence_arousal":
+        return sum(p.get("n_per_class") or []), int(p.get("d", 16)), (*loc, "n_per_class"), ""
+    if name == "npy" and p.get("path"):
+        import numpy as np
+
+        try:
+            arr = np.load(p["path"], mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError):
+            return None  # the loader reports an unreadable file with its own message
+        shape = tuple(arr.shape) + (1, 1)
+        return int(shape[0]), int(shape[1]), (*loc, "path"), "rows in the file"
+    if name == "csv" and p.get("path"):
+        try:
+            rows, cols = _csv_shape(p["path"])
+        except OSError:
+            return None  # the loader reports an unreadable file with its own message
+        return rows, cols, (*loc, "path"), "lines in the file"
+    n = p.get("n_samples")
+    if isinstance(n, int):
+        return n, 64, (*loc, "n_samples"), ""
+    return None
+
+
+def _csv_shape(path: str) -> tuple[int, int]:
+    """Lines and first-line columns of a CSV file, read in 1 MiB blocks (no parsing)."""
+    rows, cols = 0, 1
+    with open(path, "rb") as f:
+        first = f.readline()
+        cols = first.count(b",") + 1
+        rows = 1 if first else 0
+        while block := f.read(1 << 20):
+            rows += block.count(b"\n")
+    return rows, cols
+
+
+def estimate_memory(sc, resolved: dict | None = None) -> list[Estimate]:
+    """The array families a run of ``sc`` builds, largest first (an order of magnitude);
+    ``resolved`` is ``resolve(sc)`` when the caller has it (a sweep cell)."""
+    from testbed.scenario.schema import resolve
+
+    res = resolved if resolved is not None else resolve(sc)
+    ds = res["data"]["dataset"]
+    shape = _dataset_shape(ds["name"], ds.get("params") or {})
+    if shape is None:
+        return []
+    N, d, n_loc, n_how = shape
+    k = max(len(res["data"]["parties"]), 2)
+    n_party = math.ceil(N / k) if N else 0
+    out = [
+        Estimate(
+            n_loc,
+            4.0 * N * d * _F8,
+            f"{N} rows{' (' + n_how + ')' if n_how else ''} x dimension {d} x 8 B x 4 copies",
+        ),
+        # the reference's exact OT between two parties: cost matrix and plan
+        Estimate(
+            n_loc,
+            3.0 * n_party * n_party * _F8,
+            f"{n_party} x {n_party} pairwise cost matrix and plan x 8 B x 3",
+        ),
+    ]
+    if ds["name"] == "gaussians":
+        n_comp = len(ds["params"].get("components") or [])
+        out.append(
+            Estimate(
+                ("data", "dataset", "params", "d"),
+                (4.0 * n_comp + 4) * d * d * _F8,
+                f"{d} x {d} covariance matrices x 8 B x {4 * n_comp + 4}",
+            )
+        )
+    else:
+        out.append(Estimate(n_loc, 4.0 * d * d * _F8, f"{d} x {d} covariance x 8 B x 4"))
+    proto = res["protocol"]["params"]
+    for key, val in _int_fields(proto):
+        path = ("protocol", "params", *key)
+        leaf = key[-1]
+        if "support" in leaf or "coreset_size" in leaf:
+            out.append(
+                Estimate(
+                    path,
+                    3.0 * val * max(n_party, val) * _F8 + val * d * _F8,
+                    f"{max(n_party, val)} x {val} cost matrix and plan x 8 B x 3",
+                )
+            )
+        elif "projections" in leaf or leaf == "noise_inputs":
+            out.append(
+                Estimate(
+                    path,
+                    2.0 * val * max(N, d) * _F8,
+                    f"{max(N, d)} x {val} projected values x 8 B x 2",
+                )
+            )
+    return sorted(out, key=lambda e: -e.nbytes)
+
+
+def _int_fields(params: Any, prefix: tuple = ()) -> Iterator[tuple[tuple, int]]:
+    if isinstance(params, dict):
+        for k, v in params.items():
+            if isinstance(v, bool):
+                continue
+            if isinstance(v, int):
+                yield (*prefix, k), v
+            elif isinstance(v, dict):
+                yield from _int_fields(v, (*prefix, k))
+
+
+def check_memory(sc, resolved: dict | None = None) -> None:
+    """Stop with one line when the estimated arrays exceed the budget (``limits.memory_gb``, else
+    the memory available now), unless ``limits.allow_large`` or ``--allow-large`` is set."""
+    lim = _limits(sc)
+    if lim.allow_large or _CLI.get("allow_large"):
+        return
+    est = estimate_memory(sc, resolved)
+    if not est:
+        return
+    total = sum(e.nbytes for e in est)
+    budget = lim.memory_gb * (1 << 30) if lim.memory_gb is not None else available_memory()
+    if total <= budget:
+        return
+    top = est[0]
+    source = "limits.memory_gb" if lim.memory_gb is not None else "available"
+    raise ResourceLimitError(
+        f"{_where(sc, list(top.loc))}: the run would need about {_fmt(total)} of memory "
+        f"(largest: {top.formula} = {_fmt(top.nbytes)}) but {_fmt(budget)} is {source}; "
+        "make it smaller, or set limits: {allow_large: true} (or run with --allow-large)"
+    )
+
+
+# ----------------------------------------------------------------------------- wall clock
+def check_data_file(sc) -> None:
+    """A csv/npy data file larger than ``limits.data_file_mb`` (default MAX_DATA_FILE_MB) is
+    refused before it is read, unless ``limits.allow_large`` or ``--allow-large``."""
+    lim = _limits(sc)
+    path = (sc.data.dataset.params or {}).get("path")
+    if sc.data.dataset.name not in ("csv", "npy") or not isinstance(path, str):
+        return
+    if lim.allow_large or _CLI.get("allow_large"):
+        return
+    p = Path(path)
+    if not p.is_absolute():
+        p = Path(getattr(sc, "_base_dir", ".")) / p
+    try:
+        size = p.stat().st_size
+    except OSError:
+        return  # the loader names a missing or unreadable file
+    limit_mb = lim.data_file_mb or MAX_DATA_FILE_MB
+    if size > limit_mb * (1 << 20):
+        raise ResourceLimitError(
+            f"{_where(sc, ['data', 'dataset', 'params', 'path'])}: {p} is {_fmt(size)}, above "
+            f"the {limit_mb:g} MiB limit for a data file; raise it with limits: "
+            "{data_file_mb: N} (or run with --allow-large)"
+        )
+
+
+def check_scenario(sc) -> None:
+    """The one pre-run check (``testbed run`` and ``audit``): the memory estimate of the run, or
+    of every cell of a sweep, before anything is allocated."""
+    check_data_file(sc)
+    if not sc.is_sweep:
+        check_memory(sc)
+        return
+    from testbed.scenario.schema import expand_cells
+
+    seen: set[str] = set()
+    for cell in expand_cells(sc):
+        if cell.hash not in seen:
+            seen.add(cell.hash)
+            check_memory(cell.scenario, cell.resolved)
