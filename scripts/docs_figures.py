@@ -429,7 +429,7 @@ def frontier_fedbary() -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from testbed.report.writer import _aggregate
+    from testbed.report.model import aggregate
     from testbed.run.sweep import expand_cells, run_sweep
     from testbed.scenario.schema import load_scenario
 
@@ -437,15 +437,15 @@ def frontier_fedbary() -> dict[str, float]:
     order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
     with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
         rows = run_sweep(sc, tmp, jobs=2).rows
-    from testbed.report.writer import _point
+    from testbed.report.model import point_of
     from testbed.scoring.metrics import mean_ci
 
-    agg = _aggregate(rows)
+    agg = aggregate(rows)
     out = {}
     for (_, point), a in agg.items():
         i = order.index(point)
         for key in ("contribution_spearman", "detection_auc"):
-            vals = [float(r["results"]["utility"][key]) for r in rows if _point(r) == point]
+            vals = [float(r["results"]["utility"][key]) for r in rows if point_of(r) == point]
             m, lo, hi = mean_ci(vals)
             out[f"{i}.utility.{key}.mean"], out[f"{i}.utility.{key}.lo"] = m, lo
             out[f"{i}.utility.{key}.hi"] = hi

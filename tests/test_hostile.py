@@ -762,9 +762,9 @@ CSV_CELLS = [
 
 @pytest.mark.parametrize("value,expected", CSV_CELLS, ids=[repr(v) for v, _ in CSV_CELLS])
 def test_csv_cell_escaping(value, expected):
-    from testbed.report.writer import _csv_safe
+    from testbed.report.csv_writer import csv_safe
 
-    assert _csv_safe(value) == expected
+    assert csv_safe(value) == expected
 
 
 MD_TEXTS = [
@@ -781,9 +781,9 @@ MD_TEXTS = [
 
 @pytest.mark.parametrize("text", MD_TEXTS, ids=[f"md{i}" for i in range(len(MD_TEXTS))])
 def test_markdown_escaping(text):
-    from testbed.report.writer import _md
+    from testbed.report.markdown_writer import md_escape
 
-    out = _md(text)
+    out = md_escape(text)
     assert "<" not in out and ">" not in out and "\n" not in out
     assert "](" not in out.replace("\\](", "")  # no live link or image
     assert "|" not in out.replace("\\|", "")  # no table cell break

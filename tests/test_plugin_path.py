@@ -129,7 +129,7 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
 
     import yaml
 
-    from testbed.report.writer import load_rows
+    from testbed.report.model import load_rows
 
     # Prepare: a two-cell sweep that saves its transcripts
     raw = yaml.safe_load(open(TINY))

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.cli.main import main
-from testbed.report.writer import pareto_front, write_report
+from testbed.report.model import pareto_front
+from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
 from testbed.scenario.schema import parse_scenario

@@ -97,12 +97,13 @@ def cmd_run(args) -> int:
 
 
 def _run_sweep(sc, args) -> int:
-    from testbed.report.writer import ANY_ATTACK, _aggregate, _error_key, write_report
+    from testbed.report.model import ANY_ATTACK, aggregate, error_key
+    from testbed.report.writer import write_report
     from testbed.run.sweep import run_sweep
 
     out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
-    agg = _aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
-    err_q = _error_key(out.rows)
+    agg = aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
+    err_q = error_key(out.rows)
     cols = [
         (f"{err_q}.relative_error", "rel. error", lambda x: f"{100 * x:.2f} %"),
         (f"{ANY_ATTACK}.leakage", "leakage", lambda x: f"{x:.2f}"),
