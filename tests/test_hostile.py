@@ -809,9 +809,11 @@ def test_report_escapes_hostile_names(tmp_path, capsys):
     assert fences == 1
     assert "<script>alert" not in prose and "<script>alert" not in html_text
     assert not re.search(r"(?<!\\)\]\(javascript", prose)  # only escaped: \[x\](...) is no link
-    cells = [c for row in _csv.reader((out / "results.csv").open()) for c in row]
-    assert "=1+2" not in cells and "'=1+2" in cells
-    assert cells.count("'=1+2") == 2  # the setting and its description column
+    with open(out / "results.csv") as fh:
+        table = list(_csv.DictReader(fh))
+    assert not any(v == "=1+2" for r in table for v in r.values())
+    hostile = [r for r in table if r["setting.description"] == "'=1+2"]  # its own column
+    assert hostile and all(r["setting"] == "'=1+2" for r in hostile)  # and in the label
 
 
 # ----------------------------------------------------------------------------- declared kinds

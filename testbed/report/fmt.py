@@ -1,15 +1,22 @@
-"""How the report writes a number: one function per kind of figure, importing nothing heavy so
-that the command line's summary can print the same text as the report."""
+"""How the report writes a number, in one place: three significant figures for every measured
+figure (headline, tables, coverage matrix, hover text, and the command line's summary, which
+imports this module), so one figure reads the same everywhere. Imports nothing heavy."""
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["ci", "fmt", "pct"]
+__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "pct"]
+
+#: a relative error below this is an exact estimate (what is left is floating-point rounding)
+EXACT_BELOW = 1e-9
+#: relative errors at or above this percentage are written in words, not as a long number
+PCT_CAP = 1000
 
 
 def fmt(x: float) -> str:
-    """A measured value as text (``–`` for a missing one, ``∞`` for no guarantee)."""
+    """A measured value as text: three significant figures (``0.255``, ``53.1``, ``1.21e+05``);
+    a whole count below a million as the integer it is; ``–`` missing, ``∞`` no guarantee."""
     if isinstance(x, str):
         return x
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -18,9 +25,9 @@ def fmt(x: float) -> str:
         return "∞" if x > 0 else "−∞"
     if x == 0:
         return "0"
-    if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.3g}"
-    return f"{x:.4g}"
+    if float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
+    return f"{x:.3g}"
 
 
 def ci(t) -> str:
@@ -32,10 +39,14 @@ def ci(t) -> str:
 
 
 def pct(x: float) -> str:
-    """A relative error as a percentage (exact estimates show their rounding error)."""
+    """A relative error as a percentage with three significant figures (``53.1 %``); an exact
+    estimate says so with its rounding error (``exact (2e-15)``); from 1000 % on, in words with
+    the factor (``over 1000 % (1.21e+03×)``)."""
     if not math.isfinite(x):
         return fmt(x)
-    if abs(x) < 1e-9:
+    if abs(x) < EXACT_BELOW:
         return f"exact ({x:.1g})"
     v = 100 * x
-    return f"{v:.3g} %" if v < 1000 else f"{v:,.0f} %"
+    if abs(v) >= PCT_CAP:
+        return f"over {PCT_CAP} % ({fmt(x)}×)"
+    return f"{fmt(v)} %"

@@ -117,10 +117,25 @@ def point_of(row: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in labels.items()) or "base"
 
 
-def attack_metrics(res: dict) -> dict[str, float]:
-    """``attack[target].metric`` -> value, plus worst case over targets as ``attack.metric``."""
-    out: dict[str, float] = {}
-    worst: dict[str, list[float]] = defaultdict(list)
+@dataclass(frozen=True)
+class Measurement:
+    """One number of a cell: ``column`` is its name in the report's tables and ``aggregate``;
+    ``source`` is the accuracy quantity, ``transcript``, ``observer``, ``ledger`` or the attack's
+    label; ``target`` the attacked or protected party, ``worst`` (over targets) or empty."""
+
+    column: str
+    source: str
+    target: str
+    metric: str
+    value: float
+
+
+def attack_measurements(res: dict) -> list[Measurement]:
+    """Per attack row and metric ``attack[target].metric``; then the worst case over targets as
+    ``attack.metric`` and, for leakage metrics (raw w2 left out), over every attack and target as
+    ``any_attack.metric``."""
+    out: list[Measurement] = []
+    worst: dict[tuple[str, str], list[float]] = defaultdict(list)
     for a in res.get("attacks") or []:
         for k, v in a.items():
             if k in NOT_METRICS:
@@ -129,17 +144,17 @@ def attack_metrics(res: dict) -> dict[str, float]:
             if math.isnan(x) and v is not None:
                 continue
             col = a.get("label") or a.get("attack")  # one column set per attack configuration
-            out[f"{col}[{a.get('target')}].{k}"] = x
-            worst[f"{col}.{k}"].append(x)
-    for key, xs in list(worst.items()):
-        metric = key.rsplit(".", 1)[1]
+            target = str(a.get("target"))
+            out.append(Measurement(f"{col}[{target}].{k}", str(col), target, k, x))
+            worst[(str(col), k)].append(x)
+    for (_col, metric), xs in list(worst.items()):
         if metric in LEAKAGE_METRICS and metric != "w2":
-            worst[f"{ANY_ATTACK}.{metric}"].extend(xs)
-    for key, xs in worst.items():
-        metric = key.rsplit(".", 1)[1]
+            worst[(ANY_ATTACK, metric)].extend(xs)
+    for (col, metric), xs in worst.items():
         xs = [x for x in xs if not math.isnan(x)]
         if xs:
-            out[key] = max(xs) if LEAKAGE_METRICS.get(metric, True) else min(xs)
+            x = max(xs) if LEAKAGE_METRICS.get(metric, True) else min(xs)
+            out.append(Measurement(f"{col}.{metric}", col, "worst", metric, x))
     return out
 
 
@@ -150,8 +165,26 @@ def claimed_eps(res: dict) -> dict[str, float]:
     return out
 
 
+def measurements(res: dict) -> list[Measurement]:
+    """Every scalar number of one cell's results: accuracy, transcript sizes, the observer's
+    share, claimed epsilon per party, the attacks' metrics."""
+    out = []
+    for q, acc in (res.get("accuracy") or {}).items():
+        for m in ("estimate", "exact", "relative_error"):
+            out.append(Measurement(f"{q}.{m}", q, "", m, num(acc.get(m))))
+    tr = res.get("transcript") or {}
+    ov = res.get("observer_view") or {}
+    for source, prefix, part in (("transcript", "", tr), ("observer", "observer_", ov)):
+        for m in ("messages", "bytes"):
+            if part.get(m) is not None:
+                out.append(Measurement(prefix + m, source, "", m, num(part[m])))
+    for p, e in claimed_eps(res).items():
+        out.append(Measurement(f"eps_claimed[{p}]", "ledger", p, "eps_claimed", e))
+    return out + attack_measurements(res)
+
+
 def flatten(row: dict) -> dict[str, Any]:
-    """One CSV row: identifiers and every scalar metric of a cell."""
+    """A cell's identifiers and every scalar number by column name."""
     res = row["results"]
     out: dict[str, Any] = {
         "cell": row.get("cell", ""),
@@ -160,23 +193,9 @@ def flatten(row: dict) -> dict[str, Any]:
         "series": series_of(row),
         "setting": point_of(row),
         "seed": row.get("seed"),
+        "observer": (res.get("observer_view") or {}).get("observer"),
     }
-    for path, v in (row.get("setting") or {}).items():
-        out[f"setting:{path}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-    for q, acc in (res.get("accuracy") or {}).items():
-        out[f"{q}.estimate"] = num(acc.get("estimate"))
-        out[f"{q}.exact"] = num(acc.get("exact"))
-        out[f"{q}.relative_error"] = num(acc.get("relative_error"))
-    tr = res.get("transcript") or {}
-    out["messages"] = tr.get("messages")
-    out["bytes"] = tr.get("bytes")
-    ov = res.get("observer_view") or {}
-    out["observer"] = ov.get("observer")
-    out["observer_messages"] = ov.get("messages")
-    out["observer_bytes"] = ov.get("bytes")
-    for p, e in claimed_eps(res).items():
-        out[f"eps_claimed[{p}]"] = e
-    out.update(attack_metrics(res))
+    out.update({m.column: m.value for m in measurements(res)})
     return out
 
 
@@ -200,16 +219,20 @@ def aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
         for k in names:
             if k in ("seed",):
                 continue
-            vals = [num(f.get(k)) for f in flats]
-            if all(math.isinf(v) and v > 0 for v in vals):
-                agg[k] = (math.inf, math.inf, math.inf)
-            else:
-                m, lo, hi = mean_ci(vals)
-                if k.rsplit(".", 1)[-1] in UNIT_METRICS and math.isfinite(m):
-                    lo, hi = max(lo, 0.0), min(hi, 1.0)
-                agg[k] = (m, lo, hi)
+            agg[k] = summarise([num(f.get(k)) for f in flats], k.rsplit(".", 1)[-1])
         out[key] = agg
     return out
+
+
+def summarise(vals: list[float], metric: str) -> tuple[float, float, float]:
+    """(mean, lo, hi): mean and 95 % Student-t interval over seeds, clipped to [0, 1] for a
+    metric that lives there; no guarantee (inf) on every seed stays inf."""
+    if all(math.isinf(v) and v > 0 for v in vals):
+        return (math.inf, math.inf, math.inf)
+    m, lo, hi = mean_ci(vals)
+    if metric in UNIT_METRICS and math.isfinite(m):
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return (m, lo, hi)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

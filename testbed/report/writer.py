@@ -7,7 +7,10 @@
   leakage level, the worst leak found, by which attack and observer, a one-sentence verdict), then
   interactive plotly figures (plotly's JavaScript inlined once; no network request), tables;
 - ``report.md`` — the same tables in Markdown, static matplotlib plots in ``plots/*.png``;
-- ``results.csv`` — one row per cell, every scalar metric in a column.
+- ``results.csv`` — tidy long format: one row per cell x number (setting fields as columns);
+- ``summary.csv`` — per setting x number: seeds, mean and 95 % interval.
+
+Every file is written atomically with the user's usual permissions (0666 minus the umask).
 
 Everything shown comes from the files (:mod:`testbed.report.model` gathers them). The page is a
 list of sections, each a function ``section(doc, data)`` in its own module: a new section is one
@@ -19,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from testbed.exchange.bus import atomic_write_bytes
-from testbed.report.csv_writer import write_csv
+from testbed.report.csv_writer import write_csv, write_summary_csv
 from testbed.report.doc import Doc
+from testbed.report.files import write_public
 from testbed.report.headline import headline_section, title_section
 from testbed.report.model import ReportData, gather
 from testbed.report.tables import (
@@ -52,16 +55,18 @@ SECTIONS: list[Callable[[Doc, ReportData], None]] = [
 
 
 def write_report(run_dir: str | Path) -> Path:
-    """Render ``report.html``, ``report.md`` and ``results.csv`` into ``run_dir``."""
+    """Render ``report.html``, ``report.md``, ``results.csv`` and ``summary.csv`` into
+    ``run_dir``; static figures into ``run_dir/plots/``."""
     data = gather(run_dir)
     run_dir = data.run_dir
     write_csv(run_dir / "results.csv", data.rows)
+    write_summary_csv(run_dir / "summary.csv", data.rows)
     doc = Doc()
     for section in SECTIONS:
         section(doc, data)
-    atomic_write_bytes(run_dir / "report.html", doc.html(data.title).encode())
+    write_public(run_dir / "report.html", doc.html(data.title).encode())
     _write_plots(run_dir / "plots", doc.files())
-    atomic_write_bytes(run_dir / "report.md", doc.markdown().encode())
+    write_public(run_dir / "report.md", doc.markdown().encode())
     return run_dir / "report.html"
 
 
@@ -69,11 +74,11 @@ def _write_plots(plots: Path, files: dict[str, bytes]) -> None:
     """Write the static figures; remove those an earlier render wrote that no longer exist
     (files the testbed did not write stay)."""
     for name, data in files.items():
-        atomic_write_bytes(plots / name, data)
+        write_public(plots / name, data)
     written = sorted(files)
     manifest = plots / ".written-by-testbed"
     earlier = manifest.read_text().split() if manifest.is_file() else []
     for name in set(earlier) - set(written):
         if "/" not in name and (plots / name).is_file():
             (plots / name).unlink()
-    atomic_write_bytes(manifest, ("\n".join(written) + "\n").encode())
+    write_public(manifest, ("\n".join(written) + "\n").encode())
