@@ -380,3 +380,122 @@ def test_percentages_capped_in_words():
     assert pct(7.96) == "796 %"
     assert pct(1207.7024) == "over 1000 % (1.21e+03×)"
     assert pct(2e-15) == "exact (2e-15)"
+
+
+def _agg_with_an_exact_point() -> dict:
+    """Eleven FedWAD settings with errors close together, one TriangleWad setting exact (its
+    error is floating-point rounding), all leaking nothing."""
+    agg = {}
+    for i in range(11):
+        err = 0.30 + 0.001 * i
+        agg[("fedwad", f"noise_multiplier={i}")] = {
+            "n": 1,
+            "wasserstein.relative_error": (err, err, err),
+            "any_attack.leakage": (0.0, 0.0, 0.0),
+        }
+    agg[("triangle_wad", "base")] = {
+        "n": 1,
+        "wasserstein.relative_error": (2e-15, 2e-15, 2e-15),
+        "any_attack.leakage": (0.0, 0.0, 0.0),
+    }
+    return agg
+
+
+def test_exact_point_is_marked_and_does_not_stretch_the_axis():
+    from testbed.report.figures import View, tradeoff_figure
+    from testbed.report.static_figures import tradeoff_fig
+
+    agg = _agg_with_an_exact_point()
+    view = View("any_attack.leakage", "leakage", True, "t")
+    # Execute: the interactive figure
+    fig = tradeoff_figure(agg, "wasserstein.relative_error", [view])
+    # Assert: the exact point is a star labelled "exact"; the axis is the others' (linear: their
+    # errors span less than 50x), so the eleven FedWAD points keep their own columns
+    tw = next(t for t in fig.data if t.name == "triangle_wad")
+    assert list(tw.text) == ["exact"] and list(tw.marker.symbol) == ["star"]
+    fw = next(t for t in fig.data if t.name == "fedwad")
+    assert len(set(fw.x)) == 11 and fig.layout.xaxis.type == "linear"
+    # an all-zero metric gets [0, 1], not plotly's -1..1
+    assert fig.layout.yaxis.range[0] <= 0 and fig.layout.yaxis.range[1] >= 1
+    assert fig.layout.yaxis.range[0] > -0.1
+    # Execute: the static figure
+    sfig = tradeoff_fig(agg, "wasserstein.relative_error", view)
+    ax = sfig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert lo > -0.05 and hi < 0.5  # not stretched towards 1e-15 or beyond the data
+    assert ax.get_ylim()[0] > -0.1 and ax.get_ylim()[1] >= 1
+    assert any("exact" in t.get_text() for t in ax.texts)
+
+
+def test_wide_errors_take_a_log_axis_with_the_exact_point_at_its_floor():
+    from testbed.report.figures import View, tradeoff_figure
+    from testbed.report.static_figures import tradeoff_fig
+
+    agg = _agg_with_an_exact_point()
+    agg[("fedwad", "noise_multiplier=0")]["wasserstein.relative_error"] = (40.0, 40.0, 40.0)
+    view = View("any_attack.leakage", "leakage", True, "t")
+    fig = tradeoff_figure(agg, "wasserstein.relative_error", [view])
+    assert fig.layout.xaxis.type == "log"
+    tw = next(t for t in fig.data if t.name == "triangle_wad")
+    fw = next(t for t in fig.data if t.name == "fedwad")
+    assert 0.03 < tw.x[0] < min(fw.x)  # half a decade below the smallest inexact error
+    ax = tradeoff_fig(agg, "wasserstein.relative_error", view).axes[0]
+    assert ax.get_xscale() == "log" and ax.get_xlim()[0] > 1e-3
+
+
+def test_static_point_labels_do_not_overlap():
+    from testbed.report.figures import View
+    from testbed.report.static_figures import tradeoff_fig
+
+    agg = _agg_with_an_exact_point()
+    for i in range(11):  # the eleven settings leak differently, close together
+        agg[("fedwad", f"noise_multiplier={i}")]["any_attack.leakage"] = (0.5 + 0.002 * i,) * 3
+    fig = tradeoff_fig(
+        agg, "wasserstein.relative_error", View("any_attack.leakage", "l", True, "t")
+    )
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in fig.axes[0].texts]
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    # every point is numbered once (coinciding points share a label), no two labels overlap
+    numbers = sorted(int(x.split()[0]) for lab in labels for x in lab.split(", "))
+    assert numbers == list(range(1, 13)), labels
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), labels
+
+
+def test_one_tradeoff_figure_per_family_with_a_view_per_metric_and_attack():
+    from testbed.report.tradeoff import family_views
+
+    keys = [
+        "any_attack.leakage",
+        "any_attack.coverage",
+        "any_attack.w2_ratio",
+        "measure_inversion.leakage",
+        "measure_inversion.coverage",
+        "measure_inversion.w2",
+        "mia.auc",
+    ]
+    fam = family_views(keys)
+    assert list(fam) == ["distributional leakage", "reconstruction", "membership"]
+    assert [v.y_key for v in fam["distributional leakage"]] == [
+        "any_attack.leakage",
+        "measure_inversion.leakage",
+        "any_attack.w2_ratio",
+    ]
+    assert not any(v.y_key.endswith(".w2") for vs in fam.values() for v in vs)
+    w2r = fam["distributional leakage"][2]
+    assert not w2r.higher_leaks and "↓" in w2r.y_label
+
+
+def test_coverage_legend_reads_each_metrics_direction():
+    from testbed.report.model import ReportData
+    from testbed.report.threats import coverage_legend
+
+    data = ReportData(Path("."), [], {}, {}, None, [], None)
+    data.best = {("p", "reconstruction"): {"metric": "coverage"}, ("p", "attr"): {"metric": "tv"}}
+    text = coverage_legend(data)
+    assert "coverage ↑ (higher = more leakage)" in text
+    assert "tv ↓ (lower = more leakage)" in text
+    assert "coverage ↓" not in text and "tv ↑" not in text

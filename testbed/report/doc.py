@@ -26,19 +26,25 @@ class Doc:
     def table(self, header: list[str], rows: list[list[Any]]):
         self.parts.append(("table", (header, rows)))
 
+    def fold(self, summary: str, header: list[str], rows: list[list[Any]]):
+        """A table folded away in the HTML (opened by clicking ``summary``), plain in Markdown."""
+        self.parts.append(("fold", (summary, header, rows)))
+
     def img(self, name: str, png: bytes, alt: str):
         self.parts.append(("img", (name, png, alt)))
 
     def pre(self, text: str):
         self.parts.append(("pre", text))
 
-    def static(self, name: str, png: bytes):
-        """A PNG written to plots/ only (its HTML and Markdown come with another part)."""
-        self.parts.append(("static", (name, png)))
+    def static(self, stem: str, files: dict[str, bytes]):
+        """A static figure written to plots/ only (``files``: extension -> bytes, e.g. png, pdf,
+        svg); its HTML and Markdown come with another part."""
+        self.parts.append(("static", (stem, files)))
 
-    def plot(self, name: str, png: bytes, fig, alt: str):
-        """An interactive plotly figure in the HTML, the static PNG in the Markdown and plots/."""
-        self.parts.append(("plot", (name, png, fig, alt)))
+    def plot(self, stem: str, files: dict[str, bytes], fig, alt: str):
+        """An interactive plotly figure in the HTML; its static twin (``files``: extension ->
+        bytes) in plots/``stem``.*, the PNG shown in the Markdown."""
+        self.parts.append(("plot", (stem, files, fig, alt)))
 
     def raw(self, html_text: str, markdown: str):
         """Pre-rendered HTML (already escaped) with its Markdown counterpart."""
@@ -52,4 +58,10 @@ class Doc:
 
     def files(self) -> dict[str, bytes]:
         """plots/ file name -> bytes of every static figure the parts carry."""
-        return {v[0]: v[1] for kind, v in self.parts if kind in ("img", "plot", "static") and v[1]}
+        out = {}
+        for kind, v in self.parts:
+            if kind == "img":
+                out[v[0]] = v[1]
+            elif kind in ("plot", "static"):
+                out.update({f"{v[0]}.{ext}": data for ext, data in (v[1] or {}).items()})
+        return out

@@ -8,7 +8,7 @@ import math
 import re
 
 from testbed.report.doc import Doc
-from testbed.report.figures import tradeoff_figure
+from testbed.report.figures import View, tradeoff_figure
 from testbed.report.fmt import fmt, pct
 from testbed.report.markdown_writer import md_escape
 from testbed.report.model import (
@@ -46,14 +46,13 @@ def headline_section(doc: Doc, data: ReportData) -> None:
         doc.raw(f'<div class="headline">{head_html}</div>', head_md)
         return
     higher = LEAKAGE_METRICS[lead.rsplit(".", 1)[1]]
-    fig = tradeoff_figure(
-        data.agg,
-        err_key,
+    view = View(
         lead,
         f"{lead} ({'↑' if higher else '↓'} more leakage)",
         higher,
         "frontier: " + lead + " (worst attack and target) vs error",
     )
+    fig = tradeoff_figure(data.agg, err_key, [view])
     fig.update_layout(height=520)
     div = fig.to_html(
         full_html=False,
@@ -95,6 +94,40 @@ def worst_leak(rows: list[dict], agg, keys, metric: str):
     return worst + (observer,)
 
 
+#: where a setting's name may wrap: after these characters, never inside a word or number
+_BREAK_AFTER = re.compile(r"([,(_=/ ])")
+
+
+def _breakable(text: str) -> str:
+    """Escaped text that may wrap only after punctuation (``_``, ``,``, ``(`` ...)."""
+    parts = _BREAK_AFTER.split(text)
+    return "".join(html.escape(x) + ("<wbr>" if _BREAK_AFTER.fullmatch(x) else "") for x in parts)
+
+
+def _nowrap(text: str) -> str:
+    """A figure that must not wrap (``exact (1e-15)``, ``53.1 %``)."""
+    return f'<span class="nowrap">{html.escape(text)}</span>'
+
+
+def setting_html(name: str) -> str:
+    """A setting's name whole (escaped), allowed to wrap only after punctuation."""
+    return f'<small class="setting" title="{html.escape(name)}">{_breakable(name)}</small>'
+
+
+def _best_at(agg, keys, err_key, lead, higher: bool, level: float):
+    """The setting of least error among those leaking at most ``level`` (at least, for a metric
+    where lower means more leakage), or None."""
+    ok = [
+        k
+        for k in keys
+        if err_key in agg[k]
+        and lead in agg[k]
+        and math.isfinite(agg[k][err_key][0])
+        and (agg[k][lead][0] <= level + 1e-12 if higher else agg[k][lead][0] >= level)
+    ]
+    return min(ok, key=lambda k: agg[k][err_key][0]) if ok else None
+
+
 def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
     """Per protocol: worst leak (what, to whom, at what accuracy), best error per leakage level,
     one verdict sentence. Returns (HTML, Markdown)."""
@@ -105,17 +138,7 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
     for s in sorted({k[0] for k in agg}):
         keys = [k for k in agg if k[0] == s]
         w = worst_leak(rows, agg, keys, metric) if lead else None
-        levels = []
-        for lv in LEVELS:
-            ok = [
-                k
-                for k in keys
-                if err_key in agg[k]
-                and lead in agg[k]
-                and math.isfinite(agg[k][err_key][0])
-                and (agg[k][lead][0] <= lv + 1e-12 if higher else agg[k][lead][0] >= lv)
-            ]
-            levels.append(min(ok, key=lambda k: agg[k][err_key][0]) if ok else None)
+        levels = [_best_at(agg, keys, err_key, lead, higher, lv) for lv in LEVELS]
         cells_html, cells_md = [], []
         for best in levels:
             if best is None:
@@ -123,10 +146,8 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
                 cells_md.append("none")
                 continue
             name = setting_name(best[1])
-            short = name if len(name) <= 34 else name[:32] + "…"
             cells_html.append(
-                f'<td title="{e(name)}"><b>{e(pct(agg[best][err_key][0]))}</b>'
-                f"<br><small>{e(short)}</small></td>"
+                f"<td><b>{_nowrap(pct(agg[best][err_key][0]))}</b><br>{setting_html(name)}</td>"
             )
             cells_md.append(f"{pct(agg[best][err_key][0])} ({name})")
         if w:
@@ -134,19 +155,21 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
             err = pct(agg[key][err_key][0]) if err_key in agg[key] else "–"
             worst_html = (
                 f"<b>{e(fmt(t[0]))}</b> {e(attack)}<br><small>{e(observer)} → {e(target)}, "
-                f"error {e(err)}, {e(setting_name(key[1]))[:40]}</small>"
+                f"error {_nowrap(err)},</small> {setting_html(setting_name(key[1]))}"
             )
             worst_md = f"{fmt(t[0])}: {attack}, {observer} → {target}, error {err}"
         else:
             worst_html = worst_md = "no attack applied"
-        trs.append(f"<tr><th>{e(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>")
+        trs.append(
+            f"<tr><th>{_breakable(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>"
+        )
         md_rows.append([s, worst_md, *cells_md])
         verdicts.append(verdict(s, w, levels, agg, err_key, metric))
     if lead:
         cmp = "≤" if higher else "≥"
         table = (
-            '<table><colgroup><col style="width:14%"><col style="width:26%">'
-            + '<col style="width:15%">' * len(LEVELS)
+            '<table><colgroup><col style="width:12%"><col style="width:24%">'
+            + '<col style="width:16%">' * len(LEVELS)
             + "</colgroup><thead><tr><th>protocol</th><th>worst leak found</th>"
             + "".join(
                 f"<th>best error, {e(metric)} {cmp} {lv:g}</th>"
@@ -161,7 +184,7 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
         caption = (
             f"{e(metric)}: {e(MEANING[metric])}; worst over attacks and targets, mean over "
             f"seeds. Error: relative error of {e((err_key or '?').split('.')[0])} against the "
-            "central exact reference. Hover a column's setting for its full name."
+            "central exact reference."
         )
     else:
         table, caption = "", "No attack ran, so no leakage level is measured."

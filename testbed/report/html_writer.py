@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from typing import Any
 
-__all__ = ["CSS", "render_html"]
+__all__ = ["CSS", "render_html", "table_html"]
 
 #: the page's style sheet (inline: the file asks no server)
 CSS = (
@@ -16,8 +17,8 @@ CSS = (
     "margin:0.2em 0 0.5em}.headline{display:flex;gap:1em;align-items:flex-start}"
     ".headline>.headline-text{flex:0 0 50%;max-width:50%}.headline>.plot{flex:1 1 0;"
     "min-width:0}.headline table{font-size:0.76em;margin:0.3em 0;width:100%;"
-    "table-layout:fixed}.headline td{overflow:hidden;text-overflow:ellipsis;"
-    "overflow-wrap:anywhere}"
+    "table-layout:fixed}.headline td{overflow-wrap:normal;word-break:normal;hyphens:none}"
+    ".setting{display:inline}.nowrap{white-space:nowrap}"
     ".headline td,.headline th{vertical-align:top}.headline small{color:#555}"
     "td.none{color:#999}.hit{background:#c8f0c8;font-weight:bold;padding:0 3px}"
     ".miss{color:#777;padding:0 3px}details summary{cursor:pointer}"
@@ -31,6 +32,20 @@ CSS = (
     "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
     ".wide{max-width:100%;overflow-x:auto}.plot{max-width:100%}"
 )
+
+
+_HEAD_BREAK = re.compile(r"([._\[])")
+
+
+def table_html(header: list[Any], rows: list[list[Any]]) -> str:
+    """A table; column names may wrap after ``.``, ``_`` and ``[`` (long metric names); a table
+    still too wide scrolls inside its own box, never the page."""
+    e = html.escape
+    th = "".join("<th>" + _HEAD_BREAK.sub(r"\1<wbr>", e(str(h))) + "</th>" for h in header)
+    trs = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return (
+        f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table></div>'
+    )
 
 
 def render_html(parts: list[tuple[str, Any]], title: str) -> str:
@@ -52,7 +67,7 @@ def render_html(parts: list[tuple[str, Any]], title: str) -> str:
             div = fig.to_html(
                 full_html=False,
                 include_plotlyjs=False,
-                div_id="plot-" + name.rsplit(".", 1)[0],
+                div_id="plot-" + name,
                 config={"displaylogo": False, "responsive": True},
             )
             body.append(f'<figure class="plot">{div}<figcaption>{e(alt)}</figcaption></figure>')
@@ -64,15 +79,11 @@ def render_html(parts: list[tuple[str, Any]], title: str) -> str:
                 f"<figcaption>{e(alt)}</figcaption></figure>"
             )
         elif kind == "table":
-            header, rows = v
-            th = "".join(f"<th>{e(str(h))}</th>" for h in header)
-            trs = "".join(
-                "<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows
-            )
-            # wide tables scroll inside their own box, never the page
+            body.append(table_html(*v))
+        elif kind == "fold":
+            summary, header, rows = v
             body.append(
-                f'<div class="wide"><table><thead><tr>{th}</tr></thead>'
-                f"<tbody>{trs}</tbody></table></div>"
+                f"<details><summary>{e(summary)}</summary>{table_html(header, rows)}</details>"
             )
     script = ""
     if any(kind == "plot" for kind, _ in parts):

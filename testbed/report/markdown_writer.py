@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["md_escape", "md_path", "render_markdown"]
+__all__ = ["md_escape", "md_path", "render_markdown", "table_md"]
 
 _MD_SPECIAL = re.compile(r"([\\`*\[\]|#])")
 
@@ -26,6 +26,12 @@ def md_path(name: str) -> str:
     return quote(name)
 
 
+def table_md(header: list[Any], rows: list[list[Any]]) -> str:
+    """A Markdown table, every cell escaped."""
+    lines = ["| " + " | ".join(md_escape(h) for h in header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in rows])
+
+
 def render_markdown(parts: list[tuple[str, Any]]) -> str:
     """The parts of a :class:`~testbed.report.doc.Doc` as Markdown (plots as links to plots/)."""
     out = []
@@ -41,22 +47,14 @@ def render_markdown(parts: list[tuple[str, Any]]) -> str:
             out.append(f"![{md_escape(v[2])}](plots/{md_path(v[0])})")
         elif kind == "plot":
             out.append(
-                f"![{md_escape(v[3])}](plots/{md_path(v[0])})"
-                if v[1]
+                f"![{md_escape(v[3])}](plots/{md_path(v[0] + '.png')})"
+                if "png" in (v[1] or {})
                 else f"*{md_escape(v[3])}* (interactive, in report.html)"
             )
         elif kind == "raw":
             out.append(v[1])
         elif kind == "table":
-            header, rows = v
-            cell = md_escape
-            out.append(
-                "\n".join(
-                    [
-                        "| " + " | ".join(cell(h) for h in header) + " |",
-                        "|" + "---|" * len(header),
-                    ]
-                    + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-                )
-            )
+            out.append(table_md(*v))
+        elif kind == "fold":
+            out.append(f"{md_escape(v[0])}:\n\n{table_md(v[1], v[2])}")
     return "\n\n".join(out) + "\n"

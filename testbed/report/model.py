@@ -39,6 +39,24 @@ UNIT_METRICS = {
     "tv",
     "matching_rate_any",
 }
+#: the trade-off figure a leakage metric is drawn in (one figure per family, a view per metric
+#: and attack); a metric of no family goes to "other leakage"
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "distributional leakage": ("leakage", "leakage_raw", "w2_ratio"),
+    "reconstruction": ("coverage", "exact_recovery"),
+    "membership": ("auc", "advantage", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr", "eps_lower"),
+    "attribute/label": ("tv",),
+    "text retrieval": ("matching_rate", "matching_rate_any", "precision_at_k"),
+}
+#: leakage metrics in the tables but in no figure: raw w2's scale is the data's (w2_ratio is its
+#: plotted, normalised form)
+NOT_PLOTTED = ("w2",)
+
+
+def family_of(metric: str) -> str:
+    return next((f for f, ms in FAMILIES.items() if metric in ms), "other leakage")
+
+
 #: the worst case over every attack and target of a cell, so protocols attacked by different
 #: attacks share one plot (raw w2 is left out: its scale is the data's, not comparable)
 ANY_ATTACK = "any_attack"

@@ -10,6 +10,7 @@ from typing import Any
 from testbed.report.doc import Doc
 from testbed.report.fmt import ci, fmt
 from testbed.report.model import (
+    ANY_ATTACK,
     ReportData,
     claimed_eps,
     front_membership,
@@ -29,32 +30,40 @@ __all__ = [
 
 
 def protocol_tables(doc: Doc, data: ReportData) -> None:
-    """Per protocol one row per setting: error, every leakage column, claimed epsilon, sizes."""
+    """Per protocol one row per setting: error, the worst leak over every attack per metric,
+    claimed epsilon, the fronts it is on; each attack's own columns and the transcript sizes
+    folded below (the table fits a 1400 px screen)."""
     doc.h(2, "Results per protocol")
     agg, err_key, metric_keys = data.agg, data.err_key, data.metric_keys
     on_front = front_membership(data)
+    main = [k for k in metric_keys if k.startswith(ANY_ATTACK + ".")] or metric_keys
+    rest = [k for k in metric_keys if k not in main]
     for s in data.protocols:
         doc.h(3, s)
-        keys = [k for k in agg if k[0] == s]
-        cols = ([err_key] if err_key else []) + metric_keys
+        keys = sorted(k for k in agg if k[0] == s)
+        cols = ([err_key] if err_key else []) + main
         eps_cols = sorted({c for k in keys for c in agg[k] if c.startswith("eps_claimed[")})
-        header = (
-            ["#", "setting", "seeds"]
-            + [c for c in cols]
-            + eps_cols
-            + ["messages", "bytes", "Pareto-optimal for"]
+        doc.table(
+            ["#", "setting", "seeds", *cols, *eps_cols, "Pareto-optimal for"],
+            [
+                [point_id(agg, k), k[1], agg[k]["n"]]
+                + [ci(agg[k][c]) if c in agg[k] else "–" for c in cols + eps_cols]
+                + [", ".join(m for m in on_front.get(k, []) if m in main) or "–"]
+                for k in keys
+            ],
         )
-        body = []
-        for k in sorted(keys):
-            a = agg[k]
-            body.append(
-                [point_id(agg, k), k[1], a["n"]]
-                + [ci(a[c]) if c in a else "–" for c in cols]
-                + [ci(a[c]) if c in a else "–" for c in eps_cols]
-                + [fmt(a.get("messages", (math.nan,))[0]), fmt(a.get("bytes", (math.nan,))[0])]
+        extra = [c for c in rest if any(c in agg[k] for k in keys)]
+        doc.fold(
+            f"{s}: each attack's own columns ({len(extra)}), transcript sizes, every front",
+            ["#", *extra, "messages", "bytes", "Pareto-optimal for"],
+            [
+                [point_id(agg, k)]
+                + [ci(agg[k][c]) if c in agg[k] else "–" for c in extra]
+                + [fmt(agg[k].get(c, (math.nan,))[0]) for c in ("messages", "bytes")]
                 + [", ".join(on_front.get(k, [])) or "–"]
-            )
-        doc.table(header, body)
+                for k in keys
+            ],
+        )
 
 
 def _epsilon_by_party(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, Any]]:

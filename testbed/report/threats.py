@@ -29,7 +29,25 @@ from testbed.report.model import (
     setting_name,
 )
 
-__all__ = ["coverage_section", "recovered_section"]
+__all__ = ["coverage_legend", "coverage_section", "recovered_section"]
+
+
+def coverage_legend(data: ReportData) -> str:
+    """How to read each metric the matrix shows, e.g. "Arrows: coverage ↑ (higher = more
+    leakage); tv ↓ (lower = more leakage)." (each metric's own direction)."""
+    metrics = sorted({b["metric"] for b in data.best.values()})
+    if not metrics:
+        return ""
+    return (
+        " Arrows: "
+        + "; ".join(
+            f"{m} ↑ (higher = more leakage)"
+            if LEAKAGE_METRICS[m]
+            else f"{m} ↓ (lower = more leakage)"
+            for m in metrics
+        )
+        + "."
+    )
 
 
 def recovered_section(doc: Doc, data: ReportData) -> None:
@@ -46,9 +64,9 @@ def coverage_section(doc: Doc, data: ReportData) -> None:
     """The protocol x threat matrix of the largest leaks."""
     doc.h(2, "Coverage: protocol × threat")
     doc.p(
-        "Each cell: the largest leak of that threat over every setting (mean over seeds; ↑ higher "
-        "= more leakage, ↓ lower = more leakage), by which attack, observer → target. Click a "
-        "cell for all its numbers and the commands that reproduce it."
+        "Each cell: the largest leak of that threat over every setting (mean over seeds), by "
+        "which attack, observer → target. Click a cell for all its numbers and the commands "
+        "that reproduce it." + coverage_legend(data)
     )
     coverage_matrix(doc, data.run_dir, data.rows, data.agg, data.best)
 
@@ -70,7 +88,7 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
             if "image_side" in ev:
                 cap = f"best-recovered private digits and their nearest reconstruction — {who}"
                 doc.plot(
-                    f"leak_{slug}_digits.png",
+                    f"leak_{slug}_digits",
                     leak_png.digits_png(ev, cap),
                     digits_figure(ev, cap),
                     cap,
@@ -79,7 +97,7 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
             if "cloud_private" in ev:
                 cap = f"private vs reconstructed points, PCA of the private rows — {who}"
                 doc.plot(
-                    f"leak_{slug}_cloud.png",
+                    f"leak_{slug}_cloud",
                     leak_png.cloud_png(ev, cap),
                     cloud_figure(ev, cap),
                     cap,
@@ -87,12 +105,12 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
                 drawn += 1
         elif b["kind"] == "scores" and "fpr" in ev:
             cap = f"membership ROC (log axes) — {who}"
-            doc.plot(f"leak_{slug}_roc.png", leak_png.roc_png(ev, cap), roc_figure(ev, cap), cap)
+            doc.plot(f"leak_{slug}_roc", leak_png.roc_png(ev, cap), roc_figure(ev, cap), cap)
             drawn += 1
         elif b["kind"] == "histogram" and "inferred" in ev:
             cap = f"inferred vs true label histogram — {who}"
             doc.plot(
-                f"leak_{slug}_labels.png",
+                f"leak_{slug}_labels",
                 leak_png.histogram_png(ev, cap),
                 histogram_figure(ev, cap),
                 cap,
@@ -100,8 +118,8 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
             drawn += 1
         elif b["kind"] == "words" and "words" in ev:
             cap = f"retrieved words — {who}"
-            name = f"leak_{slug}_words.png"
-            doc.raw(words_html(ev, cap), f"![{md_escape(cap)}](plots/{name})")
+            name = f"leak_{slug}_words"
+            doc.raw(words_html(ev, cap), f"![{md_escape(cap)}](plots/{name}.png)")
             doc.static(name, leak_png.words_png(ev, cap))
             drawn += 1
     return drawn
