@@ -345,3 +345,11 @@ def test_headline_names_are_whole_and_the_story_fits_a_few_screens(browser, demo
     # the whole page: a few screens, not the 16 000 px of one figure per column
     height = _js(browser, "document.documentElement.scrollHeight")
     assert height < 10 * 900, height
+    # every table fits the 1400 px window, folded columns opened too: none scrolls sideways
+    wide = _js(
+        browser,
+        "document.querySelectorAll('details').forEach(d => { d.open = true; }) ||"
+        " Array.from(document.querySelectorAll('.wide'))"
+        ".filter(d => d.scrollWidth > d.clientWidth).map(d => d.innerText.slice(0, 80))",
+    )
+    assert not wide, wide
