@@ -393,12 +393,12 @@ def test_new_attack_path_is_file(tmp_path, capsys):
     "exc", [RuntimeError("boom\nsecond line"), ValueError("bad"), MemoryError(), RecursionError()]
 )
 def test_runtime_fault_exit_1_one_line(monkeypatch, capsys, exc):
-    import testbed.cli.main as cli
+    import testbed.cli.plugins as plugins_cmd
 
     def boom(args):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_plugins", boom)
+    monkeypatch.setattr(plugins_cmd, "run", boom)
     assert main(["plugins"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -837,7 +837,7 @@ def test_protocols_declare_every_kind_and_sender_they_send(path):
 
 # ----------------------------------------------------------------------------- --debug
 def test_debug_shows_the_attack_process_traceback(monkeypatch, capsys):
-    import testbed.cli.main as cli
+    import testbed.cli.plugins as plugins_cmd
     from testbed.sandbox.isolation import AttackFailedError
 
     def boom(args):
@@ -845,7 +845,7 @@ def test_debug_shows_the_attack_process_traceback(monkeypatch, capsys):
         err.details = "Traceback (most recent call last):\n  File \"child.py\"\nKeyError: 'k'\n"
         raise err
 
-    monkeypatch.setattr(cli, "cmd_plugins", boom)
+    monkeypatch.setattr(plugins_cmd, "run", boom)
     assert main(["plugins"]) == 2
     err = capsys.readouterr().err
     assert "child.py" not in err and len(err.strip().splitlines()) == 1
