@@ -111,7 +111,7 @@ def _results(name: str, seed: int | None = None) -> dict:
 
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
     if seed is not None:
@@ -284,7 +284,7 @@ def fedwad_toy_attack() -> dict[str, float]:
 
     from testbed.run.execute import execute
     from testbed.run.rerun import rerun_attacks
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     out = {}
@@ -310,7 +310,7 @@ def fedwad_clustering_settings() -> dict[str, float]:
 
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_clustering.yaml"
     raw = yaml.safe_load(path.read_text())
@@ -374,7 +374,7 @@ def triangle_attacks() -> dict[str, float]:
 
     from testbed.run.execute import execute
     from testbed.run.rerun import rerun_attacks
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     out = {}
@@ -401,7 +401,7 @@ def xi_words() -> dict[str, float]:
     import yaml
 
     from testbed.run.execute import execute
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_lee_words.yaml"
     raw = yaml.safe_load(path.read_text())
@@ -431,7 +431,7 @@ def frontier_fedbary() -> dict[str, float]:
 
     from testbed.report.writer import _aggregate
     from testbed.run.sweep import expand_cells, run_sweep
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios/frontier_fedbary.yaml")
     order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
@@ -477,7 +477,7 @@ def audit_canary() -> dict[str, float]:
     200 trials) with no defense and Gaussian noise z = 0.05, 1, 4 (clip 2, push_max 0.5)."""
     from testbed.run.audit import canary_audit
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     out = {}
     for tag, z in (("none", None), ("z0.05", 0.05), ("z1", 1.0), ("z4", 4.0)):
@@ -567,7 +567,7 @@ def _distill(name: str) -> dict[str, float]:
     from pathlib import Path
 
     from testbed.run.sweep import expand_cells, run_sweep
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     sc = load_scenario(root / "scenarios" / f"{name}.yaml")
@@ -593,7 +593,7 @@ def _logreg_cv(name: str) -> dict[str, float]:
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
     from testbed.scoring.metrics import mean_ci
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
@@ -671,7 +671,7 @@ def _frontier_table(name: str, utility: str) -> dict[str, float]:
     from pathlib import Path
 
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
     from testbed.scoring.frontier import best_per_budget, frontier_rows, setting_label
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml")
@@ -733,7 +733,7 @@ def mask_in_domain() -> dict[str, float]:
     from testbed.report.coverage import _heldout
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
     from testbed.scoring.metrics import coverage_at_r, w2_leakage
 
     path = Path(__file__).resolve().parents[1] / "scenarios/triangle_wad_digits.yaml"
@@ -780,7 +780,7 @@ def fedwad_applications_attacks() -> dict[str, float]:
 
     from testbed.run.execute import execute
     from testbed.run.rerun import rerun_attacks
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     root = Path(__file__).resolve().parents[1]
     out: dict[str, float] = {}
@@ -849,7 +849,7 @@ def fedbary_duplication() -> dict[str, float]:
     from protocols.fedbary import FedBaryConfig, duplication_study
     from testbed.data.datasets import PartyData
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     rng = np.random.default_rng(0)
     toy = {
@@ -894,7 +894,7 @@ def fedwad_toy_starts() -> dict[str, float]:
     from testbed.measure import Measure
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
     from testbed.seeding import component_rng
 
     path = Path(__file__).resolve().parents[1] / "scenarios/fedwad_gaussians_attack.yaml"
@@ -1084,7 +1084,7 @@ def plugins_loose_tolerances() -> dict[str, float]:
 
     from testbed.plugins.scaffold import new_protocol
     from testbed.registry import PROTOCOLS
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
     from testbed.testing.protocol_checks import _run, protocol_scenario
 
     mod = _tolerances_module()

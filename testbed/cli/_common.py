@@ -51,8 +51,8 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 def load_checked(args):
     """Load a scenario with the command line's limit overrides, then check its memory estimate
     (testbed/scenario/resources.py) before anything is allocated."""
+    from testbed.scenario.loading import load_scenario
     from testbed.scenario.resources import check_scenario, set_cli_overrides
-    from testbed.scenario.schema import load_scenario
 
     set_cli_overrides(
         allow_large=getattr(args, "allow_large", False) or None,

@@ -12,7 +12,7 @@ from testbed.errors import TestbedError
 from testbed.exchange.bus import atomic_write_bytes
 from testbed.run.rerun import rerun_attacks
 from testbed.run.results import jsonable
-from testbed.scenario.schema import config_hash
+from testbed.scenario.resolve import config_hash
 
 
 def _attack_specs(specs):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from testbed.scenario.loading import load_scenario
+from testbed.scenario.resolve import config_hash, resolve
 from testbed.scenario.resources import set_cli_overrides
-from testbed.scenario.schema import config_hash, load_scenario, resolve
 
 
 def run(args) -> int:
