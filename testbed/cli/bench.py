@@ -40,7 +40,7 @@ def _sweep_bookkeeping(args) -> int:
 
 
 def _options(args):
-    from testbed.bench.main import BenchOptions
+    from testbed.bench.cases import BenchOptions
 
     kw = {}
     for key in ("ns", "ds", "clients"):
@@ -70,7 +70,8 @@ def run(args) -> int:
         return _scaling(args)
     if args.sweep_bookkeeping:
         return _sweep_bookkeeping(args)
-    from testbed.bench.main import run_bench, write_outputs
+    from testbed.bench.main import run_bench
+    from testbed.bench.output import write_outputs
 
     res = run_bench(_options(args), command=bench_command())
     paths = write_outputs(res, args.out)
