@@ -19,7 +19,7 @@ from testbed.cli.main import main
 from testbed.report.writer import pareto_front, write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 
 class _Links(HTMLParser):
