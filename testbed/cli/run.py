@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from testbed.cli._common import fmt_bytes, fmt_value, load_checked, print_attack_rows, table
-from testbed.report.writer import ANY_ATTACK, _aggregate, _error_key, write_report
+from testbed.report.model import ANY_ATTACK, aggregate, error_key
+from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
 
@@ -46,8 +47,8 @@ def run(args) -> int:
 
 def _run_sweep(sc, args) -> int:
     out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
-    agg = _aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
-    err_q = _error_key(out.rows)
+    agg = aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
+    err_q = error_key(out.rows)
     cols = [
         (f"{err_q}.relative_error", "rel. error", lambda x: f"{100 * x:.2f} %"),
         (f"{ANY_ATTACK}.leakage", "leakage", lambda x: f"{x:.2f}"),
