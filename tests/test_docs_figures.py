@@ -969,7 +969,7 @@ def _demo_slack(printed: str, mean: float, lo: float, hi: float) -> float:
 def test_demo_table(tmp_path):
     from testbed.report.model import aggregate
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     out = run_sweep(load_scenario(ROOT / "scenarios/leakage_vs_accuracy.yaml"), tmp_path, jobs=2)
     agg = aggregate(out.rows)

@@ -21,7 +21,7 @@ from testbed.report.model import pareto_front
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 
 class _Links(HTMLParser):

@@ -139,7 +139,7 @@ def _scenario(target: str):
     """The scenario to score: a scenario file as written, or a protocol's contract scenario;
     guard in record mode, transcript saved, no attacks of its own."""
     from testbed.registry import PROTOCOLS
-    from testbed.scenario.schema import load_scenario, parse_scenario
+    from testbed.scenario.loading import load_scenario, parse_scenario
     from testbed.testing.protocol_checks import protocol_scenario
 
     path = Path(target)
