@@ -126,14 +126,14 @@ def test_audit_threshold_is_chosen_on_held_out_trials(monkeypatch):
     import testbed.run.audit as audit
 
     seen = {}
-    orig = audit._held_out
+    orig = audit.held_out_bound
 
     def spy(fit0, fit1, ev0, ev1, bound):
         seen.setdefault("fit", (fit0, fit1))
         seen.setdefault("ev", (ev0, ev1))
         return orig(fit0, fit1, ev0, ev1, bound)
 
-    monkeypatch.setattr(audit, "_held_out", spy)
+    monkeypatch.setattr(audit, "held_out_bound", spy)
     canary_audit(_world("[]"), "alice", trials=40)
     (f0, f1), (e0, e1) = seen["fit"], seen["ev"]
     for k in f0:

@@ -23,6 +23,7 @@ from testbed.exchange.bus import SERVER, Bus, iter_arrays
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
 from testbed.run.roster import Roster
+from testbed.scoring.audit_bounds import held_out_bound
 from testbed.scoring.metrics import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound
 from testbed.seeding import component_rng
 
@@ -107,25 +108,6 @@ def _canary(X: np.ndarray, clip_norm: float) -> tuple[np.ndarray, np.ndarray, in
     return c, u, int(np.argmax(np.linalg.norm(X - c, axis=1)))
 
 
-def _best(s0: np.ndarray, s1: np.ndarray, bound) -> tuple[float, float]:
-    """Threshold maximising ``bound(tpr, fpr)`` on these scores (``s1``: canary present)."""
-    best_t, best = float(np.max(s0)), -1.0
-    for t in np.unique(np.concatenate([s0, s1])):
-        b = bound(float(np.mean(s1 >= t)), float(np.mean(s0 >= t)))
-        if b > best:
-            best_t, best = float(t), b
-    return best_t, best
-
-
-def _held_out(fit0, fit1, ev0, ev1, bound) -> tuple[str, float, float, float, float]:
-    """Choose the statistic and threshold on the fit trials; evaluate ``bound`` on the others.
-    Returns ``(statistic, threshold, bound, tpr, fpr)``."""
-    stat = max(fit0, key=lambda k: _best(fit0[k], fit1[k], bound)[1])
-    thr, _ = _best(fit0[stat], fit1[stat], bound)
-    tpr, fpr = float(np.mean(ev1[stat] >= thr)), float(np.mean(ev0[stat] >= thr))
-    return stat, thr, bound(tpr, fpr), tpr, fpr
-
-
 def canary_audit(
     world, party: str, trials: int = 200, delta: float = 1e-5, confidence: float = 0.95
 ) -> AuditResult:
@@ -177,8 +159,8 @@ def canary_audit(
     def mu_bound(t, f):
         return gdp_mu_lower_bound(t, f, n, n, each)
 
-    stat, thr, audited, tpr, fpr = _held_out(fit0, fit1, ev0, ev1, eps_bound)
-    _, _, mu_lo, _, _ = _held_out(fit0, fit1, ev0, ev1, mu_bound)
+    stat, thr, audited, tpr, fpr = held_out_bound(fit0, fit1, ev0, ev1, eps_bound)
+    _, _, mu_lo, _, _ = held_out_bound(fit0, fit1, ev0, ev1, mu_bound)
     return AuditResult(
         party,
         trials,
