@@ -87,7 +87,7 @@ class OneRunAudit:
             "eps_lower_gdp": b.epsilon_gdp,
             "guesses": b.guesses,
             "correct": b.correct,
-            "rule": "{}:k+={},k-={}".format(*b.rule),
+            "rule": "{}:k+={},k-={}".format(*b.rule) if b.rule[0] else "none",
             "candidates": b.candidates,
             "epsilon_claimed": self.claimed_epsilon,
             "mu_claimed": self.claimed_mu,
@@ -267,12 +267,14 @@ def one_run_audit(
     proj = _centred(_projections(envelopes, U), _reference(world, party, X, U, seed, protocol_rng))
     rounds_of = [e.round for e in envelopes] + [envelopes[-1].round if envelopes else 0]
     out = []
+    scopes = _scopes([e.round for e in envelopes], per_round)
+    claims = {label: ledger.claim_for(party, rounds_of, keep, delta) for label, keep in scopes}
     for who in observers if observers is not None else audit_observers(world, party):
-        for label, keep in _scopes([e.round for e in envelopes], per_round):
+        for label, keep in scopes:
             scores = _scores(envelopes, proj, party, who, keep)
             if scores is None:
                 continue
-            claimed, mu = ledger.claim_for(party, rounds_of, keep, delta)
+            claimed, mu = claims[label]
             bound = one_run_bounds(scores, include, delta, confidence)
             out.append(OneRunAudit(party, "+".join(who), label, bound, claimed, mu, null=null))
     return out

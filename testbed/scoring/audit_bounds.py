@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import bdtrc, expit, ndtr, ndtri
+from scipy.special import bdtrc, betaincinv, expit, ndtr, ndtri
 
 from testbed.scoring.metrics import (
     MetricError,
@@ -118,15 +118,23 @@ def gdp_mu_from_scores(
         raise MetricError("gdp_mu_from_scores: need scores of both kinds of trials")
     thresholds = np.unique(np.concatenate([s0, s1]))
     a = (1.0 - confidence) / (2 * thresholds.size)
+    tp = s1.size - np.searchsorted(np.sort(s1), thresholds, side="left")  # scores >= t
+    fp = s0.size - np.searchsorted(np.sort(s0), thresholds, side="left")
+    # one-sided Clopper-Pearson bounds, vectorised (metrics.clopper_pearson_lower/upper)
+    with np.errstate(invalid="ignore"):
+        lo = np.where(tp > 0, betaincinv(np.maximum(tp, 1), s1.size - tp + 1, a), 0.0)
+        hi = np.where(fp < s0.size, betaincinv(fp + 1, np.maximum(s0.size - fp, 1), 1 - a), 1.0)
+    ok = (lo > 0.0) & (hi < 1.0)
+    mu = np.where(ok, ndtri(np.where(ok, lo, 0.5)) - ndtri(np.where(ok, hi, 0.5)), 0.0)
     best = {"mu": 0.0, "threshold": math.inf, "tpr": 0.0, "fpr": 0.0}
-    for t in thresholds:
-        tp, fp = int(np.sum(s1 >= t)), int(np.sum(s0 >= t))
-        lo, hi = clopper_pearson_lower(tp, s1.size, a), clopper_pearson_upper(fp, s0.size, a)
-        if lo <= 0.0 or hi >= 1.0:
-            continue
-        mu = float(ndtri(lo) - ndtri(hi))
-        if mu > best["mu"]:
-            best = {"mu": mu, "threshold": float(t), "tpr": tp / s1.size, "fpr": fp / s0.size}
+    if ok.any() and float(mu.max()) > 0.0:
+        i = int(np.argmax(mu))
+        best = {
+            "mu": float(mu[i]),
+            "threshold": float(thresholds[i]),
+            "tpr": float(tp[i] / s1.size),
+            "fpr": float(fp[i] / s0.size),
+        }
     return {**best, "thresholds": int(thresholds.size)}
 
 
