@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from testbed.exchange.bus import SERVER, Bus, atomic_write_bytes
+from testbed.exchange.ledger import MechanismEvent, PrivacyLedger
 from testbed.measure import Measure
 from testbed.run.audit import canary_audit
 from testbed.run.audit_one_run import canary_directions, one_run_audit
@@ -109,6 +110,8 @@ def _with_fixed_slots(world, party: str, m: int):
 def one_vs_many(opts: AuditBenchOptions) -> dict:
     """One-run and many-run bounds on the same calibrated Gaussian defense, side by side."""
     world = _one_run_world(opts, opts.z)
+    # import opacus (~10 s cold on this machine) outside both timings
+    PrivacyLedger(events=[MechanismEvent("a", "gaussian", 1.0)]).epsilon("a", 1e-5)
     t0 = time.perf_counter()
     one = one_run_audit(world, "alice", opts.canaries, observers=[(SERVER,)])[0]
     t_one = time.perf_counter() - t0

@@ -220,53 +220,9 @@ def _attack_run_dir(run_dir, attacks, observer, colluders):
 
 
 def cmd_audit(args) -> int:
-    from testbed.run import execute
-    from testbed.run.audit import canary_audit
+    from testbed.cli.audit import cmd_audit as run
 
-    sc = _load_checked(args)
-    if sc.is_sweep:
-        raise TestbedError(
-            f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
-        )
-    world = execute(sc, until="world").world
-    parties = args.party or [p for p in world.parties][:2]
-    rows = []
-    for party in parties:
-        r = canary_audit(world, party, trials=args.trials, delta=args.delta)
-        rows.append(
-            [
-                party,
-                f"{r.claimed_epsilon:.4g}",
-                f"{r.audited_epsilon:.4g}",
-                "-" if r.claimed_mu is None else f"{r.claimed_mu:.4g}",
-                f"{r.mu_lower:.4g}",
-                f"{r.epsilon_gdp:.4g}",
-                f"{r.tpr:.3f}",
-                f"{r.fpr:.3f}",
-                "consistent" if r.consistent else "VIOLATION",
-            ]
-        )
-    print(f"{sc.name}: canary audit, {args.trials} trials per world, delta {args.delta:g}")
-    print(
-        _table(
-            rows,
-            [
-                "party",
-                "claimed ε",
-                "audited ε ≥",
-                "claimed μ",
-                "audited μ ≥",
-                "ε(μ≥)",
-                "TPR",
-                "FPR",
-                "status",
-            ],
-        )
-    )
-    from testbed.run.audit import AUDIT_METHOD
-
-    print(f"method: {AUDIT_METHOD} (c = 0.95)")
-    return 0
+    return run(args)
 
 
 def cmd_report(args) -> int:
@@ -580,17 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _limit_flags(p)
     p.set_defaults(fn=cmd_run)
-    p = sub.add_parser(
-        "audit", help="canary distinguishing game: audited ε lower bound vs the claim"
-    )
-    p.add_argument("scenario")
-    p.add_argument(
-        "--party", action="append", help="party to audit (repeatable; default: first two)"
-    )
-    p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (D and D')")
-    p.add_argument("--delta", type=_open_unit, default=1e-5)
-    _limit_flags(p)
-    p.set_defaults(fn=cmd_audit)
+    from testbed.cli.audit import add_audit_parser
+
+    add_audit_parser(sub, _positive_int, _open_unit, _limit_flags)
     p = sub.add_parser(
         "attack", help="run attacks on a saved run's transcript (protocol not re-run)"
     )

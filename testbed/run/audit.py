@@ -23,8 +23,8 @@ from testbed.exchange.bus import SERVER, Bus, iter_arrays
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
 from testbed.run.roster import Roster
-from testbed.scoring.audit_bounds import gdp_mu_from_scores, held_out_bound
-from testbed.scoring.metrics import epsilon_lower_bound, gdp_epsilon
+from testbed.scoring.audit_bounds import held_out_bound
+from testbed.scoring.metrics import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound
 from testbed.seeding import component_rng
 
 __all__ = ["AUDIT_METHOD", "AuditResult", "canary_audit", "canary_score"]
@@ -32,12 +32,12 @@ __all__ = ["AUDIT_METHOD", "AuditResult", "canary_audit", "canary_score"]
 
 #: how :func:`canary_audit` turns scores into bounds (printed with every result)
 AUDIT_METHOD = (
-    "canary distinguishing game over many runs; (epsilon, delta) bound: statistic (max or sum of "
-    "the released atoms' projections on the canary direction) and threshold chosen on the first "
-    "half of the trials, evaluated on the second half only, one-sided Clopper-Pearson bounds on "
-    "TPR (lower) and FPR (upper); mu-GDP bound (Gaussian-DP estimate, Nasr et al. 2023): every "
-    "threshold of both statistics on all trials, Bonferroni over them; the two tests each at "
-    "confidence 1 - (1 - c)/2 so both hold together at c"
+    "canary distinguishing game over many runs; statistic (max or sum of the released atoms' "
+    "projections on the canary direction) and threshold chosen on the first half of the trials, "
+    "bounds computed on the second half only; one-sided Clopper-Pearson bounds on TPR (lower) "
+    "and FPR (upper); two tests (an (epsilon, delta) bound and a mu-GDP bound against the "
+    "Gaussian noise the ledger records), each at confidence 1 - (1 - c)/2 so both hold together "
+    "at c"
 )
 
 
@@ -170,8 +170,14 @@ def canary_audit(
         return epsilon_lower_bound(t, f, n, n, delta, each)
 
     stat, thr, audited, tpr, fpr = held_out_bound(fit0, fit1, ev0, ev1, eps_bound)
-    per_stat = 1.0 - (1.0 - each) / len(stats)  # Bonferroni over the statistics too
-    mu_lo = max(gdp_mu_from_scores(scores[(1, k)], scores[(0, k)], per_stat)["mu"] for k in stats)
+
+    def mu_bound(t, f):
+        return gdp_mu_lower_bound(t, f, n, n, each)
+
+    # the Gaussian-DP bound of the same game (Nasr et al. 2023), held out too: on these trial
+    # counts it is tighter than a Bonferroni over every threshold of all trials
+    # (scoring.audit_bounds.gdp_mu_from_scores), e.g. 0.59 vs 0.45 at 400 trials and mu = 1
+    _, _, mu_lo, _, _ = held_out_bound(fit0, fit1, ev0, ev1, mu_bound)
     return AuditResult(
         party,
         trials,

@@ -42,8 +42,9 @@ __all__ = [
 ]
 
 ONE_RUN_METHOD = (
-    "one run, m canary slots each holding +C*u_i (probability 1/2) or -C*u_i; scores = max and "
-    "sum of the released rows' projections on u_i; guesses: k+ highest 'in', k- lowest 'out', "
+    "one run, m canary slots each holding +C*u_i (probability 1/2) or -C*u_i; scores = max, "
+    "sum and signed largest-magnitude of the released rows' projections on u_i (minus a "
+    "noiseless reference run's); guesses: k+ highest 'in', k- lowest 'out', "
     "abstain otherwise; (epsilon, delta) bound of Steinke-Nasr-Jagielski 2023 and mu-GDP bound "
     "of Mahloujifar et al. 2024 (f-DP, Gaussian trade-off), each at confidence 1 - (1-c)/2, "
     "Bonferroni over the statistics x guess rules tried"
@@ -195,7 +196,8 @@ def _with_slots(data, X: np.ndarray, slots: np.ndarray):
 def _scores(envelopes, proj, party, who, keep_round) -> dict[str, np.ndarray] | None:
     """The observer ``who``'s canary scores from the messages it saw in the kept rounds: the
     audited party's own messages when it saw any, else every message it did not send. Scores:
-    the largest centred projection of any row, and their sum."""
+    the largest centred projection of any row, their sum, and the projection of largest
+    magnitude with its sign (a canary moves one atom by +C*lambda or -C*lambda)."""
     seen = [
         i
         for i, e in enumerate(envelopes)
@@ -209,7 +211,8 @@ def _scores(envelopes, proj, party, who, keep_round) -> dict[str, np.ndarray] | 
     if not idx:
         return None
     P = np.vstack([proj[i] for i in idx])
-    return {"max": P.max(axis=0), "sum": P.sum(axis=0)}
+    signed = P[np.argmax(np.abs(P), axis=0), np.arange(P.shape[1])]
+    return {"max": P.max(axis=0), "sum": P.sum(axis=0), "signed": signed}
 
 
 def _scopes(rounds: list[int], per_round: bool):
