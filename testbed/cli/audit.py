@@ -19,7 +19,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 
-__all__ = ["verdict_line", "write_audit_rows"]
+__all__ = ["bench_audit", "verdict_line", "write_audit_rows"]
 
 
 def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf: float) -> str:
@@ -237,3 +237,30 @@ def add_audit_parser(sub, positive_int, open_unit, limit_flags) -> None:
     p.add_argument("--out", help="write audit.csv and audit.json to this folder")
     limit_flags(p)
     p.set_defaults(fn=cmd_audit)
+
+
+def bench_audit(args) -> int:
+    """``testbed bench --audit [--full]``: testbed/bench/audit.py, written to ``--out``."""
+    from testbed.bench.audit import AuditBenchOptions, run_audit_bench, write_audit_bench
+
+    log = (lambda s: None) if args.quiet else _log
+    opts = AuditBenchOptions(log=log) if args.full else AuditBenchOptions.quick(log=log)
+    res = run_audit_bench(opts)
+    command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
+    paths = write_audit_bench(res, args.out, command)
+    o = res["one_vs_many"]
+    print(
+        f"one run ({o['canaries']} canaries): eps >= {o['one_run_eps']:.3g} in "
+        f"{o['one_run_seconds']:.1f} s; many runs ({o['trials']} trials per world): "
+        f"eps >= {o['many_run_eps']:.3g} in {o['many_run_seconds']:.1f} s; ratio "
+        f"{o['eps_ratio']:.2f}, time ratio {o['time_ratio']:.3f}"
+    )
+    n = res["null"]
+    print(
+        f"null: one run eps > 0 in {n['one_run_positive']}/{n['one_run_runs']}, many runs in "
+        f"{n['many_run_positive']}/{n['many_run_runs']} (alpha 0.05)"
+    )
+    for r in res["miscalibrated"]:
+        print(f"{r['case']} ({r['audit']}): violated={r['violated']}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

@@ -390,6 +390,10 @@ def cmd_bench(args) -> int:
         return _bench_scaling(args)
     if args.sweep_bookkeeping:
         return _bench_sweep_bookkeeping(args)
+    if args.audit:
+        from testbed.cli.audit import bench_audit
+
+        return bench_audit(args)
     kw = {}
     for key in ("ns", "ds", "clients"):
         if getattr(args, key) is not None:
@@ -581,6 +585,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--sweep-bookkeeping",
         action="store_true",
         help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",
+    )
+    p.add_argument(
+        "--audit",
+        action="store_true",
+        help="only the privacy audit: one run vs many runs, null rates, miscalibrated defenses",
     )
     p.add_argument(
         "--pairwise",
