@@ -8,7 +8,7 @@ import pytest
 
 from testbed.run.audit_one_run import canary_directions, one_run_audit
 from testbed.run.roster import build_world
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 # alice: 10 rows in 64 dimensions, S = 74 atoms (one per row once the 64 canary slots are added:
 # the OT plan is a permutation, every canary moves its own atom)

@@ -36,7 +36,7 @@ from testbed.measure import Measure
 from testbed.run.audit import canary_audit
 from testbed.run.audit_one_run import canary_directions, one_run_audit
 from testbed.run.roster import Roster, build_world
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 from testbed.seeding import component_rng
 
 __all__ = ["AuditBenchOptions", "run_audit_bench", "write_audit_bench"]

@@ -17,9 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+from testbed.cli._common import bench_command, load_checked, stderr_log, table
 from testbed.errors import TestbedError
 
-__all__ = ["bench_audit", "verdict_line", "write_audit_rows"]
+__all__ = ["bench_audit", "run", "verdict_line", "write_audit_rows"]
 
 
 def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf: float) -> str:
@@ -133,9 +134,7 @@ def _reconstruction(sc, world) -> list[dict]:
 
 
 def _print_rows(rows: list[dict]) -> None:
-    from testbed.cli.main import _table
-
-    table = [
+    cells = [
         [
             r["party"],
             r["method"],
@@ -151,14 +150,13 @@ def _print_rows(rows: list[dict]) -> None:
         for r in rows
     ]
     header = ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "claimed μ", "μ̂ ≥"]
-    print(_table(table, [*header, "ε(μ̂)", "status"]))
+    print(table(cells, [*header, "ε(μ̂)", "status"]))
 
 
-def cmd_audit(args) -> int:
-    from testbed.cli.main import _load_checked
+def run(args) -> int:
     from testbed.run import execute
 
-    sc = _load_checked(args)
+    sc = load_checked(args)
     if sc.is_sweep:
         raise TestbedError(
             f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
@@ -209,45 +207,14 @@ def cmd_audit(args) -> int:
     return 0
 
 
-def add_audit_parser(sub, positive_int, open_unit, limit_flags) -> None:
-    p = sub.add_parser(
-        "audit", help="audited ε lower bounds (one run, or many runs) vs the defense's claim"
-    )
-    p.add_argument("scenario")
-    p.add_argument(
-        "--party", action="append", help="party to audit (repeatable; default: first two)"
-    )
-    p.add_argument(
-        "--method",
-        choices=["one-run", "many-runs", "both"],
-        default="one-run",
-        help="one-run (m canaries, one protocol run; default), many-runs (reference game), both",
-    )
-    p.add_argument("--canaries", type=positive_int, default=256, help="m for the one-run audit")
-    p.add_argument("--trials", type=positive_int, default=200, help="trials per world (many runs)")
-    p.add_argument("--per-round", action="store_true", help="also bound each round's messages")
-    p.add_argument("--delta", type=open_unit, default=1e-5)
-    p.add_argument("--confidence", type=open_unit, default=0.95)
-    p.add_argument(
-        "--no-reconstruction",
-        dest="reconstruction",
-        action="store_false",
-        help="skip running the scenario's attacks for the reconstruction bound",
-    )
-    p.add_argument("--out", help="write audit.csv and audit.json to this folder")
-    limit_flags(p)
-    p.set_defaults(fn=cmd_audit)
-
-
 def bench_audit(args) -> int:
     """``testbed bench --audit [--full]``: testbed/bench/audit.py, written to ``--out``."""
     from testbed.bench.audit import AuditBenchOptions, run_audit_bench, write_audit_bench
 
-    log = (lambda s: None) if args.quiet else _log
+    log = stderr_log(args.quiet)
     opts = AuditBenchOptions(log=log) if args.full else AuditBenchOptions.quick(log=log)
     res = run_audit_bench(opts)
-    command = "testbed bench " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""
-    paths = write_audit_bench(res, args.out, command)
+    paths = write_audit_bench(res, args.out, bench_command())
     o = res["one_vs_many"]
     print(
         f"one run ({o['canaries']} canaries): eps >= {o['one_run_eps']:.3g} in "
