@@ -167,3 +167,21 @@ def test_audit_threshold_is_chosen_on_held_out_trials(monkeypatch):
         # 20 trials per world choose, the other 20 are scored: no trial is in both halves
         assert len(f0[k]) == len(e0[k]) == len(f1[k]) == len(e1[k]) == 20
         assert set(map(float, f0[k])).isdisjoint(map(float, e0[k])) or len(set(f0[k])) == 1
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--canaries", "0"],
+        ["--canaries", "x"],
+        ["--confidence", "1"],
+        ["--confidence", "0"],
+        ["--method", "three-runs"],
+    ],
+)
+def test_audit_cli_refuses_bad_flags(capsys, flags):
+    with pytest.raises(SystemExit) as ei:
+        main(["audit", "s.yaml", *flags])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err
