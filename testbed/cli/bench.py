@@ -70,6 +70,10 @@ def run(args) -> int:
         return _scaling(args)
     if args.sweep_bookkeeping:
         return _sweep_bookkeeping(args)
+    if args.audit:
+        from testbed.cli.audit import bench_audit
+
+        return bench_audit(args)
     from testbed.bench.main import run_bench
     from testbed.bench.output import write_outputs
 

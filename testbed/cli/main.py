@@ -96,14 +96,30 @@ def _run_commands(sub) -> None:
     )
     _limit_flags(p)
     p = _command(
-        sub, "audit", "audit", "canary distinguishing game: audited ε lower bound vs the claim"
+        sub, "audit", "audit", "audited ε lower bounds (one run, or many runs) vs the claim"
     )
     p.add_argument("scenario")
     p.add_argument(
         "--party", action="append", help="party to audit (repeatable; default: first two)"
     )
-    p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (D and D')")
+    p.add_argument(
+        "--method",
+        choices=["one-run", "many-runs", "both"],
+        default="one-run",
+        help="one-run (m canaries, one protocol run; default), many-runs (reference game), both",
+    )
+    p.add_argument("--canaries", type=_positive_int, default=256, help="m for the one-run audit")
+    p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (many runs)")
+    p.add_argument("--per-round", action="store_true", help="also bound each round's messages")
     p.add_argument("--delta", type=_open_unit, default=1e-5)
+    p.add_argument("--confidence", type=_open_unit, default=0.95)
+    p.add_argument(
+        "--no-reconstruction",
+        dest="reconstruction",
+        action="store_false",
+        help="skip running the scenario's attacks for the reconstruction bound",
+    )
+    p.add_argument("--out", help="write audit.csv and audit.json to this folder")
     _limit_flags(p)
 
 
@@ -159,6 +175,11 @@ def _bench_command(sub) -> None:
         "--sweep-bookkeeping",
         action="store_true",
         help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",
+    )
+    p.add_argument(
+        "--audit",
+        action="store_true",
+        help="only the privacy audit: one run vs many runs, null rates, miscalibrated defenses",
     )
     p.add_argument(
         "--pairwise",

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from testbed.report.audit_section import audit_section
 from testbed.report.csv_writer import write_csv, write_summary_csv
 from testbed.report.doc import Doc
 from testbed.report.files import write_public
@@ -48,6 +49,7 @@ SECTIONS: list[Callable[[Doc, ReportData], None]] = [
     tradeoff_section,
     protocol_tables,
     epsilon_section,
+    audit_section,
     observer_section,
     deviations_section,
     provenance_section,
