@@ -763,9 +763,9 @@ CSV_CELLS = [
 
 @pytest.mark.parametrize("value,expected", CSV_CELLS, ids=[repr(v) for v, _ in CSV_CELLS])
 def test_csv_cell_escaping(value, expected):
-    from testbed.report.writer import _csv_safe
+    from testbed.report.csv_writer import csv_safe
 
-    assert _csv_safe(value) == expected
+    assert csv_safe(value) == expected
 
 
 MD_TEXTS = [
@@ -782,9 +782,9 @@ MD_TEXTS = [
 
 @pytest.mark.parametrize("text", MD_TEXTS, ids=[f"md{i}" for i in range(len(MD_TEXTS))])
 def test_markdown_escaping(text):
-    from testbed.report.writer import _md
+    from testbed.report.markdown_writer import md_escape
 
-    out = _md(text)
+    out = md_escape(text)
     assert "<" not in out and ">" not in out and "\n" not in out
     assert "](" not in out.replace("\\](", "")  # no live link or image
     assert "|" not in out.replace("\\|", "")  # no table cell break
@@ -810,9 +810,11 @@ def test_report_escapes_hostile_names(tmp_path, capsys):
     assert fences == 1
     assert "<script>alert" not in prose and "<script>alert" not in html_text
     assert not re.search(r"(?<!\\)\]\(javascript", prose)  # only escaped: \[x\](...) is no link
-    cells = [c for row in _csv.reader((out / "results.csv").open()) for c in row]
-    assert "=1+2" not in cells and "'=1+2" in cells
-    assert cells.count("'=1+2") == 2  # the setting and its description column
+    with open(out / "results.csv") as fh:
+        table = list(_csv.DictReader(fh))
+    assert not any(v == "=1+2" for r in table for v in r.values())
+    hostile = [r for r in table if r["setting.description"] == "'=1+2"]  # its own column
+    assert hostile and all(r["setting"] == "'=1+2" for r in hostile)  # and in the label
 
 
 # ----------------------------------------------------------------------------- declared kinds

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from testbed.report import writer as report
+from testbed.report import model as report
 from testbed.run.execute import execute
 from testbed.scenario.loading import load_scenario
 from testbed.scoring.metrics import (

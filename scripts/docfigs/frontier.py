@@ -13,7 +13,7 @@ def frontier_fedbary() -> dict[str, float]:
     worst leakage and coverage@r, and the largest claimed epsilon over parties."""
     import tempfile
 
-    from testbed.report.writer import _aggregate
+    from testbed.report.model import aggregate
     from testbed.run.sweep import expand_cells, run_sweep
     from testbed.scenario.loading import load_scenario
 
@@ -21,15 +21,15 @@ def frontier_fedbary() -> dict[str, float]:
     order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
     with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
         rows = run_sweep(sc, tmp, jobs=2).rows
-    from testbed.report.writer import _point
+    from testbed.report.model import point_of
     from testbed.scoring.metrics import mean_ci
 
-    agg = _aggregate(rows)
+    agg = aggregate(rows)
     out = {}
     for (_, point), a in agg.items():
         i = order.index(point)
         for key in ("contribution_spearman", "detection_auc"):
-            vals = [float(r["results"]["utility"][key]) for r in rows if _point(r) == point]
+            vals = [float(r["results"]["utility"][key]) for r in rows if point_of(r) == point]
             m, lo, hi = mean_ci(vals)
             out[f"{i}.utility.{key}.mean"], out[f"{i}.utility.{key}.lo"] = m, lo
             out[f"{i}.utility.{key}.hi"] = hi

@@ -4,7 +4,6 @@ one-line errors and exit codes (bad input 2, a runtime fault 1, Ctrl-C 130)."""
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import traceback
@@ -42,23 +41,6 @@ def fmt_value(v) -> str:
     return f"{v:.6g}"
 
 
-def sig3(x: float) -> str:
-    """Three significant figures (``0.255``, ``53.1``, ``1.21e+05``); ``inf`` for no bound."""
-    if isinstance(x, float) and math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.3g}"
-
-
-def rel_error_text(x: float) -> str:
-    """A relative error as a percentage below 100 % (``53.1 %``); from 100 % on, in words by its
-    order of magnitude (``> 1× the true value``, ``> 1000× the true value``)."""
-    if not math.isfinite(x):
-        return sig3(x)
-    if abs(x) < 1:
-        return f"{sig3(100 * x)} %"
-    return f"> {10 ** math.floor(math.log10(abs(x))):g}× the true value"
-
-
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
@@ -83,12 +65,14 @@ def load_checked(args):
 
 
 def print_attack_rows(rows) -> None:
+    from testbed.report.fmt import fmt
+
     for a in rows:
         keys = [k for k in ATTACK_KEYS if k in a]
         print(
             f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
             f"on {a['target']} (observer {a['observer']}): "
-            + ", ".join(f"{k}={sig3(a[k])}" for k in keys)
+            + ", ".join(f"{k}={fmt(a[k])}" for k in keys)
         )
 
 

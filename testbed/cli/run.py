@@ -9,10 +9,10 @@ from testbed.cli._common import (
     load_checked,
     planned_run_dir,
     print_attack_rows,
-    rel_error_text,
     table,
 )
 from testbed.cli.summary import sweep_rows
+from testbed.report.fmt import pct
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
@@ -34,7 +34,7 @@ def run(args) -> int:
                 k,
                 fmt_value(acc["estimate"]),
                 fmt_value(acc["exact"]),
-                rel_error_text(acc["relative_error"]),
+                pct(acc["relative_error"]),
                 r["transcript"]["rounds"],
                 r["transcript"]["messages"],
                 fmt_bytes(r["transcript"]["bytes"]),

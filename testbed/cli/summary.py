@@ -1,15 +1,15 @@
 """What ``testbed run`` prints after a sweep: one line per setting, the baseline (no defense)
 first and then the sweep's own order, each setting labelled by the field it sets
-(``noise_multiplier=0.1``), every number with three significant figures and a relative error
-of 100 % or more in words (``> 10× the true value``). The means over seeds are the report's own
-aggregation; their intervals are in the report."""
+(``noise_multiplier=0.1``), every number in the report's own format (``testbed.report.fmt``:
+three significant figures, a relative error from 1000 % on in words). The means over seeds are
+the report's own aggregation; their intervals are in the report."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from testbed.cli._common import rel_error_text, sig3
-from testbed.report.writer import ANY_ATTACK, _aggregate, _error_key, flatten
+from testbed.report.fmt import fmt, pct
+from testbed.report.model import ANY_ATTACK, aggregate, error_key, point_of, series_of
 from testbed.scenario.cells import parse_path
 
 __all__ = ["setting_label", "sweep_rows"]
@@ -48,18 +48,17 @@ def _is_baseline(row: dict) -> bool:
 
 def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
     """(header, table rows, whether attack columns are shown) of a sweep's summary."""
-    agg = _aggregate(rows)  # the report's own aggregation: mean over seeds per setting
-    err_q = _error_key(rows)
+    agg = aggregate(rows)  # the report's own aggregation: mean over seeds per setting
+    err_q = error_key(rows)
     cols = [
-        (f"{err_q}.relative_error", "rel. error", rel_error_text),
-        (f"{ANY_ATTACK}.leakage", "leakage", sig3),
-        (f"{ANY_ATTACK}.coverage", "coverage", sig3),
+        (f"{err_q}.relative_error", "rel. error", pct),
+        (f"{ANY_ATTACK}.leakage", "leakage", fmt),
+        (f"{ANY_ATTACK}.coverage", "coverage", fmt),
     ]
     cols = [c for c in cols if any(c[0] in a for a in agg.values())]
     order: dict[tuple[str, str], tuple[bool, int, str]] = {}
     for i, row in enumerate(rows):  # the sweep's own order, the baseline first
-        f = flatten(row)
-        key = (f["series"], f["setting"])
+        key = (series_of(row), point_of(row))
         if key not in order:
             order[key] = (not _is_baseline(row), i, setting_label(row))
     table = []
@@ -68,8 +67,8 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
         table.append(
             [key[0][:30], order[key][2][:70], a["n"]]
-            + [fmt(a[k][0]) if k in a else "-" for k, _, fmt in cols]
-            + [sig3(max(eps)) if eps else "inf"]
+            + [show(a[k][0]) if k in a else "-" for k, _, show in cols]
+            + [fmt(max(eps)) if eps else fmt(float("inf"))]
         )
     header = ["protocol", "setting", "seeds"] + [c[1] for c in cols] + ["claimed eps"]
     return header, table, any(c[0].startswith(ANY_ATTACK) for c in cols)
