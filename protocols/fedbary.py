@@ -277,6 +277,18 @@ class FedBary(Protocol):
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         clients, val = self._roles(parties)
+        S, gammas, Q = self._start(bus, clients, val, rng)
+        history: dict[str, list[float]] = {"bound": []} if cfg.trace else {}
+        eta_q_at_client: dict[str, Measure] = {}
+        for k in range(1, cfg.iterations + 1):
+            Q = self._round(bus, k, clients, val, gammas, Q, history, eta_q_at_client)
+        dist, Q = self._final_round(bus, clients, val, gammas, Q, history)
+        return self._result(bus, clients, val, S, dist, gammas, Q, history, eta_q_at_client)
+
+    def _start(self, bus, clients, val, rng):
+        """Sizes and dimension from the parties, the support size S, the clients' initial
+        gamma_i and (barycenter mode) the server's initial Q."""
+        cfg = self.config
         sd = dict(zip(clients, bus.local_map([(c, _size_dim) for c in clients])))
         if val is not None:
             sd[val] = bus.local(val, _size_dim)
@@ -299,55 +311,61 @@ class FedBary(Protocol):
         Q = None
         if val is None:
             Q = Measure(rng_server.normal(cfg.init_mean, cfg.init_scale, size=(S, d)))
-        history: dict[str, list[float]] = {"bound": []} if cfg.trace else {}
-        eta_q_at_client: dict[str, Measure] = {}
-        for k in range(1, cfg.iterations + 1):
-            received = {}
-            # the clients' steps are independent: an engine with remote parties runs them at once
-            steps = bus.local_map([(c, _client_step, gammas[c], cfg.t, cfg) for c in clients])
-            plans = []  # the server's plans Q^(k-1) -> gamma_i^(k-1): its barycenter step's too
-            w_server = []  # W(Q^(k-1), gamma_i^(k-1)) as the server solved it
-            ahead = self._server_ahead(bus, clients, val, gammas, Q, cfg)
-            for c, (_, w_p) in zip(clients, steps):
-                got = bus.send(
-                    c, SERVER, "fedbary.gamma", {"gamma": gammas[c], "distance": w_p}, round=k
-                ).payload
-                received[c] = got["gamma"]
-                if c in ahead and _same(got["gamma"], gammas[c]):
-                    eta_q, P, w_q = ahead[c]
-                    if val is None:
-                        plans.append(P)
-                elif val is not None:
-                    eta_q, w_q = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
-                else:
-                    eta_q, P, w_q = _server_interp(Q, got["gamma"], cfg.t, cfg)
+        return S, gammas, Q
+
+    def _round(self, bus, k, clients, val, gammas, Q, history, eta_q_at_client):
+        """Round k: every client's step, its gamma_i to the server, eta_q back, step 7 at every
+        client (``gammas`` and ``eta_q_at_client`` updated in place); returns the server's Q."""
+        cfg = self.config
+        received = {}
+        # the clients' steps are independent: an engine with remote parties runs them at once
+        steps = bus.local_map([(c, _client_step, gammas[c], cfg.t, cfg) for c in clients])
+        plans = []  # the server's plans Q^(k-1) -> gamma_i^(k-1): its barycenter step's too
+        w_server = []  # W(Q^(k-1), gamma_i^(k-1)) as the server solved it
+        ahead = self._server_ahead(bus, clients, val, gammas, Q, cfg)
+        for c, (_, w_p) in zip(clients, steps):
+            got = bus.send(
+                c, SERVER, "fedbary.gamma", {"gamma": gammas[c], "distance": w_p}, round=k
+            ).payload
+            received[c] = got["gamma"]
+            if c in ahead and _same(got["gamma"], gammas[c]):
+                eta_q, P, w_q = ahead[c]
+                if val is None:
                     plans.append(P)
-                w_server.append(w_q)
-                eta_q_at_client[c] = bus.send(SERVER, c, "fedbary.eta_q", eta_q, round=k).payload
-            if cfg.trace and k > 1:  # the bound of round k-1 from this round's solves
-                history["bound"].append(
-                    self._bound(
-                        bus, clients, val, gammas, Q, [w for _, w in steps], received, w_server
-                    )
-                )
-            # step 7 at every client (independent of the sends above, so batched afterwards: an
-            # engine with remote parties runs them at once)
-            updated = bus.local_map(
-                [
-                    (c, _gamma_step, eta_p, eta_q_at_client[c], cfg.t, cfg)
-                    for c, (eta_p, _) in zip(clients, steps)
-                ]
+            elif val is not None:
+                eta_q, w_q = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
+            else:
+                eta_q, P, w_q = _server_interp(Q, got["gamma"], cfg.t, cfg)
+                plans.append(P)
+            w_server.append(w_q)
+            eta_q_at_client[c] = bus.send(SERVER, c, "fedbary.eta_q", eta_q, round=k).payload
+        if cfg.trace and k > 1:  # the bound of round k-1 from this round's solves
+            history["bound"].append(
+                self._bound(bus, clients, val, gammas, Q, [w for _, w in steps], received, w_server)
             )
-            gammas.update(zip(clients, updated))
-            if val is None:
-                Q = barycenter_steps(
-                    list(received.values()),
-                    Q.support,
-                    cfg.barycenter_steps,
-                    first_plans=plans,
-                    assignment=cfg.assignment_solver,
-                )
-        # final round: gamma_i^(K) and W(P_i, gamma_i^(K)) to the server
+        # step 7 at every client (independent of the sends above, so batched afterwards: an
+        # engine with remote parties runs them at once)
+        updated = bus.local_map(
+            [
+                (c, _gamma_step, eta_p, eta_q_at_client[c], cfg.t, cfg)
+                for c, (eta_p, _) in zip(clients, steps)
+            ]
+        )
+        gammas.update(zip(clients, updated))
+        if val is None:
+            Q = barycenter_steps(
+                list(received.values()),
+                Q.support,
+                cfg.barycenter_steps,
+                first_plans=plans,
+                assignment=cfg.assignment_solver,
+            )
+        return Q
+
+    def _final_round(self, bus, clients, val, gammas, Q, history):
+        """Final round: gamma_i^(K) and W(P_i, gamma_i^(K)) to the server, the server's side of
+        each distance; returns (distance per client, the final Q)."""
+        cfg = self.config
         K = cfg.iterations + 1
         finals = {}
         fast = cfg.assignment_solver
@@ -383,6 +401,10 @@ class FedBary(Protocol):
             history["bound"].append(
                 self._bound(bus, clients, val, gammas, Q, w_final, sent_final, w_val)
             )
+        return dist, Q
+
+    def _result(self, bus, clients, val, S, dist, gammas, Q, history, eta_q_at_client):
+        cfg = self.config
         contrib = contributions(dist)
         targets = {
             c: eta_q_at_client[c] if cfg.detect_on == "eta_q" else gammas[c] for c in clients

@@ -206,3 +206,58 @@ def test_protocol_run_receives_the_roster(monkeypatch, tiny_scenario):
     assert seen["type"] is Roster
     assert seen["rows"] == [d.n for d in world.parties.values()]
     assert out.results["estimates"]
+
+
+# ----------------------------------------------------------------------------- no giants
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 120
+#: giants another branch is splitting right now; each entry must still be over a limit (a
+#: stale entry fails the test), so the list only shrinks
+BEING_SPLIT = {
+    "testbed/scoring/metrics.py": "620 lines; scoring's owner splits it (issue 24)",
+}
+
+
+def size_violations(root: Path, packages=PACKAGES) -> list[str]:
+    """Library modules over MAX_MODULE_LINES lines and functions (methods, nested functions)
+    over MAX_FUNCTION_LINES lines, as ``path: what`` lines relative to ``root``."""
+    bad = []
+    for pkg in packages:
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            text = path.read_text()
+            n = len(text.splitlines())
+            if n > MAX_MODULE_LINES:
+                bad.append(f"{rel}: module of {n} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = node.end_lineno - node.lineno + 1
+                    if length > MAX_FUNCTION_LINES:
+                        bad.append(f"{rel}:{node.lineno}: {node.name}() of {length} lines")
+    return bad
+
+
+def test_no_giant_modules_or_functions():
+    bad = size_violations(ROOT)
+    pending = {b for b in bad if b.split(":")[0] in BEING_SPLIT}
+    assert sorted(set(bad) - pending) == []
+    stale = set(BEING_SPLIT) - {b.split(":")[0] for b in pending}
+    assert not stale, f"no longer over a limit, drop from BEING_SPLIT: {sorted(stale)}"
+
+
+def test_the_size_check_finds_a_long_function_and_a_long_module(tmp_path):
+    def body(lines: int, indent: str) -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(lines))
+
+    pkg = tmp_path / "lib"
+    pkg.mkdir()
+    # a function of exactly MAX_FUNCTION_LINES lines (def + body) and a module of MAX_MODULE_LINES
+    (pkg / "fine.py").write_text("def f():\n" + body(MAX_FUNCTION_LINES - 1, "    "))
+    (pkg / "ok.py").write_text(body(MAX_MODULE_LINES, ""))
+    # one line more each; the method is nested in a class
+    (pkg / "long.py").write_text("class A:\n    def g(self):\n" + body(MAX_FUNCTION_LINES, " " * 8))
+    (pkg / "big.py").write_text(body(MAX_MODULE_LINES + 1, ""))
+    assert size_violations(tmp_path, ("lib",)) == [
+        f"lib/big.py: module of {MAX_MODULE_LINES + 1} lines",
+        f"lib/long.py:2: g() of {MAX_FUNCTION_LINES + 1} lines",
+    ]

@@ -3,6 +3,8 @@ and nothing from the file is ever executed."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +208,82 @@ def test_validate_does_not_load_the_report_or_the_runner(tmp_path):
     code = f"from testbed.cli.main import main\nassert main(['validate', {str(f)!r}]) == 0\n"
     loaded = _modules_after(code)
     assert not loaded & {"testbed.report.writer", "testbed.run.execute", "matplotlib"}
+
+
+# ----------------------------------------------------------------------------- a new user's path
+def test_a_scenario_elsewhere_announces_its_run_directory(tmp_path, monkeypatch, capsys):
+    """Issue 24, user's list 1 and 2: the run of a scenario kept in another folder goes under
+    ./runs/ and the first line says so; report/attack/transcript take the scenario (file or
+    name) and use its latest run, saying which; two runs given at once are one clear line."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    scenario = elsewhere / "tiny.yaml"
+    scenario.write_text(GOOD)
+    monkeypatch.chdir(work)
+    assert main(["run", str(scenario), "-q"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    (run1,) = (work / "runs").iterdir()
+    assert first.startswith(f"run directory: runs/{run1.name}/ (under the current directory")
+    assert "not beside the scenario" in first
+    # a second run of the edited scenario: a new hash, a second directory
+    scenario.write_text(GOOD.replace("seed: 3", "seed: 4"))
+    assert main(["run", str(scenario), "-q"]) == 0
+    capsys.readouterr()
+    (run2,) = set((work / "runs").iterdir()) - {run1}
+    os.utime(run1 / "results.json", (1, 1))  # run1 finished long ago
+    for target in (str(scenario), "tiny"):
+        assert main(["transcript", target, "--limit", "1"]) == 0
+        out = capsys.readouterr().out
+        assert out.splitlines()[0] == (
+            f"using runs/{run2.name}/ (the latest of 2 runs of scenario 'tiny')"
+        )
+        assert out.count("using ") == 1
+    # what the README's old glob gave: two run directories
+    assert main(["report", "runs/" + run1.name, "runs/" + run2.name]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 run directories given" in err[0]
+    assert "testbed report SCENARIO.yaml" in err[0] and "unrecognized" not in err[0]
+    # a run directory given as such is used without a word
+    assert main(["transcript", str(run1), "--limit", "1"]) == 0
+    assert "using" not in capsys.readouterr().out
+    # nothing to use: one line, exit 2
+    assert main(["attack", "no_such_scenario"]) == 2
+    assert "no finished run of scenario 'no_such_scenario'" in capsys.readouterr().err
+
+
+def test_a_scenario_in_the_current_directory_is_announced_plainly(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.yaml").write_text(GOOD)
+    assert main(["run", "tiny.yaml", "-q", "--out", "here"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "run directory: here/"
+
+
+SWEPT = (
+    GOOD
+    + """\
+defenses:
+  - {name: gaussian_measure_noise, params: {clip_norm: 6.0, noise_multiplier: 1.0}}
+sweep:
+  - defenses[0].params.noise_multiplier: [1.0, 0.1]
+  - defenses: [[]]
+"""
+)
+
+
+def test_sweep_summary_names_fields_and_puts_the_baseline_first(tmp_path, capsys):
+    f = tmp_path / "swept.yaml"
+    f.write_text(SWEPT)
+    assert main(["run", str(f), "-q", "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("protocol"))
+    cols = [re.split(r"\s{2,}", line.strip()) for line in lines[head : head + 5]]
+    assert cols[0] == ["protocol", "setting", "seeds", "rel. error", "claimed eps"]
+    # the baseline first, then the sweep's own order (1.0 before 0.1, not alphabetical)
+    assert [c[1] for c in cols[2:]] == ["no defense", "noise_multiplier=1", "noise_multiplier=0.1"]
+    # the report's number format (testbed.report.fmt): three significant figures, a relative
+    # error from 1000 % on in words; no "120770.24 %"
+    errors = [c[3] for c in cols[2:]]
+    assert all(re.fullmatch(r"\d{1,3}(\.\d+)? %|over 1000 % \(.+×\)", e) for e in errors)
+    assert errors[1].startswith("over 1000 %")  # sigma = 1 on 20 points: the estimate is lost
+    assert all(re.fullmatch(r"\d{1,3}(\.\d+)?|∞", c[4]) for c in cols[2:]), cols

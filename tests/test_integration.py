@@ -76,9 +76,9 @@ def test_sweep_summary_prints_one_line_per_setting_with_leakage(tmp_path, capsys
     assert "leakage" in header and "coverage" in header and "seeds" in header
     lines = [line for line in out.splitlines() if line.startswith("triangle_wad")]
     assert len(lines) == 2  # two settings, each the mean over its two seeds
-    # one varying path: the setting column holds its value; k = 1 -> every row recovered
-    k1 = next(line.split() for line in lines if line.split()[1] == "1")
-    assert k1[2] == "2" and k1[5] == "1.00"
+    # one varying path: the setting column names it; k = 1 -> every row recovered
+    k1 = next(line.split() for line in lines if line.split()[1] == "support_size=1")
+    assert k1[2] == "2" and k1[5] == "1"  # three significant figures: 1, not 1.00
 
 
 def test_attacks_rerun_on_a_saved_transcript_reproduce_the_run(tmp_path, capsys):

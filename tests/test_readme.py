@@ -1,8 +1,10 @@
 """Every command the README shows runs, and the code behind README's claims says the same.
 
 Fenced ``bash`` blocks are run line by line in a scratch directory (``testbed`` = this checkout's
-``python -m testbed``); ``make`` targets (they would recurse into this suite) and ``pip install``
-(needs a build backend from the network) are skipped with the reason. The YAML block is the
+``python -m testbed``); ``make`` targets (they would recurse into this suite) are skipped with the
+reason. ``pip install -e plugins/...`` runs offline (``--no-deps --no-build-isolation
+--no-index``) into a scratch virtual environment that sees the shared one's packages, and
+``testbed`` runs there too, so the next ``testbed plugins`` lists the installed plugin. The YAML block is the
 scenario the README asks the reader to save; the Python block is the attack it asks them to
 write, run through the public contract kit.
 """
@@ -19,7 +21,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-SKIP = {"make": "make targets run this suite themselves", "pip": "needs the network"}
+SKIP = {"make": "make targets run this suite themselves"}
+#: pip as the README's reader runs it, but offline and into the scratch environment only
+PIP_FLAGS = "--no-deps --no-build-isolation --no-index --quiet"
 
 
 def _blocks(lang: str) -> list[str]:
@@ -50,12 +54,42 @@ def scratch(tmp_path_factory) -> Path:
     yaml_blocks = _blocks("yaml")
     assert yaml_blocks, "the README shows no scenario"
     (d / "my_first_audit.yaml").write_text(yaml_blocks[0])
+    _scratch_venv(d / "venv")
     return d
+
+
+def _scratch_venv(venv: Path) -> None:
+    """A virtual environment that sees this interpreter's packages (a ``.pth`` file), so that
+    ``pip install -e`` of a plugin needs no network and leaves the shared environment alone."""
+    import site
+    import sysconfig
+
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+        check=True,
+    )
+    purelib = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    shared = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
+    Path(purelib, "_shared_env.pth").write_text("\n".join(dict.fromkeys(shared)) + "\n")
 
 
 def _run(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    prelude = f'testbed() {{ "{sys.executable}" -m testbed "$@"; }}; set -o pipefail; '
+    venv = cwd / "venv" / "bin" / "python"
+    python = venv if venv.exists() else Path(sys.executable)
+    prelude = (
+        f'testbed() {{ "{python}" -m testbed "$@"; }}; '
+        f'pip() {{ "{python}" -m pip "$@" {PIP_FLAGS}; }}; set -o pipefail; '
+    )
     return subprocess.run(
         ["bash", "-c", prelude + cmd], cwd=cwd, env=env, capture_output=True, text=True
     )
@@ -66,12 +100,16 @@ def test_readme_command_runs(cmd, scratch):
     tool = cmd.split()[0]
     if tool in SKIP:
         pytest.skip(f"{cmd!r}: {SKIP[tool]}")
-    assert tool == "testbed", f"unexpected command in README: {cmd}"
+    assert tool in ("testbed", "pip"), f"unexpected command in README: {cmd}"
     # Execute (in README order: the run directory exists before report/transcript/attack use it)
     res = _run(cmd, scratch)
     # Assert: success, and no traceback even when `| head` closes the pipe early
     assert res.returncode == 0, f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
     assert "Traceback" not in res.stderr and "BrokenPipeError" not in res.stderr, res.stderr
+    if cmd.startswith("pip install -e "):  # "then `testbed plugins` lists" the plugin
+        plugin = Path(cmd.split()[3]).name
+        listed = _run("testbed plugins", scratch)
+        assert re.search(rf"^  {plugin}\s", listed.stdout, re.M), listed.stdout
 
 
 def test_readme_attack_passes_the_contract_kit():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.scenario.resources import CellTimeoutError
@@ -64,12 +65,14 @@ def load_checked(args):
 
 
 def print_attack_rows(rows) -> None:
+    from testbed.report.fmt import fmt
+
     for a in rows:
         keys = [k for k in ATTACK_KEYS if k in a]
         print(
             f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
             f"on {a['target']} (observer {a['observer']}): "
-            + ", ".join(f"{k}={a[k]:.4g}" for k in keys)
+            + ", ".join(f"{k}={fmt(a[k])}" for k in keys)
         )
 
 
@@ -146,3 +149,107 @@ def guarded(fn, args, debug: bool) -> int:
             f"{type(exc).__name__}: {one_line(exc)} (rerun with --debug for the traceback)", debug
         )
         return EXIT_FAULT
+
+
+# ----------------------------------------------------------------------------- run directories
+#: where ``testbed run`` puts a run by default: ``runs/<name>-<hash8>`` under the current directory
+RUNS = Path("runs")
+RUN_HELP = (
+    "a run directory, or a scenario file or name: its latest run under ./runs/ "
+    "(a glob such as runs/NAME-*/ matches every run of a scenario: give one)"
+)
+
+
+def planned_run_dir(sc, out: str | None) -> Path:
+    """Where ``testbed run`` writes ``sc``: ``--out``, else the scenario's ``output.dir``, else
+    ``runs/<name>-<hash8>`` under the current directory (the hash of the resolved scenario, or of
+    a sweep's cells)."""
+    if out or sc.output.dir:
+        return Path(out or sc.output.dir)
+    if sc.is_sweep:
+        from testbed.scenario.cells import expand_cells, sweep_hash
+
+        h = sweep_hash(expand_cells(sc))
+    else:
+        from testbed.scenario.resolve import config_hash, resolve
+
+        h = config_hash(resolve(sc))
+    return RUNS / f"{sc.name}-{h[:8]}"
+
+
+def announce_run_dir(path: Path, scenario: str) -> None:
+    """Say once, before the run, where its directory goes; a scenario kept outside the current
+    directory is told that its run is not written beside it."""
+    where = f"run directory: {path}/"
+    here = Path.cwd().resolve()
+    if not path.is_absolute() and here not in Path(scenario).resolve().parents:
+        where += f" (under the current directory {here}, not beside the scenario; --out to choose)"
+    print(where)
+
+
+def _scenario_target(text: str) -> tuple[str, Path | None]:
+    """(scenario name, its ``output.dir`` or None) of a scenario file or a bare name."""
+    import re
+
+    p = Path(text)
+    if p.is_file():
+        import yaml
+
+        try:
+            raw = yaml.safe_load(p.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise TestbedError(
+                f"{p}: not a run directory, and unreadable as a scenario ({exc})"
+            ) from None
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str):
+            raise TestbedError(f"{p}: not a run directory, and not a scenario (no name: field)")
+        out = (raw.get("output") or {}).get("dir") if isinstance(raw.get("output"), dict) else None
+        return name, Path(out) if out else None
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", text) and not text.endswith((".yaml", ".yml")):
+        return text, None
+    raise TestbedError(f"{text}: run directory not found, and not a scenario file or name")
+
+
+def _finished_at(run: Path) -> float | None:
+    """When a run (or sweep) finished writing its results; None while it has none."""
+    for name in ("results.jsonl", "results.json"):
+        if (run / name).is_file():
+            return (run / name).stat().st_mtime
+    return None
+
+
+def find_run_dir(targets: list[str], command: str) -> Path:
+    """The run directory a ``report``/``attack``/``transcript`` command works on: a directory as
+    given, or the latest finished run of a scenario (file or name) under ./runs/, said once.
+    Several targets (a glob that matched several runs) are refused with one line."""
+    import re
+
+    if len(targets) > 1:
+        shown = ", ".join(targets[:3]) + (", ..." if len(targets) > 3 else "")
+        raise TestbedError(
+            f"{command}: {len(targets)} run directories given ({shown}); a glob such as "
+            f"runs/NAME-*/ matches every run of a scenario: give one, or the scenario "
+            f"(testbed {command} SCENARIO.yaml) for its latest run"
+        )
+    target = targets[0]
+    if Path(target).is_dir():
+        return Path(target)
+    name, out = _scenario_target(target)
+    if out is not None:
+        if not out.is_dir():
+            raise TestbedError(f"{target}: its output.dir {out} does not exist (not run yet?)")
+        candidates = [out]
+    else:
+        pattern = re.compile(re.escape(name) + r"-[0-9a-f]{8}")
+        candidates = [d for d in RUNS.glob("*-*") if d.is_dir() and pattern.fullmatch(d.name)]
+    finished = [(t, d) for d in candidates if (t := _finished_at(d)) is not None]
+    if not finished:
+        raise TestbedError(
+            f"{target}: no finished run of scenario {name!r} under {out or RUNS}/ "
+            f"(`testbed run` writes one)"
+        )
+    run = max(finished)[1]
+    more = f"the latest of {len(finished)} runs" if len(finished) > 1 else "its only run"
+    print(f"using {run}/ ({more} of scenario {name!r})")
+    return run

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from testbed.cli._common import print_attack_rows
+from testbed.cli._common import find_run_dir, print_attack_rows
 from testbed.errors import TestbedError
 from testbed.exchange.bus import atomic_write_bytes
 from testbed.run.rerun import rerun_attacks
@@ -36,7 +36,7 @@ def _attack_specs(specs):
 def run(args) -> int:
     attacks = _attack_specs(args.attack)
     colluders = args.colluders.split(",") if args.colluders else None
-    run_dir = Path(args.run_dir)
+    run_dir = find_run_dir(args.run_dir, "attack")
     if (run_dir / "results.jsonl").is_file():  # a sweep: every finished cell
         cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
         if not cells:

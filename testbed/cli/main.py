@@ -14,7 +14,7 @@ import importlib
 import math
 import sys
 
-from testbed.cli._common import guarded, interruptible
+from testbed.cli._common import RUN_HELP, guarded, interruptible
 
 __all__ = ["build_parser", "main"]
 
@@ -127,7 +127,7 @@ def _run_dir_commands(sub) -> None:
     p = _command(
         sub, "attack", "attack", "run attacks on a saved run's transcript (protocol not re-run)"
     )
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument(
         "--attack",
         action="append",
@@ -138,9 +138,9 @@ def _run_dir_commands(sub) -> None:
     p = _command(
         sub, "report", "report", "render report.html/.md and results.csv of a run directory"
     )
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
     p = _command(sub, "transcript", "transcript", "show what was exchanged in a run")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
 

@@ -1,16 +1,13 @@
-"""``testbed report RUN``: render report.html/.md and results.csv of a run directory."""
+"""``testbed report RUN``: render report.html/.md and results.csv of a run directory (or of a
+scenario's latest run)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from testbed.errors import TestbedError
+from testbed.cli._common import find_run_dir
 from testbed.report.writer import write_report
 
 
 def run(args) -> int:
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        raise TestbedError(f"{run_dir}: run directory not found")
+    run_dir = find_run_dir(args.run_dir, "report")
     print(f"report: {write_report(run_dir)}")
     return 0

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from testbed.cli._common import fmt_bytes, fmt_value, load_checked, print_attack_rows, table
-from testbed.report.model import ANY_ATTACK, aggregate, error_key
+from testbed.cli._common import (
+    announce_run_dir,
+    fmt_bytes,
+    fmt_value,
+    load_checked,
+    planned_run_dir,
+    print_attack_rows,
+    table,
+)
+from testbed.cli.summary import sweep_rows
+from testbed.report.fmt import pct
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
@@ -11,9 +20,11 @@ from testbed.run.sweep import run_sweep
 
 def run(args) -> int:
     sc = load_checked(args)
+    out_dir = planned_run_dir(sc, args.out)
+    announce_run_dir(out_dir, args.scenario)
     if sc.is_sweep:
-        return _run_sweep(sc, args)
-    out = execute(sc, out_dir=args.out, progress=not args.quiet)
+        return _run_sweep(sc, args, out_dir)
+    out = execute(sc, out_dir=out_dir, progress=not args.quiet)
     write_report(out.out_dir)
     r = out.results
     rows = []
@@ -23,7 +34,7 @@ def run(args) -> int:
                 k,
                 fmt_value(acc["estimate"]),
                 fmt_value(acc["exact"]),
-                f"{100 * acc['relative_error']:.3f} %",
+                pct(acc["relative_error"]),
                 r["transcript"]["rounds"],
                 r["transcript"]["messages"],
                 fmt_bytes(r["transcript"]["bytes"]),
@@ -45,30 +56,14 @@ def run(args) -> int:
     return 0
 
 
-def _run_sweep(sc, args) -> int:
-    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
-    agg = aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
-    err_q = error_key(out.rows)
-    cols = [
-        (f"{err_q}.relative_error", "rel. error", lambda x: f"{100 * x:.2f} %"),
-        (f"{ANY_ATTACK}.leakage", "leakage", lambda x: f"{x:.2f}"),
-        (f"{ANY_ATTACK}.coverage", "coverage", lambda x: f"{x:.2f}"),
-    ]
-    cols = [c for c in cols if any(c[0] in a for a in agg.values())]
-    rows = []
-    for (series, point), a in sorted(agg.items()):
-        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
-        rows.append(
-            [series[:30], point[:70], a["n"]]
-            + [fmt(a[key][0]) if key in a else "-" for key, _, fmt in cols]
-            + [f"{max(eps):.4g}" if eps else "inf"]
-        )
+def _run_sweep(sc, args, out_dir) -> int:
+    out = run_sweep(sc, out_dir=out_dir, progress=not args.quiet, jobs=args.jobs)
+    header, rows, attacks = sweep_rows(out.rows)
     print(
         f"{sc.name}: sweep of {len(out.rows)} cells ({out.computed} computed, {out.cached} cached)"
     )
-    header = ["protocol", "setting", "seeds"] + [c[1] for c in cols] + ["claimed eps"]
     print(table(rows, header))
-    if any(c[0].startswith(ANY_ATTACK) for c in cols):
+    if attacks:
         print(
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
         )

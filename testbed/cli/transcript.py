@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
-from testbed.cli._common import fmt_bytes, table
-from testbed.errors import TestbedError
+from testbed.cli._common import find_run_dir, fmt_bytes, table
 from testbed.exchange.bus import Transcript
 from testbed.measure import Measure
 
@@ -28,9 +26,7 @@ def payload_summary(p) -> str:
 
 
 def run(args) -> int:
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        raise TestbedError(f"{run_dir}: run directory not found")
+    run_dir = find_run_dir(args.run_dir, "transcript")
     tr = Transcript.load(run_dir)
     envs = list(tr)
     shown = envs if args.all or len(envs) <= args.limit else envs[: args.limit]

@@ -1,0 +1,74 @@
+"""What ``testbed run`` prints after a sweep: one line per setting, the baseline (no defense)
+first and then the sweep's own order, each setting labelled by the field it sets
+(``noise_multiplier=0.1``), every number in the report's own format (``testbed.report.fmt``:
+three significant figures, a relative error from 1000 % on in words). The means over seeds are
+the report's own aggregation; their intervals are in the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.report.fmt import fmt, pct
+from testbed.report.model import ANY_ATTACK, aggregate, error_key, point_of, series_of
+from testbed.scenario.cells import parse_path
+
+__all__ = ["setting_label", "sweep_rows"]
+
+
+def _field(path: str, paths: list[str]) -> str:
+    """The name a swept path is shown by: its last field, or the whole path when two swept paths
+    end in the same field."""
+    last = [t for t in parse_path(path) if isinstance(t, str)][-1]
+    others = [p for p in paths if p != path]
+    if any([t for t in parse_path(p) if isinstance(t, str)][-1] == last for p in others):
+        return path
+    return last
+
+
+def setting_label(row: dict) -> str:
+    """A cell's setting, every swept field named: ``noise_multiplier=0.1``; a swept plugin spec
+    is shown as its label (``large_t(t=0.9)``), an empty list of defenses as ``no defense``."""
+    labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
+    setting = row.get("setting") or {}
+    parts = []
+    for path, label in labels.items():
+        value = setting.get(path)
+        if value == [] and path.split(".")[-1].startswith("defenses"):
+            parts.append("no defense")
+        elif isinstance(value, (dict, list)):
+            parts.append(label)
+        else:
+            parts.append(f"{_field(path, list(labels))}={label}")
+    return ", ".join(parts) or "base"
+
+
+def _is_baseline(row: dict) -> bool:
+    return not row["results"].get("defenses")
+
+
+def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
+    """(header, table rows, whether attack columns are shown) of a sweep's summary."""
+    agg = aggregate(rows)  # the report's own aggregation: mean over seeds per setting
+    err_q = error_key(rows)
+    cols = [
+        (f"{err_q}.relative_error", "rel. error", pct),
+        (f"{ANY_ATTACK}.leakage", "leakage", fmt),
+        (f"{ANY_ATTACK}.coverage", "coverage", fmt),
+    ]
+    cols = [c for c in cols if any(c[0] in a for a in agg.values())]
+    order: dict[tuple[str, str], tuple[bool, int, str]] = {}
+    for i, row in enumerate(rows):  # the sweep's own order, the baseline first
+        key = (series_of(row), point_of(row))
+        if key not in order:
+            order[key] = (not _is_baseline(row), i, setting_label(row))
+    table = []
+    for key in sorted(order, key=lambda k: order[k][:2]):
+        a = agg[key]
+        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
+        table.append(
+            [key[0][:30], order[key][2][:70], a["n"]]
+            + [show(a[k][0]) if k in a else "-" for k, _, show in cols]
+            + [fmt(max(eps)) if eps else fmt(float("inf"))]
+        )
+    header = ["protocol", "setting", "seeds"] + [c[1] for c in cols] + ["claimed eps"]
+    return header, table, any(c[0].startswith(ANY_ATTACK) for c in cols)
