@@ -144,6 +144,20 @@ class Gaussians(DatasetPlugin):
             np.vstack(Xs), np.concatenate(ys), "gaussians", {"means": means, "covs": covs}
         )
 
+    def fresh_rows(self, rng, labels, n: int) -> np.ndarray:
+        """``n`` new rows (the population the scorer compares with): of component ``labels[i]``
+        each, or, without labels, of components drawn in the proportions of their sizes."""
+        sizes = np.array([c.n for c in self.config.components], dtype=np.float64)
+        if labels is None:
+            labels = rng.choice(sizes.size, size=n, p=sizes / sizes.sum())
+        labels = np.asarray(labels, dtype=np.int64)
+        X = np.empty((labels.size, self.config.d))
+        for k in np.unique(labels):
+            mean, cov = self.params(int(k))
+            at = labels == k
+            X[at] = rng.multivariate_normal(mean, cov, size=int(at.sum()), method="cholesky")
+        return X
+
 
 class SklearnConfig(PluginConfig):
     scale: Literal["none", "standard", "minmax"] = "none"

@@ -35,6 +35,7 @@ def ground_truth(world: World, ledger: PrivacyLedger | None = None) -> GroundTru
     for target, (rows, flags) in world.protocol.membership_truth(world.parties).items():
         if target not in membership:
             candidates[target], membership[target] = rows, np.asarray(flags, dtype=bool)
+    pop = world.meta.get("population")
     return GroundTruth(
         parties={p: PartyTruth(d.X, d.y, d.source_index) for p, d in world.parties.items()},
         tokens=None if tokens is None else tuple(tokens),
@@ -43,6 +44,8 @@ def ground_truth(world: World, ledger: PrivacyLedger | None = None) -> GroundTru
         noise_masks=dict(world.noise_masks),
         claimed_epsilon={p: float(ledger.epsilon(p, DELTA)) for p in ledger.parties()},
         delta=DELTA,
+        population={} if pop is None else dict(pop.rows),
+        population_method="none" if pop is None else pop.method,
     )
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-__all__ = ["w2_leakage"]
+__all__ = ["population_leakage", "w2_leakage"]
 
 
 def w2_leakage(
@@ -37,4 +37,26 @@ def w2_leakage(
                 "leakage_clipped": float(clipped != raw),
             }
         )
+    return out
+
+
+def population_leakage(
+    points, weights, population, n: int, baseline_points, baseline_weights, rng, k: int = 5
+) -> dict[str, float]:
+    """The normalised leakage the same reconstruction scores against population rows (rows of
+    the same distribution that no party holds): ``1 - W2(nu_hat, P) / W2(baseline, P)`` averaged
+    over ``k`` random population subsets ``P`` of the target's size ``n``. A reconstruction that
+    scores as well against the population as against the party shows distributional inference,
+    not a leak of the party's rows."""
+    P = np.asarray(population, dtype=np.float64)
+    ws, raws = [], []
+    for _ in range(k):
+        sub = P[rng.choice(len(P), size=n, replace=len(P) < n)]
+        got = w2_leakage(points, weights, sub, baseline_points, baseline_weights)
+        ws.append(got["w2"])
+        if "leakage_raw" in got:
+            raws.append(got["leakage_raw"])
+    out = {"w2_population": float(np.mean(ws))}
+    if raws:
+        out["leakage_population"] = float(np.clip(np.mean(raws), 0.0, 1.0))
     return out

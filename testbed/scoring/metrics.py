@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from testbed.scoring.accuracy import detection_metrics, mean_ci, relative_error
-from testbed.scoring.distributional import w2_leakage
+from testbed.scoring.distributional import population_leakage, w2_leakage
 from testbed.scoring.errors import MetricError
 from testbed.scoring.labels import tv_distance
 from testbed.scoring.membership import (
@@ -38,6 +38,8 @@ from testbed.scoring.records import (
     exact_recovery_rate,
     exact_recovery_tolerance,
     median_loo_nn_distance,
+    population_comparison,
+    transform_recovery,
 )
 from testbed.scoring.text import matching_rate, precision_at_k
 
@@ -99,6 +101,29 @@ METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
     "coverage_baseline": ("coverage of the prior-only baseline", None),
     "exact_recovery": ("share of private rows recovered within exact_recovery_tol", True),
     "exact_recovery_tol": ("1e-6 x median private row norm", None),
+    # recovery up to a transformation (OT matching, then the best fit; testbed.scoring.transforms)
+    "exact_recovery_similarity": ("exact_recovery after the best similarity transform", True),
+    "coverage_similarity": ("coverage after the best similarity transform", True),
+    "exact_recovery_affine": ("exact_recovery after the best affine map", True),
+    "coverage_affine": ("coverage after the best affine map", True),
+    # the same against population rows (rows of the same distribution no party holds)
+    "population_method": ("where the population rows come from", None),
+    "population_rows": ("population rows the figures below were computed on", None),
+    "coverage_population": ("coverage of population subsets of the target's size", None),
+    "coverage_population_hi": ("97.5 % quantile of coverage over population subsets", None),
+    "exact_recovery_population": ("exact_recovery of population subsets", None),
+    "exact_recovery_similarity_population": ("exact_recovery_similarity on population", None),
+    "coverage_similarity_population": ("coverage_similarity on population", None),
+    "exact_recovery_affine_population": ("exact_recovery_affine on population", None),
+    "coverage_affine_population": ("coverage_affine on population", None),
+    "w2_population": ("W2(reconstruction, population subset of the target's size)", None),
+    "leakage_population": ("leakage scored against population rows instead", None),
+    "record_p": ("permutation p-value: closer to the target's rows than to the population", None),
+    "record_leak": ("1 when a leak of the target's rows is claimed (record level)", None),
+    "record_leakage": (
+        "largest excess of a record figure over the population's (0 unless record_leak)",
+        True,
+    ),
     # words
     "matching_rate": ("share of retrieved words in the target's document", True),
     "matching_rate_any": ("share of retrieved words in any party's document", True),
@@ -166,6 +191,8 @@ def score_attack(output, baseline, truth) -> dict:
             row["coverage_baseline"] = coverage_at_r(baseline.points, truth.X, row["coverage_r"])[
                 "coverage"
             ]
+        row.update(transform_recovery(output.points, truth.X, row["coverage_r"]))
+        row.update(_vs_population(output, baseline, world, row))
         return row
     if output.kind == "words":
         tokens = world.tokens
@@ -212,6 +239,36 @@ def score_attack(output, baseline, truth) -> dict:
         return row
     raise MetricError(f"no scorer for attack output kind {output.kind!r}")
 
+
+def _vs_population(output, baseline, world, row: dict) -> dict:
+    """The points row's figures against the target's population rows (record-level leakage vs
+    the population, DESIGN.md); without population rows, only the exact-recovery rule: a record
+    leak is claimed when a row is recovered exactly (raw or up to a transform)."""
+    pop = (world.population or {}).get(output.target)
+    out: dict = {"population_method": world.population_method}
+    if pop is None or len(pop) < 2:
+        rates = [row.get(k) for k in ("exact_recovery", *EXACT_UP_TO)]
+        best = max((v for v in rates if v is not None), default=0.0)
+        out.update(record_leak=float(best > 0), record_leakage=float(best))
+        return out
+    rng = np.random.default_rng(0)
+    out.update(population_comparison(output.points, world.parties[output.target].X, pop, row, rng))
+    out.update(
+        population_leakage(
+            output.points,
+            output.weights,
+            pop,
+            len(world.parties[output.target].X),
+            None if baseline is None else baseline.points,
+            None if baseline is None else baseline.weights,
+            rng,
+        )
+    )
+    return out
+
+
+#: the exact-recovery rates up to a transform (keys of a points row)
+EXACT_UP_TO = ("exact_recovery_similarity", "exact_recovery_affine")
 
 # private helpers some tests import from here
 _PRIVATE = (_nn_distance, _roc, _rows_in)

@@ -1,5 +1,7 @@
 """Record-level leakage (DESIGN.md, "Metrics"): coverage@r and the exact-recovery rate of a
-reconstruction against private rows."""
+reconstruction against private rows, the same up to a transformation, and the same against
+population rows (rows of the same distribution that no party holds) with the test that decides
+whether a record leak is claimed."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ from testbed.scoring.errors import MetricError
 
 __all__ = [
     "EXACT_RECOVERY_REL_TOL",
+    "PERMUTATIONS",
+    "RECORD_ALPHA",
+    "population_comparison",
+    "transform_recovery",
     "coverage_at_r",
     "exact_recovery_rate",
     "exact_recovery_tolerance",
@@ -86,3 +92,115 @@ def exact_recovery_rate(recon, truth, rel_tol: float = EXACT_RECOVERY_REL_TOL) -
     computed from differences (independent of BLAS threads; see :func:`_nn_distance`)."""
     tol = exact_recovery_tolerance(truth, rel_tol)
     return float(np.mean(_nn_distance(truth, recon) <= tol))
+
+
+# ----------------------------------------------------------------------------- vs the population
+#: permutations of the record-level test, and its level (DESIGN.md: record-level leakage vs the
+#: population); the permutations are drawn from a fixed seed, so the same run scores the same
+PERMUTATIONS = 999
+RECORD_ALPHA = 0.05
+#: population subsets (of the target's size) the transform fits are repeated on
+TRANSFORM_SUBSETS = 5
+#: at most this many private rows (and 10 x as many reconstructed points) enter a transform fit
+TRANSFORM_MAX_ROWS = 200
+
+
+def _excess(value, population) -> float:
+    """How far ``value`` is above the population's figure, as a share of what was left to gain:
+    ``(value - population) / (1 - population)`` clipped to [0, 1] (0 when the population is 1)."""
+    if value is None or population is None or population >= 1:
+        return 0.0
+    return float(np.clip((value - population) / (1.0 - population), 0.0, 1.0))
+
+
+def _subsets(rng, m: int, n: int, k: int) -> list[np.ndarray]:
+    return [rng.choice(m, size=n, replace=m < n) for _ in range(k)]
+
+
+def _transform_rates(recon, truth, radius: float, tol: float) -> dict[str, float | None]:
+    """Exact recovery and coverage of ``recon`` against ``truth`` after each transform's best
+    fit (:func:`testbed.scoring.transforms.best_fit`); None where it cannot be computed."""
+    from testbed.scoring.transforms import TRANSFORMS, best_fit
+
+    out: dict[str, float | None] = {}
+    for kind in TRANSFORMS:
+        exact, mapped, _ = best_fit(
+            recon, truth, kind, lambda M: float(np.mean(_nn_distance(truth, M) <= tol))
+        )
+        out[f"exact_recovery_{kind}"] = exact
+        out[f"coverage_{kind}"] = (
+            None if mapped is None else float(np.mean(_nn_distance(truth, mapped) <= radius))
+        )
+    return out
+
+
+def transform_recovery(recon, truth, radius: float | None = None, rng=None) -> dict:
+    """Exact recovery and coverage@r up to a similarity transform and up to an affine map
+    (:mod:`testbed.scoring.transforms`), from at most :data:`TRANSFORM_MAX_ROWS` private rows
+    (drawn with ``rng``, default a fixed seed) and 10 × as many reconstructed points."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    X = np.asarray(truth, dtype=np.float64)
+    R = np.asarray(recon, dtype=np.float64)
+    radius = median_loo_nn_distance(X) if radius is None else float(radius)
+    tol = exact_recovery_tolerance(X)
+    if R.ndim != 2 or len(R) > 10 * TRANSFORM_MAX_ROWS:
+        return _transform_rates(np.empty((0, X.shape[1])), X, radius, tol)
+    if len(X) > TRANSFORM_MAX_ROWS:
+        X = X[np.sort(rng.choice(len(X), TRANSFORM_MAX_ROWS, replace=False))]
+    return _transform_rates(R, X, radius, tol)
+
+
+def population_comparison(recon, truth, population, row: dict, rng=None) -> dict:
+    """The record-level figures of ``row`` (coverage, exact recovery, and up to each transform)
+    computed again against population rows — rows of the same distribution that no party holds
+    (:mod:`testbed.data.population`) — and the test of a record leak.
+
+    Population figures are means over subsets of the population of the target's size (the radius
+    and tolerance stay the target's). ``record_p``: one-sided permutation p-value of the mean
+    truncated distance ``mean_i min(d_i, r)`` from the private rows to the reconstruction, against
+    random subsets of the pooled private and population rows (:data:`PERMUTATIONS`, fixed seed).
+    ``record_leak`` = 1 when that p-value is below :data:`RECORD_ALPHA` or a transform's exact
+    recovery exceeds the largest it reaches on any population subset; ``record_leakage`` = the
+    largest excess of a record figure over its population figure (:func:`_excess`) when
+    ``record_leak``, else 0."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    X = np.asarray(truth, dtype=np.float64)
+    P = np.asarray(population, dtype=np.float64)
+    n, r, tol = len(X), row["coverage_r"], row["exact_recovery_tol"]
+    dx, dp = _nn_distance(X, recon), _nn_distance(P, recon)
+    subs = _subsets(rng, len(P), n, PERMUTATIONS)
+    cov_p = np.array([np.mean(dp[s] <= r) for s in subs])
+    out: dict = {
+        "population_rows": float(len(P)),
+        "coverage_population": float(cov_p.mean()),
+        "coverage_population_hi": float(np.quantile(cov_p, 0.975)),
+        "exact_recovery_population": float(np.mean([np.mean(dp[s] <= tol) for s in subs])),
+    }
+    pool = np.minimum(np.concatenate([dx, dp]), r)
+    t_x = float(pool[:n].mean())
+    t_perm = np.array([pool[rng.permutation(pool.size)[:n]].mean() for _ in range(PERMUTATIONS)])
+    out["record_p"] = float((1 + np.sum(t_perm <= t_x)) / (PERMUTATIONS + 1))
+    leak = out["record_p"] < RECORD_ALPHA
+    excess = [
+        _excess(row.get("coverage"), out["coverage_population"]),
+        _excess(row.get("exact_recovery"), out["exact_recovery_population"]),
+    ]
+    from testbed.scoring.transforms import TRANSFORMS
+
+    if any(row.get(f"exact_recovery_{k}") is not None for k in TRANSFORMS):
+        fits = [
+            transform_recovery(recon, P[s], r, rng)
+            for s in _subsets(rng, len(P), min(n, TRANSFORM_MAX_ROWS), TRANSFORM_SUBSETS)
+        ]
+        for k in TRANSFORMS:
+            for m in ("exact_recovery", "coverage"):
+                vals = [f[f"{m}_{k}"] for f in fits if f[f"{m}_{k}"] is not None]
+                if not vals or row.get(f"{m}_{k}") is None:
+                    continue
+                out[f"{m}_{k}_population"] = float(np.mean(vals))
+                excess.append(_excess(row[f"{m}_{k}"], out[f"{m}_{k}_population"]))
+                if m == "exact_recovery" and row[f"{m}_{k}"] > max(vals):
+                    leak = True
+    out["record_leak"] = float(leak)
+    out["record_leakage"] = float(max(excess)) if leak else 0.0
+    return out
