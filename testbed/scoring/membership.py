@@ -249,6 +249,11 @@ def membership_labels(candidates, target: str, truth) -> np.ndarray:
     if target in pool and target in labels:
         if np.array_equal(np.asarray(pool[target]), np.asarray(candidates)):
             return np.asarray(labels[target], bool)
+    for other, rows in pool.items():
+        if other != target and np.array_equal(np.asarray(rows), np.asarray(candidates)):
+            raise MetricError(
+                f"target mismatch: scores for {target!r} are over {other!r}'s candidate pool"
+            )
     return _rows_in(candidates, truth.parties[target].X)
 
 

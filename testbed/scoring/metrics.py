@@ -218,6 +218,11 @@ def score_attack(output, baseline, truth) -> dict:
         # issue 5: public candidate rows; members = candidates that are rows of the target
         row.update(score_membership(output, baseline, world))
         return row
+    if output.kind == "scores" and output.target in (world.candidates or {}):
+        raise MetricError(
+            f"scores for {output.target!r} carry no meta['candidates'] (the candidate rows "
+            "scored, in order): the scorer cannot tell whose pool they rank; set it"
+        )
     if output.kind == "scores":
         member = world.membership.get(output.target)
         if member is None:

@@ -154,9 +154,7 @@ def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
     :func:`testbed.testing.protocol_checks.private_row_findings` (observers, then ``(observer,
     colluders)`` keyed ``"observer+colluder+..."``); kinds in ``raw_row_kinds`` are skipped."""
     protocol, parties = run.world.protocol, run.world.parties
-    private = {
-        p: np.asarray(X, dtype=np.float64) for p, X in protocol.private_arrays(parties).items()
-    }
+    private = _not_exempt(protocol.private_arrays(parties), protocol.exempt_arrays(parties))
     raw_kinds = tuple(getattr(protocol, "raw_row_kinds", ()) or ())
     models = [(o, ()) for o in run.observers] + [(o, tuple(c)) for o, c in coalitions]
     out = {}
@@ -191,6 +189,29 @@ def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
                 )
         out["+".join((obs, *coll))] = found
     return out
+
+
+def _not_exempt(private, exempt) -> dict[str, np.ndarray]:
+    """Each party's rows without those the protocol declares legitimately held by others
+    (``exempt_arrays``, e.g. a transfer set overlapping a client's data), as the guard does."""
+    ex = [np.atleast_2d(np.asarray(e, dtype=np.float64)) for e in exempt or ()]
+    out = {}
+    for p, X in private.items():
+        X = np.asarray(X, dtype=np.float64)
+        for E in ex:
+            if E.shape[-1] == X.shape[1] and len(X):
+                norm = float(np.median(np.linalg.norm(X, axis=1)))
+                keep = _nn_rows(E, X) > DISGUISE_REL_TOL * max(norm, 1e-12)
+                X = X[keep]
+        if len(X) >= 1:
+            out[p] = X
+    return out
+
+
+def _nn_rows(M: np.ndarray, X: np.ndarray) -> np.ndarray:
+    from scipy.spatial import cKDTree
+
+    return cKDTree(M).query(X)[0]
 
 
 def _finding(env, party: str, path: str, hit: tuple[str, int], n: int) -> DisguiseFinding:

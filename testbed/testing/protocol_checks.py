@@ -252,15 +252,18 @@ def check_no_private_rows(cls, scenario=None) -> None:
 
     run = protocol_run(cls, scenario)
     found = {o: f for o, f in private_row_findings(run).items() if f}
+    disguised = {o: f for o, f in disguise_findings(run).items() if f}
+    said = []
     if found:
         lines = [f"observer {o}: {len(f)} message(s), e.g. {f[0].line()}" for o, f in found.items()]
-        raise AssertionError("private rows reach other parties: " + " | ".join(lines))
-    disguised = {o: f for o, f in disguise_findings(run).items() if f}
+        said.append("private rows reach other parties: " + " | ".join(lines))
     if disguised:
         lines = [
             f"observer {o}: {len(f)} finding(s), e.g. {f[0].line()}" for o, f in disguised.items()
         ]
-        raise AssertionError("private rows reach other parties in disguise: " + " | ".join(lines))
+        said.append("private rows reach other parties in disguise: " + " | ".join(lines))
+    if said:
+        raise AssertionError("; ".join(said))
 
 
 Check = Callable[..., None]
