@@ -3,12 +3,14 @@ word is an error naming what is wrong."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from attacks._base import AttackOutput
 from testbed.data.files import CsvFile, FileConfig, NpyFile
-from testbed.errors import DataError
+from testbed.errors import DataError, TestbedError
 from testbed.run.attack import AttackRun
 from testbed.run.score import score_runs
 from testbed.scoring.metrics import MetricError
@@ -89,3 +91,69 @@ def test_npy_of_the_wrong_kind_is_refused_naming_the_file(tmp_path, arr, says):
     with pytest.raises(DataError, match=says) as err:
         NpyFile(FileConfig.model_validate({"path": str(f)})).load(None)
     assert "d.npy" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- attacks that do not apply
+TINY = (Path(__file__).parent.parent / "scenarios" / "contract_tiny.yaml").read_text()
+
+
+def _scenario(tmp_path, attacks: str, extra: str = ""):
+    from testbed.scenario.schema import load_scenario
+
+    f = tmp_path / "s.yaml"
+    f.write_text(TINY + "output: {save_transcript: true}\n" + attacks + extra)
+    return load_scenario(f)
+
+
+def test_an_attack_that_does_not_apply_is_an_error_before_running(tmp_path):
+    from testbed.run.preflight import preflight
+
+    sc = _scenario(tmp_path, "attacks:\n  - {name: measure_inversion}\n")
+    with pytest.raises(TestbedError) as err:
+        preflight(sc)
+    msg = str(err.value)
+    assert "s.yaml" in msg and "'measure_inversion'" in msg and "'fedwad'" in msg
+    assert "triangle_wad" in msg and "\n" not in msg
+
+
+def test_skip_lists_it_as_skipped(tmp_path):
+    from testbed.run.preflight import preflight
+
+    sc = _scenario(tmp_path, "attacks:\n  - {name: measure_inversion, if_not_applicable: skip}\n")
+    assert preflight(sc) == [
+        "attacks[0] measure_inversion: skipped on protocol 'fedwad' (applies to: triangle_wad, "
+        "triangle_wad_marketplace)"
+    ]
+
+
+def test_duplicate_labels_are_refused_before_running(tmp_path):
+    from testbed.run.preflight import preflight
+
+    sc = _scenario(
+        tmp_path,
+        "attacks:\n  - {name: sent_rows, label: x}\n  - {name: fedwad_distributional, label: x}\n",
+    )
+    with pytest.raises(TestbedError, match=r"s\.yaml: attacks\[1\]: label 'x' already used"):
+        preflight(sc)
+
+
+def test_the_run_refuses_it_too_and_testbed_attack_says_why_there_are_no_rows(tmp_path):
+    from testbed.run import execute
+    from testbed.run.rerun import rerun_attacks, why_no_rows
+
+    sc = _scenario(tmp_path, "attacks:\n  - {name: sent_rows}\n")
+    execute(sc, tmp_path / "run")
+    with pytest.raises(TestbedError, match="does not apply to protocol 'fedwad'"):
+        rerun_attacks(tmp_path / "run", [{"name": "measure_inversion", "params": {}}])
+    rows, sc2 = rerun_attacks(
+        tmp_path / "run",
+        [
+            {"name": "measure_inversion", "params": {}, "if_not_applicable": "skip"},
+            {"name": "sent_rows", "params": {}},
+        ],
+        observer="alice",
+    )
+    assert rows == []  # alice sees no row bob sent (fedwad sends interpolating measures)
+    why = why_no_rows(sc2, rows)
+    assert why[0].startswith("measure_inversion: does not apply to protocol 'fedwad'")
+    assert why[1].startswith("sent_rows: ran as alice, but returned no output for any target")

@@ -92,7 +92,13 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
         cls = ATTACKS.get(spec.name)
         params = resolved["attacks"][i]["params"]
         if not cls(cls.Config(**params)).applies_to(scenario.protocol.name):
-            continue  # e.g. a sweep over protocols: each attack runs where it applies
+            if getattr(spec, "if_not_applicable", "error") == "skip":
+                continue  # e.g. a sweep over protocols: listed as skipped (run.preflight)
+            raise TestbedError(
+                f"attacks[{i}] {spec.name!r} does not apply to protocol "
+                f"{scenario.protocol.name!r} (it applies to: {', '.join(cls.protocols)}); "
+                "set `if_not_applicable: skip` on it to list it as skipped"
+            )
         outputs, baseline = run_isolated(
             cls,
             params,

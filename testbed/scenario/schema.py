@@ -79,6 +79,11 @@ class AttackSpec(PluginSpec):
     target: str | None = Field(
         None, description="party to attack (default: every party the attack can target)"
     )
+    if_not_applicable: Literal["error", "skip"] = Field(
+        "error",
+        description="an attack that does not apply to the protocol (of a sweep cell) is an "
+        "error at validate and run; `skip` lists it as skipped instead",
+    )
     label: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9_.-]+$",
@@ -630,6 +635,7 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         a["params"] = p
         if a.get("label") is None:  # unset labels leave older configs' hashes unchanged
             a.pop("label", None)
+        a.pop("if_not_applicable", None)  # what runs is the same; only the listing differs
     if out.get("membership") is None:
         out.pop("membership", None)
     out.pop("output", None)  # where results go does not change what they are
