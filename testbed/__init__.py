@@ -20,7 +20,8 @@ from testbed.registry import (
     TRANSFORMS,
     PluginConfig,
 )
-from testbed.scenario.schema import Scenario, load_scenario
+from testbed.scenario.loading import load_scenario
+from testbed.scenario.schema import Scenario
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ import pytest
 from testbed.cli.main import main
 from testbed.run.audit import canary_audit
 from testbed.run.roster import build_world
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 BASE = """\
 name: audit_tiny

@@ -16,10 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.cli.main import main
-from testbed.report.writer import pareto_front, write_report
+from testbed.report.fmt import fmt
+from testbed.report.model import pareto_front
+from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 
 class _Links(HTMLParser):
@@ -89,7 +91,7 @@ def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir)
     assert "opacus" in html and "POT" in html
     # claimed epsilon of a cell as the ledger wrote it
     eps = rows[-1]["results"]["privacy"]["alice"]["epsilon"]
-    assert f"{eps:.4g}" in html
+    assert fmt(eps) in html
     # Markdown, PNG files and CSV beside it
     md = (sweep_dir / "report.md").read_text()
     assert "## Claimed vs audited ε" in md
@@ -97,9 +99,9 @@ def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir)
         assert (sweep_dir / img).read_bytes().startswith(b"\x89PNG")
     with open(sweep_dir / "results.csv") as f:
         table = list(csv.DictReader(f))
-    assert len(table) == len(rows) == 20
-    assert {r["cell"] for r in table} == {r["cell"] for r in rows}
-    assert "wasserstein.relative_error" in table[0] and "eps_claimed[alice]" in table[0]
+    assert {r["cell"] for r in table} == {r["cell"] for r in rows} and len(rows) == 20
+    columns = {r["column"] for r in table}
+    assert "wasserstein.relative_error" in columns and "eps_claimed[alice]" in columns
 
 
 def test_report_renders_what_the_files_say(sweep_dir, tmp_path):
@@ -115,8 +117,9 @@ def test_report_renders_what_the_files_say(sweep_dir, tmp_path):
     write_report(work)
     # Assert
     with open(work / "results.csv") as f:
-        first = next(csv.DictReader(f))
-    assert float(first["wasserstein.estimate"]) == 123456.0
+        table = list(csv.DictReader(f))
+    first = [r for r in table if r["cell"] == rows[0]["cell"]]
+    assert [float(r["value"]) for r in first if r["column"] == "wasserstein.estimate"] == [123456.0]
 
 
 def _with_attacks(rows: list[dict]) -> list[dict]:
@@ -184,8 +187,8 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     eps_section = html.split("Claimed vs audited ε</h2>")[1].split("Assumptions behind")[0]
     assert "consistent" in eps_section and "VIOLATION" not in eps_section
     with open(work / "results.csv") as f:
-        head = next(csv.DictReader(f))
-    assert "fedwad_geodesic[alice].leakage" in head and "fedwad_geodesic.eps_lower" in head
+        columns = {r["column"] for r in csv.DictReader(f)}
+    assert "fedwad_geodesic[alice].leakage" in columns and "fedwad_geodesic.eps_lower" in columns
 
 
 def test_audit_above_claim_is_flagged(sweep_dir, tmp_path):
@@ -222,7 +225,8 @@ def test_single_run_report_and_cli(tmp_path, capsys):
     _assert_self_contained(html)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert res["config_hash"] in html
-    assert (tmp_path / "run" / "results.csv").read_text().count("\n") == 2
+    with open(tmp_path / "run" / "results.csv") as f:
+        assert {r["cell"] for r in csv.DictReader(f)} == {res["config_hash"]}
     # `testbed report` re-renders; a missing directory is a one-line error, exit 2
     assert main(["report", str(tmp_path / "run")]) == 0
     assert main(["report", str(tmp_path / "nope")]) == 2
@@ -299,3 +303,80 @@ def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
     # drill-down: every number of the cell and the command that reproduces it
     assert "<details>" in cov and f"testbed run {tmp_path / 'resolved.yaml'}" in cov
     assert "fedwad_distributional" in cov and "coverage_r" in cov
+
+
+def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir):
+    from testbed.scoring.metrics import mean_ci
+
+    # Execute
+    write_report(sweep_dir)
+    with open(sweep_dir / "results.csv") as f:
+        table = list(csv.DictReader(f))
+    with open(sweep_dir / "summary.csv") as f:
+        summary = list(csv.DictReader(f))
+    # Assert: one row per cell x number; the setting's fields are columns of their own, no JSON
+    keys = [(r["cell"], r["column"]) for r in table]
+    assert len(keys) == len(set(keys)) and len({r["cell"] for r in table}) == 20
+    assert not any(v.lstrip("'").startswith(("{", "[")) for r in table for v in r.values())
+    noisy = [r for r in table if r["setting.defenses.0.params.noise_multiplier"] == "0.1"]
+    assert {r["setting.defenses.0.name"] for r in noisy} == {"gaussian_measure_noise"}
+    assert {r["seed"] for r in noisy} == {"0", "1", "2", "3", "4"}
+    # summary.csv: mean and 95 % interval over the seeds' values of results.csv
+    err = [r for r in noisy if r["column"] == "wasserstein.relative_error"]
+    (row,) = [
+        s
+        for s in summary
+        if s["setting"] == noisy[0]["setting"] and s["column"] == "wasserstein.relative_error"
+    ]
+    m, lo, hi = mean_ci([float(r["value"]) for r in err])
+    assert row["n"] == "5" and lo < m < hi
+    assert (float(row["mean"]), float(row["ci95_low"]), float(row["ci95_high"])) == pytest.approx(
+        (m, lo, hi), rel=1e-12
+    )
+    # the report prints the same figure, in the one format
+    assert f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" in (sweep_dir / "report.html").read_text()
+
+
+def test_report_files_have_the_users_permissions(sweep_dir):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_report(sweep_dir)
+        files = ["report.html", "report.md", "results.csv", "summary.csv"]
+        files += [f"plots/{p.name}" for p in (sweep_dir / "plots").iterdir()]
+        for name in files:
+            assert stat.S_IMODE((sweep_dir / name).stat().st_mode) == 0o644, name
+        os.umask(0o077)  # a private umask is respected too
+        write_report(sweep_dir)
+        assert stat.S_IMODE((sweep_dir / "report.html").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0.25534, "0.255"),
+        (0.08324, "0.0832"),
+        (53.06, "53.1"),
+        (1207.7, "1.21e+03"),
+        (120770.24, "1.21e+05"),
+        (12.0, "12"),
+        (0.0, "0"),
+        (float("inf"), "∞"),
+        (float("nan"), "–"),
+    ],
+)
+def test_one_format_three_significant_figures(value, text):
+    assert fmt(value) == text
+
+
+def test_percentages_capped_in_words():
+    from testbed.report.fmt import pct
+
+    assert pct(0.5306) == "53.1 %"
+    assert pct(7.96) == "796 %"
+    assert pct(1207.7024) == "over 1000 % (1.21e+03×)"
+    assert pct(2e-15) == "exact (2e-15)"

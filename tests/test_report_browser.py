@@ -181,7 +181,7 @@ def demo_report(tmp_path_factory) -> Path:
 
     from testbed.report.writer import write_report
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     out = tmp_path_factory.mktemp("browser_report")
     run_sweep(parse_scenario(BROWSER_SWEEP), out)

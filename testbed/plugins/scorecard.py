@@ -151,7 +151,7 @@ def _scenario(target: str):
     """The scenario to score: a scenario file as written, or a protocol's contract scenario;
     guard in record mode, transcript saved, no attacks of its own."""
     from testbed.registry import PROTOCOLS
-    from testbed.scenario.schema import load_scenario, parse_scenario
+    from testbed.scenario.loading import load_scenario, parse_scenario
     from testbed.testing.protocol_checks import protocol_scenario
 
     path = Path(target)
@@ -316,10 +316,11 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
 
 
 def _write(card: Scorecard, results: dict) -> None:
-    from testbed.report.writer import _Doc, _fmt
+    from testbed.report.doc import Doc
+    from testbed.report.fmt import fmt
     from testbed.run.results import jsonable, write_json
 
-    doc = _Doc()
+    doc = Doc()
     title = f"Privacy scorecard — {card.protocol} on {card.scenario}"
     doc.h(1, title)
     doc.p(
@@ -334,12 +335,12 @@ def _write(card: Scorecard, results: dict) -> None:
         [
             [
                 k,
-                _fmt(a["estimate"]),
-                _fmt(a["exact"]),
-                _fmt(a["relative_error"]),
+                fmt(a["estimate"]),
+                fmt(a["exact"]),
+                fmt(a["relative_error"]),
                 "not declared"
                 if a["tolerance"] is None
-                else f"{_fmt(a['tolerance'])} ({'within' if a['within'] else 'EXCEEDED'})",
+                else f"{fmt(a['tolerance'])} ({'within' if a['within'] else 'EXCEEDED'})",
             ]
             for k, a in card.accuracy.items()
         ],
@@ -375,7 +376,7 @@ def _write(card: Scorecard, results: dict) -> None:
                 w["attack"] or "no output",
                 w["target"] or "-",
                 w["verdict"] or "-",
-                "-" if w["value"] is None else f"{w['metric']} {_fmt(w['value'])}",
+                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
                 w["baseline"] or "-",
             ]
             for t, w in card.worst().items()
@@ -413,7 +414,7 @@ def _write(card: Scorecard, results: dict) -> None:
                 r["attack"],
                 r["target"],
                 r["verdict"],
-                f"{r['metric']} {_fmt(r['value'])}",
+                f"{r['metric']} {fmt(r['value'])}",
                 r["baseline"],
                 r["text"],
             ]

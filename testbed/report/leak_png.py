@@ -4,7 +4,7 @@ Each function takes the arrays :mod:`testbed.scoring.evidence` saved for one att
 and a caption, and returns PNG bytes drawn with matplotlib (Agg backend, no display needed):
 private digits over their nearest reconstructions, the 2-D PCA projection of the private and
 reconstructed clouds, the membership ROC curve on log axes, the inferred vs true label histogram,
-and the retrieved words with hits marked. ``testbed.report.writer`` writes them to ``plots/leak_*.png``
+and the retrieved words with hits marked. ``testbed.report.threats`` writes them to ``plots/leak_*.png``
 beside the report.
 """
 

@@ -29,7 +29,8 @@ def inapplicable(sc, resolved: dict[str, Any]) -> list[tuple[int, str, tuple[str
 def preflight(sc) -> list[str]:
     """Raise :class:`TestbedError` (one line naming the file, the attack, the protocol and the
     protocols it applies to) for what a run would refuse; return one line per skipped attack."""
-    from testbed.scenario.schema import expand_cells, resolve
+    from testbed.scenario.cells import expand_cells
+    from testbed.scenario.resolve import resolve
 
     cells = (
         [(c.scenario, c.resolved) for c in expand_cells(sc)] if sc.is_sweep else [(sc, resolve(sc))]

@@ -1,0 +1,27 @@
+"""``testbed plugins``: list the registered protocols, attacks, defenses, datasets,
+partitioners and transforms (broken plugins listed with the reason, never fatal)."""
+
+from __future__ import annotations
+
+from testbed.registry import ATTACKS, DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
+
+
+def run(args) -> int:
+    for title, reg in [
+        ("protocols", PROTOCOLS),
+        ("attacks", ATTACKS),
+        ("defenses", DEFENSES),
+        ("datasets", DATASETS),
+        ("partitioners", PARTITIONERS),
+        ("transforms", TRANSFORMS),
+    ]:
+        print(f"{title}:")
+        items = reg.items()
+        if not items:
+            print("  (none)")
+        width = max((len(n) for n, _ in items), default=0)
+        for name, cls in items:
+            print(f"  {name.ljust(width)}  {cls.describe()}")
+        for name, why in reg.broken().items():  # listed, never fatal: only its users fail
+            print(f"  {name.ljust(width)}  BROKEN: {why}")
+    return 0
