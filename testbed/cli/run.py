@@ -6,13 +6,15 @@ from testbed.cli._common import fmt_bytes, fmt_value, load_checked, print_attack
 from testbed.report.model import ANY_ATTACK, aggregate, error_key
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
+from testbed.run.preflight import preflight
 from testbed.run.sweep import run_sweep
 
 
 def run(args) -> int:
     sc = load_checked(args)
+    skipped = preflight(sc)  # refuse before running what a cell would refuse
     if sc.is_sweep:
-        return _run_sweep(sc, args)
+        return _run_sweep(sc, args, skipped)
     out = execute(sc, out_dir=args.out, progress=not args.quiet)
     write_report(out.out_dir)
     r = out.results
@@ -38,6 +40,8 @@ def run(args) -> int:
         )
     )
     print_attack_rows(r.get("attacks", []))
+    for line in skipped:
+        print(line)
     print(f"results: {out.out_dir / 'results.json'}")
     report = out.out_dir / "report.html"
     if report.exists():
@@ -45,7 +49,7 @@ def run(args) -> int:
     return 0
 
 
-def _run_sweep(sc, args) -> int:
+def _run_sweep(sc, args, skipped: list[str]) -> int:
     out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
     agg = aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
     err_q = error_key(out.rows)
@@ -73,6 +77,8 @@ def _run_sweep(sc, args) -> int:
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
         )
     report = write_report(out.out_dir)
+    for line in skipped:
+        print(line)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")
     return 0

@@ -19,6 +19,7 @@ from testbed.exchange.bus import Transcript, atomic_write_bytes
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol
+from testbed.run.preflight import skipped_attacks, without_output
 from testbed.run.results import package_versions, results_row, write_json
 from testbed.run.roster import World, build_world
 from testbed.run.rundir import run_dir_lock
@@ -170,4 +171,10 @@ def _run(world: World, spill_dir: Path | None, progress: bool, until: Until, evi
             world, out.transcript, out.results["estimates"], evidence=evidence
         )
         out.results["attacks"] = out.rows
+        skipped = skipped_attacks(world.scenario, world.resolved)
+        if skipped:  # listed, never dropped in silence (absent when none: older results unchanged)
+            out.results["skipped_attacks"] = skipped
+        silent = without_output(world.scenario, world.resolved, out.rows)
+        if silent:  # ran, returned nothing: "produced no output", never "no leak"
+            out.results["attacks_without_output"] = silent
     return out

@@ -12,7 +12,7 @@ from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
 from testbed.run.attack import attack_labels
 
-__all__ = ["inapplicable", "preflight"]
+__all__ = ["inapplicable", "preflight", "skipped_attacks", "without_output"]
 
 
 def inapplicable(sc, resolved: dict[str, Any]) -> list[tuple[int, str, tuple[str, ...]]]:
@@ -59,3 +59,27 @@ def preflight(sc) -> list[str]:
                 "`if_not_applicable: skip` on it to list it as skipped"
             )
     return list(skipped)
+
+
+def skipped_attacks(sc, resolved: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attacks of one (cell) scenario skipped because they do not apply to its protocol
+    (``if_not_applicable: skip``), as results.json lists them."""
+    return [
+        {"index": i, "attack": name, "protocol": sc.protocol.name, "applies_to": list(where)}
+        for i, name, where in inapplicable(sc, resolved)
+        if getattr(sc.attacks[i], "if_not_applicable", "error") == "skip"
+    ]
+
+
+def without_output(sc, resolved: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Labels of the attacks of one (cell) scenario that apply to its protocol, ran, and gave no
+    scored row (e.g. nothing they read was in the observer's view, or a misspelt key)."""
+    labels = attack_labels(
+        [
+            {**resolved["attacks"][i], "label": a.label, "target": a.target}
+            for i, a in enumerate(sc.attacks)
+        ]
+    )
+    have = {r.get("label") or r.get("attack") for r in rows}
+    off = {i for i, _, _ in inapplicable(sc, resolved)}
+    return [lab for i, lab in enumerate(labels) if i not in off and lab not in have]

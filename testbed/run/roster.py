@@ -162,9 +162,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         noise,
         component_rng(seed, "noise"),
     )
-    population = population_rows(
-        ds_plugin, dataset, parties, component_rng(seed, "population")
-    )
+    population = population_rows(ds_plugin, dataset, parties, component_rng(seed, "population"))
     if keep is not None:
         from testbed.data.membership import reindex
 
