@@ -158,6 +158,7 @@ def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
     raw_kinds = tuple(getattr(protocol, "raw_row_kinds", ()) or ())
     models = [(o, ()) for o in run.observers] + [(o, tuple(c)) for o, c in coalitions]
     out = {}
+    memo: dict[tuple, tuple[str, int] | None] = {}  # threat models share envelopes
     for obs, coll in models:
         who = {obs, *coll}
         found: list[DisguiseFinding] = []
@@ -170,7 +171,10 @@ def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
                     continue
                 n, d = X.shape
                 for path, R in _blocks(env.payload, env.meta, d):
-                    hit = disguised_rows(R, X)
+                    key = (env.seq, party, path)
+                    if key not in memo:
+                        memo[key] = disguised_rows(R, X)
+                    hit = memo[key]
                     if hit is not None:
                         found.append(_finding(env, party, path, hit, n))
                     if n <= d + 1 and env.sender == party:
