@@ -97,11 +97,12 @@ def test_npy_of_the_wrong_kind_is_refused_naming_the_file(tmp_path, arr, says):
 TINY = (Path(__file__).parent.parent / "scenarios" / "contract_tiny.yaml").read_text()
 
 
-def _scenario(tmp_path, attacks: str, extra: str = ""):
-    from testbed.scenario.schema import load_scenario
+def _scenario(tmp_path, attacks: str, observer: str = "server"):
+    from testbed.scenario.loading import load_scenario
 
     f = tmp_path / "s.yaml"
-    f.write_text(TINY + "output: {save_transcript: true}\n" + attacks + extra)
+    text = TINY.replace("observer: server", f"observer: {observer}")
+    f.write_text(text + "output: {save_transcript: true}\n" + attacks)
     return load_scenario(f)
 
 
@@ -157,3 +158,24 @@ def test_the_run_refuses_it_too_and_testbed_attack_says_why_there_are_no_rows(tm
     why = why_no_rows(sc2, rows)
     assert why[0].startswith("measure_inversion: does not apply to protocol 'fedwad'")
     assert why[1].startswith("sent_rows: ran as alice, but returned no output for any target")
+
+
+# ----------------------------------------------------------------------------- the report says it
+def test_report_keeps_labels_and_says_no_output_never_no_leak(tmp_path):
+    from testbed.report.writer import write_report
+    from testbed.run import execute
+
+    sc = _scenario(
+        tmp_path,
+        "attacks:\n  - {name: fedwad_distributional, label: geo}\n  - {name: sent_rows}\n",
+        observer="alice",
+    )
+    out = execute(sc, tmp_path / "run")
+    assert out.results["attacks_without_output"] == ["sent_rows"]  # alice sees no row of bob
+    assert {r["label"] for r in out.results["attacks"]} == {"geo"}
+    md = write_report(tmp_path / "run").with_suffix(".md").read_text()
+    head = md.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    assert "Produced no output: sent_rows" in head and "not evidence of no leak" in head
+    assert "geo" in head and "baseline" in head
+    cov = md.split("Coverage: protocol × threat", 1)[1].split("\n## ", 1)[0]
+    assert "(geo)" in cov and "record" in cov  # under its label, with the record-leak rule
