@@ -267,6 +267,8 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     for tm in threats:
         say(f"  {tm['label']}: {len(applicable)} attack(s)")
         for r in _attack_rows(run_dir, applicable, tm, errors, say):
+            if r["target"] in (tm["observer"], *tm["colluders"]):
+                continue  # a coalition "attacking" its own member learns nothing it lacked
             v = verdict(r)
             rows.append(
                 {
