@@ -107,7 +107,7 @@ def _scenario(tmp_path, attacks: str, observer: str = "server"):
 
 
 def test_an_attack_that_does_not_apply_is_an_error_before_running(tmp_path):
-    from testbed.run.preflight import preflight
+    from testbed.scenario.preflight import preflight
 
     sc = _scenario(tmp_path, "attacks:\n  - {name: measure_inversion}\n")
     with pytest.raises(TestbedError) as err:
@@ -118,7 +118,7 @@ def test_an_attack_that_does_not_apply_is_an_error_before_running(tmp_path):
 
 
 def test_skip_lists_it_as_skipped(tmp_path):
-    from testbed.run.preflight import preflight
+    from testbed.scenario.preflight import preflight
 
     sc = _scenario(tmp_path, "attacks:\n  - {name: measure_inversion, if_not_applicable: skip}\n")
     assert preflight(sc) == [
@@ -128,7 +128,7 @@ def test_skip_lists_it_as_skipped(tmp_path):
 
 
 def test_duplicate_labels_are_refused_before_running(tmp_path):
-    from testbed.run.preflight import preflight
+    from testbed.scenario.preflight import preflight
 
     sc = _scenario(
         tmp_path,

@@ -6,8 +6,8 @@ from testbed.cli._common import fmt_bytes, fmt_value, load_checked, print_attack
 from testbed.report.model import ANY_ATTACK, aggregate, error_key
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
-from testbed.run.preflight import preflight
 from testbed.run.sweep import run_sweep
+from testbed.scenario.preflight import preflight
 
 
 def run(args) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from testbed.run.preflight import preflight
 from testbed.scenario.loading import load_scenario
+from testbed.scenario.preflight import preflight
 from testbed.scenario.resolve import config_hash, resolve
 from testbed.scenario.resources import set_cli_overrides
 

@@ -19,7 +19,6 @@ from testbed.exchange.bus import Transcript, atomic_write_bytes
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol
-from testbed.run.preflight import skipped_attacks, without_output
 from testbed.run.results import package_versions, results_row, write_json
 from testbed.run.roster import World, build_world
 from testbed.run.rundir import run_dir_lock
@@ -27,6 +26,7 @@ from testbed.run.scenario import ResolvedScenario
 from testbed.run.score import ground_truth, score_runs
 from testbed.run.view import observe
 from testbed.scenario.limits import cell_budget
+from testbed.scenario.preflight import skipped_attacks, without_output
 
 __all__ = ["Replay", "RunOutput", "attack_and_score", "execute", "run_and_evaluate"]
 

@@ -126,7 +126,7 @@ def why_no_rows(sc, rows: list[dict[str, Any]]) -> list[str]:
     and returned no output for any target the observer could attack (or none for its ``target``
     filter). Empty when every attack has a row."""
     from testbed.registry import ATTACKS
-    from testbed.run.attack import attack_labels
+    from testbed.scenario.labels import attack_labels
     from testbed.scenario.resolve import resolve
 
     resolved = resolve(sc)

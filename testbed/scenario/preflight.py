@@ -10,7 +10,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
-from testbed.run.attack import attack_labels
+from testbed.scenario.labels import attack_labels
 
 __all__ = ["inapplicable", "preflight", "skipped_attacks", "without_output"]
 
