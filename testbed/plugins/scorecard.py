@@ -347,53 +347,7 @@ def _write(card: Scorecard, results: dict) -> None:
             for k, a in card.accuracy.items()
         ],
     )
-    doc.h(2, "What leaks, to whom")
-    leaks, inferred = card.leaks(), card.inferences()
-    doc.p(
-        "Leaks of a party's data: "
-        + ("; ".join(leaks) + "." if leaks else "none on this run.")
-        + " A reconstruction counts as a record leak only when it is closer to the party's rows "
-        "than to population rows (rows of the same distribution that no party holds; permutation "
-        "test at 5 %); a copy in disguise (scaled, noised, permuted, rotated, affinely mapped, or "
-        "fixed by released moments) counts as sent rows."
-    )
-    if inferred:
-        doc.p("Distributional inference only (no record leak): " + "; ".join(inferred) + ".")
-    doc.table(
-        [
-            "threat model",
-            "copies of private rows (as sent / in disguise)",
-            "most telling attack",
-            "target",
-            "verdict",
-            "figure",
-            "baseline",
-        ],
-        [
-            [
-                t,
-                f"{w['near_copy_messages']} / {w['disguised_copies']} ({', '.join(w['rows_of'])})"
-                if w["near_copy_messages"] or w["disguised_copies"]
-                else "none",
-                w["attack"] or "no output",
-                w["target"] or "-",
-                w["verdict"] or "-",
-                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
-                w["baseline"] or "-",
-            ]
-            for t, w in card.worst().items()
-        ],
-    )
-    doc.h(3, "Private rows in disguise (transform undone, or moments inverted)")
-    doc.table(
-        ["threat model", "message", "whose rows", "how"],
-        [
-            [t, f"#{f['seq']} {f['kind']}", f["party"], f["transform"]]
-            for t, fs in card.disguised.items()
-            for f in fs
-        ]
-        or [["-", "none", "-", "-"]],
-    )
+    _leak_tables(doc, card, fmt)
     doc.h(3, "Private rows in what each threat model sees (guard, near-copy search)")
     doc.table(
         ["threat model", "messages with a near-copy", "whose rows", "kinds"],
@@ -458,4 +412,56 @@ def _write(card: Scorecard, results: dict) -> None:
                 "worst": card.worst(),
             }
         ),
+    )
+
+
+def _leak_tables(doc, card: Scorecard, fmt) -> None:
+    """What leaks, to whom: the leak and inference lines, the per-threat-model table and the
+    copies in disguise."""
+    doc.h(2, "What leaks, to whom")
+    leaks, inferred = card.leaks(), card.inferences()
+    doc.p(
+        "Leaks of a party's data: "
+        + ("; ".join(leaks) + "." if leaks else "none on this run.")
+        + " A reconstruction counts as a record leak only when it is closer to the party's rows "
+        "than to population rows (rows of the same distribution that no party holds; permutation "
+        "test at 5 %); a copy in disguise (scaled, noised, permuted, rotated, affinely mapped, or "
+        "fixed by released moments) counts as sent rows."
+    )
+    if inferred:
+        doc.p("Distributional inference only (no record leak): " + "; ".join(inferred) + ".")
+    doc.table(
+        [
+            "threat model",
+            "copies of private rows (as sent / in disguise)",
+            "most telling attack",
+            "target",
+            "verdict",
+            "figure",
+            "baseline",
+        ],
+        [
+            [
+                t,
+                f"{w['near_copy_messages']} / {w['disguised_copies']} ({', '.join(w['rows_of'])})"
+                if w["near_copy_messages"] or w["disguised_copies"]
+                else "none",
+                w["attack"] or "no output",
+                w["target"] or "-",
+                w["verdict"] or "-",
+                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
+                w["baseline"] or "-",
+            ]
+            for t, w in card.worst().items()
+        ],
+    )
+    doc.h(3, "Private rows in disguise (transform undone, or moments inverted)")
+    doc.table(
+        ["threat model", "message", "whose rows", "how"],
+        [
+            [t, f"#{f['seq']} {f['kind']}", f["party"], f["transform"]]
+            for t, fs in card.disguised.items()
+            for f in fs
+        ]
+        or [["-", "none", "-", "-"]],
     )
