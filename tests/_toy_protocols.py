@@ -5,6 +5,7 @@ registered protocol)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -89,6 +90,100 @@ class OffReference(PrivateMean):
     def run(self, parties, bus, rng):
         r = super().run(parties, bus, rng)
         return ProtocolResult(estimates={"mean_distance": 2 * r.estimates["mean_distance"]})
+
+
+# ----------------------------------------------------------------------------- disguised copies
+# Protocols that send every row in thin disguise (issue 22): the kit's no_private_rows must fail
+# each, naming the transform; the scorecard must read each as a record leak.
+def _public_maps(d: int):
+    """A public rotation and a public affine map (fixed seed: anyone can undo them)."""
+    g = np.random.default_rng(2024)
+    Q, _ = np.linalg.qr(g.normal(size=(d, d)))
+    return Q, g.normal(size=(d, d)) + 2 * np.eye(d), g.normal(size=d)
+
+
+def _disguise(party, how: str):
+    X = np.asarray(party.X, dtype=np.float64)
+    Q, A, b = _public_maps(X.shape[1])
+    if how == "raw":
+        return X.copy()
+    if how.startswith("x"):
+        return X * float(how[1:])
+    if how == "noise":  # 1e-5 relative noise, drawn where the data lives
+        g = np.random.default_rng(7)
+        return X * (1 + 1e-5 * g.normal(size=X.shape))
+    if how == "columns":
+        return X[:, ::-1].copy()
+    if how == "rotation":
+        return X @ Q
+    if how == "affine":
+        return X @ A + b
+    if how == "moments":
+        return {"mean": X.mean(0), "cov": np.cov(X, rowvar=False, ddof=1)}
+    if how == "projection":  # one number: the mean projected on a public direction
+        return float(X.mean(0) @ Q[:, 0])
+    raise ValueError(how)
+
+
+def _noise_rows(party, seed: int):
+    """N(0, I) draws of the party's size and width, made without looking at the rows."""
+    return np.random.default_rng(seed).normal(size=party.X.shape)
+
+
+class Disguised(PrivateMean):
+    """The private mean protocol that also sends the server its rows under ``how``."""
+
+    how = "raw"
+    message_kinds = ("*",)
+
+    def run(self, parties, bus, rng):
+        for p in list(parties)[:2]:
+            bus.send(p, SERVER, f"{self.name}.rows", bus.local(p, _disguise, self.how))
+        return super().run(parties, bus, rng)
+
+
+def _disguised(how: str, name: str, doc: str, **extra):
+    return type(
+        name,
+        (Disguised,),
+        {"name": f"toy_{how.replace('.', '_')}", "how": how, "__doc__": doc, **extra},
+    )
+
+
+TWO_ROWS = Path(__file__).parent / "_toy_two_rows.yaml"
+IID = Path(__file__).parent / "_toy_iid.yaml"
+
+RawRows = _disguised("raw", "RawRows", "Sends every raw row.")
+DISGUISES = (
+    _disguised("x1.0001", "Scaled4", "Rows x 1.0001."),
+    _disguised("x1.00001", "Scaled5", "Rows x 1.00001."),
+    _disguised("noise", "Noise5", "Rows + 1e-5 relative noise."),
+    _disguised("columns", "Columns", "Rows with their columns in a public order."),
+    _disguised("rotation", "Rotated", "Rows under a public rotation."),
+    _disguised("affine", "Affine", "Rows under a public affine map."),
+    _disguised(
+        "moments",
+        "Moments",
+        "Mean and covariance of a 2-row party.",
+        contract_scenario=str(TWO_ROWS),
+    ),
+)
+#: toys that release no row: a mean alone (PrivateMean), one projected number
+Projection = _disguised("projection", "Projection", "One number: the mean on a public axis.")
+
+
+class NoiseSender(PrivateMean):
+    """Sends the server N(0, I) draws of each party's size, made without looking at the rows, on
+    data that are themselves N(0, I): distributional resemblance, no record leak."""
+
+    name = "toy_noise_sender"
+    message_kinds = ("toy_noise_sender.*",)
+    contract_scenario = str(IID)
+
+    def run(self, parties, bus, rng):
+        for i, p in enumerate(list(parties)[:2]):
+            bus.send(p, SERVER, f"{self.name}.rows", bus.local(p, _noise_rows, 100 + i))
+        return super().run(parties, bus, rng)
 
 
 TOYS = (LeakyMean, PrivateMean, UndeclaredKind, Unseeded, OffReference)

@@ -8,11 +8,9 @@ import pytest
 from testbed.data.datasets import (
     ClassSubsets,
     ClassSubsetsConfig,
-    CsvFile,
     Dataset,
     DirichletConfig,
     DirichletLabel,
-    FileConfig,
     Iid,
     IidConfig,
     NoiseSpec,
@@ -20,6 +18,7 @@ from testbed.data.datasets import (
     QuantitySkew,
     build_parties,
 )
+from testbed.data.files import CsvFile, FileConfig
 from testbed.errors import DataError
 from testbed.registry import DATASETS
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from testbed.cli._common import find_run_dir, print_attack_rows
 from testbed.errors import TestbedError
 from testbed.exchange.bus import atomic_write_bytes
-from testbed.run.rerun import rerun_attacks
+from testbed.run.rerun import rerun_attacks, why_no_rows
 from testbed.run.results import jsonable
 from testbed.scenario.resolve import config_hash
 
@@ -49,6 +49,8 @@ def run(args) -> int:
         total += len(rows)
         print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
         print_attack_rows(rows)
+        for line in why_no_rows(sc, rows):
+            print(f"  no row: {line}")
         print(f"rows: {out}")
     if len(cells) > 1:
         print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")

@@ -16,14 +16,16 @@ from testbed.report.fmt import pct
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
+from testbed.scenario.preflight import preflight
 
 
 def run(args) -> int:
     sc = load_checked(args)
+    skipped = preflight(sc)  # refuse before running what a cell would refuse
     out_dir = planned_run_dir(sc, args.out)
     announce_run_dir(out_dir, args.scenario)
     if sc.is_sweep:
-        return _run_sweep(sc, args, out_dir)
+        return _run_sweep(sc, args, out_dir, skipped)
     out = execute(sc, out_dir=out_dir, progress=not args.quiet)
     write_report(out.out_dir)
     r = out.results
@@ -49,6 +51,8 @@ def run(args) -> int:
         )
     )
     print_attack_rows(r.get("attacks", []))
+    for line in skipped:
+        print(line)
     print(f"results: {out.out_dir / 'results.json'}")
     report = out.out_dir / "report.html"
     if report.exists():
@@ -56,7 +60,7 @@ def run(args) -> int:
     return 0
 
 
-def _run_sweep(sc, args, out_dir) -> int:
+def _run_sweep(sc, args, out_dir, skipped: list[str]) -> int:
     out = run_sweep(sc, out_dir=out_dir, progress=not args.quiet, jobs=args.jobs)
     header, rows, attacks = sweep_rows(out.rows)
     print(
@@ -68,6 +72,8 @@ def _run_sweep(sc, args, out_dir) -> int:
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
         )
     report = write_report(out.out_dir)
+    for line in skipped:
+        print(line)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from testbed.scenario.loading import load_scenario
+from testbed.scenario.preflight import preflight
 from testbed.scenario.resolve import config_hash, resolve
 from testbed.scenario.resources import set_cli_overrides
 
@@ -10,6 +11,7 @@ from testbed.scenario.resources import set_cli_overrides
 def run(args) -> int:
     set_cli_overrides(max_cells=args.max_cells)
     sc = load_scenario(args.scenario)
+    skipped = preflight(sc)  # what `run` would refuse: before anything runs
     cells = ""
     if sc.is_sweep:
         from testbed.run.sweep import expand_cells
@@ -19,4 +21,6 @@ def run(args) -> int:
         f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, "
         f"config hash {config_hash(resolve(sc))[:12]}{cells})"
     )
+    for line in skipped:
+        print(f"  {line}")
     return 0

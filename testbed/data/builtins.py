@@ -5,6 +5,6 @@ its own plugins and imports only :mod:`testbed.data.datasets` (never each other)
 form no import circle.
 """
 
-from testbed.data import datasets, distill, text  # noqa: F401  (registration on import)
+from testbed.data import datasets, distill, files, text  # noqa: F401  (registration on import)
 
 __all__: list[str] = []

@@ -8,15 +8,13 @@ detection work and records which rows it touched (ground truth that only the sco
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, field_validator
 
 from testbed.errors import DataError
 from testbed.measure import Measure
@@ -83,8 +81,10 @@ def check_matrix(X: np.ndarray, where: str) -> np.ndarray:
         raise DataError(f"{where}: expected a 2-D array, got shape {X.shape}")
     if X.shape[0] == 0:
         raise DataError(f"{where}: no rows")
-    if not np.issubdtype(X.dtype, np.number):
-        raise DataError(f"{where}: non-numeric data")
+    if X.dtype.kind == "c":
+        raise DataError(f"{where}: complex values (dtype {X.dtype}); features must be real")
+    if not np.issubdtype(X.dtype, np.number) or X.dtype.kind == "b":
+        raise DataError(f"{where}: non-numeric data (dtype {X.dtype})")
     bad = ~np.isfinite(X.astype(np.float64))
     if bad.any():
         r, c = np.argwhere(bad)[0]
@@ -143,6 +143,20 @@ class Gaussians(DatasetPlugin):
         return Dataset(
             np.vstack(Xs), np.concatenate(ys), "gaussians", {"means": means, "covs": covs}
         )
+
+    def fresh_rows(self, rng, labels, n: int) -> np.ndarray:
+        """``n`` new rows (the population the scorer compares with): of component ``labels[i]``
+        each, or, without labels, of components drawn in the proportions of their sizes."""
+        sizes = np.array([c.n for c in self.config.components], dtype=np.float64)
+        if labels is None:
+            labels = rng.choice(sizes.size, size=n, p=sizes / sizes.sum())
+        labels = np.asarray(labels, dtype=np.int64)
+        X = np.empty((labels.size, self.config.d))
+        for k in np.unique(labels):
+            mean, cov = self.params(int(k))
+            at = labels == k
+            X[at] = rng.multivariate_normal(mean, cov, size=int(at.sum()), method="cholesky")
+        return X
 
 
 class SklearnConfig(PluginConfig):
@@ -210,109 +224,6 @@ for _name, _loader, _labels, _doc in [
         },
     )
     DATASETS.register(_cls)
-
-
-class FileConfig(PluginConfig):
-    path: str = Field(
-        description="CSV or NPY file; relative paths are resolved against the scenario's folder"
-    )
-    label_column: int | str | None = Field(
-        None, description="column holding labels (index or CSV header name)"
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _exists(cls, v: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v)
-        if not p.is_absolute():
-            p = base / p
-        if not p.is_file():
-            raise ValueError(f"data file not found: {p}")
-        return str(p.resolve())
-
-
-def _split_labels(arr: np.ndarray, col: int | None, where: str):
-    if col is None:
-        return arr, None
-    if not -arr.shape[1] <= col < arr.shape[1]:
-        raise DataError(f"{where}: label_column {col} out of range for {arr.shape[1]} columns")
-    col = col % arr.shape[1]
-    y = arr[:, col]
-    X = np.delete(arr, col, axis=1)
-    return X, y
-
-
-@DATASETS.register
-class CsvFile(DatasetPlugin):
-    """Your own CSV file (numeric columns; optional header; optional label column)."""
-
-    name = "csv"
-    Config = FileConfig
-
-    def load(self, rng):
-        path = Path(self.config.path)
-        try:
-            with path.open(newline="", encoding="utf-8-sig") as f:  # a leading BOM is dropped
-                rows = list(csv.reader(f))
-        except UnicodeDecodeError as exc:
-            raise DataError(
-                f"{path}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8"
-            ) from None
-        if not rows:
-            raise DataError(f"{path}: empty file")
-        header = None
-        try:
-            float(rows[0][0])
-        except (ValueError, IndexError):
-            header, rows = rows[0], rows[1:]
-        data = []
-        for lineno, row in enumerate(rows, 2 if header else 1):
-            if not row:
-                continue
-            try:
-                vals = [float(v) for v in row]
-            except ValueError:
-                raise DataError(f"{path}:{lineno}: non-numeric value") from None
-            if data and len(vals) != len(data[0]):
-                raise DataError(
-                    f"{path}:{lineno}: expected {len(data[0])} columns, got {len(vals)}"
-                )
-            bad = [j for j, v in enumerate(vals) if not np.isfinite(v)]
-            if bad:
-                raise DataError(f"{path}:{lineno}: NaN or inf in column {bad[0]}")
-            data.append(vals)
-        if not data:
-            raise DataError(f"{path}: no data rows")
-        arr = np.asarray(data, dtype=np.float64)
-        col = self.config.label_column
-        if isinstance(col, str):
-            if header is None or col not in header:
-                raise DataError(f"{path}: label_column {col!r} not in header")
-            col = header.index(col)
-        X, y = _split_labels(arr, col, str(path))
-        return Dataset(X, None if y is None else y.astype(np.int64), path.name)
-
-
-@DATASETS.register
-class NpyFile(DatasetPlugin):
-    """Your own NPY file (2-D numeric array; optional label column index)."""
-
-    name = "npy"
-    Config = FileConfig
-
-    def load(self, rng):
-        path = Path(self.config.path)
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except ValueError as exc:
-            raise DataError(f"{path}: not a plain numeric .npy file ({exc})") from None
-        col = self.config.label_column
-        if isinstance(col, str):
-            raise DataError(f"{path}: label_column must be an integer for .npy files")
-        arr = check_matrix(arr, str(path))
-        X, y = _split_labels(arr, col, str(path))
-        return Dataset(X, None if y is None else y.astype(np.int64), path.name)
 
 
 # ----------------------------------------------------------------------------- partitioners

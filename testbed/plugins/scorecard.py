@@ -24,11 +24,9 @@ import yaml
 
 from testbed.errors import TestbedError
 from testbed.scoring.metrics import LEAKAGE_METRICS
+from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, RECORD, verdict
 
-__all__ = ["HEADLINE_METRICS", "Scorecard", "scorecard", "threat_models"]
-
-#: the figure shown for "how much", first one present in an attack row (metrics.METRIC_KEYS)
-HEADLINE_METRICS = ("leakage", "auc", "tv", "matching_rate", "coverage", "exact_recovery")
+__all__ = ["Scorecard", "scorecard", "threat_models"]
 
 
 @dataclass
@@ -42,52 +40,62 @@ class Scorecard:
     attacks: list[dict[str, Any]]
     errors: list[dict[str, str]]
     applicable: list[str]
+    disguised: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     paths: dict[str, Path] = field(default_factory=dict)
 
     def worst(self) -> dict[str, dict[str, Any]]:
-        """Per threat model: how many messages carry near-copies (and whose rows), and the
-        attack row that leaks most (largest ``leakage``, else largest ``auc``, else ``tv``...)."""
+        """Per threat model: how many messages carry near-copies or disguised copies (and whose
+        rows), and the attack row that shows most (:func:`testbed.scoring.verdict.verdict`:
+        record leaks first, then membership, then distributional inference; within a kind the
+        largest figure)."""
         out = {}
         for t in self.threats:
             label = t["label"]
             fs = self.raw_rows.get(label, [])
-            best = None
-            for metric in HEADLINE_METRICS:
-                rows = [
-                    r
-                    for r in self.attacks
-                    if r["threat"] == label and r["metric"] == metric and r["value"] is not None
-                ]
-                if rows:
-                    flip = LEAKAGE_METRICS.get(metric, True) is False  # smaller = more leakage
-                    best = max(rows, key=lambda r: -r["value"] if flip else r["value"])
-                    break
+            ds = self.disguised.get(label, [])
+            rows = [r for r in self.attacks if r["threat"] == label and r["value"] is not None]
+            best = max(rows, key=lambda r: _rank(r), default=None)
             out[label] = {
                 "near_copy_messages": len(fs),
-                "rows_of": sorted({f["party"] for f in fs}),
+                "disguised_copies": len(ds),
+                "transforms": sorted({d["transform"] for d in ds}),
+                "rows_of": sorted({f["party"] for f in (*fs, *ds)}),
                 "attack": None if best is None else best["attack"],
                 "target": None if best is None else best["target"],
                 "metric": None if best is None else best["metric"],
                 "value": None if best is None else best["value"],
+                "verdict": None if best is None else best["verdict"],
+                "baseline": None if best is None else best["baseline"],
+                "text": None if best is None else best["text"],
             }
         return out
 
     def leaks(self) -> list[str]:
-        """One line per threat model that sees private rows or whose best attack beats the
-        prior-only baseline (leakage > 0, or AUC > 0.5)."""
+        """One line per threat model that sees private rows (as sent, or in disguise) or whose
+        most telling attack shows a leak of a party's data (record level or membership)."""
+        return self._lines(lambda w: w["verdict"] in (RECORD, MEMBERSHIP), copies=True)
+
+    def inferences(self) -> list[str]:
+        """One line per threat model whose most telling attack shows distributional inference
+        only (the reconstruction resembles the data's distribution, no record leak)."""
+        return self._lines(lambda w: w["verdict"] == DISTRIBUTIONAL, copies=False)
+
+    def _lines(self, keep, copies: bool) -> list[str]:
         out = []
         for label, w in self.worst().items():
             parts = []
-            if w["near_copy_messages"]:
+            if copies and w["near_copy_messages"]:
                 parts.append(
                     f"near-copies of private rows of {w['rows_of']} in "
                     f"{w['near_copy_messages']} message(s)"
                 )
-            v = w["value"]
-            if v is not None and (
-                (w["metric"] == "leakage" and v > 0) or (w["metric"] == "auc" and v > 0.5)
-            ):
-                parts.append(f"{w['attack']} on {w['target']}: {w['metric']} {v:.3g}")
+            if copies and w["disguised_copies"]:
+                parts.append(
+                    f"private rows in disguise in {w['disguised_copies']} finding(s): "
+                    + "; ".join(w["transforms"])
+                )
+            if w["value"] is not None and keep(w):
+                parts.append(f"{w['attack']} on {w['target']}: {w['text']}")
             if parts:
                 out.append(f"{label}: " + "; ".join(parts))
         return out
@@ -105,7 +113,11 @@ class Scorecard:
             f"{len(self.applicable)} applicable attack(s) x {len(self.threats)} threat model(s): "
             f"{len(self.attacks)} row(s), {len(self.errors)} error(s)",
         ]
-        return lines + [f"leak: {x}" for x in self.leaks()]
+        return (
+            lines
+            + [f"leak: {x}" for x in self.leaks()]
+            + [f"distributional inference (no record leak): {x}" for x in self.inferences()]
+        )
 
 
 def threat_models(parties: list[str], clients: list[str] | None = None) -> list[dict[str, Any]]:
@@ -170,11 +182,11 @@ def _scenario(target: str):
     return parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, base)
 
 
-def _headline(row: dict[str, Any]) -> tuple[str, float | None]:
-    for k in HEADLINE_METRICS:
-        if isinstance(row.get(k), (int, float)):
-            return k, float(row[k])
-    return "-", None
+def _rank(r: dict[str, Any]) -> tuple[int, float]:
+    order = {RECORD: 3, MEMBERSHIP: 2, DISTRIBUTIONAL: 1}.get(r.get("verdict"), 0)
+    v = r["value"]
+    flip = LEAKAGE_METRICS.get(r["metric"], True) is False  # smaller = more leakage
+    return order, (-v if flip else v)
 
 
 def _attack_rows(run_dir: Path, names: list[str], tm: dict, errors: list, progress) -> list[dict]:
@@ -211,6 +223,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     from testbed.registry import ATTACKS, PROTOCOLS
     from testbed.report.writer import write_report
     from testbed.run import execute
+    from testbed.testing.disguise import disguise_findings
     from testbed.testing.protocol_checks import ProtocolRun, private_row_findings
 
     say = (lambda s: print(s, flush=True)) if progress else (lambda s: None)
@@ -240,12 +253,23 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         ]
         for t, key in by_label.items()
     }
+    coalitions = [(t["observer"], tuple(t["colluders"])) for t in threats if t["colluders"]]
+    hidden = disguise_findings(ProtocolRun(sc, world, ran.results, ran.transcript), coalitions)
+    disguised = {
+        t: [
+            {k: getattr(f, k) for k in ("seq", "kind", "sender", "receiver", "party", "transform")}
+            for f in hidden.get(key, [])
+        ]
+        for t, key in by_label.items()
+    }
     applicable = [n for n, cls in ATTACKS.items() if cls(cls.Config()).applies_to(name)]
     rows, errors = [], []
     for tm in threats:
         say(f"  {tm['label']}: {len(applicable)} attack(s)")
         for r in _attack_rows(run_dir, applicable, tm, errors, say):
-            metric, value = _headline(r)
+            if r["target"] in (tm["observer"], *tm["colluders"]):
+                continue  # a coalition "attacking" its own member learns nothing it lacked
+            v = verdict(r)
             rows.append(
                 {
                     "threat": tm["label"],
@@ -253,8 +277,11 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
                     "colluders": tm["colluders"],
                     "attack": r.get("label") or r["attack"],
                     "target": r["target"],
-                    "metric": metric,
-                    "value": value,
+                    "metric": v.metric,
+                    "value": v.value,
+                    "verdict": v.kind,
+                    "baseline": v.baseline,
+                    "text": v.text,
                     "metrics": {k: v for k, v in r.items() if isinstance(v, (int, float))},
                 }
             )
@@ -284,6 +311,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         attacks=rows,
         errors=errors,
         applicable=applicable,
+        disguised=disguised,
     )
     _write(card, ran.results)
     return card
@@ -319,29 +347,7 @@ def _write(card: Scorecard, results: dict) -> None:
             for k, a in card.accuracy.items()
         ],
     )
-    doc.h(2, "What leaks, to whom")
-    leaks = card.leaks()
-    doc.p(
-        "; ".join(leaks) + "."
-        if leaks
-        else "No private row reaches another party and no attack beats the prior-only "
-        "baseline on this run."
-    )
-    doc.table(
-        ["threat model", "near-copies of private rows", "most leaking attack", "target", "figure"],
-        [
-            [
-                t,
-                f"{w['near_copy_messages']} message(s) ({', '.join(w['rows_of'])})"
-                if w["near_copy_messages"]
-                else "none",
-                w["attack"] or "no output",
-                w["target"] or "-",
-                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
-            ]
-            for t, w in card.worst().items()
-        ],
-    )
+    _leak_tables(doc, card, fmt)
     doc.h(3, "Private rows in what each threat model sees (guard, near-copy search)")
     doc.table(
         ["threat model", "messages with a near-copy", "whose rows", "kinds"],
@@ -357,23 +363,20 @@ def _write(card: Scorecard, results: dict) -> None:
     )
     doc.h(3, "How much: every attack under every threat model")
     doc.table(
-        ["threat model", "attack", "target", "metric", "value", "baseline / detail"],
+        ["threat model", "attack", "target", "verdict", "figure", "baseline", "detail"],
         [
             [
                 r["threat"],
                 r["attack"],
                 r["target"],
-                r["metric"],
-                fmt(r["value"]),
-                ", ".join(
-                    f"{k}={fmt(v)}"
-                    for k, v in r["metrics"].items()
-                    if k in ("w2_ratio", "coverage", "exact_recovery", "baseline_auc", "advantage")
-                ),
+                r["verdict"],
+                f"{r['metric']} {fmt(r['value'])}",
+                r["baseline"],
+                r["text"],
             ]
             for r in card.attacks
         ]
-        or [["-", "no applicable attack produced output", "", "", "", ""]],
+        or [["-", "no applicable attack produced output", "", "", "", "", ""]],
     )
     if card.errors:
         doc.h(3, "Attacks that failed")
@@ -404,7 +407,61 @@ def _write(card: Scorecard, results: dict) -> None:
                 "attacks": card.attacks,
                 "errors": card.errors,
                 "leaks": card.leaks(),
+                "distributional_inference": card.inferences(),
+                "disguised_rows": card.disguised,
                 "worst": card.worst(),
             }
         ),
+    )
+
+
+def _leak_tables(doc, card: Scorecard, fmt) -> None:
+    """What leaks, to whom: the leak and inference lines, the per-threat-model table and the
+    copies in disguise."""
+    doc.h(2, "What leaks, to whom")
+    leaks, inferred = card.leaks(), card.inferences()
+    doc.p(
+        "Leaks of a party's data: "
+        + ("; ".join(leaks) + "." if leaks else "none on this run.")
+        + " A reconstruction counts as a record leak only when it is closer to the party's rows "
+        "than to population rows (rows of the same distribution that no party holds; permutation "
+        "test at 5 %); a copy in disguise (scaled, noised, permuted, rotated, affinely mapped, or "
+        "fixed by released moments) counts as sent rows."
+    )
+    if inferred:
+        doc.p("Distributional inference only (no record leak): " + "; ".join(inferred) + ".")
+    doc.table(
+        [
+            "threat model",
+            "copies of private rows (as sent / in disguise)",
+            "most telling attack",
+            "target",
+            "verdict",
+            "figure",
+            "baseline",
+        ],
+        [
+            [
+                t,
+                f"{w['near_copy_messages']} / {w['disguised_copies']} ({', '.join(w['rows_of'])})"
+                if w["near_copy_messages"] or w["disguised_copies"]
+                else "none",
+                w["attack"] or "no output",
+                w["target"] or "-",
+                w["verdict"] or "-",
+                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
+                w["baseline"] or "-",
+            ]
+            for t, w in card.worst().items()
+        ],
+    )
+    doc.h(3, "Private rows in disguise (transform undone, or moments inverted)")
+    doc.table(
+        ["threat model", "message", "whose rows", "how"],
+        [
+            [t, f"#{f['seq']} {f['kind']}", f["party"], f["transform"]]
+            for t, fs in card.disguised.items()
+            for f in fs
+        ]
+        or [["-", "none", "-", "-"]],
     )

@@ -26,6 +26,12 @@ __all__ = ["headline_section", "title_section"]
 LEVELS = (0.05, 0.25, 0.5, 1.0)
 
 
+def _levels(metric: str | None) -> tuple[float, ...]:
+    """The leakage levels of the headline's columns; none for an AUC (0.5 is chance, so "AUC
+    ≤ 0.05" is no budget anyone sets): the worst AUC is shown beside its baseline instead."""
+    return () if metric in ("auc", "advantage") else LEVELS
+
+
 def title_section(doc: Doc, data: ReportData) -> None:
     """The page title and one line saying what run this is."""
     doc.h(1, data.title)
@@ -82,7 +88,7 @@ def worst_leak(rows: list[dict], agg, keys, metric: str):
         (
             x
             for x in r["results"].get("attacks") or []
-            if x.get("attack") == worst[1] and str(x.get("target")) == worst[2]
+            if (x.get("label") or x.get("attack")) == worst[1] and str(x.get("target")) == worst[2]
         ),
         {},
     )
@@ -138,7 +144,7 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
     for s in sorted({k[0] for k in agg}):
         keys = [k for k in agg if k[0] == s]
         w = worst_leak(rows, agg, keys, metric) if lead else None
-        levels = [_best_at(agg, keys, err_key, lead, higher, lv) for lv in LEVELS]
+        levels = [_best_at(agg, keys, err_key, lead, higher, lv) for lv in _levels(metric)]
         cells_html, cells_md = [], []
         for best in levels:
             if best is None:
@@ -158,24 +164,29 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
                 f"error {_nowrap(err)},</small> {setting_html(setting_name(key[1]))}"
             )
             worst_md = f"{fmt(t[0])}: {attack}, {observer} → {target}, error {err}"
+            base = agg[key].get(f"{attack}[{target}].baseline_auc")
+            if metric in ("auc", "advantage") and base is not None:
+                worst_html += f"<br><small>baseline AUC {e(fmt(base[0]))}</small>"
+                worst_md += f" (baseline AUC {fmt(base[0])})"
         else:
             worst_html = worst_md = "no attack applied"
         trs.append(
             f"<tr><th>{_breakable(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>"
         )
         md_rows.append([s, worst_md, *cells_md])
-        verdicts.append(verdict(s, w, levels, agg, err_key, metric))
+        dist = worst_leak(rows, agg, keys, "leakage") if metric == "record_leakage" else None
+        verdicts.append(verdict(s, w, levels, agg, err_key, metric, dist, _silent(rows, s)))
     if lead:
         cmp = "≤" if higher else "≥"
         table = (
             '<table><colgroup><col style="width:12%"><col style="width:24%">'
-            + '<col style="width:16%">' * len(LEVELS)
+            + '<col style="width:16%">' * len(_levels(metric))
             + "</colgroup><thead><tr><th>protocol</th><th>worst leak found</th>"
             + "".join(
                 f"<th>best error, {e(metric)} {cmp} {lv:g}</th>"
                 if lv < 1 or not higher
                 else "<th>best error, any leakage</th>"
-                for lv in LEVELS
+                for lv in _levels(metric)
             )
             + "</tr></thead><tbody>"
             + "".join(trs)
@@ -196,7 +207,7 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
     )
     md = "## Headline\n\n" + "\n\n".join(re.sub(r"</?b>", "**", v) for v in verdicts)
     if lead:
-        head = ["protocol", "worst leak"] + [f"{metric} ≤ {lv:g}" for lv in LEVELS]
+        head = ["protocol", "worst leak"] + [f"{metric} ≤ {lv:g}" for lv in _levels(metric)]
         md += "\n\n" + "\n".join(
             ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             + ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in md_rows]
@@ -204,24 +215,81 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
     return html_text, md
 
 
-def verdict(series: str, w, levels, agg, err_key: str | None, metric: str | None) -> str:
-    """One sentence from the measured numbers (HTML-escaped, may hold <b>)."""
+def _silent(rows: list[dict], series: str) -> dict[str, list[str]]:
+    """The attacks of a protocol's cells that ran without output, and those skipped."""
+    out: dict[str, list[str]] = {"no output": [], "skipped": []}
+    for r in rows:
+        if series_of(r) != series:
+            continue
+        res = r["results"]
+        out["no output"] += [
+            a for a in res.get("attacks_without_output") or [] if a not in out["no output"]
+        ]
+        out["skipped"] += [
+            a["attack"]
+            for a in res.get("skipped_attacks") or []
+            if a["attack"] not in out["skipped"]
+        ]
+    return out
+
+
+def verdict(
+    series: str, w, levels, agg, err_key: str | None, metric: str | None, dist=None, silent=None
+) -> str:
+    """One sentence from the measured numbers (HTML-escaped, may hold <b>). ``dist``: the worst
+    distributional leakage (when the headline metric is record leakage); ``silent``: attacks
+    that produced no output or were skipped (said as such, never as "no leak")."""
     e = html.escape
+    silent = silent or {}
+    quiet_note = ""
+    if silent.get("no output"):
+        quiet_note += (
+            f" Produced no output: {e(', '.join(silent['no output']))} (nothing measured by them;"
+            " not evidence of no leak)."
+        )
+    if silent.get("skipped"):
+        quiet_note += f" Skipped (not applicable): {e(', '.join(silent['skipped']))}."
     if not w:
-        return f"<b>{e(series)}</b>: no attack applied to this protocol; no leak was measured."
+        if silent.get("no output"):
+            return (
+                f"<b>{e(series)}</b>: no attack produced output; no leak was measured." + quiet_note
+            )
+        return (
+            f"<b>{e(series)}</b>: no attack applied to this protocol; no leak was measured."
+            + quiet_note
+        )
     t, attack, target, key, observer = w
     err = pct(agg[key][err_key][0]) if err_key and err_key in agg[key] else "–"
+    if metric == "record_leakage" and not t[0] > 0:
+        text = (
+            f"<b>{e(series)}</b>: no record leak measured (no reconstruction closer to a party's "
+            "rows than to population rows)"
+        )
+        if dist:
+            dt, da, dtg, dk, dobs = dist
+            text += (
+                f"; distributional inference: {e(da)} ({e(dobs)} → {e(dtg)}) reaches leakage "
+                f"<b>{fmt(dt[0])}</b> against the prior-only baseline ({e(setting_name(dk[1]))})"
+            )
+        return text + "." + quiet_note
+    what = (
+        "record leak, baseline: population rows"
+        if metric == "record_leakage"
+        else f"baseline: {'chance / prior-only attacker' if metric in ('auc', 'advantage') else 'prior-only attacker'}"
+    )
     text = (
         f"<b>{e(series)}</b> leaks {e(target)}'s data to the <b>{e(observer)}</b>: "
-        f"{e(attack)} reaches {e(metric)} <b>{fmt(t[0])}</b> at error {e(err)} "
+        f"{e(attack)} reaches {e(metric)} <b>{fmt(t[0])}</b> ({e(what)}) at error {e(err)} "
         f"({e(setting_name(key[1]))})"
     )
-    quiet = levels[0]
-    if quiet is not None:
+    quiet = levels[0] if levels else None
+    if not levels:
+        text += "."
+    elif quiet is not None:
         text += (
             f"; keeping {e(metric)} within {LEVELS[0]:g} costs error "
             f"<b>{e(pct(agg[quiet][err_key][0]))}</b> ({e(setting_name(quiet[1]))})."
         )
     else:
         text += f"; no setting tried keeps {e(metric)} within {LEVELS[0]:g}."
-    return text
+    return text + quiet_note

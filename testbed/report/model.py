@@ -279,6 +279,9 @@ def setting_name(point: str) -> str:
 
 #: what a headline metric measures, in words (DESIGN.md's pinned definitions)
 MEANING = {
+    "record_leakage": "record leakage (excess of coverage or exact recovery, raw or up to a "
+    "transform, over the same figure on population rows no party holds; 0 unless the output is "
+    "closer to the party's rows than to the population, permutation test at 5 %)",
     "leakage": "distributional leakage (1 − W2 to the data / W2 of the prior-only baseline)",
     "coverage": "coverage@r (share of private rows with a reconstruction within r)",
     "matching_rate": "matching rate (share of retrieved words in the private text)",
@@ -320,7 +323,10 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
             if kind not in THREATS:
                 continue
             threat, metric = THREATS[kind]
-            name = f"{a.get('attack')}[{a.get('target')}].{metric}"
+            col = a.get("label") or a.get("attack")  # the column set of its configuration
+            if kind == "points" and "record_leakage" in a:  # the record-leak rule (issue 22)
+                metric = "record_leakage"
+            name = f"{col}[{a.get('target')}].{metric}"
             t = agg[(s, p)].get(name)
             if t is None or not math.isfinite(t[0]):
                 continue
@@ -330,7 +336,7 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
                 best[(s, threat)] = {
                     "value": t,
                     "metric": metric,
-                    "attack": a.get("attack"),
+                    "attack": col,
                     "target": str(a.get("target")),
                     "observer": str(a.get("observer", "?")),
                     "key": (s, p),
@@ -350,7 +356,8 @@ def evidence_for(run_dir: Path, rows: list[dict], b: dict) -> dict[str, Any] | N
     for r in cells:
         ev = load_evidence(cell_dir_of(run_dir, r))
         for i, a in enumerate(r["results"].get("attacks") or []):
-            if (a.get("attack"), str(a.get("target"))) == (b["attack"], b["target"]) and i in ev:
+            col = a.get("label") or a.get("attack")
+            if (col, str(a.get("target"))) == (b["attack"], b["target"]) and i in ev:
                 return {**ev[i], "seed": r.get("seed")}
     return None
 

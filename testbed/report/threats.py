@@ -156,8 +156,9 @@ def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
                 tds.append(f'<td class="none">{e(txt)}</td>')
                 mds.append(txt)
                 continue
-            tds.append(f"<td>{drill(run_dir, rows, agg, b)}</td>")
-            mds.append(f"{fmt(b['value'][0])} {b['metric']} ({b['attack']})")
+            tag = _record_tag(agg, b)
+            tds.append(f"<td>{drill(run_dir, rows, agg, b)}{e(tag)}</td>")
+            mds.append(f"{fmt(b['value'][0])} {b['metric']} ({b['attack']}){tag}")
         trs.append(f"<tr><th>{e(s)}</th>{''.join(tds)}</tr>")
         md.append([s, *mds])
     table = (
@@ -169,6 +170,18 @@ def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
         + ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in md]
     )
     doc.raw(table, md_table)
+
+
+def _record_tag(agg, b: dict) -> str:
+    """For a reconstruction: whether it is a record leak (closer to the party's rows than to
+    population rows) or distributional inference only, with the W2 leakage beside it."""
+    if b["metric"] != "record_leakage":
+        return ""
+    if b["value"][0] > 0:
+        return " — record leak"
+    lk = agg[b["key"]].get(f"{b['attack']}[{b['target']}].leakage")
+    extra = f", leakage {fmt(lk[0])} vs prior-only baseline" if lk else ""
+    return f" — no record leak (distributional inference{extra})"
 
 
 def drill(run_dir: Path, rows: list[dict], agg, b: dict) -> str:

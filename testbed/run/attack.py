@@ -8,15 +8,13 @@ scenario's attack specs and an :class:`~testbed.run.view.Observation` only.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
 from testbed.run.view import Observation
 from testbed.sandbox.isolation import run_isolated
+from testbed.scenario.labels import attack_labels
 from testbed.seeding import component_rng
 
 __all__ = ["AttackRun", "attack_labels", "run_attacks"]
@@ -33,37 +31,6 @@ class AttackRun:
     observer: str
     outputs: tuple
     baseline: tuple
-
-
-def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
-    """One label per attack configuration (``{name, params, label?}``), keying its columns in
-    results.csv and the report: the explicit ``label``, else the name, plus a short digest of
-    the params when another entry of the same attack has different params. Duplicate labels are
-    refused."""
-
-    def digest(p):
-        blob = json.dumps(p.get("params") or {}, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:6]
-
-    variants: dict[str, set[str]] = {}
-    for p in specs:
-        variants.setdefault(p["name"], set()).add(digest(p))
-    labels = []
-    for p in specs:
-        lab = p.get("label") or (
-            p["name"] if len(variants[p["name"]]) == 1 else f"{p['name']}-{digest(p)}"
-        )
-        labels.append(lab)
-    seen: dict[tuple, int] = {}
-    for i, (lab, p) in enumerate(zip(labels, specs)):
-        key = (lab, p.get("target"))  # one configuration aimed at two targets: rows differ
-        if key in seen:
-            raise TestbedError(
-                f"attacks[{i}]: label {lab!r} already used by attacks[{seen[key]}]; give one "
-                "of them an explicit `label:`"
-            )
-        seen[key] = i
-    return labels
 
 
 def _validate(name: str, outputs, baseline, public, cls) -> None:
@@ -92,7 +59,13 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
         cls = ATTACKS.get(spec.name)
         params = resolved["attacks"][i]["params"]
         if not cls(cls.Config(**params)).applies_to(scenario.protocol.name):
-            continue  # e.g. a sweep over protocols: each attack runs where it applies
+            if getattr(spec, "if_not_applicable", "error") == "skip":
+                continue  # e.g. a sweep over protocols: listed as skipped (scenario.preflight)
+            raise TestbedError(
+                f"attacks[{i}] {spec.name!r} does not apply to protocol "
+                f"{scenario.protocol.name!r} (it applies to: {', '.join(cls.protocols)}); "
+                "set `if_not_applicable: skip` on it to list it as skipped"
+            )
         outputs, baseline = run_isolated(
             cls,
             params,

@@ -26,6 +26,7 @@ from testbed.run.scenario import ResolvedScenario
 from testbed.run.score import ground_truth, score_runs
 from testbed.run.view import observe
 from testbed.scenario.limits import cell_budget
+from testbed.scenario.preflight import skipped_attacks, without_output
 
 __all__ = ["Replay", "RunOutput", "attack_and_score", "execute", "run_and_evaluate"]
 
@@ -170,4 +171,10 @@ def _run(world: World, spill_dir: Path | None, progress: bool, until: Until, evi
             world, out.transcript, out.results["estimates"], evidence=evidence
         )
         out.results["attacks"] = out.rows
+        skipped = skipped_attacks(world.scenario, world.resolved)
+        if skipped:  # listed, never dropped in silence (absent when none: older results unchanged)
+            out.results["skipped_attacks"] = skipped
+        silent = without_output(world.scenario, world.resolved, out.rows)
+        if silent:  # ran, returned nothing: "produced no output", never "no leak"
+            out.results["attacks_without_output"] = silent
     return out

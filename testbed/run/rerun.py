@@ -118,3 +118,41 @@ def _check_same_run(run_dir, saved: dict[str, Any], want_hash: str, transcript) 
             f"(transcript digest {transcript.digest()[:12]} vs recorded "
             f"{str(rec.get('digest'))[:12]})"
         )
+
+
+def why_no_rows(sc, rows: list[dict[str, Any]]) -> list[str]:
+    """One line per attack of ``sc`` (a scenario run or re-run) that produced no scored row,
+    saying why: it does not apply to the protocol (naming the protocols it applies to), or it ran
+    and returned no output for any target the observer could attack (or none for its ``target``
+    filter). Empty when every attack has a row."""
+    from testbed.registry import ATTACKS
+    from testbed.scenario.labels import attack_labels
+    from testbed.scenario.resolve import resolve
+
+    resolved = resolve(sc)
+    labels = attack_labels(
+        [
+            {**resolved["attacks"][i], "label": a.label, "target": a.target}
+            for i, a in enumerate(sc.attacks)
+        ]
+    )
+    have = {r.get("label") or r.get("attack") for r in rows}
+    observer = "+".join((sc.threat_model.observer, *sc.threat_model.colluders))
+    out = []
+    for i, (spec, label) in enumerate(zip(sc.attacks, labels)):
+        if label in have:
+            continue
+        cls = ATTACKS.get(spec.name)
+        if not cls(cls.Config(**resolved["attacks"][i]["params"])).applies_to(sc.protocol.name):
+            out.append(
+                f"{label}: does not apply to protocol {sc.protocol.name!r} (applies to: "
+                f"{', '.join(cls.protocols)}); not run"
+            )
+        elif spec.target is not None:
+            out.append(f"{label}: ran, but returned no output for target {spec.target!r}")
+        else:
+            out.append(
+                f"{label}: ran as {observer}, but returned no output for any target (nothing it "
+                "reads was in this observer's view)"
+            )
+    return out

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from testbed.data.datasets import NoiseSpec, PartyData, build_parties
+from testbed.data.population import Population, population_rows
 from testbed.data.public import gaussian_prior
 from testbed.errors import TestbedError
 from testbed.exchange.bus import PublicInfo
@@ -110,7 +111,8 @@ class World:
 
     ``roster`` is what the protocol gets; ``parties`` (the same parties' data) stays on the
     testbed's side: the engine that hosts them, the central reference and the scorer.
-    ``noise_masks`` and ``meta["membership"]`` are ground truth (scorer only).
+    ``noise_masks``, ``meta["membership"]`` and ``meta["population"]`` are ground truth (scorer
+    only).
     """
 
     scenario: Any  # testbed.scenario.schema.Scenario
@@ -140,9 +142,8 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     rs = ResolvedScenario.of(rs)
     sc, resolved, seed = rs.scenario, rs.resolved, rs.seed
     ds_cls = DATASETS.get(sc.data.dataset.name)
-    dataset = ds_cls(ds_cls.Config(**resolved["data"]["dataset"]["params"])).load(
-        component_rng(seed, "data")
-    )
+    ds_plugin = ds_cls(ds_cls.Config(**resolved["data"]["dataset"]["params"]))
+    dataset = ds_plugin.load(component_rng(seed, "data"))
     held = keep = None
     if sc.membership is not None:  # held out before partitioning: no party holds these rows
         from testbed.data.membership import hold_out
@@ -161,6 +162,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         noise,
         component_rng(seed, "noise"),
     )
+    population = population_rows(ds_plugin, dataset, parties, component_rng(seed, "population"))
     if keep is not None:
         from testbed.data.membership import reindex
 
@@ -171,6 +173,14 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         parties = {p: tr.apply(d) for p, d in parties.items()}
         if held is not None:
             held = tr.apply(PartyData("heldout", held)).X
+        population = Population(
+            {
+                p: tr.apply(PartyData("population", rows, population.labels[p])).X
+                for p, rows in population.rows.items()
+            },
+            population.labels,
+            population.method,
+        )
     pool_meta: dict[str, Any] = {}
     cand_extra: dict[str, Any] = {}
     if held is not None:
@@ -225,5 +235,5 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         defenses,
         PrivacyLedger(),
         public,
-        {"dataset_meta": dict(dataset.meta), **pool_meta},
+        {"dataset_meta": dict(dataset.meta), **pool_meta, "population": population},
     )

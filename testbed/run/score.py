@@ -15,7 +15,7 @@ from testbed.exchange.ledger import PrivacyLedger
 from testbed.run.attack import AttackRun
 from testbed.run.roster import World
 from testbed.scoring.evidence import leakage_evidence
-from testbed.scoring.metrics import score_attack
+from testbed.scoring.metrics import MetricError, score_attack
 from testbed.scoring.truth import GroundTruth, PartyTruth
 
 __all__ = ["DELTA", "ground_truth", "score_runs"]
@@ -35,6 +35,7 @@ def ground_truth(world: World, ledger: PrivacyLedger | None = None) -> GroundTru
     for target, (rows, flags) in world.protocol.membership_truth(world.parties).items():
         if target not in membership:
             candidates[target], membership[target] = rows, np.asarray(flags, dtype=bool)
+    pop = world.meta.get("population")
     return GroundTruth(
         parties={p: PartyTruth(d.X, d.y, d.source_index) for p, d in world.parties.items()},
         tokens=None if tokens is None else tuple(tokens),
@@ -43,6 +44,8 @@ def ground_truth(world: World, ledger: PrivacyLedger | None = None) -> GroundTru
         noise_masks=dict(world.noise_masks),
         claimed_epsilon={p: float(ledger.epsilon(p, DELTA)) for p in ledger.parties()},
         delta=DELTA,
+        population={} if pop is None else dict(pop.rows),
+        population_method="none" if pop is None else pop.method,
     )
 
 
@@ -67,13 +70,24 @@ def score_runs(
             base = next(
                 (b for b in run.baseline if b.target == out.target and b.kind == out.kind), None
             )
+            where = f"attack {run.label or run.name}, target {out.target!r}"
+            if out.kind == "scores" and (base is None or base.scores is None):
+                raise MetricError(
+                    f"{where}: no prior-only baseline scores for this target (the attack's "
+                    "baseline() must score the same candidates; without it the baseline columns "
+                    "would be missing)"
+                )
+            try:
+                scored = score_attack(out, base, truth)
+            except MetricError as exc:
+                raise MetricError(f"{where}: {exc}") from exc
             rows.append(
                 {
                     "attack": run.name,
                     "label": run.label,
                     "target": out.target,
                     "observer": run.observer,
-                    **score_attack(out, base, truth),
+                    **scored,
                 }
             )
             if evidence is not None:

@@ -30,6 +30,7 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         a["params"] = p
         if a.get("label") is None:  # unset labels leave older configs' hashes unchanged
             a.pop("label", None)
+        a.pop("if_not_applicable", None)  # what runs is the same; only the listing differs
     if out.get("membership") is None:
         out.pop("membership", None)
     out.pop("output", None)  # where results go does not change what they are

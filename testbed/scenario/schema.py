@@ -37,6 +37,11 @@ class AttackSpec(PluginSpec):
     target: str | None = Field(
         None, description="party to attack (default: every party the attack can target)"
     )
+    if_not_applicable: Literal["error", "skip"] = Field(
+        "error",
+        description="an attack that does not apply to the protocol (of a sweep cell) is an "
+        "error at validate and run; `skip` lists it as skipped instead",
+    )
     label: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9_.-]+$",

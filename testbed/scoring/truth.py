@@ -37,6 +37,8 @@ class GroundTruth:
     candidates : party -> the candidate pool's rows those labels belong to (scenario membership:)
     noise_masks : party -> which of its rows were corrupted (detection scoring)
     claimed_epsilon : party -> ε claimed by the privacy ledger at ``delta``
+    population : party -> rows of the same distribution that no party holds
+        (:mod:`testbed.data.population`); ``population_method`` says where they come from
     """
 
     parties: Mapping[str, PartyTruth]
@@ -46,6 +48,8 @@ class GroundTruth:
     noise_masks: Mapping[str, np.ndarray] = field(default_factory=dict)
     claimed_epsilon: Mapping[str, float] = field(default_factory=dict)
     delta: float = 1e-5
+    population: Mapping[str, np.ndarray] = field(default_factory=dict)
+    population_method: str = "none"
 
     def claimed(self, party: str) -> float:
         return float(self.claimed_epsilon.get(party, math.inf))

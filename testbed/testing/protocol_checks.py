@@ -20,7 +20,10 @@ scenario), with the bus guard in ``record`` mode so a leaking protocol still fin
 - ``declared_kinds_only``: every message kind sent matches the protocol's ``message_kinds``;
 - ``no_private_rows``: no message the server, a party or an eavesdropper sees carries a private
   row of another party or a near-copy of one (:class:`testbed.exchange.guard.PrivacyGuard`, the
-  scenario's ``guard_rel_tol``); kinds in ``raw_row_kinds`` are exempt, as declared.
+  scenario's ``guard_rel_tol``), nor a copy in disguise: scaled, slightly noised, under a
+  similarity transform or an affine map, or fixed by a released mean and covariance
+  (:mod:`testbed.testing.disguise`, the transform named); kinds in ``raw_row_kinds`` are exempt,
+  as declared.
 """
 
 from __future__ import annotations
@@ -245,11 +248,22 @@ def check_declared_kinds_only(cls, scenario=None) -> None:
 
 
 def check_no_private_rows(cls, scenario=None) -> None:
+    from testbed.testing.disguise import disguise_findings
+
     run = protocol_run(cls, scenario)
     found = {o: f for o, f in private_row_findings(run).items() if f}
+    disguised = {o: f for o, f in disguise_findings(run).items() if f}
+    said = []
     if found:
         lines = [f"observer {o}: {len(f)} message(s), e.g. {f[0].line()}" for o, f in found.items()]
-        raise AssertionError("private rows reach other parties: " + " | ".join(lines))
+        said.append("private rows reach other parties: " + " | ".join(lines))
+    if disguised:
+        lines = [
+            f"observer {o}: {len(f)} finding(s), e.g. {f[0].line()}" for o, f in disguised.items()
+        ]
+        said.append("private rows reach other parties in disguise: " + " | ".join(lines))
+    if said:
+        raise AssertionError("; ".join(said))
 
 
 Check = Callable[..., None]

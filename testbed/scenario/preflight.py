@@ -1,0 +1,85 @@
+"""What ``testbed run`` would refuse, checked before anything runs (``testbed validate`` and
+``testbed run`` both call :func:`preflight`): duplicate attack labels, and attacks that do not apply
+to the protocol of the scenario (or of a sweep cell) unless the attack entry says
+``if_not_applicable: skip`` — then the attack is listed as skipped, never dropped in silence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.errors import TestbedError
+from testbed.registry import ATTACKS
+from testbed.scenario.labels import attack_labels
+
+__all__ = ["inapplicable", "preflight", "skipped_attacks", "without_output"]
+
+
+def inapplicable(sc, resolved: dict[str, Any]) -> list[tuple[int, str, tuple[str, ...]]]:
+    """``(index, attack name, protocols it applies to)`` of every attack of one (cell) scenario
+    that does not apply to its protocol."""
+    out = []
+    for i, spec in enumerate(sc.attacks):
+        cls = ATTACKS.get(spec.name)
+        if not cls(cls.Config(**resolved["attacks"][i]["params"])).applies_to(sc.protocol.name):
+            out.append((i, spec.name, tuple(cls.protocols)))
+    return out
+
+
+def preflight(sc) -> list[str]:
+    """Raise :class:`TestbedError` (one line naming the file, the attack, the protocol and the
+    protocols it applies to) for what a run would refuse; return one line per skipped attack."""
+    from testbed.scenario.cells import expand_cells
+    from testbed.scenario.resolve import resolve
+
+    cells = (
+        [(c.scenario, c.resolved) for c in expand_cells(sc)] if sc.is_sweep else [(sc, resolve(sc))]
+    )
+    skipped: dict[str, None] = {}
+    for cell, resolved in cells:
+        try:
+            attack_labels(
+                [
+                    {**resolved["attacks"][i], "label": a.label, "target": a.target}
+                    for i, a in enumerate(cell.attacks)
+                ]
+            )
+        except TestbedError as exc:
+            raise TestbedError(f"{sc._fname}: {exc}") from None
+        for i, name, where in inapplicable(cell, resolved):
+            if getattr(cell.attacks[i], "if_not_applicable", "error") == "skip":
+                skipped[
+                    f"attacks[{i}] {name}: skipped on protocol {cell.protocol.name!r} (applies to: "
+                    f"{', '.join(where)})"
+                ] = None
+                continue
+            raise TestbedError(
+                f"{sc._fname}: attacks[{i}] {name!r} does not apply to protocol "
+                f"{cell.protocol.name!r} (it applies to: {', '.join(where)}); remove it, or set "
+                "`if_not_applicable: skip` on it to list it as skipped"
+            )
+    return list(skipped)
+
+
+def skipped_attacks(sc, resolved: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attacks of one (cell) scenario skipped because they do not apply to its protocol
+    (``if_not_applicable: skip``), as results.json lists them."""
+    return [
+        {"index": i, "attack": name, "protocol": sc.protocol.name, "applies_to": list(where)}
+        for i, name, where in inapplicable(sc, resolved)
+        if getattr(sc.attacks[i], "if_not_applicable", "error") == "skip"
+    ]
+
+
+def without_output(sc, resolved: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """Labels of the attacks of one (cell) scenario that apply to its protocol, ran, and gave no
+    scored row (e.g. nothing they read was in the observer's view, or a misspelt key)."""
+    labels = attack_labels(
+        [
+            {**resolved["attacks"][i], "label": a.label, "target": a.target}
+            for i, a in enumerate(sc.attacks)
+        ]
+    )
+    have = {r.get("label") or r.get("attack") for r in rows}
+    off = {i for i, _, _ in inapplicable(sc, resolved)}
+    return [lab for i, lab in enumerate(labels) if i not in off and lab not in have]
