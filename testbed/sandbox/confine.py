@@ -1,0 +1,204 @@
+"""The kernel sandbox an attack process puts itself in before it reads its inputs.
+
+:func:`confine` runs first thing in the attack's process (a child of the forkserver, which never
+held the driver's data). In order:
+
+1. ``setsid``: the attack gets a session and process group of its own;
+2. when it may (root, or an unprivileged user namespace), new network and PID namespaces: no
+   network interface but a loopback that is down, and the attack runs as PID 1 of a namespace
+   of its own, so that when it ends (or the driver kills it) the kernel kills every process it
+   started, detached grandchildren included. The process that called ``confine`` stays outside
+   and only waits (``PR_SET_PDEATHSIG`` kills the attack if that process dies);
+3. every capability dropped (a root attack keeps uid 0 but may no longer load modules, change
+   sysctls, ``ptrace`` others, ...), core dumps off, resource limits (address space, CPU
+   seconds, file size, open files, processes);
+4. ``PR_SET_NO_NEW_PRIVS`` and Landlock (:mod:`testbed.sandbox.landlock`): read only beneath the
+   Python installation and the packages the attack imports, write only beneath its own
+   temporary directory; no TCP; no signal, ``ptrace`` or ``/proc`` access to any process outside.
+
+It returns the isolation level reached, a short string that results.json records with each row.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import select
+import signal
+import sys
+from dataclasses import dataclass
+
+from testbed.sandbox import landlock
+
+__all__ = ["Policy", "confine", "isolation_level"]
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAP_VERSION_3 = 0x20080522
+
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _prctl(option: int, arg: int = 0, what: str = "prctl") -> None:
+    lib = _libc()
+    _check(lib.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), 0, 0), what)
+
+
+def set_non_dumpable() -> None:
+    """``PR_SET_DUMPABLE 0`` on this process: no core dump, and its ``/proc/PID/{mem,environ,
+    cmdline,...}`` become readable only with CAP_SYS_PTRACE (the driver calls it for itself)."""
+    _prctl(_PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What an attack process may do: the paths it may read, its temporary directory (the only
+    place it may write) and its resource limits (None: no limit of that kind)."""
+
+    read: tuple[str, ...]
+    tmp: str
+    memory_bytes: int | None = None  # address space on top of what the process maps at start
+    cpu_seconds: int | None = None
+    file_bytes: int | None = None
+    open_files: int | None = 256
+    processes: int | None = 256
+
+
+def _unshare() -> list[str]:
+    """New network and PID namespaces when the kernel lets us; the names reached."""
+    flags = _CLONE_NEWNET | _CLONE_NEWPID
+    if os.geteuid() != 0:
+        flags |= _CLONE_NEWUSER  # an unprivileged user may create them inside a user namespace
+    if _libc().unshare(ctypes.c_int(flags)) != 0:  # os.unshare is Python >= 3.12
+        return []
+    return ["netns", "pidns"]
+
+
+def _become_pid1_of_namespace() -> None:
+    """Fork into the new PID namespace: the child (PID 1 there) returns and runs the attack; this
+    process waits for it and exits with its status, never running any attack code."""
+    alive_r, alive_w = os.pipe()  # readable (EOF) in the child once this process is gone
+    pid = os.fork()
+    if pid:
+        os.close(alive_r)
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    os.close(alive_w)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    if select.select([alive_r], [], [], 0)[0]:  # it died before the line above
+        os._exit(1)
+    os.close(alive_r)
+
+
+def _drop_capabilities() -> None:
+    """Empty bounding, ambient, effective, permitted and inheritable capability sets."""
+    try:
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    except (OSError, ValueError):
+        last = 63
+    lib = _libc()
+    for cap in range(last + 1):
+        lib.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), 0, 0)
+    lib.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable} sets, all zero
+    _check(lib.capset(header, data), "capset")
+
+
+def _mapped_bytes() -> int:
+    """This process's virtual memory size now (VmSize)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _set_limits(p: Policy) -> None:
+    def lim(kind, value):
+        if value is not None:
+            soft, hard = resource.getrlimit(kind)
+            v = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+            resource.setrlimit(kind, (v, v))
+
+    lim(resource.RLIMIT_CORE, 0)
+    if p.memory_bytes is not None:
+        lim(resource.RLIMIT_AS, _mapped_bytes() + p.memory_bytes)
+    lim(resource.RLIMIT_CPU, p.cpu_seconds)
+    lim(resource.RLIMIT_FSIZE, p.file_bytes)
+    lim(resource.RLIMIT_NOFILE, p.open_files)
+    lim(resource.RLIMIT_NPROC, p.processes)
+
+
+def _plain_environment(tmp: str) -> None:
+    keep = ("PATH", "LANG", "LC_ALL", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    os.environ.clear()
+    os.environ.update(env, TMPDIR=tmp, HOME=tmp)
+    import tempfile
+
+    tempfile.tempdir = tmp
+
+
+def confine(policy: Policy) -> str:
+    """Sandbox this process for good (see the module docstring); the isolation level reached.
+    Raises OSError when Landlock is offered but refuses the ruleset."""
+    os.setsid()
+    reached = _unshare()
+    if "pidns" in reached:
+        _become_pid1_of_namespace()
+    os.chdir(policy.tmp)
+    _plain_environment(policy.tmp)
+    if os.geteuid() == 0:
+        _drop_capabilities()
+        reached.append("nocaps")
+    _set_limits(policy)
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
+    abi = landlock.abi_version()
+    if abi >= 1:
+        # its own /proc/<pid> (threadpoolctl reads its maps): nothing it cannot read in memory
+        landlock.restrict((*policy.read, "/proc/self"), (policy.tmp, "/dev/null"))
+        reached.insert(0, f"landlock{abi}")
+    else:
+        reached.insert(0, "process")
+    return "+".join(reached)
+
+
+def isolation_level() -> str:
+    """The level :func:`confine` would reach here, without confining anything: for the one-time
+    notice when the kernel offers no Landlock."""
+    abi = landlock.abi_version()
+    return f"landlock{abi}" if abi >= 1 else "process"
+
+
+def python_paths() -> list[str]:
+    """The Python installation: prefixes, standard library, site-packages, shared libraries."""
+    import sysconfig
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths.update(v for k, v in sysconfig.get_paths().items() if k not in ("data", "scripts"))
+    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    paths.update(("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/sys/devices/system/cpu"))
+    paths.update(("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"))
+    return sorted(p for p in paths if p and os.path.exists(p))
