@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _hostile_attack import MARK, Hostile
 from _scenarios import tiny
 
-from attacks import Attack, AttackConfig, AttackOutput
 from testbed.run import execute
 from testbed.run.view import observe
 from testbed.sandbox.confine import isolation_level
@@ -38,115 +38,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 SCENARIO = tiny("sandbox", "threat_model: {observer: server}")
-
-MARK = b"sandbox-secret-7f3a"  # the bytes a break would bring back
-
-
-class Hostile(Attack):
-    """One break per ``mode``; what it reached goes back in ``meta["got"]`` ("" when denied)."""
-
-    name = "test_sandbox_hostile"
-    protocols = ("fedwad",)
-
-    class Config(AttackConfig):
-        mode: str = "read"
-        arg: str = ""
-        num: int = 0
-
-    def run(self, view, public, rng):
-        c = self.config
-        try:
-            got = _BREAKS[c.mode](c.arg, c.num)
-        except OSError as exc:
-            got, err = "", f"{type(exc).__name__}: {exc}"
-        else:
-            err = ""
-        pts = np.zeros((1, public.dim))
-        if c.mode == "big":
-            pts = np.zeros((300 * 2**20 // 8 // public.dim, public.dim))
-        meta = {"got": got if isinstance(got, str) else repr(got), "error": err}
-        return [AttackOutput(kind="points", target=public.parties[0], points=pts, meta=meta)]
-
-
-def _read(path, _):
-    with open(path, "rb") as fh:
-        return fh.read(4096).decode(errors="replace")
-
-
-def _proc(_, pid):
-    out = [_read(f"/proc/{pid}/{f}", 0) for f in ("cmdline", "environ")]
-    return "|".join([*out, os.readlink(f"/proc/{pid}/cwd")])
-
-
-def _mem(addr, pid):
-    with open(f"/proc/{pid}/mem", "rb") as fh:
-        fh.seek(int(addr))
-        return fh.read(len(MARK)).decode(errors="replace")
-
-
-def _write(path, _):
-    Path(path).write_bytes(MARK)
-    return "written"
-
-
-def _kill(_, pid):
-    os.kill(pid, 0)
-    return "signalled"
-
-
-def _tcp(_, port):
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-        s.sendall(MARK)
-    return "sent"
-
-
-def _udp(_, port):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.sendto(MARK, ("127.0.0.1", port))
-    return "sent"
-
-
-def _daemon(name, _):
-    """Double fork + setsid: a grandchild, named ``name``, that outlives the attack."""
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            libc = ctypes.CDLL(None)
-            libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME
-            time.sleep(30)
-        os._exit(0)
-    time.sleep(0.3)
-    return "forked"
-
-
-def _hang(_, __):
-    time.sleep(600)
-
-
-def _alloc(_, nbytes):
-    a = np.ones(nbytes // 8)
-    return f"allocated {a.nbytes}"
-
-
-def _raise(_, __):
-    raise KeyError("hostile")
-
-
-_BREAKS = {
-    "read": _read,
-    "listdir": lambda p, _: ",".join(os.listdir(p)),
-    "proc": _proc,
-    "mem": _mem,
-    "write": _write,
-    "kill": _kill,
-    "tcp": _tcp,
-    "udp": _udp,
-    "daemon": _daemon,
-    "hang": _hang,
-    "alloc": _alloc,
-    "raise": _raise,
-    "big": lambda *_: "big",
-}
 
 
 @pytest.fixture(scope="module")

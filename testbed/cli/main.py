@@ -7,6 +7,7 @@ Bad input ends with a one-line ``error: ...`` on stderr and exit code 2 (never a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -93,7 +94,40 @@ def cmd_run(args) -> int:
     report = out.out_dir / "report.html"
     if report.exists():
         print(f"report:  {report}")
-    return 0
+    return _failed_attacks(r.get("attacks", []))
+
+
+EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/trust.md)
+
+
+@contextlib.contextmanager
+def _attack_tracebacks(debug: bool):
+    """With --debug, a failed attack's traceback (from its process) goes to stderr."""
+    import logging
+
+    if not debug:
+        yield
+        return
+    log = logging.getLogger("testbed.attack")
+    handler = logging.StreamHandler(sys.stderr)
+    old_level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+
+
+def _failed_attacks(rows) -> int:
+    """One ``error:`` line per failed attack row; exit code 3 when there is any, else 0."""
+    failed = [a for a in rows if "failed" in a]
+    for a in failed:
+        print(
+            f"error: attack {a['label']!r} failed in {a['failed']}: {a['reason']}", file=sys.stderr
+        )
+    return EXIT_ATTACK_FAILED if failed else 0
 
 
 def _run_sweep(sc, args) -> int:
@@ -134,6 +168,9 @@ def _run_sweep(sc, args) -> int:
 
 def _print_attack_rows(rows) -> None:
     for a in rows:
+        if "failed" in a:
+            print(f"attack {a['label']} (observer {a['observer']}): FAILED in {a['failed']}")
+            continue
         keys = [
             k
             for k in (
@@ -180,16 +217,17 @@ def cmd_attack(args) -> int:
             raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
     else:
         cells = [run_dir]
-    total = 0
+    total, every = 0, []
     for cell in cells:
         rows, sc, out = _attack_run_dir(cell, attacks, args.observer, colluders)
         total += len(rows)
+        every.extend(rows)
         print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
         _print_attack_rows(rows)
         print(f"rows: {out}")
     if len(cells) > 1:
         print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")
-    return 0
+    return _failed_attacks(every)
 
 
 def _attack_run_dir(run_dir, attacks, observer, colluders):
@@ -696,7 +734,8 @@ def main(argv: list[str] | None = None) -> int:
         from testbed.threads import limit_blas_threads
 
         limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
-        rc = args.fn(args)
+        with _attack_tracebacks(debug):
+            rc = args.fn(args)
         sys.stdout.flush()  # inside the try: a closed pipe is handled below, not at exit
         return rc
     except BrokenPipeError:

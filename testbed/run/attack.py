@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ from testbed.run.view import Observation
 from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isolated
 from testbed.scenario.limits import ATTACK_MEMORY_GB, ATTACK_OUTPUT_MB, ATTACK_SECONDS
 from testbed.seeding import keyed_rng
+
+_LOG = logging.getLogger("testbed.attack")  # --debug shows a failed attack's traceback
 
 __all__ = ["AttackRun", "attack_limits", "attack_labels", "run_attacks"]
 
@@ -134,6 +137,7 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
             )
             _validate(spec.name, got.outputs, got.baseline, obs.public, cls)
         except AttackFailedError as exc:
+            _LOG.debug("--- %s: traceback in the attack's process ---\n%s", exc, exc.details)
             runs.append(AttackRun(*head, (), (), _level(exc), (exc.phase, exc.reason)))
             continue
         except TestbedError as exc:  # outputs that break the AttackOutput schema
