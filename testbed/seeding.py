@@ -2,6 +2,9 @@
 
 ``component_rng(root, "protocol")`` and ``component_rng(root, "attack", "fedwad_distributional")``
 are independent and do not depend on the order in which components are created.
+
+Attacks get streams that do not reveal the root seed: :func:`keyed_rng`, keyed with
+:func:`private_key` (a digest of the seed and the parties' private rows that stays in the driver).
 """
 
 from __future__ import annotations

@@ -221,3 +221,28 @@ def test_an_honest_import_works_inside(obs):
     """The Python installation stays readable: a lazy import of a package not yet loaded."""
     got = _attack(obs, "read", Path(np.__file__).parent / "__init__.py")
     assert got["got"] and not got["error"]
+
+
+def test_no_landlock_is_said_once(monkeypatch, tmp_path):
+    """Where the kernel offers no Landlock the run warns once (and records the level reached)."""
+    import testbed.sandbox.isolation as iso
+
+    monkeypatch.setattr(iso, "isolation_level", lambda: "process")
+    monkeypatch.setattr(iso, "_NOTICE", [])
+    with pytest.warns(RuntimeWarning, match="no Landlock") as record:
+        iso._policy(Hostile, AttackLimits(), str(tmp_path))
+        iso._policy(Hostile, AttackLimits(), str(tmp_path))
+    assert len([w for w in record if "Landlock" in str(w.message)]) == 1
+
+
+def test_the_rng_an_attack_gets_does_not_carry_the_seed(obs):
+    from testbed.seeding import keyed_rng
+
+    rng = keyed_rng(obs.attack_key, "attack", 0, "x")
+    entropy = rng.bit_generator.seed_seq.entropy
+    assert entropy != 7 and entropy.bit_length() > 64 and not rng.bit_generator.seed_seq.spawn_key
+    # same key, same stream; another key (another World), another stream
+    a = keyed_rng(obs.attack_key, "attack", 0, "x").random(4)
+    b = keyed_rng(obs.attack_key, "attack", 0, "x").random(4)
+    c = keyed_rng(bytes(32), "attack", 0, "x").random(4)
+    assert (a == b).all() and not (a == c).any()

@@ -88,6 +88,8 @@ def test_failed_attacks_are_rows_and_the_run_is_kept(tmp_path, capsys):
     honest = [r for r in rows if r["attack"] == "fedwad_distributional"]
     assert len(honest) == 2 and all("leakage" in r for r in honest)
     assert (out / "report.html").is_file()
+    report = (out / "report.md").read_text()
+    assert "Attack isolation: landlock" in report and "hangs (observer server) FAILED" in report
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("error: attack ") for line in err)
 

@@ -1002,7 +1002,8 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines += [
             "## Attack isolation",
             "",
-            "Each attack runs in a fresh process from a forkserver (testbed/sandbox/isolation.py). One "
+            "Each attack runs in a fresh, sandboxed process from a forkserver "
+            "(testbed/sandbox/isolation.py). One "
             "attack (run + baseline) called in process against the same call isolated, on the "
             "same View; minimum over repeats.",
             "",
@@ -1014,7 +1015,9 @@ def to_markdown(res: dict[str, Any]) -> str:
                 ("attack", "attack"),
                 ("in_process_s", "in process s"),
                 ("isolated_s", "isolated s"),
+                ("unconfined_s", "without sandbox s"),
                 ("overhead_ms", "overhead ms"),
+                ("sandbox_ms", "sandbox ms"),
                 ("overhead_ratio", "isolated / in process"),
             ],
         )

@@ -163,7 +163,7 @@ def _run_sweep(sc, args) -> int:
     report = write_report(out.out_dir)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")
-    return 0
+    return _failed_attacks([a for r in out.rows for a in r.get("results", {}).get("attacks", [])])
 
 
 def _print_attack_rows(rows) -> None:

@@ -1210,6 +1210,20 @@ class _Doc:
         return "\n\n".join(out) + "\n"
 
 
+def _attack_status(rows: list[dict]) -> list[str]:
+    """The attack sandbox level(s) the rows record and one line per failed attack."""
+    atk = [a for r in rows for a in r["results"].get("attacks", [])]
+    levels = sorted({a.get("isolation") or "not recorded" for a in atk})
+    out = [f"Attack isolation: {', '.join(levels)} (docs/trust.md)."] if atk else []
+    for a in atk:
+        if "failed" in a:
+            out.append(
+                f"Attack {a.get('label')} (observer {a.get('observer')}) FAILED in "
+                f"{a['failed']}: {a.get('reason', '')}"
+            )
+    return out
+
+
 def write_report(run_dir: str | Path) -> Path:
     """Render ``report.html``, ``report.md`` and ``results.csv`` into ``run_dir``."""
     run_dir = Path(run_dir)
@@ -1233,6 +1247,8 @@ def write_report(run_dir: str | Path) -> Path:
         "intervals over seeds (a single seed shows the value alone)."
     )
     doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', _md(run_line))
+    for line in _attack_status(rows):
+        doc.raw(f'<p class="runinfo">{html.escape(line)}</p>', _md(line))
     metric_keys = sorted(
         {
             k

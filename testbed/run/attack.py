@@ -22,6 +22,7 @@ from typing import Any
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
 from testbed.run.view import Observation
+from testbed.sandbox.confine import isolation_level
 from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isolated
 from testbed.scenario.limits import ATTACK_MEMORY_GB, ATTACK_OUTPUT_MB, ATTACK_SECONDS
 from testbed.seeding import keyed_rng
@@ -135,17 +136,20 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
                 keyed_rng(obs.attack_key, "baseline", i, spec.name),
                 limits,
             )
-            _validate(spec.name, got.outputs, got.baseline, obs.public, cls)
         except AttackFailedError as exc:
             _LOG.debug("--- %s: traceback in the attack's process ---\n%s", exc, exc.details)
-            runs.append(AttackRun(*head, (), (), _level(exc), (exc.phase, exc.reason)))
+            runs.append(AttackRun(*head, (), (), _level(exc, limits), (exc.phase, exc.reason)))
             continue
+        try:
+            _validate(spec.name, got.outputs, got.baseline, obs.public, cls)
         except TestbedError as exc:  # outputs that break the AttackOutput schema
-            runs.append(AttackRun(*head, (), (), "", ("output", str(exc))))
+            runs.append(AttackRun(*head, (), (), got.isolation, ("output", str(exc))))
             continue
         runs.append(AttackRun(*head, tuple(got.outputs), tuple(got.baseline), got.isolation))
     return runs
 
 
-def _level(exc: AttackFailedError) -> str:
-    return getattr(exc, "isolation", "") or ""
+def _level(exc: AttackFailedError, limits: AttackLimits) -> str:
+    """The level the failed attack's process reported; if it said nothing (killed, timed out),
+    the level this kernel gives (testbed.sandbox.confine.isolation_level)."""
+    return exc.isolation or (isolation_level() if limits.sandbox else "process")
