@@ -22,6 +22,7 @@ It returns the isolation level reached, a short string that results.json records
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import select
@@ -111,14 +112,21 @@ def _become_pid1_of_namespace() -> None:
     os.close(alive_r)
 
 
+def _cap_last() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 63
+
+
+_CAP_LAST = _cap_last()  # read once, in the forkserver, not in every attack
+
+
 def _drop_capabilities() -> None:
     """Empty bounding, ambient, effective, permitted and inheritable capability sets."""
-    try:
-        last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    except (OSError, ValueError):
-        last = 63
     lib = _libc()
-    for cap in range(last + 1):
+    for cap in range(_CAP_LAST + 1):
         lib.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), 0, 0)
     lib.prctl(_PR_CAP_AMBIENT, ctypes.c_ulong(_PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), 0, 0)
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
@@ -192,7 +200,8 @@ def isolation_level() -> str:
     return f"landlock{abi}" if abi >= 1 else "process"
 
 
-def python_paths() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def python_paths() -> tuple[str, ...]:
     """The Python installation: prefixes, standard library, site-packages, shared libraries."""
     import sysconfig
 
@@ -201,4 +210,4 @@ def python_paths() -> list[str]:
     paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
     paths.update(("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/sys/devices/system/cpu"))
     paths.update(("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"))
-    return sorted(p for p in paths if p and os.path.exists(p))
+    return tuple(sorted(p for p in paths if p and p != "/" and os.path.exists(p)))

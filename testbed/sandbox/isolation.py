@@ -159,7 +159,8 @@ def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int)
         phase = "output"
         msg = encode_result({"ok": [list(outputs), list(baseline)], "isolation": level})
         if len(msg) > cap:
-            raise ValueError(f"the outputs are {len(msg) / 2**20:.1f} MiB, above {_mib(cap)}")
+            line = f"its outputs are {len(msg) / 2**20:.1f} MiB, above {_mib(cap)}"
+            msg = encode_result({"error": [phase, line, "", level]})
     except BaseException as exc:  # reported to the parent, which decides what to do
         line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
         msg = encode_result({"error": [phase, line[:300], traceback.format_exc()[-20000:], level]})
@@ -216,7 +217,7 @@ def _policy(cls, limits: AttackLimits, tmp: str) -> Policy | None:
             stacklevel=3,
         )
     return Policy(
-        read=tuple(python_paths() + _package_paths(cls)),
+        read=(*python_paths(), *_package_paths(cls)),
         tmp=tmp,
         memory_bytes=limits.memory_bytes,
         cpu_seconds=int(2 * limits.seconds) + 10,  # a backstop; the wall clock is enforced here
@@ -264,10 +265,10 @@ def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
     return msg
 
 
-def _end(proc) -> None:
+def _end(proc, grace: float) -> None:
     """Kill the attack's process group (and, through its PID namespace, every process it
-    started) unless it already ended."""
-    proc.join(2)
+    started) unless it ends within ``grace`` seconds."""
+    proc.join(grace)
     for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
         try:
             kill()
@@ -329,11 +330,12 @@ def run_isolated(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     send.close()
+    msg = None
     try:
         msg = _receive(name, recv.fileno(), limits, proc)
     finally:  # also on Ctrl-C or limits.cell_seconds in the parent: the attack stops too
         recv.close()
-        _end(proc)
+        _end(proc, 2.0 if msg is not None else 0.0)
         shutil.rmtree(tmp, ignore_errors=True)
     if "error" in msg:
         phase, line, tb, level = (str(v) for v in msg["error"])
