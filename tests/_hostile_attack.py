@@ -124,6 +124,13 @@ def _udp(_, port):
     return "sent"
 
 
+def _unix(path, _):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        s.sendall(MARK)
+    return "sent"
+
+
 def _daemon(name, _):
     """Double fork + setsid: a grandchild, named ``name``, that outlives the attack."""
     if os.fork() == 0:
@@ -159,6 +166,7 @@ _BREAKS = {
     "kill": _kill,
     "tcp": _tcp,
     "udp": _udp,
+    "unix": _unix,
     "daemon": _daemon,
     "hang": _hang,
     "alloc": _alloc,

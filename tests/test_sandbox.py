@@ -74,7 +74,7 @@ def test_run_dir_scenario_and_data_files_are_unreadable(obs, secret_file, sandbo
     listing = _attack(obs, "listdir", secret_file.parent, sandbox=sandbox)
     home = _attack(obs, "listdir", Path.home(), sandbox=sandbox)
     if sandbox:
-        assert got["got"] == "" and "Permission" in got["error"]
+        assert got["got"] == "" and got["error"]  # hidden (/tmp) or denied (Landlock)
         assert listing["got"] == "" and home["got"] == ""
     else:
         assert MARK.decode() in got["got"] and "resolved.yaml" in listing["got"]
@@ -155,6 +155,26 @@ def test_no_network(obs, mode, sandbox):
         assert got["got"] == "" and received == []
     else:
         assert received == [MARK]
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "without_sandbox"])
+def test_no_unix_socket_under_tmp_or_run(obs, tmp_path, sandbox):
+    """Landlock (ABI <= 7) does not cover connect() to a socket file: the sandbox hides /tmp and
+    /run (where docker, dbus, X11 and databases keep theirs) behind empty tmpfs mounts."""
+    path = str(tmp_path / "s.sock")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(path)
+    srv.listen(1)
+    srv.settimeout(3)
+    try:
+        got = _attack(obs, "unix", path, sandbox=sandbox)
+        if not sandbox:
+            conn, _ = srv.accept()
+            assert conn.recv(100) == MARK
+            conn.close()
+    finally:
+        srv.close()
+    assert (got["got"] == "") is sandbox
 
 
 def _named(name: str) -> list[int]:
@@ -246,3 +266,19 @@ def test_the_rng_an_attack_gets_does_not_carry_the_seed(obs):
     b = keyed_rng(obs.attack_key, "attack", 0, "x").random(4)
     c = keyed_rng(bytes(32), "attack", 0, "x").random(4)
     assert (a == b).all() and not (a == c).any()
+
+
+def test_a_run_directory_outside_the_hidden_directories_is_denied_by_landlock(obs):
+    """Landlock alone, where no tmpfs hides the file: a run directory under the project."""
+    run_dir = Path(__file__).resolve().parents[1] / "runs" / f"sandbox-test-{os.getpid()}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        (run_dir / "resolved.yaml").write_bytes(MARK)
+        got = _attack(obs, "read", run_dir / "resolved.yaml")
+        assert got["got"] == "" and "Permission" in got["error"]
+        assert (
+            MARK.decode() in _attack(obs, "read", run_dir / "resolved.yaml", sandbox=False)["got"]
+        )
+    finally:
+        (run_dir / "resolved.yaml").unlink(missing_ok=True)
+        run_dir.rmdir()

@@ -4,11 +4,13 @@
 held the driver's data). In order:
 
 1. ``setsid``: the attack gets a session and process group of its own;
-2. when it may (root, or an unprivileged user namespace), new network and PID namespaces: no
-   network interface but a loopback that is down, and the attack runs as PID 1 of a namespace
-   of its own, so that when it ends (or the driver kills it) the kernel kills every process it
-   started, detached grandchildren included. The process that called ``confine`` stays outside
-   and only waits (``PR_SET_PDEATHSIG`` kills the attack if that process dies);
+2. when it may (root, or an unprivileged user namespace), new network, PID and mount
+   namespaces: no network interface but a loopback that is down; the attack runs as PID 1 of a
+   namespace of its own, so that when it ends (or the driver kills it) the kernel kills every
+   process it started, detached grandchildren included (the process that called ``confine``
+   stays outside and only waits; ``PR_SET_PDEATHSIG`` kills the attack if that process dies);
+   an empty tmpfs over ``/run``, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` hides the unix sockets
+   there (the new ``/tmp`` is its scratch space);
 3. every capability dropped (a root attack keeps uid 0 but may no longer load modules, change
    sysctls, ``ptrace`` others, ...), core dumps off, resource limits (address space, CPU
    seconds, file size, open files, processes);
@@ -123,6 +125,37 @@ def _cap_last() -> int:
 _CAP_LAST = _cap_last()  # read once, in the forkserver, not in every attack
 
 
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
+#: directories where unix sockets and shared scratch live (docker, dbus, X11, databases, the
+#: forkserver's own socket): Landlock up to ABI 7 does not stop ``connect`` to a socket file
+HIDDEN = ("/run", "/tmp", "/var/tmp", "/dev/shm")
+TMPFS_BYTES = 256 << 20  # the attack's scratch space (memory-backed)
+
+
+def _private_mounts(keep: tuple[str, ...]) -> list[str]:
+    """A mount namespace of its own in which an empty tmpfs hides each directory of
+    :data:`HIDDEN` that holds none of the paths in ``keep`` (a plugin installed under /tmp
+    keeps /tmp visible); the directories hidden. Nothing when the kernel refuses (no
+    CAP_SYS_ADMIN in a user namespace); raises if it refuses halfway."""
+    lib = _libc()
+    if lib.unshare(ctypes.c_int(_CLONE_NEWNS)) != 0:
+        return []
+    _check(lib.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None), "mount")
+    opts = f"size={TMPFS_BYTES},mode=1777".encode()
+    hidden = []
+    for d in HIDDEN:
+        real = os.path.realpath(d)
+        if os.path.islink(d) or not os.path.isdir(d):
+            continue
+        if any(os.path.realpath(p).startswith(real + os.sep) for p in keep):
+            continue
+        flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
+        _check(lib.mount(b"tmpfs", d.encode(), b"tmpfs", flags, opts), f"mount {d}")
+        hidden.append(d)
+    return hidden
+
+
 def _drop_capabilities() -> None:
     """Empty bounding, ambient, effective, permitted and inheritable capability sets."""
     lib = _libc()
@@ -176,8 +209,15 @@ def confine(policy: Policy) -> str:
     reached = _unshare()
     if "pidns" in reached:
         _become_pid1_of_namespace()
-    os.chdir(policy.tmp)
-    _plain_environment(policy.tmp)
+    tmp = policy.tmp
+    if reached:
+        hidden = _private_mounts(policy.read)
+        if hidden:
+            reached.append("mountns")
+        if "/tmp" in hidden:
+            tmp = "/tmp"  # a fresh tmpfs of its own
+    os.chdir(tmp)
+    _plain_environment(tmp)
     if os.geteuid() == 0:
         _drop_capabilities()
         reached.append("nocaps")
@@ -186,7 +226,7 @@ def confine(policy: Policy) -> str:
     abi = landlock.abi_version()
     if abi >= 1:
         # its own /proc/<pid> (threadpoolctl reads its maps): nothing it cannot read in memory
-        landlock.restrict((*policy.read, "/proc/self"), (policy.tmp, "/dev/null"))
+        landlock.restrict((*policy.read, "/proc/self"), (tmp, "/dev/null"))
         reached.insert(0, f"landlock{abi}")
     else:
         reached.insert(0, "process")
