@@ -282,3 +282,44 @@ def test_a_run_directory_outside_the_hidden_directories_is_denied_by_landlock(ob
     finally:
         (run_dir / "resolved.yaml").unlink(missing_ok=True)
         run_dir.rmdir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
+def test_an_unprivileged_user_gets_the_same_sandbox(tmp_path):
+    """Without root the namespaces come from a user namespace (ids mapped to themselves)."""
+    import json
+    import tempfile
+
+    from testbed.sandbox.confine import Policy, confine, python_paths
+
+    scratch = tempfile.mkdtemp(prefix="testbed-attack-")
+    os.chown(scratch, 65534, 65534)
+    secret = tmp_path / "secret"
+    secret.write_bytes(MARK)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: becomes nobody (dumpable again, as a real user's process is)
+        out = {}
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+            out["level"] = confine(Policy(read=python_paths(), tmp=scratch))
+            Path("scratch").write_text("ok")
+            out["scratch"] = True
+            try:
+                out["secret"] = Path(secret).read_text()
+            except OSError:
+                out["secret"] = ""
+        except BaseException as exc:
+            out["error"] = repr(exc)
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    out = json.loads(os.read(r, 10000) or b"{}")
+    os.close(r)
+    assert "error" not in out, out
+    assert out["level"].startswith("landlock") and "netns" in out["level"], out
+    assert "nocaps" not in out["level"] and out["scratch"] and out["secret"] == ""

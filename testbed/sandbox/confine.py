@@ -91,10 +91,19 @@ class Policy:
 def _unshare() -> list[str]:
     """New network and PID namespaces when the kernel lets us; the names reached."""
     flags = _CLONE_NEWNET | _CLONE_NEWPID
-    if os.geteuid() != 0:
+    uid, gid = os.geteuid(), os.getegid()
+    if uid != 0:
         flags |= _CLONE_NEWUSER  # an unprivileged user may create them inside a user namespace
     if _libc().unshare(ctypes.c_int(flags)) != 0:  # os.unshare is Python >= 3.12
         return []
+    if uid != 0:  # the same ids inside (unmapped, it could create no file at all)
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            with open(f"/proc/self/{name}", "w") as fh:
+                fh.write(text)
     return ["netns", "pidns"]
 
 

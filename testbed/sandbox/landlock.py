@@ -122,7 +122,7 @@ def restrict(read: Iterable[str], write: Iterable[str]) -> int:
 def _add_path(ruleset: int, path: str, rights: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):  # nothing this process could read there anyway
         return
     try:
         if not os.path.isdir(path):
