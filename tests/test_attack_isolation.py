@@ -201,13 +201,19 @@ def _registered():
         ATTACKS._origins.pop(cls.name, None)
 
 
-def test_a_failing_attack_is_one_line_naming_plugin_and_phase():
-    with pytest.raises(AttackFailedError) as exc:
-        _run("[{name: test_isolation_failing}]")
-    assert isinstance(exc.value, TestbedError)
-    msg = str(exc.value)
-    assert "\n" not in msg and "test_isolation_failing" in msg and "failed in run" in msg
-    assert "KeyError" in msg and "Traceback" in exc.value.details
+def test_a_failing_attack_is_a_failure_row_beside_the_others():
+    _, _, rows = _run("[{name: test_isolation_failing}, {name: test_isolation_probe}]")
+    failed = [r for r in rows if r["attack"] == "test_isolation_failing"]
+    assert len(failed) == 1 and failed[0]["failed"] == "run"
+    assert "\n" not in failed[0]["reason"] and "KeyError" in failed[0]["reason"]
+    probe = [r for r in rows if r["attack"] == "test_isolation_probe"]
+    assert probe and "failed" not in probe[0] and probe[0]["exact_recovery"] == 0.0
+
+
+def test_attack_failed_error_is_one_line_naming_plugin_and_phase():
+    err = AttackFailedError.of("test_isolation_failing", "run", "KeyError: 'x'", "Traceback ...")
+    assert isinstance(err, TestbedError) and err.phase == "run"
+    assert str(err) == "attack 'test_isolation_failing' failed in run: KeyError: 'x'"
 
 
 def test_results_from_the_attack_process_are_decoded_without_unpickling():

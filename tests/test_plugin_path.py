@@ -104,12 +104,14 @@ def _scenario(tmp_path, attack):
 def test_exception_inside_a_plugin_is_one_line_naming_plugin_and_phase(
     monkeypatch, tmp_path, capsys
 ):
+    # the run is kept: results with a failure row, report, exit code 3 (docs/trust.md)
     _with_attack(monkeypatch, Boom)
     sc = _scenario(tmp_path, "boom_attack")
-    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 2
+    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: attack 'boom_attack' failed in run: ZeroDivisionError: division by zero"]
-    assert main(["--debug", "run", sc, "--out", str(tmp_path / "r2")]) == 2
+    assert (tmp_path / "r" / "report.html").is_file()
+    assert main(["--debug", "run", sc, "--out", str(tmp_path / "r2")]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError" in err
 
@@ -117,11 +119,15 @@ def test_exception_inside_a_plugin_is_one_line_naming_plugin_and_phase(
 def test_invalid_attack_output_is_refused_at_run_time_naming_plugin_and_field(
     monkeypatch, tmp_path, capsys
 ):
+    import json
+
     _with_attack(monkeypatch, WrongDim)
     sc = _scenario(tmp_path, "wrong_dim_attack")
-    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 2
+    assert main(["run", sc, "--out", str(tmp_path / "r")]) == 3
     err = capsys.readouterr().err
     assert "wrong_dim_attack" in err and "output[0].points" in err and "dimension 7" in err
+    (row,) = json.loads((tmp_path / "r" / "results.json").read_text())["attacks"]
+    assert row["failed"] == "output" and "dimension 7" in row["reason"]
 
 
 def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, capsys):

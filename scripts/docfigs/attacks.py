@@ -149,7 +149,7 @@ def xi_words() -> dict[str, float]:
 def fedwad_toy_starts() -> dict[str, float]:
     """docs/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``, seed 0): the
     5 starts of alice's optimisation attack (``restarts: 5``, the attack's own rng:
-    ``component_rng(seed, "attack", 1, "fedwad_distributional")``), each start's
+    ``keyed_rng(attack_key(world), "attack", 1, "fedwad_distributional")``), each start's
     W(nu_hat, nu)/W(mu, nu) and final loss, and the ratio of the lowest-loss start."""
 
     import yaml
@@ -160,7 +160,8 @@ def fedwad_toy_starts() -> dict[str, float]:
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
     from testbed.scenario.loading import load_scenario
-    from testbed.seeding import component_rng
+    from testbed.run.view import attack_key
+    from testbed.seeding import keyed_rng
 
     path = ROOT / "scenarios/fedwad_gaussians_attack.yaml"
     sc = load_scenario(path)
@@ -172,7 +173,7 @@ def fedwad_toy_starts() -> dict[str, float]:
     xi = tr.view("alice").messages("fedwad.xi_final", sender="server", receiver="alice")[-1].payload
     w_hat = float(results["estimates"]["wasserstein"])
     w = tot.wasserstein(Measure(alice), Measure(bob))
-    rng = component_rng(sc.seed, "attack", 1, "fedwad_distributional")
+    rng = keyed_rng(attack_key(world), "attack", 1, "fedwad_distributional")
     out, losses = {}, []
     for i, sub in enumerate(rng.spawn(params["restarts"])):
         pts, loss = distributional_optimisation(

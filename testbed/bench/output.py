@@ -71,7 +71,9 @@ ISOLATION_COLUMNS = [
     ("attack", "attack"),
     ("in_process_s", "in process s"),
     ("isolated_s", "isolated s"),
+    ("unconfined_s", "without sandbox s"),
     ("overhead_ms", "overhead ms"),
+    ("sandbox_ms", "sandbox ms"),
     ("overhead_ratio", "isolated / in process"),
 ]
 EXPONENT_COLUMNS = [
@@ -146,7 +148,8 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines += [
             "## Attack isolation",
             "",
-            "Each attack runs in a fresh process from a forkserver (testbed/sandbox/isolation.py). "
+            "Each attack runs in a fresh, sandboxed process from a forkserver "
+            "(testbed/sandbox/isolation.py). "
             "One attack (run + baseline) called in process against the same call isolated, on the "
             "same View; minimum over repeats.",
             "",

@@ -1,9 +1,10 @@
 """What every command shares: number and table formatting, loading a scenario with the
 command line's limits, the attack rows' one-line summary, and the mapping of exceptions to
-one-line errors and exit codes (bad input 2, a runtime fault 1, Ctrl-C 130)."""
+one-line errors and exit codes (bad input 2, a runtime fault 1, an attack failed 3, Ctrl-C 130)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -13,6 +14,7 @@ from testbed.errors import TestbedError
 from testbed.scenario.resources import CellTimeoutError
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/trust.md)
 
 ATTACK_KEYS = (
     "leakage",
@@ -68,12 +70,45 @@ def print_attack_rows(rows) -> None:
     from testbed.report.fmt import fmt
 
     for a in rows:
+        if "failed" in a:
+            print(f"attack {a['label']} (observer {a['observer']}): FAILED in {a['failed']}")
+            continue
         keys = [k for k in ATTACK_KEYS if k in a]
         print(
             f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
             f"on {a['target']} (observer {a['observer']}): "
             + ", ".join(f"{k}={fmt(a[k])}" for k in keys)
         )
+
+
+def failed_attacks(rows) -> int:
+    """One ``error:`` line per failed attack row; exit code 3 when there is any, else 0."""
+    failed = [a for a in rows if "failed" in a]
+    for a in failed:
+        print(
+            f"error: attack {a['label']!r} failed in {a['failed']}: {a['reason']}", file=sys.stderr
+        )
+    return EXIT_ATTACK_FAILED if failed else EXIT_OK
+
+
+@contextlib.contextmanager
+def attack_tracebacks(debug: bool):
+    """With --debug, a failed attack's traceback (from its process) goes to stderr."""
+    import logging
+
+    if not debug:
+        yield
+        return
+    log = logging.getLogger("testbed.attack")
+    handler = logging.StreamHandler(sys.stderr)
+    old_level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
 
 
 def bench_command() -> str:
@@ -111,7 +146,8 @@ def guarded(fn, args, debug: bool) -> int:
     fault exits 1 with one line, ``debug`` shows the traceback; a closed pipe and Ctrl-C end
     quietly (results are written atomically as they are computed, so nothing is lost)."""
     try:
-        rc = fn(args)
+        with attack_tracebacks(debug):
+            rc = fn(args)
         sys.stdout.flush()  # inside the try: a closed pipe is handled below, not at exit
         return rc
     except BrokenPipeError:

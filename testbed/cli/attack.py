@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from testbed.cli._common import find_run_dir, print_attack_rows
+from testbed.cli._common import failed_attacks, find_run_dir, print_attack_rows
 from testbed.errors import TestbedError
 from testbed.exchange.bus import atomic_write_bytes
 from testbed.run.rerun import rerun_attacks, why_no_rows
@@ -43,10 +43,11 @@ def run(args) -> int:
             raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
     else:
         cells = [run_dir]
-    total = 0
+    total, every = 0, []
     for cell in cells:
         rows, sc, out = attack_run_dir(cell, attacks, args.observer, colluders)
         total += len(rows)
+        every.extend(rows)
         print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
         print_attack_rows(rows)
         for line in why_no_rows(sc, rows):
@@ -54,7 +55,7 @@ def run(args) -> int:
         print(f"rows: {out}")
     if len(cells) > 1:
         print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")
-    return 0
+    return failed_attacks(every)
 
 
 def attack_run_dir(run_dir, attacks, observer, colluders):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from testbed.cli._common import (
     announce_run_dir,
+    failed_attacks,
     fmt_bytes,
     fmt_value,
     load_checked,
@@ -57,7 +58,7 @@ def run(args) -> int:
     report = out.out_dir / "report.html"
     if report.exists():
         print(f"report:  {report}")
-    return 0
+    return failed_attacks(r.get("attacks", []))
 
 
 def _run_sweep(sc, args, out_dir, skipped: list[str]) -> int:
@@ -76,4 +77,4 @@ def _run_sweep(sc, args, out_dir, skipped: list[str]) -> int:
         print(line)
     print(f"results: {out.out_dir / 'results.jsonl'}")
     print(f"report:  {report}")
-    return 0
+    return failed_attacks([a for r in out.rows for a in r.get("results", {}).get("attacks", [])])

@@ -10,6 +10,7 @@ replace its body with yours) and a test that runs the public contract kit. After
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 from testbed.errors import TestbedError
@@ -239,7 +240,10 @@ def test_protocol_contract():
 
 PROTOCOL_SCENARIO = """# A small run of {name}: testbed run {name}_tiny.yaml --out runs/{name}
 name: {name}_tiny
-seed: 0
+# a fresh 128-bit seed: an attack that enumerates small seeds cannot rebuild this run's data
+# (docs/trust.md, "What an attack receives"); keep it, or draw another with
+# python -c "import secrets; print(secrets.randbits(128))"
+seed: {seed}
 data:
   dataset:
     name: gaussians
@@ -277,6 +281,7 @@ def new_protocol(name: str, directory: str | Path | None = None) -> Path:
     """Write the plugin package for protocol ``name`` into ``directory`` (default ``./name``);
     return the directory. Refuses a non-snake_case name, a file and a non-empty directory."""
     root, fields = _target("new-protocol", name, directory)
+    fields["seed"] = str(secrets.randbits(128))
     files = {
         root / "pyproject.toml": PROTOCOL_PYPROJECT,
         root

@@ -203,7 +203,7 @@ def _attack_rows(run_dir: Path, names: list[str], tm: dict, errors: list, progre
     if not names:
         return []
     try:
-        return go(names)
+        rows = go(names)
     except TestbedError:
         rows = []
         for n in names:  # find the one(s) that fail
@@ -214,7 +214,12 @@ def _attack_rows(run_dir: Path, names: list[str], tm: dict, errors: list, progre
                     {"threat": tm["label"], "attack": n, "error": " ".join(str(exc).split())}
                 )
                 progress(f"  {tm['label']}: {n} failed: {exc}")
-        return rows
+    for r in rows:  # a failed attack is a failure row (docs/trust.md): recorded as an error
+        if "failed" in r:
+            err = f"attack {r['attack']!r} failed in {r['failed']}: {r['reason']}"
+            errors.append({"threat": tm["label"], "attack": r["attack"], "error": err})
+            progress(f"  {tm['label']}: {err}")
+    return [r for r in rows if "failed" not in r]
 
 
 def scorecard(target: str, out: str | Path | None = None, progress: bool = False) -> Scorecard:

@@ -304,6 +304,11 @@ def _measure(protocol: str, threat: str, spec) -> dict:
             "note": f"{len(aucs)} targets, 50 members + 50 held-out rows each",
         }
     rows = attack_and_score(world, tr, released=results["estimates"])
+    failed = [r for r in rows if "failed" in r]
+    rows = [r for r in rows if "failed" not in r]
+    if failed and not rows:
+        reason = f"the attack failed in {failed[0]['failed']}: {failed[0]['reason']}"
+        return {**base, "not_applicable": reason}
     if not rows:
         return {**base, "not_applicable": "the attack produced no output on this scenario"}
     kind = rows[0].get("kind")

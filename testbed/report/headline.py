@@ -42,6 +42,22 @@ def title_section(doc: Doc, data: ReportData) -> None:
         "intervals are 95 % Student-t intervals over seeds (a single seed shows the value alone)."
     )
     doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', md_escape(run_line))
+    for line in attack_status(data.rows):
+        doc.raw(f'<p class="runinfo">{html.escape(line)}</p>', md_escape(line))
+
+
+def attack_status(rows: list[dict]) -> list[str]:
+    """The attack sandbox level(s) the rows record and one line per failed attack."""
+    atk = [a for r in rows for a in r["results"].get("attacks", [])]
+    levels = sorted({a.get("isolation") or "not recorded" for a in atk})
+    out = [f"Attack isolation: {', '.join(levels)} (docs/trust.md)."] if atk else []
+    for a in atk:
+        if "failed" in a:
+            out.append(
+                f"Attack {a.get('label')} (observer {a.get('observer')}) FAILED in "
+                f"{a['failed']}: {a.get('reason', '')}"
+            )
+    return out
 
 
 def headline_section(doc: Doc, data: ReportData) -> None:

@@ -18,7 +18,7 @@ from testbed.scoring.evidence import leakage_evidence
 from testbed.scoring.metrics import MetricError, score_attack
 from testbed.scoring.truth import GroundTruth, PartyTruth
 
-__all__ = ["DELTA", "ground_truth", "score_runs"]
+__all__ = ["DELTA", "failure_row", "ground_truth", "score_runs"]
 
 DELTA = 1e-5  # δ of every claimed ε in results.json and of the audits beside them
 
@@ -64,6 +64,9 @@ def score_runs(
     """
     rows: list[dict[str, Any]] = []
     for run in runs:
+        if run.failure is not None:  # one row saying why, beside the other attacks' rows
+            rows.append(failure_row(run))
+            continue
         for out in run.outputs:
             if run.target is not None and out.target != run.target:
                 continue
@@ -87,6 +90,7 @@ def score_runs(
                     "label": run.label,
                     "target": out.target,
                     "observer": run.observer,
+                    "isolation": run.isolation,
                     **scored,
                 }
             )
@@ -96,3 +100,18 @@ def score_runs(
                 # the audit's empirical lower bound is shown beside the defense's claim
                 rows[-1]["epsilon_claimed"] = truth.claimed(out.target)
     return rows
+
+
+def failure_row(run: AttackRun) -> dict[str, Any]:
+    """The results row of an attack that produced nothing: where it failed and why, in one line.
+    ``target`` is the spec's target filter (None: every target)."""
+    phase, reason = run.failure or ("run", "")
+    return {
+        "attack": run.name,
+        "label": run.label,
+        "target": run.target,
+        "observer": run.observer,
+        "isolation": run.isolation,
+        "failed": phase,
+        "reason": reason,
+    }

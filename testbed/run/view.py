@@ -5,15 +5,21 @@ The observer (the server, a party, or an eavesdropper, plus colluders) sees the 
 or received (all of them for an eavesdropper), the private data of the observer and its colluders
 (a curious party knows its own rows), the public parameters, and the protocol's released
 estimates (``public.extra["released"]``).
+
+``attack_key`` stays in the driver: the attack stage derives each attack's random stream from it
+(:func:`testbed.seeding.keyed_rng`). It is a digest of the root seed and every party's private
+rows, so neither an attack's ``rng`` nor anything else it receives reveals the seed or the
+partition (docs/trust.md, "What an attack receives").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from testbed.exchange.bus import PublicInfo, Transcript, View
 from testbed.run.roster import World
+from testbed.seeding import private_key
 
 __all__ = ["Observation", "observe"]
 
@@ -26,6 +32,7 @@ class Observation:
     colluders: tuple[str, ...]
     view: View
     public: PublicInfo
+    attack_key: bytes = field(default=b"", repr=False)  # the driver's; no attack receives it
 
 
 def observe(
@@ -45,4 +52,16 @@ def observe(
     if released is not None:
         public = replace(public, extra={**public.extra, "released": dict(released)})
     view = transcript.view(observer, list(colluders), own_data=own, public=public)
-    return Observation(observer, colluders, view, public)
+    return Observation(observer, colluders, view, public, attack_key(world))
+
+
+def attack_key(world: World) -> bytes:
+    """The key attack streams are derived from: root seed and every party's rows, labels and
+    row indices (the partition)."""
+    arrays = []
+    for name, d in sorted(world.parties.items()):
+        arrays.append((f"{name}.X", d.X))
+        for part in ("y", "source_index"):
+            if getattr(d, part, None) is not None:
+                arrays.append((f"{name}.{part}", getattr(d, part)))
+    return private_key(world.scenario.seed, arrays)

@@ -1,204 +1,114 @@
-"""Attacks run in a process of their own, which receives only the serialised View.
+"""Attacks run in a sandboxed process of their own, which receives only the serialised View.
 
 Isolation by convention (an attack *should not* look up the call stack) is no isolation: Python
 code can walk frames, list every live object with ``gc.get_objects()``, read module globals or
 make a read-only array writable. So each attack runs in a fresh process forked from a
 ``multiprocessing`` *forkserver*: the server is a new interpreter that has only imported the
 testbed's code (never the driver's data), and each child starts as a copy of it. The child
-receives bytes: the observer's envelopes, its own data and a copy of the public information;
-it rebuilds them with every array immutable (backed by ``bytes``, so ``setflags(write=True)``
-fails), runs ``attack.run`` and ``attack.baseline`` and sends back their outputs as JSON plus
-an ``.npz`` of numeric arrays, which the driver decodes without unpickling anything (a
-pickle from the child could run code in the driver). Ground truth,
-other parties' rows, noise masks and the runner's objects never exist in that process, and
-nothing an attack does there can change what another attack sees.
+receives bytes (:mod:`testbed.sandbox.codec`): the observer's envelopes, its own data and a copy
+of the public information. Before it reads them it confines itself for good
+(:mod:`testbed.sandbox.confine`: Landlock, namespaces, no capabilities, resource limits), so
+it can reach neither the driver (its memory, ``/proc``, signals) nor the run directory, the
+scenario, data files, the network or anything but its own temporary directory. It runs
+``attack.run`` and ``attack.baseline`` and sends back their outputs, which the driver decodes
+without unpickling anything.
 
-Cost: one fork of a warm server per attack plus pickling the view (measured in
-docs/isolation.md).
+The driver enforces the scenario's ``limits:`` (:class:`AttackLimits`): a wall-clock limit (the
+process is killed, with every process it started), a memory limit (address space) and an output
+size limit (the driver never reads more). Any failure is an :class:`AttackFailedError` naming the
+phase (``sandbox``, ``setup``, ``run``, ``baseline``, ``output``, ``time``) and one line of
+reason.
+
+Cost: one fork of a warm server per attack, the sandbox, and pickling the view (measured by
+``testbed bench``, "Attack isolation"; docs/trust.md).
 """
 
 from __future__ import annotations
 
-import io
-import json
 import multiprocessing as mp
+import os
 import pickle
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
 import traceback
-from collections.abc import Mapping
-from dataclasses import fields, is_dataclass
-from types import MappingProxyType
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from testbed.errors import TestbedError
-from testbed.exchange.bus import Envelope, PublicInfo, View
-from testbed.measure import Measure, immutable
+from testbed.exchange.bus import PublicInfo, View
+from testbed.sandbox.codec import (
+    decode_result,
+    encode_result,
+    freeze_tree,
+    pack_view,
+    unpack_view,
+)
+from testbed.sandbox.confine import Policy, confine, isolation_level, python_paths, set_non_dumpable
 
-__all__ = ["AttackFailedError", "freeze_tree", "pack_view", "run_isolated", "unpack_view"]
+__all__ = [
+    "AttackFailedError",
+    "AttackLimits",
+    "Isolated",
+    "decode_result",
+    "encode_result",
+    "freeze_tree",
+    "pack_view",
+    "run_isolated",
+    "unpack_view",
+]
 
 _CTX: Any = None
+_NOTICE: list[str] = []  # the one-time "no kernel sandbox here" notice, once given
+_HEADER = 8  # bytes of the little-endian length before the result
 
 
 class AttackFailedError(TestbedError):
-    """An attack raised (or its process died) while it ran."""
+    """An attack raised, ran out of time or memory, sent too much, or its process died.
+    ``phase`` says where, ``reason`` is one line, ``details`` the attack process's traceback."""
 
+    def __init__(self, message: str, phase: str = "run", reason: str = "", details: str = ""):
+        super().__init__(message)
+        self.phase, self.reason, self.details = phase, reason or message, details
+        self.isolation = ""  # the sandbox level it had reached, when its process said
 
-def freeze_tree(x: Any) -> Any:
-    """A deep copy of ``x`` with arrays immutable, mappings read-only and lists as tuples."""
-    if isinstance(x, Measure):
-        return Measure.restore(x.support, x.weights)
-    if isinstance(x, np.ndarray):
-        return immutable(x)
-    if isinstance(x, Mapping):
-        return MappingProxyType({k: freeze_tree(v) for k, v in x.items()})
-    if isinstance(x, (list, tuple)):
-        return tuple(freeze_tree(v) for v in x)
-    if isinstance(x, (set, frozenset)):
-        return frozenset(freeze_tree(v) for v in x)
-    return x
-
-
-def _plain(x: Any) -> Any:
-    """Picklable plain copy (read-only mapping proxies become dicts)."""
-    if isinstance(x, Measure):
-        return ("__measure__", np.asarray(x.support), np.asarray(x.weights))
-    if isinstance(x, Mapping):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return tuple(_plain(v) for v in x)
-    if isinstance(x, list):
-        return [_plain(v) for v in x]
-    return x
-
-
-def _unplain(x: Any) -> Any:
-    if isinstance(x, tuple) and len(x) == 3 and x[0] == "__measure__":
-        return Measure.restore(x[1], x[2])
-    if isinstance(x, dict):
-        return {k: _unplain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_unplain(v) for v in x)
-    return x
-
-
-def pack_view(view: View, public: PublicInfo) -> bytes:
-    """Serialise exactly what an attack may know: the view's envelopes, own data and public info."""
-    envs = [
-        (
-            e.seq,
-            e.round,
-            e.sender,
-            e.receiver,
-            e.kind,
-            _plain(e.payload),
-            _plain(e.meta),
-            e.nbytes,
-            e.digest,
+    @classmethod
+    def of(cls, name: str, phase: str, reason: str, details: str = "") -> AttackFailedError:
+        head = (
+            f"attack {name!r} stopped" if phase == "time" else f"attack {name!r} failed in {phase}"
         )
-        for e in view.envelopes
-    ]
-    pub = {f.name: _plain(getattr(public, f.name)) for f in fields(PublicInfo)}
-    own = {k: np.asarray(v) for k, v in view.own_data.items()}
-    return pickle.dumps(
-        (view.observer, tuple(view.colluders), envs, own, pub), protocol=pickle.HIGHEST_PROTOCOL
-    )
+        return cls(f"{head}: {reason}", phase, reason, details)
 
 
-def unpack_view(blob: bytes) -> tuple[View, PublicInfo]:
-    """Rebuild a View and PublicInfo from :func:`pack_view`'s bytes, every array immutable."""
-    observer, colluders, envs, own, pub = pickle.loads(blob)
-    public = PublicInfo(**{k: freeze_tree(_unplain(v)) for k, v in pub.items()})
-    envelopes = tuple(
-        Envelope(
-            seq=seq,
-            round=rnd,
-            sender=s,
-            receiver=r,
-            kind=kind,
-            payload=freeze_tree(_unplain(payload)),
-            meta=freeze_tree(_unplain(meta)),
-            nbytes=nbytes,
-            digest=digest,
-        )
-        for seq, rnd, s, r, kind, payload, meta, nbytes, digest in envs
-    )
-    view = View(
-        observer=observer,
-        colluders=colluders,
-        envelopes=envelopes,
-        own_data=MappingProxyType({k: immutable(v) for k, v in own.items()}),
-        public=public,
-    )
-    return view, public
+@dataclass(frozen=True)
+class AttackLimits:
+    """What one attack process may use (the scenario's ``limits:``, see
+    :meth:`testbed.scenario.limits.LimitsSpec.attack_limits`); ``sandbox=False`` keeps the
+    separate process but confines nothing."""
+
+    seconds: float = 1800.0
+    memory_bytes: int | None = 8 << 30
+    output_bytes: int = 64 << 20
+    sandbox: bool = True
 
 
-def _to_safe(x: Any, arrays: dict[str, np.ndarray]) -> Any:
-    """JSON-able form of an attack's output; arrays go to ``arrays`` (numeric dtypes only)."""
-    if isinstance(x, np.ndarray):
-        if x.dtype.hasobject:
-            raise TypeError("object arrays cannot leave the attack process")
-        key = f"a{len(arrays)}"
-        arrays[key] = np.ascontiguousarray(x)
-        return {"__array__": key}
-    if isinstance(x, (np.generic,)):
-        return _to_safe(x.item(), arrays)
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return x
-    if isinstance(x, tuple):
-        return {"__tuple__": [_to_safe(v, arrays) for v in x]}
-    if isinstance(x, list):
-        return [_to_safe(v, arrays) for v in x]
-    if isinstance(x, Mapping):
-        if not all(isinstance(k, str) for k in x):
-            raise TypeError("mapping keys must be str")
-        return {"__map__": {k: _to_safe(v, arrays) for k, v in x.items()}}
-    if is_dataclass(x) and type(x).__name__ == "AttackOutput":
-        return {"__output__": {f.name: _to_safe(getattr(x, f.name), arrays) for f in fields(x)}}
-    raise TypeError(f"{type(x).__name__} cannot leave the attack process")
+@dataclass(frozen=True)
+class Isolated:
+    """An attack's outputs and baseline outputs, and the isolation level it ran under."""
 
-
-def _from_safe(x: Any, arrays) -> Any:
-    if isinstance(x, list):
-        return [_from_safe(v, arrays) for v in x]
-    if isinstance(x, dict):
-        if "__array__" in x:
-            return np.array(arrays[x["__array__"]])
-        if "__tuple__" in x:
-            return tuple(_from_safe(v, arrays) for v in x["__tuple__"])
-        if "__map__" in x:
-            return {k: _from_safe(v, arrays) for k, v in x["__map__"].items()}
-        if "__output__" in x:
-            from attacks._base import AttackOutput
-
-            kw = {k: _from_safe(v, arrays) for k, v in x["__output__"].items()}
-            kw["meta"] = kw.get("meta") or {}
-            return AttackOutput(**kw)
-    return x
-
-
-def encode_result(obj: Any) -> bytes:
-    """Bytes that the parent can decode without unpickling anything (npz, allow_pickle off)."""
-    arrays: dict[str, np.ndarray] = {}
-    doc = json.dumps(_to_safe(obj, arrays), allow_nan=True)
-    buf = io.BytesIO()
-    np.savez(buf, __json__=np.frombuffer(doc.encode(), dtype=np.uint8), **arrays)
-    return buf.getvalue()
-
-
-def decode_result(blob: bytes) -> Any:
-    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    doc = json.loads(arrays.pop("__json__").tobytes().decode())
-    return _from_safe(doc, arrays)
+    outputs: list
+    baseline: list
+    isolation: str
 
 
 def _thread_limits() -> dict[str, int]:
     """The driver's thread counts (BLAS, OpenMP, torch), so the child computes as the driver
     would: a forked child does not inherit threadpoolctl's limits, and two-thread BLAS or torch
     on a loaded 2-core machine is many times slower than one thread (testbed/threads.py)."""
-    import sys
-
     from threadpoolctl import threadpool_info
 
     out: dict[str, int] = {}
@@ -223,26 +133,43 @@ def _apply_thread_limits(limits: dict[str, int]) -> None:
         torch.set_num_threads(limits["torch"])
 
 
-def _child(conn, cls, params: dict, blob: bytes, rng, base_rng, limits) -> None:
-    """Runs in the attack's own process: rebuild the inputs, run, send the outputs back."""
-    phase = "setup"
+def _send(fd: int, msg: bytes) -> None:
+    data = memoryview(len(msg).to_bytes(_HEADER, "little") + msg)
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int) -> None:
+    """Runs in the attack's own process: confine it, rebuild the inputs, run, send the outputs
+    back (at most ``cap`` bytes)."""
+    phase, level = "sandbox", "process"
+    sys.argv = [sys.argv[0] if sys.argv else "attack"]  # the driver's command line stays there
     try:
+        if policy is not None:
+            level = confine(policy)  # first: unshare wants a single-threaded process
         _apply_thread_limits(limits)
+        phase = "setup"
         view, public = unpack_view(blob)
         del blob
         attack = cls(cls.Config(**params))
         phase = "run"
-        outputs = attack.run(view, public, rng)
+        outputs = attack.run(view, public, rngs[0])
         phase = "baseline"
-        baseline = attack.baseline(view, public, base_rng)
+        baseline = attack.baseline(view, public, rngs[1])
         phase = "output"
-        msg = encode_result({"ok": [list(outputs), list(baseline)]})
+        msg = encode_result({"ok": [list(outputs), list(baseline)], "isolation": level})
+        if len(msg) > cap:
+            line = f"its outputs are {len(msg) / 2**20:.1f} MiB, above {_mib(cap)}"
+            msg = encode_result({"error": [phase, line, "", level]})
     except BaseException as exc:  # reported to the parent, which decides what to do
-        msg = encode_result(
-            {"error": [phase, f"{type(exc).__name__}: {exc}", traceback.format_exc()]}
-        )
-    conn.send_bytes(msg)
+        line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        msg = encode_result({"error": [phase, line[:300], traceback.format_exc()[-20000:], level]})
+    _send(conn.fileno(), msg)
     conn.close()
+
+
+def _mib(n: int) -> str:
+    return f"limits.attack_output_mb = {n / 2**20:g} MiB"
 
 
 def _context():
@@ -265,53 +192,155 @@ def _context():
     return _CTX
 
 
+def _package_paths(cls) -> list[str]:
+    """The directories of the packages an attack runs on (the testbed's and its own) or, for an
+    attack defined in a single-file module, that file alone (never the folder around it)."""
+    names = {"testbed", "attacks", "protocols", "defenses", cls.__module__.split(".")[0]}
+    out = []
+    for name in sorted(names):
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        out.extend(getattr(mod, "__path__", None) or [getattr(mod, "__file__", None) or ""])
+    return [os.path.realpath(p) for p in out if p]
+
+
+def _policy(cls, limits: AttackLimits, tmp: str) -> Policy | None:
+    if not limits.sandbox:
+        return None
+    if isolation_level() == "process" and not _NOTICE:
+        _NOTICE.append("given")
+        warnings.warn(
+            "this kernel offers no Landlock: attacks run in processes of their own without a "
+            "file-system sandbox (isolation level recorded with each row)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return Policy(
+        read=(*python_paths(), *_package_paths(cls)),
+        tmp=tmp,
+        memory_bytes=limits.memory_bytes,
+        cpu_seconds=int(2 * limits.seconds) + 10,  # a backstop; the wall clock is enforced here
+        file_bytes=1 << 30,
+    )
+
+
+def _read_exact(fd: int, n: int, deadline: float) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError
+        chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
+    deadline = time.monotonic() + limits.seconds
+    try:
+        size = int.from_bytes(_read_exact(fd, _HEADER, deadline), "little")
+        if size > limits.output_bytes + (1 << 16):  # room for the error message itself
+            raise AttackFailedError.of(
+                name, "output", f"it sent {size} bytes, above {_mib(limits.output_bytes)}"
+            )
+        msg = decode_result(_read_exact(fd, size, deadline))
+    except TimeoutError:
+        raise AttackFailedError.of(
+            name, "time", f"it ran past limits.attack_seconds = {limits.seconds:g} s and was killed"
+        ) from None
+    except (EOFError, OSError, ValueError, KeyError, TypeError):
+        proc.join(5)
+        code = proc.exitcode
+        how = (
+            f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+        )
+        raise AttackFailedError.of(
+            name, "run", f"its process ended without a readable result ({how})"
+        ) from None
+    if not isinstance(msg, dict) or not ({"ok", "isolation"} == set(msg) or {"error"} == set(msg)):
+        raise AttackFailedError.of(name, "output", "its process sent a malformed result")
+    return msg
+
+
+def _end(proc, grace: float) -> None:
+    """Kill the attack's process group (and, through its PID namespace, every process it
+    started) unless it ends within ``grace`` seconds."""
+    proc.join(grace)
+    for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+    proc.join()
+
+
 def run_isolated(
-    cls, params: dict, view: View, public: PublicInfo, rng, base_rng
-) -> tuple[list, list]:
-    """Run ``cls(params).run`` and ``.baseline`` in a fresh process; return their outputs.
+    cls,
+    params: dict,
+    view: View,
+    public: PublicInfo,
+    rng,
+    base_rng,
+    limits: AttackLimits | None = None,
+) -> Isolated:
+    """Run ``cls(params).run`` and ``.baseline`` in a fresh sandboxed process, under ``limits``.
 
     The attack class travels by reference (module and name), so a plugin must be defined at
     module level of an importable module (as entry-point plugins are).
     """
+    limits = limits or AttackLimits()
     name = getattr(cls, "name", cls.__name__)
     try:
         pickle.dumps(cls)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
-        raise AttackFailedError(
-            f"attack {name!r}: its class cannot be sent to the isolated attack process "
-            f"(define it at module level of an importable module): {exc}"
+        raise AttackFailedError.of(
+            name,
+            "setup",
+            "its class cannot be sent to the isolated attack process "
+            f"(define it at module level of an importable module): {exc}",
         ) from None
+    if limits.sandbox:
+        set_non_dumpable()  # the driver's /proc/PID/{mem,environ} closed to its children
     blob = pack_view(view, public)
     ctx = _context()
+    tmp = tempfile.mkdtemp(prefix="testbed-attack-")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
         target=_child,
-        args=(send, cls, dict(params), blob, rng, base_rng, _thread_limits()),
+        args=(
+            send,
+            cls,
+            dict(params),
+            blob,
+            (rng, base_rng),
+            _thread_limits(),
+            _policy(cls, limits, tmp),
+            limits.output_bytes,
+        ),
         daemon=True,
     )
-    proc.start()
-    send.close()
     try:
-        msg = decode_result(recv.recv_bytes())
-    except (EOFError, OSError, ValueError, KeyError, TypeError):
-        proc.join()
-        raise AttackFailedError(
-            f"attack {name!r}: its process ended without a readable result "
-            f"(exit code {proc.exitcode})"
-        ) from None
-    except BaseException:  # Ctrl-C or limits.cell_seconds in the parent: the attack stops too
-        proc.kill()
-        proc.join()
-        raise
-    finally:
+        proc.start()
+    except BaseException:
         recv.close()
-    proc.join()
-    if not isinstance(msg, dict) or not ({"ok"} == set(msg) or {"error"} == set(msg)):
-        raise AttackFailedError(f"attack {name!r}: its process sent a malformed result")
+        send.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    send.close()
+    msg = None
+    try:
+        msg = _receive(name, recv.fileno(), limits, proc)
+    finally:  # also on Ctrl-C or limits.cell_seconds in the parent: the attack stops too
+        recv.close()
+        _end(proc, 2.0 if msg is not None else 0.0)
+        shutil.rmtree(tmp, ignore_errors=True)
     if "error" in msg:
-        phase, line, tb = (str(v) for v in msg["error"])
-        err = AttackFailedError(f"attack {name!r} failed in {phase}: {line}")
-        err.details = tb
+        phase, line, tb, level = (str(v) for v in msg["error"])
+        err = AttackFailedError.of(name, phase, line, tb)
+        err.isolation = level
         raise err
     outputs, baseline = msg["ok"]
-    return outputs, baseline
+    return Isolated(outputs, baseline, str(msg["isolation"]))

@@ -18,6 +18,9 @@ from testbed.errors import ScenarioError
 from testbed.scenario.yamlloc import where
 
 __all__ = [
+    "ATTACK_MEMORY_GB",
+    "ATTACK_OUTPUT_MB",
+    "ATTACK_SECONDS",
     "MAX_CELLS",
     "MAX_DATA_FILE_MB",
     "CellTimeoutError",
@@ -32,6 +35,14 @@ _F8 = 8  # bytes per float64
 
 MAX_CELLS = 10_000  # sweep cells accepted without limits.max_cells / --max-cells
 MAX_DATA_FILE_MB = 64  # csv/npy data files read without limits.data_file_mb / --allow-large
+ATTACK_SECONDS = 1800.0  # wall clock of one attack (run + baseline) without limits.attack_seconds
+ATTACK_MEMORY_GB = 8.0  # address space an attack process may add without limits.attack_memory_gb
+ATTACK_OUTPUT_MB = 64.0  # encoded outputs of one attack without limits.attack_output_mb
+
+
+def _bounded(le: float, description: str) -> Any:
+    """An optional positive finite limit (None: the default applies)."""
+    return Field(None, gt=0, le=le, allow_inf_nan=False, strict=True, description=description)
 
 
 class LimitsSpec(BaseModel):
@@ -71,6 +82,25 @@ class LimitsSpec(BaseModel):
         le=100_000_000,
         strict=True,
         description=f"largest sweep accepted (default {MAX_CELLS})",
+    )
+    attack_seconds: float | None = _bounded(
+        10_000_000,
+        "wall clock of one attack (run and baseline); past it the attack's "
+        f"processes are killed and it gets a failure row (default {ATTACK_SECONDS:g} s)",
+    )
+    attack_memory_gb: float | None = _bounded(
+        1_000_000,
+        "address space an attack's process may add to what it maps at start "
+        f"(default {ATTACK_MEMORY_GB:g} GiB)",
+    )
+    attack_output_mb: float | None = _bounded(
+        1_000_000, f"largest encoded outputs of one attack (default {ATTACK_OUTPUT_MB:g} MiB)"
+    )
+    attack_sandbox: bool = Field(
+        True,
+        strict=True,
+        description="confine each attack process in the kernel sandbox (Landlock, namespaces, "
+        "no capabilities); false keeps the separate process only (docs/trust.md)",
     )
 
 

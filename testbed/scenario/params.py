@@ -212,4 +212,11 @@ def validate_plugins(
                 raise ScenarioError(
                     f"{fname}:{line}: threat_model.{field}: unknown party {w!r}; choose from {', '.join(sorted(allowed))}"
                 )
+    for i, a in enumerate(sc.attacks):  # an observer attacking itself measures nothing
+        if a.target is not None and a.target in {tm.observer, *tm.colluders}:
+            line = line_of(root, ["attacks", i, "target"])
+            raise ScenarioError(
+                f"{fname}:{line}: attacks[{i}].target: {a.target!r} is the observer (or a "
+                "colluder) itself, which holds its own rows; aim the attack at another party"
+            )
     return resolved

@@ -1,0 +1,177 @@
+"""The bytes that cross the attack process's boundary, both ways.
+
+Into the attack: :func:`pack_view` serialises exactly what an attack may know (the view's
+envelopes, the observer's own data, the public information); :func:`unpack_view` rebuilds them
+in the attack's process with every array immutable (backed by ``bytes``, so
+``setflags(write=True)`` fails) and every mapping read-only.
+
+Out of it: :func:`encode_result` turns the attack's outputs into JSON plus an ``.npz`` of numeric
+arrays, which :func:`decode_result` decodes in the driver without unpickling anything (a pickle
+from the attack could run code in the driver).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from testbed.exchange.bus import Envelope, PublicInfo, View
+from testbed.measure import Measure, immutable
+
+__all__ = ["decode_result", "encode_result", "freeze_tree", "pack_view", "unpack_view"]
+
+
+def freeze_tree(x: Any) -> Any:
+    """A deep copy of ``x`` with arrays immutable, mappings read-only and lists as tuples."""
+    if isinstance(x, Measure):
+        return Measure.restore(x.support, x.weights)
+    if isinstance(x, np.ndarray):
+        return immutable(x)
+    if isinstance(x, Mapping):
+        return MappingProxyType({k: freeze_tree(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return tuple(freeze_tree(v) for v in x)
+    if isinstance(x, (set, frozenset)):
+        return frozenset(freeze_tree(v) for v in x)
+    return x
+
+
+def _plain(x: Any) -> Any:
+    """Picklable plain copy (read-only mapping proxies become dicts)."""
+    if isinstance(x, Measure):
+        return ("__measure__", np.asarray(x.support), np.asarray(x.weights))
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _unplain(x: Any) -> Any:
+    if isinstance(x, tuple) and len(x) == 3 and x[0] == "__measure__":
+        return Measure.restore(x[1], x[2])
+    if isinstance(x, dict):
+        return {k: _unplain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unplain(v) for v in x)
+    return x
+
+
+def pack_view(view: View, public: PublicInfo) -> bytes:
+    """Serialise exactly what an attack may know: the view's envelopes, own data and public info."""
+    envs = [
+        (
+            e.seq,
+            e.round,
+            e.sender,
+            e.receiver,
+            e.kind,
+            _plain(e.payload),
+            _plain(e.meta),
+            e.nbytes,
+            e.digest,
+        )
+        for e in view.envelopes
+    ]
+    pub = {f.name: _plain(getattr(public, f.name)) for f in fields(PublicInfo)}
+    own = {k: np.asarray(v) for k, v in view.own_data.items()}
+    return pickle.dumps(
+        (view.observer, tuple(view.colluders), envs, own, pub), protocol=pickle.HIGHEST_PROTOCOL
+    )
+
+
+def unpack_view(blob: bytes) -> tuple[View, PublicInfo]:
+    """Rebuild a View and PublicInfo from :func:`pack_view`'s bytes, every array immutable."""
+    observer, colluders, envs, own, pub = pickle.loads(blob)
+    public = PublicInfo(**{k: freeze_tree(_unplain(v)) for k, v in pub.items()})
+    envelopes = tuple(
+        Envelope(
+            seq=seq,
+            round=rnd,
+            sender=s,
+            receiver=r,
+            kind=kind,
+            payload=freeze_tree(_unplain(payload)),
+            meta=freeze_tree(_unplain(meta)),
+            nbytes=nbytes,
+            digest=digest,
+        )
+        for seq, rnd, s, r, kind, payload, meta, nbytes, digest in envs
+    )
+    view = View(
+        observer=observer,
+        colluders=colluders,
+        envelopes=envelopes,
+        own_data=MappingProxyType({k: immutable(v) for k, v in own.items()}),
+        public=public,
+    )
+    return view, public
+
+
+def _to_safe(x: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """JSON-able form of an attack's output; arrays go to ``arrays`` (numeric dtypes only)."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.hasobject:
+            raise TypeError("object arrays cannot leave the attack process")
+        key = f"a{len(arrays)}"
+        arrays[key] = np.ascontiguousarray(x)
+        return {"__array__": key}
+    if isinstance(x, (np.generic,)):
+        return _to_safe(x.item(), arrays)
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, tuple):
+        return {"__tuple__": [_to_safe(v, arrays) for v in x]}
+    if isinstance(x, list):
+        return [_to_safe(v, arrays) for v in x]
+    if isinstance(x, Mapping):
+        if not all(isinstance(k, str) for k in x):
+            raise TypeError("mapping keys must be str")
+        return {"__map__": {k: _to_safe(v, arrays) for k, v in x.items()}}
+    if is_dataclass(x) and type(x).__name__ == "AttackOutput":
+        return {"__output__": {f.name: _to_safe(getattr(x, f.name), arrays) for f in fields(x)}}
+    raise TypeError(f"{type(x).__name__} cannot leave the attack process")
+
+
+def _from_safe(x: Any, arrays) -> Any:
+    if isinstance(x, list):
+        return [_from_safe(v, arrays) for v in x]
+    if isinstance(x, dict):
+        if "__array__" in x:
+            return np.array(arrays[x["__array__"]])
+        if "__tuple__" in x:
+            return tuple(_from_safe(v, arrays) for v in x["__tuple__"])
+        if "__map__" in x:
+            return {k: _from_safe(v, arrays) for k, v in x["__map__"].items()}
+        if "__output__" in x:
+            from attacks._base import AttackOutput
+
+            kw = {k: _from_safe(v, arrays) for k, v in x["__output__"].items()}
+            kw["meta"] = kw.get("meta") or {}
+            return AttackOutput(**kw)
+    return x
+
+
+def encode_result(obj: Any) -> bytes:
+    """Bytes that the parent can decode without unpickling anything (npz, allow_pickle off)."""
+    arrays: dict[str, np.ndarray] = {}
+    doc = json.dumps(_to_safe(obj, arrays), allow_nan=True)
+    buf = io.BytesIO()
+    np.savez(buf, __json__=np.frombuffer(doc.encode(), dtype=np.uint8), **arrays)
+    return buf.getvalue()
+
+
+def decode_result(blob: bytes) -> Any:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    doc = json.loads(arrays.pop("__json__").tobytes().decode())
+    return _from_safe(doc, arrays)

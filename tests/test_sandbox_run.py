@@ -1,0 +1,130 @@
+"""Whole runs with hostile attacks (issue 21, breaks 1, 2 and 6): ``testbed run`` in process.
+
+* break 1: an attack walks ``/proc`` up to the driver, finds the run directory from the lock it
+  holds open, reads ``resolved.yaml`` and rebuilds the World: exact recovery 1 unsandboxed, 0 in
+  the sandbox;
+* break 2: an attack rebuilds the World from its ``rng``'s seed: the seed is no longer there;
+* break 6: an attack that raises, one that hangs and one that returns 300 MiB each get a failure
+  row beside the honest attack's rows; results and report are written; exit code 3;
+* an attack aimed at its own observer is refused at validation;
+* an honest attack's rows are the same with and without the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import yaml
+from _hostile_attack import Hostile
+from _scenarios import tiny
+
+from testbed.cli.main import main
+from testbed.registry import ATTACKS
+from testbed.sandbox.confine import isolation_level
+
+pytestmark = pytest.mark.skipif(
+    isolation_level() == "process",
+    reason="this kernel offers no Landlock: attacks cannot be sandboxed here",
+)
+
+
+@pytest.fixture(autouse=True)
+def _hostile_registered(monkeypatch):
+    monkeypatch.setitem(ATTACKS._items, Hostile.name, Hostile)
+    monkeypatch.setitem(ATTACKS._origins, Hostile.name, f"{Hostile.__module__}.Hostile")
+
+
+def _run(tmp_path, attacks: list[dict], limits: dict | None = None, seed="7"):
+    rest = "threat_model: {observer: server}\nattacks: " + json.dumps(attacks)
+    if limits:
+        rest += "\nlimits: " + json.dumps(limits)
+    text = tiny("hostile", rest).replace("seed: 7", f"seed: {seed}")
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    out = tmp_path / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc = main(["run", str(f), "--out", str(out), "--quiet"])
+    rows = json.loads((out / "results.json").read_text())["attacks"]
+    return rc, rows, out
+
+
+def _recovered(rows, attack="test_sandbox_hostile") -> list[float]:
+    return [r["exact_recovery"] for r in rows if r["attack"] == attack]
+
+
+@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "without_sandbox"])
+def test_an_attack_cannot_find_the_run_directory_and_rebuild_the_world(tmp_path, sandbox):
+    spec = [{"name": "test_sandbox_hostile", "params": {"mode": "thief"}}]
+    rc, rows, _ = _run(tmp_path, spec, {"attack_sandbox": sandbox})
+    assert rc == 0
+    assert _recovered(rows) == ([0.0, 0.0] if sandbox else [1.0, 1.0])
+    assert all(r["isolation"].startswith("landlock" if sandbox else "process") for r in rows)
+
+
+def test_the_rng_does_not_carry_the_root_seed(tmp_path):
+    text = tiny("hostile", "threat_model: {observer: server}").replace("seed: 7", "seed: {seed}")
+    spec = [{"name": "test_sandbox_hostile", "params": {"mode": "reseed", "arg": text}}]
+    rc, rows, _ = _run(tmp_path, spec)
+    assert rc == 0 and _recovered(rows) == [0.0, 0.0]
+
+
+def test_failed_attacks_are_rows_and_the_run_is_kept(tmp_path, capsys):
+    spec = [
+        {"name": "test_sandbox_hostile", "label": "raises", "params": {"mode": "raise"}},
+        {"name": "test_sandbox_hostile", "label": "hangs", "params": {"mode": "hang"}},
+        {"name": "test_sandbox_hostile", "label": "too_big", "params": {"mode": "big"}},
+        {"name": "fedwad_distributional"},
+    ]
+    rc, rows, out = _run(tmp_path, spec, {"attack_seconds": 5})
+    assert rc == 3
+    failed = {r["label"]: (r["failed"], r["reason"]) for r in rows if "failed" in r}
+    assert set(failed) == {"raises", "hangs", "too_big"}
+    assert failed["raises"][0] == "run" and "KeyError" in failed["raises"][1]
+    assert failed["hangs"][0] == "time" and "attack_seconds = 5 s" in failed["hangs"][1]
+    assert failed["too_big"][0] == "output" and "attack_output_mb" in failed["too_big"][1]
+    honest = [r for r in rows if r["attack"] == "fedwad_distributional"]
+    assert len(honest) == 2 and all("leakage" in r for r in honest)
+    assert (out / "report.html").is_file()
+    report = (out / "report.md").read_text()
+    assert "Attack isolation: landlock" in report and "hangs (observer server) FAILED" in report
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("error: attack ") for line in err)
+
+
+def test_an_attack_aimed_at_its_own_observer_is_refused(tmp_path, capsys):
+    rest = (
+        "threat_model: {observer: alice}\nattacks: [{name: fedwad_distributional, target: alice}]"
+    )
+    f = tmp_path / "s.yaml"
+    f.write_text(tiny("self", rest))
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "alice" in err[0] and "observer" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "attack"),
+    [
+        ("scenarios/contract_tiny.yaml", "fedwad_distributional"),
+        ("scenarios/contract_tiny_triangle_wad.yaml", "measure_inversion"),
+    ],
+)
+def test_honest_rows_are_the_same_with_and_without_the_sandbox(tmp_path, scenario, attack):
+    raw = yaml.safe_load(open(scenario))
+    raw["attacks"] = [*(raw.get("attacks") or []), {"name": attack}]
+    runs = []
+    for sandbox in (True, False):
+        raw["limits"] = {**(raw.get("limits") or {}), "attack_sandbox": sandbox}
+        f = tmp_path / f"{sandbox}.yaml"
+        f.write_text(yaml.safe_dump(raw))
+        out = tmp_path / f"run-{sandbox}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert main(["run", str(f), "--out", str(out), "--quiet"]) == 0
+        rows = json.loads((out / "results.json").read_text())["attacks"]
+        assert rows
+        runs.append([{k: v for k, v in r.items() if k != "isolation"} for r in rows])
+    assert runs[0] == runs[1]
