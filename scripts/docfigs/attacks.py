@@ -159,8 +159,8 @@ def fedwad_toy_starts() -> dict[str, float]:
     from testbed.measure import Measure
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.loading import load_scenario
     from testbed.run.view import attack_key
+    from testbed.scenario.loading import load_scenario
     from testbed.seeding import keyed_rng
 
     path = ROOT / "scenarios/fedwad_gaussians_attack.yaml"

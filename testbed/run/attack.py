@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
