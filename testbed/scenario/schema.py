@@ -29,6 +29,7 @@ from pydantic import (
     StrictInt,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
@@ -123,6 +124,12 @@ class DataSpec(BaseModel):
     transform: PluginSpec | None = Field(
         None, description="optional feature transform (e.g. otdd_augment)"
     )
+    public: list[str] = Field(
+        default_factory=list,
+        description="parties whose rows are public (e.g. a public validation set): the privacy "
+        "guard does not protect them, nor any other party's rows equal to them (a partitioner "
+        "may add its own, e.g. distill_split's transfer set)",
+    )
 
     @field_validator("parties", mode="before")
     @classmethod
@@ -153,6 +160,14 @@ class DataSpec(BaseModel):
         if isinstance(self.parties, int):
             return [f"client_{i}" for i in range(self.parties)]
         return list(self.parties)
+
+    @model_validator(mode="after")
+    def _public_are_parties(self):
+        names = self.party_names()
+        unknown = [p for p in self.public if p not in names]
+        if unknown:
+            raise ValueError(f"public: unknown party {unknown[0]!r}; parties: {', '.join(names)}")
+        return self
 
 
 class OutputSpec(BaseModel):
@@ -632,6 +647,8 @@ def resolve(sc: Scenario) -> dict[str, Any]:
             a.pop("label", None)
     if out.get("membership") is None:
         out.pop("membership", None)
+    if not out["data"].get("public"):  # unset: older configs' hashes unchanged
+        out["data"].pop("public", None)
     out.pop("output", None)  # where results go does not change what they are
     out.pop("limits", None)  # nor do the resource limits a run is checked against
     for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
