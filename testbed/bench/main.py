@@ -815,6 +815,11 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         clients += ray_rows
         notes += notes3
     overhead = bench_overhead(opts)
+    from testbed.bench.guard import fedbary_guard_on_off, guard_rows
+
+    guard = {"rows": guard_rows(opts), "fedbary": None}
+    if opts.targets and _registered("fedbary") and (opts.cases is None or "fedbary" in opts.cases):
+        guard["fedbary"] = fedbary_guard_on_off(opts)
     from testbed.bench.transcript import bench_transcript_hash
 
     transcript_hash = bench_transcript_hash(opts)
@@ -838,6 +843,7 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "pairs": pairs,
         "clients": clients,
         "overhead": overhead,
+        "guard": guard,
         "transcript_hash": transcript_hash,
         "isolation": isolation,
         "targets": targets,
@@ -998,6 +1004,10 @@ def to_markdown(res: dict[str, Any]) -> str:
             ("ab_overhead", "A/B overhead"),
         ],
     )
+    if res.get("guard"):
+        from testbed.bench.guard import guard_markdown
+
+        lines += guard_markdown(res["guard"]["rows"], res["guard"].get("fedbary"))
     if res.get("isolation"):
         lines += [
             "## Attack isolation",
