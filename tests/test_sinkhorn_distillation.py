@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols import _distill as dl
-from testbed.run.exchange import testbed_guard
+from testbed.run.exchange import world_guard
 from testbed.run.execute import execute, run_and_evaluate
 from testbed.run.roster import build_world
 from testbed.scenario.schema import load_scenario, parse_scenario
@@ -141,7 +141,7 @@ def test_guard_finds_no_private_row_with_audit_rows_in_the_transfer_set(seed):
     assert results["transcript"]["guard"] == "stop"
     # the testbed's rule: the split's transfer and audit sets are public, the rest is guarded
     assert world.public_data == ("transfer", "audit")
-    assert set(testbed_guard(world).thresholds) == {"client_0", "client_1", "client_2", "test"}
+    assert set(world_guard(world).thresholds) == {"client_0", "client_1", "client_2", "test"}
 
 
 def test_audit_candidates_are_exchangeable_members_and_non_members():
@@ -161,7 +161,7 @@ def test_guard_still_catches_a_client_row_outside_the_transfer_set():
     from testbed.errors import PrivacyGuardError
 
     world = build_world(load_scenario(MIA))
-    guard = testbed_guard(world)
+    guard = world_guard(world)
     X0 = world.parties["client_0"].X
     outside = X0[~_rows_in(X0, world.parties["audit"].X)][:1]
     from testbed.exchange.bus import Envelope

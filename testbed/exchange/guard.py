@@ -2,7 +2,7 @@
 near-copy of one.
 
 The testbed, not the protocol, says which rows are private: every party's rows, except rows of
-data the scenario marks public (:func:`testbed.run.exchange.testbed_guard`). The guard checks
+data the scenario marks public (:func:`testbed.run.exchange.world_guard`). The guard checks
 every message (payload and ``meta``) on the bus and everything the protocol releases at the end
 of its run (estimates, history, outputs, diagnostics, detection scores): a leak is a leak
 whichever way it leaves.
@@ -208,7 +208,7 @@ class PrivacyGuard:
     ----------
     private : mapping party -> (n, d) array
         Each party's private rows (the testbed's choice: :func:`testbed.run.exchange.
-        testbed_guard` builds it from the World).
+        world_guard` builds it from the World).
     exempt : arrays, optional
         Rows of data the scenario marks public: private rows within the threshold of one are not
         guarded (e.g. a transfer set the server sends, which overlaps a client's rows).

@@ -4,7 +4,7 @@
 no rows); the testbed hands each party's data to the engine, which runs the party's local work
 where it placed that data. Defenses transform every outgoing message before it is logged, the
 guard checks it, and the transcript keeps it (spilling to the run directory past its memory
-threshold). The guard is the testbed's (:func:`testbed_guard`: which rows are private comes from
+threshold). The guard is the testbed's (:func:`world_guard`: which rows are private comes from
 the World, never from the protocol), and it also checks everything the protocol releases
 (:func:`released_values`) before anyone sees it.
 """
@@ -23,7 +23,7 @@ from testbed.registry import plugin_phase
 from testbed.run.roster import World
 from testbed.seeding import component_rng
 
-__all__ = ["Exchange", "released_values", "run_protocol", "testbed_guard"]
+__all__ = ["Exchange", "released_values", "run_protocol", "world_guard"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class _Progress:
             self.bar.close()
 
 
-def testbed_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
+def world_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
     """The run's privacy guard (None when the scenario turns it off): every party's rows are
     private except the parties the scenario's data marks public (``World.public_data``);
     threshold ``guard_rel_tol``; ``mode`` overrides the scenario's ``guard``."""
@@ -86,7 +86,7 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
     the transcript's memory threshold go to a file there."""
     sc = world.scenario
     seed = sc.seed
-    guard = testbed_guard(world)
+    guard = world_guard(world)
     defs = [
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]

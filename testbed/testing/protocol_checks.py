@@ -20,7 +20,7 @@ scenario), with the bus guard in ``record`` mode so a leaking protocol still fin
 - ``declared_kinds_only``: every message kind sent matches the protocol's ``message_kinds``;
 - ``no_private_rows``: no message the server, a party or an eavesdropper sees, and nothing the
   protocol releases (estimates, outputs, ...), carries a private row of another party or a
-  near-copy of one: the testbed's own guard (:func:`testbed.run.exchange.testbed_guard`, the
+  near-copy of one: the testbed's own guard (:func:`testbed.run.exchange.world_guard`, the
   scenario's ``guard_rel_tol``), which the protocol cannot configure.
 """
 
@@ -150,11 +150,11 @@ def private_row_findings(run: ProtocolRun, coalitions=()) -> dict[str, list]:
     party, the eavesdropper, and each ``(observer, colluders)`` of ``coalitions`` (keyed
     ``"observer+colluder+..."``); plus, for every observer, what the run's guard found in the
     protocol's released values (everyone receives them). The guard is the testbed's
-    (:func:`testbed.run.exchange.testbed_guard`): one index for every observer."""
+    (:func:`testbed.run.exchange.world_guard`): one index for every observer."""
     from testbed.exchange.guard import GuardFinding
-    from testbed.run.exchange import testbed_guard
+    from testbed.run.exchange import world_guard
 
-    guard = testbed_guard(run.world, mode="record")
+    guard = world_guard(run.world, mode="record")
     fields = GuardFinding.__dataclass_fields__
     released = [
         GuardFinding(**{k: f[k] for k in fields})
