@@ -82,22 +82,28 @@ class RowIndex:
             return z.astype(np.uint64), z, z
         q = self._cells(self.P)
         all_keys = self._tuple_keys(q)  # (n, d - t + 1)
-        _, inverse, counts = np.unique(all_keys, return_inverse=True, return_counts=True)
-        k = np.argmin(counts[inverse.reshape(all_keys.shape)], axis=1)
+        # how often each run occurs among all rows (hashed counts: collisions only overcount)
+        slots = (all_keys >> np.uint64(64 - 20)).astype(np.int64)
+        counts = np.bincount(slots.reshape(-1), minlength=1 << 20)
+        k = np.argmin(counts[slots], axis=1)
         at = np.arange(n)[:, None]
         span = k[:, None] + np.arange(t)
         vals, cells = self.P[at, span], q[at, span]  # (n, t)
         frac = vals * self._inv - cells
         margin = (self.tol[:, None] + 4 * _EPS * np.abs(vals)) * self._inv
         low, high = frac < margin, frac > 1.0 - margin
-        keys, rows_, offs = [], [], []
+        keys, rows_, offs = [self._tuple_keys(cells)[:, 0]], [np.arange(n)], [k]
+        edge = np.flatnonzero(np.any(low | high, axis=1))  # few rows: near a cell boundary
+        low, high, ec = low[edge], high[edge], cells[edge]
         for shifts in np.ndindex(*(3,) * t):  # each coordinate: cell -1, 0 or +1
             sh = np.asarray(shifts) - 1
+            if not sh.any():
+                continue
             need = np.all((sh == 0) | ((sh < 0) & low) | ((sh > 0) & high), axis=1)
             if need.any():
-                keys.append(self._tuple_keys(cells[need] + sh)[:, 0])
-                rows_.append(np.flatnonzero(need))
-                offs.append(k[need])
+                keys.append(self._tuple_keys(ec[need] + sh)[:, 0])
+                rows_.append(edge[need])
+                offs.append(k[edge[need]])
         return np.concatenate(keys), np.concatenate(rows_), np.concatenate(offs)
 
     def _slot(self, keys: np.ndarray) -> np.ndarray:
