@@ -326,15 +326,20 @@ class PrivacyGuard:
         """``(reading, index, (start, row, distance))`` of the first near-copy in ``a``."""
         kind = a.dtype.kind
         parts = [(".real", a.real), (".imag", a.imag)] if kind == "c" else [("", a)]
+        native = a.dtype == np.float64
+        flat: dict[str, np.ndarray] = {}  # a float64 array's readings double as its bytes
         for part, v in parts:
             for axis, b in _axes(v):
-                f = np.asarray(b, dtype=np.float64).reshape(-1)
+                f = np.ascontiguousarray(b, dtype=np.float64).reshape(-1)
+                if native:
+                    flat[axis] = f
                 found = self._search_values(f, kind in "iub", skip)
                 if found is not None:
                     return part + axis, *found
         for axis, b in _axes(a):
-            buf = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
-            if a.dtype != np.float64 and buf.size >= 8:
+            raw = flat[axis] if native else np.ascontiguousarray(b).reshape(-1)
+            buf = raw.view(np.uint8)
+            if not native and buf.size >= 8:
                 f = buf[: buf.size // 8 * 8].view(np.float64)
                 found = self._search_values(f, False, skip)
                 if found is not None:
