@@ -11,28 +11,29 @@ off, on the same plain bus, for the end-to-end comparison.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from testbed.bench.data import make_clients, make_pair
 
-__all__ = ["guard_markdown", "guard_rows"]
+__all__ = ["BenchKit", "fedbary_guard_on_off", "guard_markdown", "guard_rows"]
 
 #: the guard + transcript budget, as a share of the protocol's own time (issue 23)
 BUDGET = 0.05
 
 
-def _timed_run(case, parties, guard: bool, seed: int) -> dict[str, Any]:
-    from testbed.bench.main import TimedBus, _protocol
+def _timed_run(case, parties, guard: bool, seed: int, kit) -> dict[str, Any]:
     from testbed.exchange.guard import PrivacyGuard
 
     t0 = time.perf_counter()
     g = PrivacyGuard.for_parties(parties) if guard else None
     build = time.perf_counter() - t0
-    bus = TimedBus(guard=g, parties=parties)
+    bus = kit.timed_bus(guard=g, parties=parties)
     t0 = time.perf_counter()
-    _protocol(case).run(parties, bus, np.random.default_rng(seed))
+    kit.protocol(case).run(parties, bus, np.random.default_rng(seed))
     total = time.perf_counter() - t0
     rest = max(total - bus.send_seconds, 1e-12)
     guard_s = g.seconds if g is not None else 0.0
@@ -49,51 +50,59 @@ def _timed_run(case, parties, guard: bool, seed: int) -> dict[str, Any]:
     }
 
 
-def _best(case, parties, seed: int, repeats: int) -> dict[str, Any]:
-    runs = [_timed_run(case, parties, True, seed) for _ in range(repeats)]
+@dataclass(frozen=True)
+class BenchKit:
+    """What this section uses from :mod:`testbed.bench.main` (handed in: no import back)."""
+
+    timed_bus: Callable[..., Any]  # TimedBus(guard=, parties=), with ``send_seconds``
+    protocol: Callable[[Any], Any]  # BenchCase -> protocol instance
+    pair_cases: Sequence[Any]  # BenchCase of two parties, already filtered by --cases
+    client_cases: Sequence[Any]  # BenchCase of N clients, already filtered
+    md_table: Callable[[list, list], list[str]]
+
+
+def _best(case, parties, seed: int, repeats: int, kit: BenchKit) -> dict[str, Any]:
+    runs = [_timed_run(case, parties, True, seed, kit) for _ in range(repeats)]
     return min(runs, key=lambda r: r["run_seconds"])
 
 
-def guard_rows(opts) -> list[dict[str, Any]]:
+def guard_rows(opts, kit: BenchKit) -> list[dict[str, Any]]:
     """Guard and transcript share of every pair case (at ``overhead_n`` x ``overhead_d``) and
     every client case (at each ``clients`` count), with the testbed guard on."""
-    from testbed.bench.main import CLIENT_CASES, PAIR_CASES, _pick, _registered
-
     rows = []
-    for c in (c for c in _pick(PAIR_CASES, opts) if _registered(c.protocol)):
+    for c in kit.pair_cases:
         for d in opts.overhead_d:
             for n in opts.overhead_n:
                 if c.max_n is not None and n > c.max_n:
                     continue
                 opts.log(f"guard: {c.key} n={n} d={d}")
-                r = _best(c, make_pair(n, d, opts.seed), opts.seed, 3)
+                r = _best(c, make_pair(n, d, opts.seed), opts.seed, 3, kit)
                 rows.append({"case": c.key, "clients": 2, "n": n, "d": d, **r})
-    for c in (c for c in _pick(CLIENT_CASES, opts) if _registered(c.protocol)):
+    for c in kit.client_cases:
         for N in opts.clients:
             if c.max_clients is not None and N > c.max_clients:
                 continue
             opts.log(f"guard: {c.key} {N} clients")
             parties = make_clients(N, c.points_per_client, c.dim, opts.seed)
-            r = _best(c, parties, opts.seed, 1)
+            r = _best(c, parties, opts.seed, 1, kit)
             rows.append({"case": c.key, "clients": N, "n": c.points_per_client, "d": c.dim, **r})
     for r in rows:
         r["within_budget"] = r["guard_transcript_share"] <= BUDGET
     return rows
 
 
-def fedbary_guard_on_off(opts, clients: int = 100, points: int = 500) -> dict[str, Any]:
-    """FedBary ``clients`` x ``points``, d = 64 (K = 10, no validation set, default solver),
-    with the testbed guard on and off, in process: end-to-end seconds and the guard's share."""
-    from testbed.bench.main import BenchCase
-
-    c = BenchCase("fedbary", "fedbary", {"trace": False}, points_per_client=points, dim=64)
-    parties = make_clients(clients, points, 64, opts.seed)
+def fedbary_guard_on_off(opts, case, kit: BenchKit, clients: int = 100) -> dict[str, Any]:
+    """FedBary ``clients`` x ``case.points_per_client``, d = ``case.dim`` (K = 10, no validation
+    set, default solver), with the testbed guard on and off, in process: end-to-end seconds and
+    the guard's share."""
+    points = case.points_per_client
+    parties = make_clients(clients, points, case.dim, opts.seed)
     opts.log(f"guard: fedbary {clients} x {points}, guard off")
-    off = _timed_run(c, parties, False, opts.seed)
+    off = _timed_run(case, parties, False, opts.seed, kit)
     opts.log(f"guard: fedbary {clients} x {points}, guard on")
-    on = _timed_run(c, parties, True, opts.seed)
+    on = _timed_run(case, parties, True, opts.seed, kit)
     return {
-        "case": f"fedbary {clients}x{points} d=64",
+        "case": f"fedbary {clients}x{points} d={case.dim}",
         "off_seconds": off["run_seconds"],
         "on_seconds": on["run_seconds"],
         "on_over_off": on["run_seconds"] / off["run_seconds"],
@@ -104,10 +113,8 @@ def fedbary_guard_on_off(opts, clients: int = 100, points: int = 500) -> dict[st
     }
 
 
-def guard_markdown(rows: list[dict], fedbary: dict | None) -> list[str]:
-    """The section's lines for benchmarks.md."""
-    from testbed.bench.main import _md_table
-
+def guard_markdown(rows: list[dict], fedbary: dict | None, md_table) -> list[str]:
+    """The section's lines for benchmarks.md (``md_table``: bench.main's table writer)."""
     lines = [
         "## Privacy guard and transcript",
         "",
@@ -116,7 +123,7 @@ def guard_markdown(rows: list[dict], fedbary: dict | None) -> list[str]:
         f"run; budget {100 * BUDGET:.0f} %.",
         "",
     ]
-    lines += _md_table(
+    lines += md_table(
         rows,
         [
             ("case", "case"),
@@ -133,7 +140,7 @@ def guard_markdown(rows: list[dict], fedbary: dict | None) -> list[str]:
         ],
     )
     if fedbary:
-        lines += _md_table(
+        lines += md_table(
             [fedbary],
             [
                 ("case", "case"),

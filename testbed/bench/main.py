@@ -630,6 +630,32 @@ def bench_overhead(opts: BenchOptions) -> list[dict]:
     return rows
 
 
+def guard_kit(opts: BenchOptions):
+    """What testbed.bench.guard needs from this module."""
+    from testbed.bench.guard import BenchKit
+
+    return BenchKit(
+        timed_bus=TimedBus,
+        protocol=_protocol,
+        pair_cases=[c for c in _pick(PAIR_CASES, opts) if _registered(c.protocol)],
+        client_cases=[c for c in _pick(CLIENT_CASES, opts) if _registered(c.protocol)],
+        md_table=_md_table,
+    )
+
+
+def bench_guard(opts: BenchOptions) -> dict[str, Any]:
+    """The guard section: guard + transcript share per case; with --targets, FedBary 100 x 500,
+    d = 64, with the guard on and off (testbed.bench.guard)."""
+    from testbed.bench.guard import fedbary_guard_on_off, guard_rows
+
+    kit = guard_kit(opts)
+    out = {"rows": guard_rows(opts, kit), "fedbary": None}
+    if opts.targets and _registered("fedbary") and (opts.cases is None or "fedbary" in opts.cases):
+        case = BenchCase("fedbary", "fedbary", {"trace": False}, points_per_client=500, dim=64)
+        out["fedbary"] = fedbary_guard_on_off(opts, case, kit)
+    return out
+
+
 def _time_scenario(path: str, jobs: int = 2) -> dict[str, Any]:
     """Wall time of ``testbed run PATH --jobs JOBS`` in a fresh process (as ``make demo``)."""
     with tempfile.TemporaryDirectory(prefix="bench-scn-") as tmp:
@@ -815,11 +841,7 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         clients += ray_rows
         notes += notes3
     overhead = bench_overhead(opts)
-    from testbed.bench.guard import fedbary_guard_on_off, guard_rows
-
-    guard = {"rows": guard_rows(opts), "fedbary": None}
-    if opts.targets and _registered("fedbary") and (opts.cases is None or "fedbary" in opts.cases):
-        guard["fedbary"] = fedbary_guard_on_off(opts)
+    guard = bench_guard(opts)
     from testbed.bench.transcript import bench_transcript_hash
 
     transcript_hash = bench_transcript_hash(opts)
@@ -1007,7 +1029,7 @@ def to_markdown(res: dict[str, Any]) -> str:
     if res.get("guard"):
         from testbed.bench.guard import guard_markdown
 
-        lines += guard_markdown(res["guard"]["rows"], res["guard"].get("fedbary"))
+        lines += guard_markdown(res["guard"]["rows"], res["guard"].get("fedbary"), _md_table)
     if res.get("isolation"):
         lines += [
             "## Attack isolation",
