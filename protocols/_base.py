@@ -47,10 +47,15 @@ class ProtocolResult:
 
 
 class Protocol(Plugin):
-    """Base class of protocol plugins. ``__init__`` stores the config and nothing else."""
+    """Base class of protocol plugins. ``__init__`` stores the config and nothing else.
 
-    #: protocol step kinds that legitimately carry raw rows (none for the built-ins)
-    raw_row_kinds: tuple[str, ...] = ()
+    A protocol does not decide what the privacy guard protects: the testbed guards every
+    party's rows except data the scenario marks public (``data.public``, or a partitioner's
+    public parties such as distill_split's transfer set), in every message and in everything
+    ``run`` returns. Methods a protocol might define for that (``private_arrays``,
+    ``exempt_arrays``, ``raw_row_kinds`` in older versions) are never called.
+    """
+
     #: every message kind the protocol may send (globs allowed, e.g. ``"fedwad.*"``); the
     #: protocol contract kit (:func:`testbed.testing.check_protocol`) refuses any other kind, and
     #: a defense's ``kinds`` globs must each match one of them (empty: not declared)
@@ -102,15 +107,6 @@ class Protocol(Plugin):
     def roles(self, parties: Mapping[str, PartyData]) -> dict[str, str]:
         """Party name -> role, for reports (default: every party is a client)."""
         return {p: "client" for p in parties}
-
-    def private_arrays(self, parties: Mapping[str, PartyData]) -> dict[str, np.ndarray]:
-        """Arrays the bus guard must never see in a payload (default: each party's features)."""
-        return {p: d.X for p, d in parties.items()}
-
-    def exempt_arrays(self, parties: Mapping[str, PartyData]) -> list[np.ndarray]:
-        """Rows the server legitimately holds (e.g. a transfer set that overlaps a client's data):
-        the bus guard does not treat them as private (default: none)."""
-        return []
 
     def membership_truth(
         self, parties: Mapping[str, PartyData]

@@ -326,9 +326,6 @@ class FedWADCoreset(Protocol):
         C = np.asarray(result.outputs["coreset"], dtype=np.float64)
         return {"coreset_wasserstein": tot.wasserstein(Measure(C), Measure(self._pooled(parties)))}
 
-    def private_arrays(self, parties) -> dict[str, np.ndarray]:
-        return {p: d.X for p, d in parties.items()}
-
     def reference(self, parties) -> dict:
         import ot
 

@@ -22,7 +22,8 @@ and optionally ``global_set``. They belong to the server (role "server data"); t
 them with ``bus.local`` at those parties and never sends the test or global set anywhere. The
 transfer set is sent to the clients: rows of it that are also a client's training rows (the
 membership experiment: the ``audit`` party's candidates, appended at the end of the transfer set)
-are exempt from the bus guard via :meth:`exempt_arrays`.
+are not leaks: the ``distill_split`` partitioner marks the transfer and audit parties public, so
+the testbed's guard does not protect them.
 
 Privacy knobs: ``dp_sgd`` trains every teacher with opacus DP-SGD (``make_private_with_epsilon``)
 and puts opacus's spent ε into the ledger (``ledger.claim``); ``aggregation: pate`` replaces the
@@ -194,14 +195,6 @@ class SinkhornDistillation(Protocol):
         if c.audit is not None:
             out[c.audit] = "server data (membership candidates, in the transfer set)"
         return out
-
-    def private_arrays(self, parties):
-        return {p: parties[p].X for p in self._clients(parties)}
-
-    def exempt_arrays(self, parties):
-        """The transfer set is the server's: rows of it a client also trained on are not leaks."""
-        c = self.config
-        return [parties[p].X for p in (c.transfer, c.audit) if p is not None]
 
     def membership_truth(self, parties):
         """The audit party's rows are the candidates (appended to the transfer set); a row is a

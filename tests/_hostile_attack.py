@@ -55,7 +55,7 @@ class Hostile(Attack):
 
 def _world_rows(text: str) -> dict:
     from testbed.run import execute
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     raw = yaml.safe_load(text)
     raw.pop("attacks", None)  # the World does not need them (and this plugin is not registered)

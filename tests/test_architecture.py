@@ -13,7 +13,7 @@ from _scenarios import tiny
 
 from testbed.data.datasets import PartyData
 from testbed.errors import TestbedError
-from testbed.run.roster import Roster
+from testbed.run.roster import PartyHandle, Roster
 
 
 @pytest.fixture
@@ -183,8 +183,10 @@ def test_roster_hands_out_no_rows():
     assert not any(isinstance(v, np.ndarray) for v in vars(h).values())
     with pytest.raises(KeyError, match="no party 'carol'"):
         roster["carol"]
-    placed = roster.placement()
-    assert placed["bob"].X is not X and np.array_equal(placed["bob"].X, X + 1)
+    # nothing on the roster leads to rows: no placement(), no data attribute
+    assert not hasattr(roster, "placement")
+    assert not any(isinstance(v, (np.ndarray, PartyData)) for v in vars(roster).values())
+    assert all(isinstance(v, PartyHandle) for v in roster._handles.values())
 
 
 def test_protocol_run_receives_the_roster(monkeypatch, tiny_scenario):

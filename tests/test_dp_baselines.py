@@ -38,7 +38,7 @@ def _parties(seed: int, n: int = 60, d: int = 4, k: int = 3):
 
 def _run(proto, parties, seed=0):
     ledger = PrivacyLedger()
-    bus = Bus(guard=PrivacyGuard(proto.private_arrays(parties)), ledger=ledger, parties=parties)
+    bus = Bus(guard=PrivacyGuard.for_parties(parties), ledger=ledger, parties=parties)
     return proto.run(parties, bus, np.random.default_rng(seed)), bus, ledger
 
 

@@ -162,7 +162,7 @@ def test_guard_finds_no_private_row(validation, seed):
     # Prepare
     parties = _small_parties(seed, validation)
     proto = FedBary(FedBaryConfig(validation="validation" if validation else None, iterations=4))
-    guard = PrivacyGuard(proto.private_arrays(parties))
+    guard = PrivacyGuard.for_parties(parties)
     bus = Bus(guard=guard, parties=parties)
     # Execute (the guard raises on the first private row)
     proto.run(parties, bus, np.random.default_rng(seed))
@@ -177,7 +177,7 @@ def test_guard_finds_no_private_row(validation, seed):
 @pytest.mark.parametrize("name", ["fedbary_valuation", "fedbary_case4_label_noise"])
 def test_guard_on_shipped_scenarios(name):
     world, _, transcript = _run_scenario(name, 1)
-    guard = PrivacyGuard(world.protocol.private_arrays(world.parties))
+    guard = PrivacyGuard.for_parties(world.parties)
     assert all(guard.find(e.payload) is None for e in transcript)
 
 

@@ -81,7 +81,7 @@ def test_clusters_recovered_and_per_cluster_models_beat_fedavg():
     # Prepare: 6 label-skewed digits clients, 3 planted pairs; guard on
     parties = _parties()
     proto = FedWADClusteredFL(_cfg())
-    bus = Bus(guard=PrivacyGuard(proto.private_arrays(parties)), parties=parties)
+    bus = Bus(guard=PrivacyGuard.for_parties(parties), parties=parties)
     # Execute
     res = proto.run(parties, bus, np.random.default_rng(0))
     ref = proto.reference(parties)

@@ -51,7 +51,7 @@ def test_recovers_planted_pairs(setting):
     # Prepare: 10 clients, 2 per class pair
     parties = _clients(0)
     proto = _proto(setting=setting, n_neighbors=3)  # the paper's Sparse G. (3)
-    guard = PrivacyGuard(proto.private_arrays(parties))
+    guard = PrivacyGuard.for_parties(parties)
     bus = Bus(guard=guard, parties=parties)
     # Execute
     res = proto.run(parties, bus, np.random.default_rng(0))
@@ -70,7 +70,7 @@ def test_recovers_planted_pairs(setting):
 def test_guard_finds_no_private_row(seed):
     parties = _clients(seed, per_pair=1, rows=20)
     proto = _proto()
-    guard = PrivacyGuard(proto.private_arrays(parties))
+    guard = PrivacyGuard.for_parties(parties)
     bus = Bus(guard=guard, parties=parties)
     proto.run(parties, bus, np.random.default_rng(seed))
     assert all(guard.find(e.payload) is None for e in bus.transcript)

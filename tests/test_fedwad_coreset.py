@@ -113,7 +113,7 @@ def test_federated_coreset_close_to_the_central_one():
     # Prepare: 8 digits clients with two classes each, a held-out test party; guard on
     parties = _digits_parties(CLASSES)
     proto = _proto()
-    bus = Bus(guard=PrivacyGuard(proto.private_arrays(parties)), parties=parties)
+    bus = Bus(guard=PrivacyGuard.for_parties(parties), parties=parties)
     # Execute
     res = proto.run(parties, bus, np.random.default_rng(0))
     ref = proto.reference(parties)

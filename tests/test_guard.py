@@ -156,3 +156,31 @@ def test_triangle_wad_with_a_real_t_passes_and_says_what_was_checked(tmp_path):
     g = res["guard"]
     assert g["violations"] == 0 and g["messages_checked"] > 0 and g["rows_checked"] > 0
     assert set(g["thresholds"]) == {"alice", "bob"}
+
+
+PUBLIC = """\
+name: guard_public
+seed: 1
+data:
+  dataset: {{name: gaussians, params: {{d: 3, components: [{{n: 30, mean: 0.0}}, {{n: 20, mean: 2.0}}]}}}}
+  partition: {{name: class_subsets, params: {{classes: [[0], [1]]}}}}
+  parties: [alice, bob]
+  public: [{public}]
+protocol: {{name: fedwad}}
+"""
+
+
+def test_the_scenario_marks_data_public_and_the_guard_follows():
+    from testbed.run.exchange import world_guard
+    from testbed.run.roster import build_world
+
+    world = build_world(parse_scenario(PUBLIC.format(public="bob")))
+    guard = world_guard(world)
+    assert world.public_data == ("bob",) and set(guard.thresholds) == {"alice"}
+    assert guard.find({"x": world.parties["bob"].X[:3]}) is None
+    assert guard.find({"x": world.parties["alice"].X[:3]})[0] == "alice"
+    # unset, it changes no configuration hash; a name that is not a party is refused
+    base = parse_scenario(PUBLIC.format(public="").replace("  public: []\n", ""))
+    assert "public" not in execute(base, until="world").world.resolved["data"]
+    with pytest.raises(Exception, match="public: unknown party 'carol'"):
+        parse_scenario(PUBLIC.format(public="carol"))

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.errors import PrivacyGuardError
 from testbed.exchange.envelope import Envelope
-from testbed.exchange.guard import GuardFinding, PrivacyGuard, _row_views
+from testbed.exchange.guard import GuardFinding, PrivacyGuard
 
 RNG = np.random.default_rng(7)
 X4 = RNG.normal(size=(20, 4)) + 3.0  # 4-d rows, no zero coordinate, not integer-valued
@@ -59,13 +59,16 @@ def test_threshold_is_computed_in_double_precision_for_any_private_dtype():
     assert g.thresholds["a"] == 1e-3 * float(np.median(np.linalg.norm(X, axis=1)))
 
 
-def test_median_zero_falls_back_to_max_norm_and_all_zero_to_one():
+def test_median_zero_falls_back_to_max_norm_and_rows_at_the_origin_are_not_guarded():
     X = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 4.0]])  # median norm 0, max 5
-    g = PrivacyGuard({"a": X, "z": np.zeros((3, 2))}, rel_tol=0.1)
-    assert g.thresholds["a"] == pytest.approx(0.5)
-    assert g.thresholds["z"] == pytest.approx(0.1)
-    assert g.find({"x": np.array([[3.0, 4.4]])})[:3] == ("a", "x", 0)
-    assert g.find({"x": np.array([[3.0, 4.6]])}) is None
+    g = PrivacyGuard({"a": X, "z": np.zeros((3, 2)), "s": np.array([[0.01, 0.0], [0.0, 0.0]])})
+    assert g.thresholds["a"] == pytest.approx(5e-6)
+    assert "z" not in g.thresholds  # every row is at the origin: nothing to guard
+    assert g.thresholds["s"] == pytest.approx(5e-9)  # median 0.005
+    assert g.find({"x": np.array([[3.0, 4.0 + 4e-6]])})[:3] == ("a", "x", 0)
+    assert g.find({"x": np.array([[3.0, 4.0 + 6e-6]])}) is None
+    assert g.find({"x": np.zeros((50, 2))}) is None  # zeros are in every sparse payload
+    assert g.find({"x": np.array([[0.01, 0.0]])})[:3] == ("s", "x", 0)
 
 
 def test_empty_or_fully_exempt_party_does_not_stop_the_others_from_being_guarded():
@@ -93,57 +96,53 @@ def test_bad_mode_is_refused():
 
 
 # ----------------------------------------------------------------------------- readings as rows
-def _views(a, d):
-    return [(how, rows.tolist()) for how, rows in _row_views(np.asarray(a, float), d)]
-
-
-def test_row_views_of_each_shape():
-    a = np.arange(12.0)
-    # a vector: every offset 0..d-1 with as many whole rows as fit
-    assert [h for h, _ in _views(a, 4)] == [".flat", "@1", "@2", "@3"]
-    assert _views(a, 4)[1] == ("@1", [[1, 2, 3, 4], [5, 6, 7, 8]])
-    assert _views(a, 4)[3] == ("@3", [[3, 4, 5, 6], [7, 8, 9, 10]])
-    # a vector shorter than d + offsets: only offsets with a whole row
-    assert [h for h, _ in _views(np.arange(5.0), 4)] == [".flat", "@1"]
-    assert _views(np.arange(3.0), 4) == []
-    # rows of width d (any leading shape): rows only
-    assert _views(a.reshape(3, 4), 4) == [("", a.reshape(3, 4).tolist())]
-    assert _views(a.reshape(3, 1, 4), 4) == [("", a.reshape(3, 4).tolist())]
-    # a d x k block: its transpose, then its start read flat
-    b = a.reshape(4, 3)
-    assert _views(b, 4) == [(".T", b.T.tolist()), (".flat", a.reshape(3, 4).tolist())]
-    # another 2-D layout: read from its start only
-    assert _views(a.reshape(2, 6), 4) == [(".flat", a.reshape(3, 4).tolist())]
-    assert _views(np.arange(10.0).reshape(2, 5), 4) == [(".flat", [[0, 1, 2, 3], [4, 5, 6, 7]])]
-    # a square d x d block: its rows and its transpose (its columns)
-    s = np.arange(16.0).reshape(4, 4)
-    assert _views(s, 4) == [("", s.tolist()), (".T", s.T.tolist())]
-
-
-def test_rows_checked_counts_every_row_of_every_reading():
+def test_every_window_of_every_axis_is_read_and_counted():
     g = PrivacyGuard({"a": X4})
-    far = np.full(14, -100.0)  # vector of 14: offsets 0..3 give 3 + 3 + 3 + 2 rows
+    far = np.full(14, -100.0)  # a vector of 14: windows of 4 start at 0..10
     assert g.find({"v": far}) is None and g.rows_checked == 11
-    g.find({"m": np.full((5, 4), -100.0)})  # 5 rows, nothing else
-    assert g.rows_checked == 16
-    g.find({"t": np.full((4, 3), -100.0)})  # transpose: 3 rows; flat from the start: 3 rows
-    assert g.rows_checked == 22
-    g.find({"e": np.zeros((0, 4)), "c": np.ones((3, 4), complex), "s": np.array(["ab"])})
-    assert g.rows_checked == 22  # empty, complex and string arrays are not read
+    g.find({"m": np.full((5, 4), -100.0)})  # along the rows: 17 windows; along columns: 17
+    assert g.rows_checked == 11 + 34
+    g.find({"t": np.full((2, 3, 4), -100.0)})  # 24 values along each of the 3 axes: 21 each
+    assert g.rows_checked == 11 + 34 + 63
+    g.find({"e": np.zeros((0, 4)), "one": np.full((1, 1, 4), -100.0)})  # empty: nothing;
+    assert g.rows_checked == 11 + 34 + 63 + 1  # axes of length 1 change nothing
 
 
-def test_transposed_square_block_is_found():
-    # a d x d block of private rows, transposed, carries d private rows as its columns
+def test_transposed_block_at_an_offset_in_a_3d_array_is_found():
     g = PrivacyGuard({"a": X4})
-    assert g.find({"x": np.ascontiguousarray(X4[:4].T)})[:3] == ("a", "x.T", 0)
+    z = np.full((2, 7, 5), -100.0)
+    z[1, 2:6, :] = X4[6:11].T  # column j of the second slab holds row 6 + j, from index 2
+    hit = g.find({"x": z})
+    assert hit[:2] == ("a", "x.axis1") and hit[3] == 0.0
+    # the reading moves axis 1 last: (2, 5, 7); row 6 starts at slab 1, column 0, index 2
+    assert hit[2] == 1 * 35 + 0 * 7 + 2
 
 
-def test_row_at_an_offset_is_reported_with_its_reading_and_row():
+def test_row_at_an_offset_is_reported_with_where_its_window_starts():
     g = PrivacyGuard({"a": X4})
     v = np.concatenate([[-50.0, -60.0], X4[3], [-70.0]])
-    assert g.find({"v": v})[:3] == ("a", "v@2", 0)
-    w = np.concatenate([np.full(4, -50.0), X4[3], X4[4]])
-    assert g.find({"v": w})[:3] == ("a", "v.flat", 1)
+    assert g.find({"v": v}) == ("a", "v", 2, 0.0)
+    wide = np.hstack([np.full((3, 3), -50.0), X4[3:6], np.full((3, 2), -50.0)])  # rows of 9
+    assert g.find({"w": wide}) == ("a", "w", 3, 0.0)
+
+
+def test_same_bytes_under_another_dtype_are_found_at_any_byte_offset():
+    g = PrivacyGuard({"a": X4})
+    assert g.find({"x": X4[:3].view(np.uint8)})[1:] == ("x.bytes", 0, 0.0)
+    assert g.find({"x": X4[:3].view(np.int64)})[1:] == ("x.bytes", 0, 0.0)
+    assert g.find({"x": X4[:3].view(np.float32)})[1:] == ("x.bytes", 0, 0.0)
+    assert g.find({"x": np.ascontiguousarray(X4[:3].view(np.int64).T)})[1] == "x.axis0.bytes"
+    for shift in range(1, 8):
+        raw = b"\x07" * shift + X4[9].tobytes() + b"\x07" * (8 - shift)
+        assert g.find({"x": np.frombuffer(raw, np.int64)}) == ("a", "x.bytes@", shift, 0.0)
+    assert g.find({"x": np.frombuffer(X4[9].tobytes()[:-1] + b"\x00" * 9, np.int64)}) is None
+
+
+def test_complex_arrays_are_read_as_real_and_imaginary_parts_and_as_bytes():
+    g = PrivacyGuard({"a": X4})
+    assert g.find({"c": X4[:2] + 1j})[1] == "c.real"
+    assert g.find({"c": 1.0 + 1j * X4[:2]})[1] == "c.imag"
+    assert g.find({"c": X4[:2].view(np.complex128)})[1] == "c.bytes"
 
 
 # ----------------------------------------------------------------------------- dtypes, meta
@@ -156,12 +155,16 @@ def test_every_integer_kind_is_compared_with_truncated_rows():
     assert g.find({"x": D[1:2].astype(int).astype(float)}) is None
 
 
-def test_truncation_ignores_all_zero_rows_and_bool_arrays_are_read():
+def test_truncation_ignores_rows_it_mostly_erases_and_bool_arrays_are_read():
     # private rows in (0, 1): truncated to integers they are all zero and say nothing
     P = RNG.uniform(0.1, 0.9, size=(6, 3))
     g = PrivacyGuard({"a": P})
     assert g.find({"x": np.zeros((2, 3), dtype=np.int32)}) is None
     assert g.find({"x": np.zeros((2, 3), dtype=bool)}) is None
+    # small values: (0.3, 1.4, -0.6) truncates to (0, 1, 0), in every label vector
+    small = PrivacyGuard({"a": np.array([[0.3, 1.4, -0.6], [5.0, 6.0, 7.0]])})
+    assert small.find({"labels": np.array([0, 1, 0, 1, 1])}) is None
+    assert small.find({"labels": np.array([0, 5, 6, 7])})[:3] == ("a", "labels", 1)
     # 0/1 data: a bool copy is a copy
     B = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
     gb = PrivacyGuard({"b": B})
@@ -172,15 +175,22 @@ def test_non_finite_cells_are_read_as_zero():
     P = np.array([[0.0, 1.5, 2.5], [4.0, 0.0, 6.5], [7.5, 8.5, 0.0]])
     g = PrivacyGuard({"a": P})
     hit = g.find({"x": np.array([[100.0, 100.0, 100.0], [np.nan, 1.5, 2.5]])})
-    assert hit == ("a", "x", 1, 0.0)
+    assert hit == ("a", "x", 3, 0.0)
     assert g.find({"x": np.array([[np.inf, 0.0, 6.5]])}) is None  # inf -> 0: not row [4, 0, 6.5]
+    assert g.find({"x": np.array([[1e308, -1e308, 4.0, 0.0, 6.5]])}) == ("a", "x", 2, 0.0)
 
 
-def test_meta_values_that_are_not_arrays_are_skipped_and_the_rest_is_checked():
+def test_every_kind_of_meta_value_is_read():
     g = PrivacyGuard({"a": X4})
     meta = {"ragged": [[1.0], [1.0, 2.0]], "note": "text", "row": X4[7].tolist()}
-    assert g.find({"w": np.ones(2)}, meta=meta) == ("a", "meta/row.flat", 0, 0.0)
+    assert g.find({"w": np.ones(2)}, meta=meta) == ("a", "meta/row", 0, 0.0)
     assert g.find({"w": np.ones(2)}, meta=None) is None
+    nested = {"a": [{"b": {"c": (X4[2][0], X4[2][1])}}, X4[2][2], X4[2][3]]}
+    assert g.find(None, meta=nested)[:2] == ("a", "meta/numbers")
+    assert g.find(None, meta={"s": "rows: " + repr(X4[5].tolist())})[1] == "meta/s.text"
+    assert g.find(None, meta={"b": X4[5].tobytes()})[1] == "meta/b.bytes"
+    big = int.from_bytes(X4[5].tobytes(), "little")
+    assert g.find(None, meta={"n": big})[1] == "meta/n.bytes"
 
 
 # ----------------------------------------------------------------------------- stop / record
@@ -197,7 +207,7 @@ def test_stop_mode_raises_the_finding_line_and_counts_the_message():
 def test_check_reads_the_envelope_meta():
     g = PrivacyGuard({"a": X4}, mode="record")
     g.check(_env({"w": np.ones(2)}, meta={"debug": X4[4].tolist()}))
-    assert g.violations == 1 and g.findings[0].path == "meta/debug.flat"
+    assert g.violations == 1 and g.findings[0].path == "meta/debug"
 
 
 def test_finding_line_names_everything():
@@ -233,7 +243,5 @@ def test_record_mode_counts_every_violation_and_keeps_the_first_hundred():
     assert s["mode"] == "record" and s["rel_tol"] == 1e-3
     assert s["thresholds"] == g.thresholds and s["thresholds"] is not g.thresholds
     assert s["rows_checked"] == g.rows_checked > 0
-    assert s["rule"] == (
-        "payload or meta row within rel_tol x median private row norm of a private row "
-        "(any dtype; rows, transposed blocks, flattened runs at every offset)"
-    )
+    assert "any offset" in s["rule"] and "released value" in s["rule"]
+    assert s["rows_indexed"] == 20

@@ -29,7 +29,7 @@ from testbed.run import execute
 from testbed.run.view import observe
 from testbed.sandbox.confine import isolation_level
 from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isolated
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 from testbed.seeding import component_rng
 
 pytestmark = pytest.mark.skipif(

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols import _distill as dl
+from testbed.run.exchange import world_guard
 from testbed.run.execute import execute, run_and_evaluate
 from testbed.run.roster import build_world
 from testbed.scenario.loading import load_scenario, parse_scenario
@@ -138,7 +139,9 @@ def test_guard_finds_no_private_row_with_audit_rows_in_the_transfer_set(seed):
     sent = next(e for e in tr if e.kind.endswith("transfer_set")).payload
     assert _rows_in(sent, world.parties["client_0"].X).sum() == 15
     assert results["transcript"]["guard"] == "stop"
-    assert set(world.protocol.private_arrays(world.parties)) == {"client_0", "client_1", "client_2"}
+    # the testbed's rule: the split's transfer and audit sets are public, the rest is guarded
+    assert world.public_data == ("transfer", "audit")
+    assert set(world_guard(world).thresholds) == {"client_0", "client_1", "client_2", "test"}
 
 
 def test_audit_candidates_are_exchangeable_members_and_non_members():
@@ -156,11 +159,9 @@ def test_audit_candidates_are_exchangeable_members_and_non_members():
 def test_guard_still_catches_a_client_row_outside_the_transfer_set():
     # Prepare
     from testbed.errors import PrivacyGuardError
-    from testbed.exchange.bus import PrivacyGuard
 
     world = build_world(load_scenario(MIA))
-    p = world.protocol
-    guard = PrivacyGuard(p.private_arrays(world.parties), exempt=p.exempt_arrays(world.parties))
+    guard = world_guard(world)
     X0 = world.parties["client_0"].X
     outside = X0[~_rows_in(X0, world.parties["audit"].X)][:1]
     from testbed.exchange.bus import Envelope

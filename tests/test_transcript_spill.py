@@ -28,7 +28,7 @@ def _parties(n=60, d=5):
 def _run(transcript=None):
     parties = _parties()
     proto = TriangleWad(TriangleWadConfig())
-    guard = PrivacyGuard(proto.private_arrays(parties))
+    guard = PrivacyGuard.for_parties(parties)
     bus = Bus(guard=guard, parties=parties, transcript=transcript)
     proto.run(parties, bus, np.random.default_rng(0))
     return bus.transcript, parties

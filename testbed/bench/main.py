@@ -52,6 +52,9 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         clients += ray_rows
         notes += notes3
     overhead = bench_overhead(opts)
+    from testbed.bench.guard import bench_guard
+
+    guard = bench_guard(opts)
     from testbed.bench.transcript import bench_transcript_hash
 
     transcript_hash = bench_transcript_hash(opts)
@@ -75,6 +78,7 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "pairs": pairs,
         "clients": clients,
         "overhead": overhead,
+        "guard": guard,
         "transcript_hash": transcript_hash,
         "isolation": isolation,
         "targets": targets,

@@ -144,6 +144,10 @@ def to_markdown(res: dict[str, Any]) -> str:
         "",
     ]
     lines += _md_table(res["overhead"], OVERHEAD_COLUMNS)
+    if res.get("guard"):
+        from testbed.bench.guard import guard_markdown
+
+        lines += guard_markdown(res["guard"]["rows"], res["guard"].get("fedbary"), _md_table)
     if res.get("isolation"):
         lines += [
             "## Attack isolation",

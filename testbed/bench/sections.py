@@ -227,7 +227,7 @@ def bench_overhead(opts: BenchOptions) -> list[dict]:
                 if c.max_n is not None and n > c.max_n:
                     continue
                 opts.log(f"overhead: {c.key} n={n} d={d}")
-                guard = PrivacyGuard(make_protocol(c).private_arrays(parties))
+                guard = PrivacyGuard.for_parties(parties)
                 share, total = _in_run_share(c, parties, None, opts.seed, 3)
                 gshare, _ = _in_run_share(c, parties, guard, opts.seed, 3)
                 bare = run_protocol(c, parties, lambda p: BareBus(parties=p), opts.seed)

@@ -235,6 +235,11 @@ class PartitionerPlugin(Plugin):
     ) -> dict[str, np.ndarray]:  # pragma: no cover
         raise NotImplementedError
 
+    def public_parties(self, parties: Sequence[str]) -> list[str]:
+        """Parties whose rows this split makes public by design (e.g. a transfer set the server
+        sends to every client): the privacy guard does not protect them (default: none)."""
+        return []
+
 
 def _sizes_or_equal(total: int, k: int, sizes: list[int] | None, where: str) -> list[int]:
     if sizes is None:

@@ -24,7 +24,8 @@ Partitioner ``distill_split``
     ``audit`` party (server data) gets ``audit_rows`` of that client's training rows (members,
     which the client also keeps) and ``audit_rows`` rows of its share that it never trains on
     (non-members): the membership experiment's candidates, appended to the transfer set by the
-    protocol (the server legitimately holds them; they are exempt from the bus guard).
+    protocol (the server legitimately holds them): the transfer and audit parties are public
+    (:meth:`DistillSplit.public_parties`), so the privacy guard does not protect them.
 """
 
 from __future__ import annotations
@@ -201,6 +202,11 @@ class DistillSplit(PartitionerPlugin):
 
     name = "distill_split"
     Config = DistillSplitConfig
+
+    def public_parties(self, parties):
+        """The transfer set is sent to every client, and the audit candidates with it."""
+        cfg = self.config
+        return [cfg.transfer] + ([cfg.audit] if cfg.audit_target is not None else [])
 
     def split(self, ds, parties, rng):
         cfg = self.config

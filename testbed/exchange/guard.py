@@ -1,19 +1,36 @@
-"""The privacy guard: no message may carry a party's private row, or a near-copy of one.
+"""The privacy guard: nothing a protocol sends or releases may carry a party's private row, or a
+near-copy of one.
 
-A payload row is a *near-copy* of a private row ``x`` when it lies within
-``rel_tol × median_i ||x_i||`` of it, the median taken over that party's private rows, so the
-threshold follows the data's scale (default ``rel_tol = 1e-6``). Rows are looked for in every
-array of a payload and of the envelope's ``meta``, whatever their dtype (cast to float64; integer
-arrays are also compared with the private rows truncated to integers, which catches
-``X.astype(int)``) and whatever their shape: rows of width ``d``, the transpose of a ``d × k``
-block, and any array read as consecutive ``d``-vectors starting at each offset (a flattened
-block, or rows embedded in a longer vector).
+The testbed, not the protocol, says which rows are private: every party's rows, except rows of
+data the scenario marks public (:func:`testbed.run.exchange.world_guard`). The guard checks
+every message (payload and ``meta``) on the bus and everything the protocol releases at the end
+of its run (estimates, history, outputs, diagnostics, detection scores): a leak is a leak
+whichever way it leaves.
 
-Search: every private row is projected onto ``k`` orthonormal directions and put in a
-``scipy.spatial.cKDTree``. Projection does not increase distances, so every payload row within
-the threshold of a private row is among the tree's ball-query candidates; candidates are then
-checked at full dimension. The cost is a few tree queries per payload row, not an n × m
-distance matrix.
+A window of ``d`` numbers is a *near-copy* of a private row ``x`` of party ``p`` when it lies
+within ``rel_tol x median_i ||x_i||`` of it, the median taken over ``p``'s private rows, so the
+threshold follows the data's scale (default ``rel_tol = 1e-6``). Rows within that threshold of
+the origin are not guarded (a run of ``d`` zeros is in every sparse payload and says nothing).
+
+What is read as rows, wherever it sits in a payload or in ``meta`` (nested mappings, lists,
+numbers, strings of numbers, bytes, Python integers wider than 64 bits, objects' attributes):
+
+- every array, whatever its dtype (cast to float64; complex arrays as their real and imaginary
+  parts; integer arrays also against the private rows truncated to integers, which catches
+  ``X.astype(int)``, for the rows that truncation moves by at most half the truncated row's
+  norm: a row of small values truncates to a few small integers that any label or count vector
+  holds) and its shape: along each axis in turn, every window of ``d`` consecutive
+  values at *every* offset (rows, rows inside wider rows, transposed blocks inside 3-D arrays,
+  flattened blocks);
+- the same array's raw bytes: read as float64 (``X.view(np.uint8)``, ``X.view(np.int64)``,
+  ``X.view(np.complex128)`` give back the rows, then the near-copy rule applies), and searched
+  for an exact copy of a private row's bytes at every byte offset (a shifted reinterpretation);
+- all loose numbers of a payload or of ``meta`` (and short lists of them), in order, as one
+  vector: a row split into pieces across keys is read whole.
+
+Search: one index over every private row of the run (:mod:`testbed.exchange.guard_index`),
+built once; each reading costs a few passes over its numbers, whatever the number of parties.
+A payload already found clean (same digest) is not searched again.
 
 ``mode="stop"`` raises :class:`~testbed.errors.PrivacyGuardError` naming sender, receiver, kind
 and round; ``mode="record"`` lets the run go on and keeps each violation as a finding.
@@ -21,25 +38,31 @@ and round; ``mode="record"`` lets the run go on and keeps each violation as a fi
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from testbed.errors import PrivacyGuardError
-from testbed.exchange.payload import iter_arrays
+from testbed.exchange.guard_index import ByteIndex, RowIndex
+from testbed.measure import Measure
 
-__all__ = ["GuardFinding", "PrivacyGuard"]
+__all__ = ["RELEASE", "GuardFinding", "PrivacyGuard", "readings"]
 
-_PROJ_DIM = 8
 _MAX_FINDINGS = 100
+_MAX_DEPTH = 64
+_LOOSE_MAX = 1024  # short lists also join the loose numbers, in order
+#: the route of a released value (a finding's sender and receiver)
+RELEASE = ("protocol", "released")
+_NUMBER = re.compile(rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 @dataclass(frozen=True)
 class GuardFinding:
-    """One near-copy found in a message."""
+    """One near-copy found in a message (or, with ``seq = -1``, in a released value)."""
 
     seq: int
     round: int
@@ -53,70 +76,142 @@ class GuardFinding:
     threshold: float
 
     def line(self) -> str:
+        where = (
+            f"the protocol's released {self.kind}"
+            if self.seq < 0
+            else f"message #{self.seq} {self.kind} (round {self.round}) from {self.sender} "
+            f"to {self.receiver}"
+        )
         return (
-            f"privacy guard: message #{self.seq} {self.kind} (round {self.round}) from "
-            f"{self.sender} to {self.receiver} carries a near-copy of a private row of "
-            f"{self.party!r} at {self.path}[{self.row}] (distance {self.distance:.3g} <= "
-            f"threshold {self.threshold:.3g})"
+            f"privacy guard: {where} carries a near-copy of a private row of {self.party!r} at "
+            f"{self.path}[{self.row}] (distance {self.distance:.3g} <= threshold "
+            f"{self.threshold:.3g})"
         )
 
 
-class _Index:
-    """Near-neighbour index of one party's private rows (float and integer-truncated)."""
-
-    def __init__(self, X: np.ndarray, tol: float, basis: np.ndarray):
-        self.X, self.tol, self.basis = X, tol, basis
-        self.tree = cKDTree(X @ basis)
-        self._trunc: list[tuple[np.ndarray, cKDTree]] | None = None
-
-    def trunc(self) -> list[tuple[np.ndarray, cKDTree]]:
-        """The integer-truncated private rows (none when every row truncates to zero)."""
-        if self._trunc is None:
-            T = np.trunc(self.X)
-            T = T[np.any(T != 0, axis=1)]  # an all-zero row says nothing about the data
-            self._trunc = [(T, cKDTree(T @ self.basis))] if len(T) else []
-        return self._trunc
-
-    def first_hit(self, rows: np.ndarray, integer: bool) -> tuple[int, float] | None:
-        tables = [(self.X, self.tree)] + (self.trunc() if integer else [])
-        proj = rows @ self.basis
-        for X, tree in tables:
-            for i, cand in enumerate(tree.query_ball_point(proj, r=self.tol)):
-                if cand:
-                    dist = np.linalg.norm(X[cand] - rows[i], axis=1)
-                    j = int(np.argmin(dist))
-                    if dist[j] <= self.tol:
-                        return i, float(dist[j])
-        return None
+# ----------------------------------------------------------------------------- what is read
+def _scalar_parts(x) -> list[float]:
+    if isinstance(x, (complex, np.complexfloating)):
+        return [float(x.real), float(x.imag)]
+    try:
+        return [float(x)]
+    except (OverflowError, ValueError, TypeError):
+        return []
 
 
-def _row_views(a: np.ndarray, d: int) -> Iterator[tuple[str, np.ndarray]]:
-    """Ways of reading ``a`` as rows of width ``d`` (suffix names the reading)."""
-    if a.ndim >= 2 and a.shape[-1] == d:
-        yield "", a.reshape(-1, d)
-    if a.ndim == 2 and a.shape[0] == d:  # a d x k block, square ones included
-        yield ".T", np.ascontiguousarray(a.T)
-    if a.ndim >= 2 and a.shape[-1] == d:
+def _int_bytes(x: int) -> list[np.ndarray]:
+    """A Python integer wider than 64 bits, as its bytes in both byte orders."""
+    n = (abs(x).bit_length() + 8) // 8
+    raw = abs(x).to_bytes(n, "little")
+    return [np.frombuffer(raw, np.uint8), np.frombuffer(raw[::-1], np.uint8)]
+
+
+def _leaves(obj, path: str, loose: list[float], seen: set[int], depth: int = 0):
+    """``(path, array)`` for every array-like leaf of ``obj``; loose numbers go to ``loose``."""
+    if depth > _MAX_DEPTH:
         return
-    flat = a.reshape(-1)
-    # a vector: rows may start at any offset; another 2-D layout: read it from its start only
-    offsets = range(min(d, max(flat.size - d + 1, 0))) if a.ndim == 1 else range(1)
-    for o in offsets:
-        k = (flat.size - o) // d
-        if k:
-            yield (f"@{o}" if o else ".flat"), flat[o : o + k * d].reshape(k, d)
+    if isinstance(obj, Measure):
+        yield f"{path}support", obj.support
+        yield f"{path}weights", obj.weights
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            for i, v in enumerate(obj.reshape(-1).tolist()):
+                yield from _leaves(v, f"{path}{i}/", loose, seen, depth + 1)
+        elif obj.ndim == 0 or obj.dtype.kind not in "biufc":
+            if obj.dtype.kind in "biufc":
+                loose.extend(_scalar_parts(obj[()]))
+            elif obj.dtype.kind in "SUV":
+                yield from _leaves(obj.tobytes(), path, loose, seen, depth + 1)
+        else:
+            yield path.rstrip("/") or "value", obj
+    elif isinstance(obj, (bool, np.bool_, float, complex, np.number)):
+        loose.extend(_scalar_parts(obj))
+    elif isinstance(obj, int):
+        if obj.bit_length() > 63:
+            for a in _int_bytes(obj):
+                yield path.rstrip("/") or "value", a
+        else:
+            loose.append(float(obj))
+    elif isinstance(obj, (str, bytes, bytearray, memoryview)):
+        raw = obj.encode("utf-8", "surrogatepass") if isinstance(obj, str) else bytes(obj)
+        if not isinstance(obj, str):
+            yield path.rstrip("/") or "value", np.frombuffer(raw, np.uint8)
+        nums = [float(m) for m in _NUMBER.findall(raw)]
+        if nums:
+            yield (path.rstrip("/") or "value") + ".text", np.asarray(nums)
+    elif id(obj) in seen:
+        return
+    elif isinstance(obj, Mapping):
+        seen.add(id(obj))
+        for k, v in obj.items():
+            yield from _leaves(v, f"{path}{k}/", loose, seen, depth + 1)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        seen.add(id(obj))
+        items = list(obj)
+        try:
+            a = np.asarray(items) if items else None
+        except (ValueError, TypeError, OverflowError):
+            a = None
+        if a is not None and a.dtype.kind in "biufc" and a.ndim > 0:
+            yield path.rstrip("/") or "value", a
+            if a.size <= _LOOSE_MAX and a.dtype.kind != "c":  # a row split into pieces
+                loose.extend(a.reshape(-1).astype(np.float64).tolist())
+            return
+        for i, v in enumerate(items):
+            yield from _leaves(v, f"{path}{i}/", loose, seen, depth + 1)
+    elif hasattr(obj, "__dict__") or hasattr(obj, "__slots__"):
+        seen.add(id(obj))
+        fields = dict(getattr(obj, "__dict__", {}))
+        for name in getattr(type(obj), "__slots__", ()):
+            if hasattr(obj, name):
+                fields[name] = getattr(obj, name)
+        for k, v in fields.items():
+            yield from _leaves(v, f"{path}{k}/", loose, seen, depth + 1)
+
+
+def readings(obj: Any, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
+    """Every array-like leaf of a payload, ``meta`` or released value (``(path, array)``),
+    then all its loose numbers, in order, as one vector (path ``<prefix>numbers``)."""
+    loose: list[float] = []
+    yield from _leaves(obj, prefix, loose, set())
+    if loose:
+        yield f"{prefix}numbers", np.asarray(loose, dtype=np.float64)
+
+
+def _axes(a: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
+    """The array with each axis in turn made the last one (C order), named by that axis: the
+    last axis first; axes of length 1 change nothing and are skipped."""
+    if a.size == 0:
+        return
+    last = a.ndim - 1
+    yield "", a
+    for ax in range(last):
+        if a.shape[ax] > 1:
+            yield f".axis{ax}", np.moveaxis(a, ax, -1)
+
+
+# ----------------------------------------------------------------------------- the guard
+@dataclass
+class _Width:
+    """The indexes of every private row of one width."""
+
+    values: RowIndex
+    trunc: RowIndex
+    raw: ByteIndex
 
 
 class PrivacyGuard:
-    """Refuses (or records) any message that carries a private row or a near-copy of one.
+    """Refuses (or records) any message or released value that carries a private row or a
+    near-copy of one.
 
     Parameters
     ----------
     private : mapping party -> (n, d) array
-        Each party's private rows.
+        Each party's private rows (the testbed's choice: :func:`testbed.run.exchange.
+        world_guard` builds it from the World).
     exempt : arrays, optional
-        Rows the receiving side legitimately holds (e.g. a public transfer set): private rows
-        within the threshold of an exempt row are not guarded.
+        Rows of data the scenario marks public: private rows within the threshold of one are not
+        guarded (e.g. a transfer set the server sends, which overlaps a client's rows).
     rel_tol : float
         Threshold relative to the median private row norm of each party.
     mode : ``"stop"`` or ``"record"``
@@ -131,15 +226,42 @@ class PrivacyGuard:
     ):
         if mode not in ("stop", "record"):
             raise ValueError(f"guard mode must be 'stop' or 'record', got {mode!r}")
+        t0 = time.perf_counter()
         self.rel_tol, self.mode = float(rel_tol), mode
         self.findings: list[GuardFinding] = []
         self.violations = 0
-        self.rows_checked = 0
+        self.rows_checked = 0  # windows of d numbers compared with the index
         self.messages_checked = 0
-        self._index: dict[str, _Index] = {}
+        self.seconds = 0.0  # time spent checking (not in summary(): results stay seed-determined)
         self.thresholds: dict[str, float] = {}
-        ex = [np.atleast_2d(np.asarray(e, dtype=np.float64)) for e in (exempt or ())]
-        for party, arr in private.items():
+        self._parties = list(private)
+        self._clean: set[tuple[str, frozenset]] = set()
+        by_width = self._private_rows(private, exempt or ())
+        self._widths: dict[int, _Width] = {}
+        for d, (rows, owner, tol) in by_width.items():
+            T = np.trunc(rows)
+            # only rows that truncation keeps within half their norm: a row of small values
+            # truncates to a few small integers, which any label or count vector contains
+            keep = np.linalg.norm(rows - T, axis=1) <= 0.5 * np.linalg.norm(T, axis=1)
+            keep &= np.linalg.norm(T, axis=1) > tol
+            self._widths[d] = _Width(
+                RowIndex(rows, owner, tol),
+                RowIndex(T[keep], owner[keep], tol[keep]),
+                ByteIndex(rows, owner),
+            )
+        self.build_seconds = time.perf_counter() - t0
+
+    def _private_rows(self, private, exempt) -> dict[int, tuple]:
+        from scipy.spatial import cKDTree
+
+        ex: dict[int, Any] = {}
+        for e in exempt:
+            e = np.atleast_2d(np.asarray(e, dtype=np.float64))
+            if e.size:
+                ex.setdefault(e.shape[1], []).append(e)
+        trees = {d: cKDTree(np.vstack(es)) for d, es in ex.items()}
+        parts: dict[int, list] = {}
+        for i, (party, arr) in enumerate(private.items()):
             X = np.atleast_2d(np.asarray(arr, dtype=np.float64))
             if X.size == 0:
                 continue
@@ -147,77 +269,169 @@ class PrivacyGuard:
             scale = float(np.median(norms)) or float(norms.max()) or 1.0
             tol = self.rel_tol * scale
             d = X.shape[1]
-            for e in ex:
-                if e.shape[1] == d and len(X):
-                    dist, _ = cKDTree(e).query(X, k=1)
-                    X = X[dist > tol]
+            keep = norms > tol  # rows at the origin: see the module docstring
+            if d in trees:
+                dist, _ = trees[d].query(X, k=1)
+                keep &= dist > tol
+            X = X[keep]
             if not len(X):
                 continue
-            basis = np.linalg.qr(np.random.default_rng(d).standard_normal((d, min(d, _PROJ_DIM))))[
-                0
-            ]
-            self._index[party] = _Index(np.ascontiguousarray(X), tol, basis)
             self.thresholds[party] = tol
+            parts.setdefault(d, []).append((X, np.full(len(X), i), np.full(len(X), tol)))
+        return {
+            d: tuple(np.concatenate([p[k] for p in ps]) for k in range(3))
+            for d, ps in parts.items()
+        }
 
-    def find(self, payload: Any, meta: Mapping[str, Any] | None = None):
-        """``(party, path, row, distance)`` of the first near-copy in a payload (or its meta),
-        else None."""
-        arrays = list(iter_arrays(payload))
-        for k, v in (meta or {}).items():
-            try:
-                a = np.asarray(v)
-            except (TypeError, ValueError):
-                continue
-            arrays.append((f"meta/{k}", a))
-        for path, arr in arrays:
-            if arr.dtype.kind not in "fiub" or arr.size == 0:
-                continue
-            integer = arr.dtype.kind in "iub"
-            a = np.asarray(arr, dtype=np.float64)
-            if not np.all(np.isfinite(a)):
-                a = np.where(np.isfinite(a), a, 0.0)
-            for party, idx in self._index.items():
-                d = idx.X.shape[1]
-                for how, rows in _row_views(a, d):
-                    self.rows_checked += len(rows)
-                    hit = idx.first_hit(rows, integer)
-                    if hit is not None:
-                        return party, f"{path}{how}", hit[0], hit[1]
+    @classmethod
+    def for_parties(
+        cls,
+        parties: Mapping[str, Any],
+        public: Iterable[str] = (),
+        rel_tol: float = 1e-6,
+        mode: str = "stop",
+    ) -> PrivacyGuard:
+        """The testbed's rule: every party's rows (``parties``: name -> data with ``X``) are
+        private, except those of the ``public`` parties, which also exempt equal rows of the
+        others."""
+        public = set(public)
+        return cls(
+            {p: d.X for p, d in parties.items() if p not in public},
+            exempt=[d.X for p, d in parties.items() if p in public],
+            rel_tol=rel_tol,
+            mode=mode,
+        )
+
+    @property
+    def rows_indexed(self) -> int:
+        return sum(len(w.values) for w in self._widths.values())
+
+    # -- searching
+    def _skip(self, ignore: Iterable[str]) -> np.ndarray | None:
+        ignore = set(ignore)
+        if not ignore:
+            return None
+        return np.array([p in ignore for p in self._parties], dtype=bool)
+
+    def _search_values(self, f: np.ndarray, integer: bool, skip) -> tuple | None:
+        for w in self._widths.values():
+            self.rows_checked += max(f.size - w.values.d + 1, 0)
+            for index in (w.values, w.trunc) if integer else (w.values,):
+                hit = index.search(f, skip)
+                if hit is not None:
+                    return index, hit
         return None
 
-    def check(self, env) -> None:
-        """Check one envelope: raise (mode stop) or record a finding (mode record)."""
-        self.messages_checked += 1
-        hit = self.find(env.payload, env.meta)
-        if hit is None:
-            return
+    def _search_array(self, a: np.ndarray, skip) -> tuple | None:
+        """``(reading, index, (start, row, distance))`` of the first near-copy in ``a``."""
+        kind = a.dtype.kind
+        parts = [(".real", a.real), (".imag", a.imag)] if kind == "c" else [("", a)]
+        native = a.dtype == np.float64
+        flat: dict[str, np.ndarray] = {}  # a float64 array's readings double as its bytes
+        for part, v in parts:
+            for axis, b in _axes(v):
+                f = np.ascontiguousarray(b, dtype=np.float64).reshape(-1)
+                if native:
+                    flat[axis] = f
+                found = self._search_values(f, kind in "iub", skip)
+                if found is not None:
+                    return part + axis, *found
+        for axis, b in _axes(a):
+            raw = flat[axis] if native else np.ascontiguousarray(b).reshape(-1)
+            buf = raw.view(np.uint8)
+            if not native and buf.size >= 8:
+                f = buf[: buf.size // 8 * 8].view(np.float64)
+                found = self._search_values(f, False, skip)
+                if found is not None:
+                    return axis + ".bytes", *found
+            for w in self._widths.values():
+                hit = w.raw.search(buf, skip)
+                if hit is not None:
+                    return axis + ".bytes@", w.values, hit
+        return None
+
+    def find(self, payload: Any, meta: Mapping[str, Any] | None = None, ignore=()):
+        """``(party, path, start, distance)`` of the first near-copy in a payload or its meta,
+        else None. ``start`` is where the window begins in the reading named by ``path``
+        (values along an axis, or bytes). Rows of parties in ``ignore`` are not looked for."""
+        if not self._widths:
+            return None
+        skip = self._skip(ignore)
+        sources = [(payload, "")] + ([(meta, "meta/")] if meta else [])
+        for obj, prefix in sources:
+            for path, arr in readings(obj, prefix):
+                found = self._search_array(arr, skip)
+                if found is not None:
+                    how, index, (start, row, dist) = found
+                    party = self._parties[int(index.owner[row])]
+                    return party, f"{path}{how}", start, dist
+        return None
+
+    # -- checking
+    def _finding(self, hit, seq, round, sender, receiver, kind) -> GuardFinding:
         party, path, row, dist = hit
-        finding = GuardFinding(
-            env.seq,
-            env.round,
-            env.sender,
-            env.receiver,
-            env.kind,
-            party,
-            path,
-            row,
-            dist,
-            self.thresholds[party],
+        return GuardFinding(
+            seq, round, sender, receiver, kind, party, path, row, dist, self.thresholds[party]
         )
+
+    def _found(self, finding: GuardFinding) -> None:
         if self.mode == "stop":
             raise PrivacyGuardError(finding.line())
         self.violations += 1
         if len(self.findings) < _MAX_FINDINGS:
             self.findings.append(finding)
 
+    def finding(self, env, ignore=()) -> GuardFinding | None:
+        """The first near-copy in one envelope (payload, then meta) of a private row of a party
+        not in ``ignore``, or None; nothing is raised or recorded. A payload found clean is
+        remembered by its digest."""
+        t0 = time.perf_counter()
+        try:
+            digest = getattr(env, "digest", "")
+            key = (digest, frozenset(ignore))
+            hit = None
+            if not (digest and key in self._clean):
+                hit = self.find(env.payload, ignore=ignore)
+                if hit is None and digest:
+                    self._clean.add(key)
+            if hit is None and env.meta:
+                hit = self.find(None, env.meta, ignore=ignore)
+            if hit is None:
+                return None
+            return self._finding(hit, env.seq, env.round, env.sender, env.receiver, env.kind)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def check(self, env) -> None:
+        """Check one envelope (payload and meta): raise (mode stop) or record a finding."""
+        self.messages_checked += 1
+        found = self.finding(env)
+        if found is not None:
+            self._found(found)
+
+    def check_release(self, released: Mapping[str, Any]) -> None:
+        """Check what a protocol releases (``{"estimates": ..., "outputs": ..., ...}``), each
+        key as its own finding's kind."""
+        t0 = time.perf_counter()
+        try:
+            for key, value in released.items():
+                hit = self.find(value)
+                if hit is not None:
+                    self._found(self._finding(hit, -1, -1, *RELEASE, str(key)))
+        finally:
+            self.seconds += time.perf_counter() - t0
+
     def summary(self) -> dict[str, Any]:
         """What the guard checked and found, for results.json."""
         return {
             "mode": self.mode,
             "rel_tol": self.rel_tol,
-            "rule": "payload or meta row within rel_tol x median private row norm of a private "
-            "row (any dtype; rows, transposed blocks, flattened runs at every offset)",
+            "rule": "a window of d numbers within rel_tol x median private row norm of a "
+            "private row, in any message (payload and meta) or released value: any dtype "
+            "(complex parts, integer truncation, raw bytes), any axis, any offset, any nesting",
+            "private_from": "the testbed: every party's rows except data the scenario marks public",
             "thresholds": dict(self.thresholds),
+            "rows_indexed": self.rows_indexed,
             "messages_checked": self.messages_checked,
             "rows_checked": self.rows_checked,
             "violations": self.violations,

@@ -3,8 +3,8 @@
 ::
 
     scenario.py   Scenario ─► ResolvedScenario          (typed, frozen, hashed)
-    roster.py              ─► World: Roster of Parties   (each Party holds only its own data;
-                                                          the protocol gets handles)
+    roster.py              ─► World: parties' data + Roster (the protocol gets handles only;
+                                                          the testbed keeps the rows)
     exchange.py            ─► Exchange                   (protocol.run(roster, bus, rng); the
                                                           transcript, ledger and guard record)
     evaluate.py            ─► Evaluation                 (central POT reference, accuracy, utility)
@@ -20,11 +20,10 @@ reaches back.
 """
 
 from testbed.run.execute import RunOutput, execute
-from testbed.run.roster import Party, PartyHandle, Roster, World, build_world
+from testbed.run.roster import PartyHandle, Roster, World, build_world
 from testbed.run.scenario import ResolvedScenario
 
 __all__ = [
-    "Party",
     "PartyHandle",
     "ResolvedScenario",
     "Roster",

@@ -1,9 +1,12 @@
 """Stage 3: the protocol runs on the bus; the record is what went over the wire.
 
 ``protocol.run(roster, bus, rng)``: the protocol's driver code gets the :class:`Roster` (handles,
-no rows); each party's local work runs where the engine placed that party's data. Defenses
-transform every outgoing message before it is logged, the guard checks it, and the transcript
-keeps it (spilling to the run directory past its memory threshold).
+no rows); the testbed hands each party's data to the engine, which runs the party's local work
+where it placed that data. Defenses transform every outgoing message before it is logged, the
+guard checks it, and the transcript keeps it (spilling to the run directory past its memory
+threshold). The guard is the testbed's (:func:`world_guard`: which rows are private comes from
+the World, never from the protocol), and it also checks everything the protocol releases
+(:func:`released_values`) before anyone sees it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from testbed.registry import plugin_phase
 from testbed.run.roster import World
 from testbed.seeding import component_rng
 
-__all__ = ["Exchange", "run_protocol"]
+__all__ = ["Exchange", "released_values", "run_protocol", "world_guard"]
 
 
 @dataclass(frozen=True)
@@ -57,21 +60,33 @@ class _Progress:
             self.bar.close()
 
 
+def world_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
+    """The run's privacy guard (None when the scenario turns it off): every party's rows are
+    private except the parties the scenario's data marks public (``World.public_data``);
+    threshold ``guard_rel_tol``; ``mode`` overrides the scenario's ``guard``."""
+    sc = world.scenario
+    mode = sc.guard_mode if mode is None else mode
+    if mode == "off":
+        return None
+    return PrivacyGuard.for_parties(
+        world.parties, world.public_data, rel_tol=sc.guard_rel_tol, mode=mode
+    )
+
+
+def released_values(result: Any) -> dict[str, Any]:
+    """Everything a protocol's result releases (results.json, the report, and what attacks get
+    as ``public.extra["released"]``), by field."""
+    fields = ("estimates", "history", "outputs", "diagnostics", "detection", "mode", "deviations")
+    return {f: getattr(result, f) for f in fields if hasattr(result, f)}
+
+
 def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = None) -> Exchange:
-    """Run the protocol on the scenario's engine. With ``spill_dir`` (the run directory)
-    payloads past the transcript's memory threshold go to a file there."""
+    """Run the protocol on the scenario's engine; the guard checks every message and, at the
+    end, everything the protocol releases. With ``spill_dir`` (the run directory) payloads past
+    the transcript's memory threshold go to a file there."""
     sc = world.scenario
     seed = sc.seed
-    guard = (
-        PrivacyGuard(
-            world.protocol.private_arrays(world.parties),
-            exempt=world.protocol.exempt_arrays(world.parties),
-            rel_tol=sc.guard_rel_tol,
-            mode=sc.guard_mode,
-        )
-        if sc.guard_mode != "off"
-        else None
-    )
+    guard = world_guard(world)
     defs = [
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
@@ -86,7 +101,7 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
             guard=guard,
             ledger=world.ledger,
             on_send=bar,
-            parties=world.roster.placement(),
+            parties=world.parties,  # the testbed places the data; the protocol never holds it
             transcript=spilling,
         ) as bus:
             with plugin_phase("protocol", world.protocol.name, "run"):
@@ -95,6 +110,8 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
         bar.close()
         if spilling is not None:
             spilling.close()
+    if guard is not None:
+        guard.check_release(released_values(result))
     elapsed = time.perf_counter() - t0
     return Exchange(
         result=result,

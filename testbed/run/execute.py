@@ -18,7 +18,7 @@ import yaml
 from testbed.exchange.bus import Transcript, atomic_write_bytes
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
-from testbed.run.exchange import Exchange, run_protocol
+from testbed.run.exchange import Exchange, run_protocol, world_guard
 from testbed.run.results import package_versions, results_row, write_json
 from testbed.run.roster import World, build_world
 from testbed.run.rundir import run_dir_lock
@@ -97,6 +97,9 @@ def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
     if until == "world":
         return RunOutput(None, world)
     if replay is not None:
+        guard = world_guard(world)
+        if guard is not None and replay.released is not None:  # a saved run's released values
+            guard.check_release({"estimates": replay.released})
         rows = attack_and_score(
             world,
             replay.transcript,

@@ -1,13 +1,16 @@
 """Stage 2: the World of a run — a Roster of Parties, the protocol, defenses and public info.
 
-Each :class:`Party` holds only its own data. The protocol's driver code receives the
-:class:`Roster`, a mapping of party name to :class:`PartyHandle`: names and public sizes, no rows.
-Local computations run on the party through the bus (``bus.local(party, fn, ...)``), which an
-engine executes where the party lives (this process, a worker process, a Ray actor).
+The protocol's driver code receives the :class:`Roster`, a mapping of party name to
+:class:`PartyHandle`: names and public sizes, no rows, and no way to reach them. Local
+computations run on the party through the bus (``bus.local(party, fn, ...)``), which an engine
+executes where the party lives (this process, a worker process, a Ray actor).
 
 The private side of the World (every party's rows, noise masks, membership labels) is for the
-engine that hosts the parties, the central reference and the scorer; attacks never receive it
-(:mod:`testbed.run.attack` runs them in another process on a serialised View).
+testbed: it hands the parties' data to the engine that hosts them
+(:func:`testbed.run.exchange.run_protocol`), to the privacy guard, the central reference and the
+scorer; attacks never receive it (:mod:`testbed.run.attack` runs them in another process on a
+serialised View). Which rows the guard protects is the World's, not the protocol's: every
+party's, except the parties the scenario's data marks public (:attr:`World.public_data`).
 """
 
 from __future__ import annotations
@@ -28,28 +31,7 @@ from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSF
 from testbed.run.scenario import ResolvedScenario
 from testbed.seeding import component_rng
 
-__all__ = ["Party", "PartyHandle", "Roster", "World", "build_world"]
-
-
-class Party:
-    """One participant: its name and its own private data (nobody else's)."""
-
-    __slots__ = ("_data", "name")
-
-    def __init__(self, name: str, data: PartyData):
-        self.name = name
-        self._data = data
-
-    @property
-    def handle(self) -> PartyHandle:
-        return PartyHandle(self.name, self._data.n, int(self._data.X.shape[1]))
-
-    def local(self, fn, /, *args, **kwargs):
-        """Run ``fn(own_data, *args, **kwargs)`` at this party."""
-        return fn(self._data, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"Party({self.name!r}, rows={self._data.n})"
+__all__ = ["PartyHandle", "Roster", "World", "build_world"]
 
 
 @dataclass(frozen=True)
@@ -72,17 +54,17 @@ class PartyHandle:
 class Roster(Mapping[str, PartyHandle]):
     """The run's participants, in scenario order: name -> :class:`PartyHandle`.
 
-    This is what ``Protocol.run`` receives. :meth:`placement` hands each party's own data to
-    the engine that hosts the parties (it never reaches the protocol's driver code).
+    This is what ``Protocol.run`` receives: handles only. It holds no party's data, so nothing
+    the protocol's driver code can call on it returns rows; the engine gets each party's data
+    from the testbed.
     """
 
-    def __init__(self, parties: Mapping[str, Party]):
-        self._parties = dict(parties)
-        self._handles = {p: party.handle for p, party in self._parties.items()}
+    def __init__(self, handles: Mapping[str, PartyHandle]):
+        self._handles = dict(handles)
 
     @classmethod
     def of(cls, data: Mapping[str, PartyData]) -> Roster:
-        return cls({p: Party(p, d) for p, d in data.items()})
+        return cls({p: PartyHandle(p, d.n, int(d.X.shape[1])) for p, d in data.items()})
 
     def __getitem__(self, name: str) -> PartyHandle:
         try:
@@ -100,19 +82,16 @@ class Roster(Mapping[str, PartyHandle]):
     def __repr__(self) -> str:
         return f"Roster({', '.join(self._handles)})"
 
-    def placement(self) -> dict[str, PartyData]:
-        """Each party's own data, for the engine that places it at that party."""
-        return {p: party._data for p, party in self._parties.items()}
-
 
 @dataclass
 class World:
     """The roster stage's record: everything a run needs before the protocol starts.
 
     ``roster`` is what the protocol gets; ``parties`` (the same parties' data) stays on the
-    testbed's side: the engine that hosts them, the central reference and the scorer.
+    testbed's side: the engine that hosts them, the guard, the central reference and the scorer.
     ``noise_masks``, ``meta["membership"]`` and ``meta["population"]`` are ground truth (scorer
-    only).
+    only). ``public_data``: the parties whose rows the scenario makes public (``data.public`` and
+    the partitioner's own), which the privacy guard does not protect.
     """
 
     scenario: Any  # testbed.scenario.schema.Scenario
@@ -126,6 +105,7 @@ class World:
     public: PublicInfo
     meta: dict = field(default_factory=dict)
     roster: Roster | None = None
+    public_data: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.roster is None:
@@ -137,8 +117,8 @@ class World:
 
 
 def build_world(rs: ResolvedScenario | Any) -> World:
-    """Load data, partition, inject noise, transform; seat each party's data at its Party;
-    instantiate protocol and defenses; assemble the public information."""
+    """Load data, partition, inject noise, transform; instantiate protocol and defenses;
+    assemble the public information and the roster the protocol gets."""
     rs = ResolvedScenario.of(rs)
     sc, resolved, seed = rs.scenario, rs.resolved, rs.seed
     ds_cls = DATASETS.get(sc.data.dataset.name)
@@ -236,4 +216,9 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         PrivacyLedger(),
         public,
         {"dataset_meta": dict(dataset.meta), **pool_meta, "population": population},
+        public_data=tuple(
+            p
+            for p in parties
+            if p in set(sc.data.public) | set(partitioner.public_parties(list(parties)))
+        ),
     )

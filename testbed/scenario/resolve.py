@@ -33,6 +33,8 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         a.pop("if_not_applicable", None)  # what runs is the same; only the listing differs
     if out.get("membership") is None:
         out.pop("membership", None)
+    if not out["data"].get("public"):  # unset: older configs' hashes unchanged
+        out["data"].pop("public", None)
     out.pop("output", None)  # where results go does not change what they are
     out.pop("limits", None)  # nor do the resource limits a run is checked against
     for k in ("engine", "engine_params"):  # nor does where parties compute (same results)

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from testbed.scenario.limits import LimitsSpec
 
@@ -86,6 +94,12 @@ class DataSpec(BaseModel):
     transform: PluginSpec | None = Field(
         None, description="optional feature transform (e.g. otdd_augment)"
     )
+    public: list[str] = Field(
+        default_factory=list,
+        description="parties whose rows are public (e.g. a public validation set): the privacy "
+        "guard does not protect them, nor any other party's rows equal to them (a partitioner "
+        "may add its own, e.g. distill_split's transfer set)",
+    )
 
     @field_validator("parties", mode="before")
     @classmethod
@@ -116,6 +130,14 @@ class DataSpec(BaseModel):
         if isinstance(self.parties, int):
             return [f"client_{i}" for i in range(self.parties)]
         return list(self.parties)
+
+    @model_validator(mode="after")
+    def _public_are_parties(self):
+        names = self.party_names()
+        unknown = [p for p in self.public if p not in names]
+        if unknown:
+            raise ValueError(f"public: unknown party {unknown[0]!r}; parties: {', '.join(names)}")
+        return self
 
 
 class OutputSpec(BaseModel):

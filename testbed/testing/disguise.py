@@ -22,7 +22,6 @@ A mean alone, or one projected number, fixes no row and is not reported.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -152,10 +151,15 @@ def _moment_inversion(vectors, matrices, X: np.ndarray, tol: float) -> str | Non
 def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
     """``{observer: [DisguiseFinding]}`` over the same threat models as
     :func:`testbed.testing.protocol_checks.private_row_findings` (observers, then ``(observer,
-    colluders)`` keyed ``"observer+colluder+..."``); kinds in ``raw_row_kinds`` are skipped."""
-    protocol, parties = run.world.protocol, run.world.parties
-    private = _not_exempt(protocol.private_arrays(parties), protocol.exempt_arrays(parties))
-    raw_kinds = tuple(getattr(protocol, "raw_row_kinds", ()) or ())
+    colluders)`` keyed ``"observer+colluder+..."``). What is private is the testbed's rule, as
+    for the guard: every party's rows but those of the parties the scenario marks public, which
+    also exempt equal rows of the others (``World.public_data``)."""
+    world = run.world
+    public = set(world.public_data)
+    private = _not_exempt(
+        {p: d.X for p, d in world.parties.items() if p not in public},
+        [d.X for p, d in world.parties.items() if p in public],
+    )
     models = [(o, ()) for o in run.observers] + [(o, tuple(c)) for o, c in coalitions]
     out = {}
     memo: dict[tuple, tuple[str, int] | None] = {}  # threat models share envelopes
@@ -164,8 +168,6 @@ def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
         found: list[DisguiseFinding] = []
         sent: dict[str, tuple[list, list, list]] = {}  # party -> (vectors, matrices, envelopes)
         for env in run.transcript.view(obs, coll).envelopes:
-            if any(fnmatch.fnmatchcase(env.kind, k) for k in raw_kinds):
-                continue
             for party, X in private.items():
                 if party in who:
                     continue
@@ -196,8 +198,8 @@ def disguise_findings(run, coalitions=()) -> dict[str, list[DisguiseFinding]]:
 
 
 def _not_exempt(private, exempt) -> dict[str, np.ndarray]:
-    """Each party's rows without those the protocol declares legitimately held by others
-    (``exempt_arrays``, e.g. a transfer set overlapping a client's data), as the guard does."""
+    """Each party's rows without those equal to public data (e.g. a transfer set overlapping a
+    client's data), as the guard does."""
     ex = [np.atleast_2d(np.asarray(e, dtype=np.float64)) for e in exempt or ()]
     out = {}
     for p, X in private.items():

@@ -18,12 +18,12 @@ scenario), with the bus guard in ``record`` mode so a leaking protocol still fin
 - ``deterministic``: a second run with the same seed has the same transcript digest (every
   message, its route and its payload) and the same estimates;
 - ``declared_kinds_only``: every message kind sent matches the protocol's ``message_kinds``;
-- ``no_private_rows``: no message the server, a party or an eavesdropper sees carries a private
-  row of another party or a near-copy of one (:class:`testbed.exchange.guard.PrivacyGuard`, the
-  scenario's ``guard_rel_tol``), nor a copy in disguise: scaled, slightly noised, under a
-  similarity transform or an affine map, or fixed by a released mean and covariance
-  (:mod:`testbed.testing.disguise`, the transform named); kinds in ``raw_row_kinds`` are exempt,
-  as declared.
+- ``no_private_rows``: no message the server, a party or an eavesdropper sees, and nothing the
+  protocol releases (estimates, outputs, ...), carries a private row of another party or a
+  near-copy of one: the testbed's own guard (:func:`testbed.run.exchange.world_guard`, the
+  scenario's ``guard_rel_tol``), which the protocol cannot configure; nor a copy in disguise:
+  scaled, slightly noised, under a similarity transform or an affine map, or fixed by a released
+  mean and covariance (:mod:`testbed.testing.disguise`, the transform named).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 import yaml
 
 from testbed.errors import TestbedError
-from testbed.exchange.bus import EAVESDROPPER, SERVER, PrivacyGuard, Transcript
+from testbed.exchange.bus import EAVESDROPPER, SERVER, Transcript
 from testbed.testing.checks import COMMON_CHECKS, SCENARIO_DIR
 
 __all__ = [
@@ -150,25 +150,26 @@ def private_row_findings(run: ProtocolRun, coalitions=()) -> dict[str, list]:
     """``{observer: [GuardFinding]}``: near-copies of a private row of *another* party (not the
     observer's own, nor its colluders') in the messages each observer saw: the server, each
     party, the eavesdropper, and each ``(observer, colluders)`` of ``coalitions`` (keyed
-    ``"observer+colluder+..."``). Kinds the protocol declares in ``raw_row_kinds`` are skipped."""
-    protocol, parties = run.world.protocol, run.world.parties
-    private = protocol.private_arrays(parties)
-    exempt = protocol.exempt_arrays(parties)
-    raw_kinds = tuple(getattr(protocol, "raw_row_kinds", ()) or ())
+    ``"observer+colluder+..."``); plus, for every observer, what the run's guard found in the
+    protocol's released values (everyone receives them). The guard is the testbed's
+    (:func:`testbed.run.exchange.world_guard`): one index for every observer."""
+    from testbed.exchange.guard import GuardFinding
+    from testbed.run.exchange import world_guard
+
+    guard = world_guard(run.world, mode="record")
+    fields = GuardFinding.__dataclass_fields__
+    released = [
+        GuardFinding(**{k: f[k] for k in fields})
+        for f in (run.results.get("guard") or {}).get("findings", [])
+        if f.get("seq", 0) < 0
+    ]
     models = [(o, ()) for o in run.observers] + [(o, tuple(c)) for o, c in coalitions]
     out = {}
     for obs, coll in models:
-        who = {obs, *coll}
-        guard = PrivacyGuard(
-            {p: X for p, X in private.items() if p not in who},
-            exempt=exempt,
-            rel_tol=run.scenario.guard_rel_tol,
-            mode="record",
-        )
-        for env in run.transcript.view(obs, coll).envelopes:
-            if not any(fnmatch.fnmatchcase(env.kind, k) for k in raw_kinds):
-                guard.check(env)
-        out["+".join((obs, *coll))] = list(guard.findings)
+        who = (obs, *coll)
+        seen = run.transcript.view(obs, coll).envelopes
+        found = [guard.finding(env, ignore=who) for env in seen] if guard is not None else []
+        out["+".join(who)] = [f for f in found if f is not None] + released
     return out
 
 

@@ -1,0 +1,190 @@
+"""``testbed bench`` section: what the privacy guard and the transcript cost, case by case.
+
+Each case runs once per repeat on a :class:`~testbed.bench.main.TimedBus` carrying the testbed's
+own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside ``Bus.send``
+(freezing, digests, transcript, guard) and the guard's own time are measured in the same run as
+the protocol's work; shares are against the rest of that run (robust to machine load). The
+fastest repeat is kept. With ``--targets``, FedBary at the issue's size also runs with the guard
+off, on the same plain bus, for the end-to-end comparison.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from testbed.bench.data import make_clients, make_pair
+
+__all__ = [
+    "BenchKit",
+    "bench_guard",
+    "fedbary_guard_on_off",
+    "guard_kit",
+    "guard_markdown",
+    "guard_rows",
+]
+
+#: the guard + transcript budget, as a share of the protocol's own time (issue 23)
+BUDGET = 0.05
+
+
+def _timed_run(case, parties, guard: bool, seed: int, kit) -> dict[str, Any]:
+    from testbed.exchange.guard import PrivacyGuard
+
+    t0 = time.perf_counter()
+    g = PrivacyGuard.for_parties(parties) if guard else None
+    build = time.perf_counter() - t0
+    bus = kit.timed_bus(guard=g, parties=parties)
+    t0 = time.perf_counter()
+    kit.protocol(case).run(parties, bus, np.random.default_rng(seed))
+    total = time.perf_counter() - t0
+    rest = max(total - bus.send_seconds, 1e-12)
+    guard_s = g.seconds if g is not None else 0.0
+    return {
+        "run_seconds": total,
+        "messages": len(bus.transcript),
+        "guard_build_seconds": build,
+        "guard_seconds": guard_s,
+        "send_seconds": bus.send_seconds,
+        "guard_share": guard_s / rest,
+        "transcript_share": (bus.send_seconds - guard_s) / rest,
+        "guard_transcript_share": (bus.send_seconds + build) / rest,
+        "rows_indexed": g.rows_indexed if g is not None else 0,
+    }
+
+
+@dataclass(frozen=True)
+class BenchKit:
+    """What this section uses from :mod:`testbed.bench.main` (handed in: no import back)."""
+
+    timed_bus: Callable[..., Any]  # TimedBus(guard=, parties=), with ``send_seconds``
+    protocol: Callable[[Any], Any]  # BenchCase -> protocol instance
+    pair_cases: Sequence[Any]  # BenchCase of two parties, already filtered by --cases
+    client_cases: Sequence[Any]  # BenchCase of N clients, already filtered
+    md_table: Callable[[list, list], list[str]]
+
+
+def _best(case, parties, seed: int, repeats: int, kit: BenchKit) -> dict[str, Any]:
+    runs = [_timed_run(case, parties, True, seed, kit) for _ in range(repeats)]
+    return min(runs, key=lambda r: r["run_seconds"])
+
+
+def guard_rows(opts, kit: BenchKit) -> list[dict[str, Any]]:
+    """Guard and transcript share of every pair case (at ``overhead_n`` x ``overhead_d``) and
+    every client case (at each ``clients`` count), with the testbed guard on."""
+    rows = []
+    for c in kit.pair_cases:
+        for d in opts.overhead_d:
+            for n in opts.overhead_n:
+                if c.max_n is not None and n > c.max_n:
+                    continue
+                opts.log(f"guard: {c.key} n={n} d={d}")
+                r = _best(c, make_pair(n, d, opts.seed), opts.seed, 3, kit)
+                rows.append({"case": c.key, "clients": 2, "n": n, "d": d, **r})
+    for c in kit.client_cases:
+        for N in opts.clients:
+            if c.max_clients is not None and N > c.max_clients:
+                continue
+            opts.log(f"guard: {c.key} {N} clients")
+            parties = make_clients(N, c.points_per_client, c.dim, opts.seed)
+            r = _best(c, parties, opts.seed, 1, kit)
+            rows.append({"case": c.key, "clients": N, "n": c.points_per_client, "d": c.dim, **r})
+    for r in rows:
+        r["within_budget"] = r["guard_transcript_share"] <= BUDGET
+    return rows
+
+
+def fedbary_guard_on_off(opts, case, kit: BenchKit, clients: int = 100) -> dict[str, Any]:
+    """FedBary ``clients`` x ``case.points_per_client``, d = ``case.dim`` (K = 10, no validation
+    set, default solver), with the testbed guard on and off, in process: end-to-end seconds and
+    the guard's share."""
+    points = case.points_per_client
+    parties = make_clients(clients, points, case.dim, opts.seed)
+    opts.log(f"guard: fedbary {clients} x {points}, guard off")
+    off = _timed_run(case, parties, False, opts.seed, kit)
+    opts.log(f"guard: fedbary {clients} x {points}, guard on")
+    on = _timed_run(case, parties, True, opts.seed, kit)
+    return {
+        "case": f"fedbary {clients}x{points} d={case.dim}",
+        "off_seconds": off["run_seconds"],
+        "on_seconds": on["run_seconds"],
+        "on_over_off": on["run_seconds"] / off["run_seconds"],
+        **{k: on[k] for k in ("guard_seconds", "guard_share", "guard_transcript_share")},
+        "messages": on["messages"],
+        "rows_indexed": on["rows_indexed"],
+        "guard_build_seconds": on["guard_build_seconds"],
+    }
+
+
+def guard_markdown(rows: list[dict], fedbary: dict | None, md_table) -> list[str]:
+    """The section's lines for benchmarks.md (``md_table``: bench.main's table writer)."""
+    lines = [
+        "## Privacy guard and transcript",
+        "",
+        "The testbed's guard (every party's rows in one index) on every message, in the same run "
+        "as the protocol: time in `Bus.send` plus building the index, against the rest of the "
+        f"run; budget {100 * BUDGET:.0f} %.",
+        "",
+    ]
+    lines += md_table(
+        rows,
+        [
+            ("case", "case"),
+            ("clients", "parties"),
+            ("n", "n"),
+            ("d", "d"),
+            ("messages", "messages"),
+            ("run_seconds", "run s"),
+            ("guard_seconds", "guard s"),
+            ("guard_share", "guard share"),
+            ("transcript_share", "transcript share"),
+            ("guard_transcript_share", "guard + transcript"),
+            ("within_budget", "<= 5 %"),
+        ],
+    )
+    if fedbary:
+        lines += md_table(
+            [fedbary],
+            [
+                ("case", "case"),
+                ("off_seconds", "guard off s"),
+                ("on_seconds", "guard on s"),
+                ("on_over_off", "on / off"),
+                ("guard_seconds", "guard s"),
+                ("guard_transcript_share", "guard + transcript"),
+                ("rows_indexed", "rows indexed"),
+            ],
+        )
+    return lines
+
+
+def guard_kit(opts) -> BenchKit:
+    """The bench's timed bus, protocol cases and table writer, for the functions above."""
+    from testbed.bench.cases import CLIENT_CASES, PAIR_CASES, make_protocol, pick, registered
+    from testbed.bench.output import _md_table
+    from testbed.bench.timing import TimedBus
+
+    return BenchKit(
+        timed_bus=TimedBus,
+        protocol=make_protocol,
+        pair_cases=[c for c in pick(PAIR_CASES, opts) if registered(c.protocol)],
+        client_cases=[c for c in pick(CLIENT_CASES, opts) if registered(c.protocol)],
+        md_table=_md_table,
+    )
+
+
+def bench_guard(opts) -> dict[str, Any]:
+    """The guard section: guard + transcript share per case; with --targets, FedBary 100 x 500,
+    d = 64, with the guard on and off."""
+    from testbed.bench.cases import BenchCase, registered
+
+    kit = guard_kit(opts)
+    out = {"rows": guard_rows(opts, kit), "fedbary": None}
+    if opts.targets and registered("fedbary") and (opts.cases is None or "fedbary" in opts.cases):
+        case = BenchCase("fedbary", "fedbary", {"trace": False}, points_per_client=500, dim=64)
+        out["fedbary"] = fedbary_guard_on_off(opts, case, kit)
+    return out
