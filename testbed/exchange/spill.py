@@ -11,6 +11,7 @@ run is. The file is only ever appended to; nothing in it is rewritten.
 from __future__ import annotations
 
 import mmap
+import operator
 import os
 import struct
 import zipfile
@@ -20,6 +21,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from testbed.errors import DataError
 from testbed.exchange.payload import Payload
 from testbed.measure import Measure
 
@@ -47,7 +49,7 @@ class SpillStore:
         """Bytes written so far."""
         return self._used
 
-    def _write(self, a: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
+    def _write(self, a: np.ndarray) -> list:
         """Append ``a``'s bytes; returns where they are: (offset, dtype, shape)."""
         a = np.ascontiguousarray(a)
         if self._fd < 0 and self._cap == 0:
@@ -63,44 +65,63 @@ class SpillStore:
             os.pwrite(self._fd, memoryview(a.reshape(-1)).cast("B"), off)
         self._used = end
         self.arrays += 1
-        return off, a.dtype.str, a.shape
+        return [off, a.dtype.str, list(a.shape)]
 
-    def _view(self, off: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-        """A read-only view of bytes written by :meth:`_write`."""
+    def _view(self, off: int, dtype: str, shape) -> np.ndarray:
+        """A read-only view of bytes written by :meth:`_write` (a place read back from a
+        header file is checked: a plain dtype, a shape of whole numbers, inside the file)."""
+        try:
+            dt = np.dtype(str(dtype))
+            shape = tuple(operator.index(n) for n in shape)
+            off = operator.index(off)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{self.path}: bad array place in a header ({exc})") from None
+        if dt.hasobject or dt.fields is not None or off < 0 or any(n < 0 for n in shape):
+            raise DataError(f"{self.path}: bad array place in a header ({dt}, {shape}, {off})")
         if self._map is None:
             if self._fd >= 0:
                 self._map = mmap.mmap(self._fd, self._cap, access=mmap.ACCESS_READ)
             else:  # closed: map the finished file
                 with open(self.path, "rb") as f:
                     self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        dt = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
-        return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+        try:
+            return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+        except ValueError as exc:
+            raise DataError(f"{self.path}: array outside the file ({exc})") from None
 
     def layout(self, p: Payload):
-        """Write ``p``'s arrays and return a small picklable description of the payload
-        (arrays as their place in the file) that :meth:`restore` turns back into it."""
+        """Write ``p``'s arrays and return a JSON-able description of the payload (arrays as
+        their place in the file) that :meth:`restore` turns back into it. Nothing in it is
+        code: a header file is parsed as JSON, never unpickled."""
         if isinstance(p, Measure):
-            return ("measure", self._write(p.support), self._write(p.weights))
-        if isinstance(p, np.ndarray) and not p.dtype.hasobject:
-            return ("array", self._write(p))
+            return ["measure", self._write(p.support), self._write(p.weights)]
+        if isinstance(p, np.ndarray):
+            return ["array", self._write(p)]
         if isinstance(p, Mapping):
-            return ("mapping", tuple((k, self.layout(v)) for k, v in p.items()))
-        return ("value", p)
+            return ["mapping", [[k, self.layout(v)] for k, v in p.items()]]
+        if p is None or isinstance(p, (bool, int, float, str)):
+            return ["value", p]
+        raise TypeError(f"cannot spill a payload of type {type(p).__name__}")
 
     def restore(self, spec) -> Payload:
         """The payload :meth:`layout` described, its arrays read-only views of the file."""
-        tag = spec[0]
-        if tag == "measure":
-            out = object.__new__(Measure)  # validated when it was sent; bytes unchanged
-            object.__setattr__(out, "support", self._view(*spec[1]))
-            object.__setattr__(out, "weights", self._view(*spec[2]))
-            return out
-        if tag == "array":
-            return self._view(*spec[1])
-        if tag == "mapping":
-            return MappingProxyType({k: self.restore(v) for k, v in spec[1]})
-        return spec[1]
+        try:
+            tag = spec[0]
+            if tag == "measure":
+                out = object.__new__(Measure)  # the caller re-hashes the bytes it restored
+                object.__setattr__(out, "support", self._view(*spec[1]))
+                object.__setattr__(out, "weights", self._view(*spec[2]))
+                return out
+            if tag == "array":
+                return self._view(*spec[1])
+            if tag == "mapping":
+                return MappingProxyType({str(k): self.restore(v) for k, v in spec[1]})
+            if tag == "value" and (spec[1] is None or isinstance(spec[1], (bool, int, float, str))):
+                return spec[1]
+        except (TypeError, ValueError, IndexError, KeyError) as exc:
+            raise DataError(f"{self.path}: bad payload layout in a header ({exc})") from None
+        raise DataError(f"{self.path}: bad payload layout in a header ({str(spec)[:40]})")
 
     def spill(self, p: Payload) -> Payload:
         """The same payload with every array replaced by a read-only view of the file."""
@@ -138,6 +159,19 @@ class HeaderLog:
         self._dirty = False
         self.count = 0
 
+    @classmethod
+    def existing(cls, path: str | Path) -> HeaderLog:
+        """A finished log on disk, opened read-only (``testbed verify``)."""
+        log = cls(path)
+        log._data = open(log.path, "rb")  # noqa: SIM115 (kept open)
+        log._idx = open(log.idx_path, "rb")  # noqa: SIM115
+        size = os.fstat(log._idx.fileno()).st_size
+        if size % cls._IDX.size:
+            raise DataError(f"{log.idx_path}: truncated index ({size} bytes)")
+        log.count = size // cls._IDX.size
+        log._end = os.fstat(log._data.fileno()).st_size
+        return log
+
     def append(self, record: bytes) -> None:
         if self._data is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,11 +194,13 @@ class HeaderLog:
             raise IndexError(i)
         self.flush()
         off, n = self._IDX.unpack(os.pread(self._idx.fileno(), self._IDX.size, i * self._IDX.size))
+        if off < 0 or n < 0 or off + n > self._end:
+            raise DataError(f"{self.idx_path}: entry {i} points outside {self.path.name}")
         return os.pread(self._data.fileno(), n, off)
 
     def close(self) -> None:
         """Flush and sync; the log stays readable."""
-        if self._data is not None:
+        if self._data is not None and self._data.writable():
             self.flush()
             os.fsync(self._data.fileno())
             os.fsync(self._idx.fileno())
