@@ -333,6 +333,14 @@ class Transcript:
             self._spill.close()
             self._log.close()
 
+    def relocate(self, directory: str | Path) -> None:
+        """The spill files were moved (with their run directory) to ``directory``: read them
+        there from now on (open descriptors and maps stay valid; a fresh map opens the path)."""
+        if self._spill is not None:
+            self._spill.path = Path(directory) / SPILL_NAME
+            self._log.path = Path(directory) / HEADER_NAME
+            self._log.idx_path = self._log.path.with_name(HEADER_NAME + ".idx")
+
     def __len__(self) -> int:
         return self._count
 
