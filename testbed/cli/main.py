@@ -58,14 +58,13 @@ def _load_checked(args):
 
 
 def cmd_run(args) -> int:
-    from testbed.report.writer import write_report
     from testbed.run.execute import execute
 
     sc = _load_checked(args)
+    finish = _finisher(args.sign)
     if sc.is_sweep:
-        return _run_sweep(sc, args)
-    out = execute(sc, out_dir=args.out, progress=not args.quiet)
-    write_report(out.out_dir)
+        return _run_sweep(sc, args, finish)
+    out = execute(sc, out_dir=args.out, progress=not args.quiet, finish=finish)
     r = out.results
     rows = []
     for k, acc in r["accuracy"].items():
@@ -96,11 +95,28 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _run_sweep(sc, args) -> int:
-    from testbed.report.writer import ANY_ATTACK, _aggregate, _error_key, write_report
+def _finisher(sign_key):
+    """What ``testbed run`` does once the run directory is in place, before its lock is
+    released: sign the manifest (``--sign``), then write the report."""
+    from testbed.report.writer import write_report
+    from testbed.run.manifest import load_private_key, write_manifest
+
+    if sign_key is not None:
+        load_private_key(sign_key)  # a bad key file stops before the run, not after
+
+    def finish(out_dir):
+        if sign_key is not None:
+            write_manifest(out_dir, sign_key)
+        write_report(out_dir)
+
+    return finish
+
+
+def _run_sweep(sc, args, finish) -> int:
+    from testbed.report.writer import ANY_ATTACK, _aggregate, _error_key
     from testbed.run.sweep import run_sweep
 
-    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
+    out = run_sweep(sc, out_dir=args.out, progress=not args.quiet, jobs=args.jobs, finish=finish)
     agg = _aggregate(out.rows)  # the report's own aggregation: mean over seeds per setting
     err_q = _error_key(out.rows)
     cols = [
@@ -126,9 +142,8 @@ def _run_sweep(sc, args) -> int:
         print(
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
         )
-    report = write_report(out.out_dir)
     print(f"results: {out.out_dir / 'results.jsonl'}")
-    print(f"report:  {report}")
+    print(f"report:  {out.out_dir / 'report.html'}")
     return 0
 
 
@@ -173,50 +188,21 @@ def cmd_attack(args) -> int:
                 raise TestbedError(f"--attack {spec!r}: params after ':' must be a JSON object")
             attacks.append({"name": name, "params": p})
     colluders = args.colluders.split(",") if args.colluders else None
+    from testbed.run.rerun import attack_run_or_sweep
+
     run_dir = Path(args.run_dir)
-    if (run_dir / "results.jsonl").is_file():  # a sweep: every finished cell
-        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
-        if not cells:
-            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
-    else:
-        cells = [run_dir]
+    if not run_dir.is_dir():
+        raise TestbedError(f"{run_dir}: run directory not found")
+    done = attack_run_or_sweep(run_dir, attacks, args.observer, colluders, args.sign)
     total = 0
-    for cell in cells:
-        rows, sc, out = _attack_run_dir(cell, attacks, args.observer, colluders)
+    for rows, sc, out in done:
         total += len(rows)
         print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
         _print_attack_rows(rows)
         print(f"rows: {out}")
-    if len(cells) > 1:
-        print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")
+    if len(done) > 1:
+        print(f"{len(done)} cells, {total} rows; `testbed report {run_dir}` shows them")
     return 0
-
-
-def _attack_run_dir(run_dir, attacks, observer, colluders):
-    """Re-run attacks on one saved run (or sweep cell); write ``attacks-<tag>.json`` beside its
-    results, which ``testbed report`` merges in (labels suffixed ``@observer``)."""
-    import json
-
-    from testbed.exchange.bus import atomic_write_bytes
-    from testbed.run.rerun import rerun_attacks
-    from testbed.run.results import jsonable
-    from testbed.scenario.schema import config_hash
-
-    rows, sc = rerun_attacks(run_dir, attacks, observer, colluders)
-    spec = {
-        "attacks": [a.model_dump(mode="json") for a in sc.attacks],
-        "threat_model": sc.threat_model.model_dump(mode="json"),
-    }
-    tag = config_hash(spec)[:8]
-    out = Path(run_dir) / f"attacks-{tag}.json"
-    for r in rows:
-        r["label"] = f"{r.get('label') or r['attack']}@{sc.threat_model.observer}"
-        r["source"] = out.name
-    payload = {**spec, "rows": rows}
-    atomic_write_bytes(
-        out, (json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n").encode()
-    )
-    return rows, sc, out
 
 
 def cmd_audit(args) -> int:
@@ -271,11 +257,15 @@ def cmd_audit(args) -> int:
 
 def cmd_report(args) -> int:
     from testbed.report.writer import write_report
+    from testbed.run.rundir import run_dir_lock
+    from testbed.run.verify import verify_run
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise TestbedError(f"{run_dir}: run directory not found")
-    print(f"report: {write_report(run_dir)}")
+    with run_dir_lock(run_dir, write=False):  # the whole read; a run directory that does not
+        verify_run(run_dir)  # verify is refused with the first mismatch
+        print(f"report: {write_report(run_dir)}")
     return 0
 
 
@@ -338,14 +328,20 @@ def _payload_summary(p) -> str:
 
 
 def cmd_transcript(args) -> int:
-    from collections import defaultdict
 
     from testbed.exchange.bus import Transcript
+    from testbed.run.rundir import run_dir_lock
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise TestbedError(f"{run_dir}: run directory not found")
-    tr = Transcript.load(run_dir)
+    with run_dir_lock(run_dir, write=False):  # held for the whole read
+        return _show_transcript(args, Transcript.load(run_dir))
+
+
+def _show_transcript(args, tr) -> int:
+    from collections import defaultdict
+
     envs = list(tr)
     shown = envs if args.all or len(envs) <= args.limit else envs[: args.limit]
     rows = [
@@ -578,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-j", "--jobs", type=_positive_int, default=1, help="sweep cells run in this many processes"
     )
+    p.add_argument("--sign", metavar="KEYFILE", help="sign the run's manifest (testbed keygen)")
     _limit_flags(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser(
@@ -602,6 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--observer", help="threat model observer (default: the run's)")
     p.add_argument("--colluders", help="comma-separated colluding parties")
+    p.add_argument(
+        "--sign", metavar="KEYFILE", help="sign the manifest again with the new rows (signed runs)"
+    )
     p.set_defaults(fn=cmd_attack)
     p = sub.add_parser("report", help="render report.html/.md and results.csv of a run directory")
     p.add_argument("run_dir")
@@ -664,6 +664,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
     p.set_defaults(fn=cmd_transcript)
+    from testbed.cli import keygen, verify
+
+    verify.add_parser(sub)
+    keygen.add_parser(sub)
     return ap
 
 

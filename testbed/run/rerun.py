@@ -12,7 +12,7 @@ from testbed.exchange.bus import Transcript
 from testbed.run.execute import Replay, execute
 from testbed.run.rundir import run_dir_lock
 
-__all__ = ["attack_saved_run", "rerun_attacks", "saved_attack_rows"]
+__all__ = ["attack_run_or_sweep", "attack_saved_run", "rerun_attacks", "saved_attack_rows"]
 
 
 def rerun_attacks(
@@ -79,6 +79,29 @@ def attack_saved_run(
         atomic_write_bytes(out, text.encode())
         write_manifest(run_dir, sign_key)
     return rows, sc, out
+
+
+def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, sign_key=None):
+    """:func:`attack_saved_run` on a run directory, or on every finished cell of a sweep
+    directory (its exclusive lock held throughout; its manifest refreshed and signed again with
+    ``sign_key`` at the end). Returns ``[(rows, scenario, attacks file)]`` per cell."""
+    from testbed.run.manifest import is_signed, write_manifest
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "results.jsonl").is_file():
+        return [attack_saved_run(run_dir, attacks, observer, colluders, sign_key)]
+    with run_dir_lock(run_dir, write=True):
+        if sign_key is None and is_signed(run_dir):
+            raise TestbedError(
+                f"{run_dir}: the sweep is signed; pass --sign KEYFILE to sign it again with the "
+                "new rows (or attack a copy)"
+            )
+        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
+        if not cells:
+            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
+        out = [attack_saved_run(c, attacks, observer, colluders, sign_key) for c in cells]
+        write_manifest(run_dir, sign_key)
+    return out
 
 
 def _need_run_dir(run_dir: Path) -> None:

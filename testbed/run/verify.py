@@ -116,7 +116,9 @@ def _check_config(d: Path, results: dict) -> str:
     path = d / "resolved.yaml"
     sc = parse_scenario(path.read_text(), str(path), str(d))
     if config_hash(resolve(sc)) != want:
-        raise TestbedError(f"{path}: does not hash to config_hash (edited)")
+        raise TestbedError(
+            f"{path}: does not match config_hash (edited, or made by another version)"
+        )
     return f"resolved.yaml hashes to config_hash {want[:12]}"
 
 
