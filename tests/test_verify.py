@@ -90,6 +90,8 @@ def test_meta_added_to_every_record_is_refused(run, capsys):
         lambda i, r: json.dumps({**r, "meta": {**r["meta"], "t": 0.999}}, sort_keys=True),
     )
     _fails(run, r"envelopes.jsonl:1: record digest mismatch for message #0", capsys)
+    assert main(["attack", str(run)]) == 2  # on main 477c734 it attacked the edited messages
+    assert "record digest mismatch" in capsys.readouterr().err
 
 
 def test_meta_edit_with_its_record_digest_rewritten_is_refused(run, capsys):
@@ -288,3 +290,38 @@ def test_a_spilled_run_verifies_and_its_edits_are_refused(tmp_path, monkeypatch)
     idx.write_bytes(ent.tobytes())
     write_manifest(out)  # even with the manifest rewritten
     _fails(out, r"envelopes.spill: spilled envelopes differ from the run's digest")
+
+
+def test_a_sweep_verifies_cell_by_cell(tmp_path, capsys):
+    """What the demo writes (a sweep): every cell, results.jsonl against the cells, the
+    sweep's manifest; an edit anywhere is named."""
+    f = tmp_path / "sweep.yaml"
+    f.write_text(TRIANGLE + "seeds: [0, 1]\n")
+    out = tmp_path / "sweep"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 0
+    assert main(["verify", str(out)]) == 0
+    assert main(["attack", str(out), "--observer", "eavesdropper"]) == 0
+    assert main(["verify", str(out)]) == 0
+    capsys.readouterr()
+    cell = sorted((out / "cells").iterdir())[0]
+    res = json.loads((cell / "results.json").read_text())
+    res["attacks"][0]["leakage"] = 0.0
+    (cell / "results.json").write_text(json.dumps(res, indent=2, sort_keys=True))
+    _fails(out, rf"{cell.name}/results.json: attack row 0", capsys)
+    assert main(["report", str(out)]) == 2
+
+
+def test_a_sweep_row_edited_in_results_jsonl_is_refused(tmp_path):
+    f = tmp_path / "sweep.yaml"
+    f.write_text(
+        TRIANGLE.replace("attacks:\n  - {name: measure_inversion}\n", "") + "seeds: [0, 1]\n"
+    )
+    out = tmp_path / "sweep"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 0
+    p = out / "results.jsonl"
+    lines = p.read_text().splitlines()
+    row = json.loads(lines[1])
+    row["results"]["privacy_epsilon"] = 1.0
+    lines[1] = json.dumps(row, sort_keys=True)
+    p.write_text("\n".join(lines) + "\n")
+    _fails(out, r"results.jsonl:2: row differs from .*results.json")

@@ -87,18 +87,44 @@ class RunDirWriter:
         if self.committed:
             return self.out
         tmp = self.path
-        if _exchange(tmp, self.out):
-            shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old run
-        elif self.out.exists():
-            trash = tmp.with_name(tmp.name + ".old")
-            os.rename(self.out, trash)
-            os.rename(tmp, self.out)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, self.out)
+        cwd = Path.cwd().resolve()
+        inside = cwd == self.out.resolve() or self.out.resolve() in cwd.parents
+        if inside or not _swap(tmp, self.out):
+            _replace_contents(tmp, self.out)  # --out . or a mount point: file by file
         self.path = self.out
         self.committed = True
         return self.out
+
+
+def _swap(tmp: Path, out: Path) -> bool:
+    """Put ``tmp`` where ``out`` is (the old run is deleted); False when ``out`` cannot be
+    renamed (a mount point, another file system)."""
+    if _exchange(tmp, out):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old run
+        return True
+    if not out.exists():
+        os.rename(tmp, out)
+        return True
+    trash = tmp.with_name(tmp.name + ".old")
+    try:
+        os.rename(out, trash)
+    except OSError:
+        return False
+    os.rename(tmp, out)
+    shutil.rmtree(trash, ignore_errors=True)
+    return True
+
+
+def _replace_contents(tmp: Path, out: Path) -> None:
+    """Replace what ``out`` holds by what ``tmp`` holds, entry by entry (``out`` itself stays:
+    the working directory, or a mount point). The lock files are kept, held as they are."""
+    for p in out.iterdir():
+        if p.name != LOCK_NAME:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for p in tmp.iterdir():
+        if p.name != LOCK_NAME:
+            os.rename(p, out / p.name)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -139,7 +165,7 @@ def fresh_run_dir(out: str | Path) -> Iterator[RunDirWriter]:
     swaps it in (called on leaving the block if the caller did not). On an error before the
     commit the new directory is removed and ``out`` is as it was: an earlier run's files are
     never mixed with a new run's."""
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # "--out ." has a parent to write beside
     check_replaceable(out)
     existed = out.exists()
     out.parent.mkdir(parents=True, exist_ok=True)
