@@ -177,8 +177,6 @@ def test_run_writes_its_report_before_releasing_the_lock(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------- used --out
 def test_a_run_into_a_used_out_replaces_it_whole(tmp_path, capsys):
     """Break 6: re-running into the same --out left old results beside the new resolved.yaml."""
-    from testbed.run.verify import verify_run
-
     run = tmp_path / "run"
     execute(_scenario(7), run)
     assert main(["attack", str(run), "--observer", "eavesdropper"]) == 0
@@ -189,14 +187,14 @@ def test_a_run_into_a_used_out_replaces_it_whole(tmp_path, capsys):
     assert not {"envelopes.jsonl", "payloads.npz", "leakage.npz"} & new
     assert not [n for n in new if n.startswith("attacks-")]
     assert "seed: 8" in (run / "resolved.yaml").read_text()
+    from testbed.run.verify import verify_run
+
     verify_run(run)
     assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no temp directory left
 
 
 def test_a_failed_run_leaves_the_earlier_run_as_it_was(tmp_path, monkeypatch):
     import importlib
-
-    from testbed.run.verify import verify_run
 
     ex = importlib.import_module(
         "testbed.run.execute"
@@ -208,11 +206,13 @@ def test_a_failed_run_leaves_the_earlier_run_as_it_was(tmp_path, monkeypatch):
     def broken(*a, **kw):
         raise RuntimeError("the run broke before writing results")
 
-    monkeypatch.setattr(ex, "seal_results", broken)
+    monkeypatch.setattr(ex, "write_json", broken)
     with pytest.raises(RuntimeError):
         execute(_scenario(8), run)
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
+    from testbed.run.verify import verify_run
+
     verify_run(run)
 
 

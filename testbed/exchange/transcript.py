@@ -267,6 +267,7 @@ class Transcript:
         self._threshold = DEFAULT_SPILL_THRESHOLD if spill_threshold is None else spill_threshold
         self._spill = self._log = None
         self._key = os.urandom(32)  # keys the spilled headers' hashes; never written anywhere
+        self._digest: tuple[int, str] | None = None
         if spill_dir is not None:
             self._spill = SpillStore(Path(spill_dir) / SPILL_NAME)
             self._log = HeaderLog(Path(spill_dir) / HEADER_NAME)
@@ -375,7 +376,9 @@ class Transcript:
     def digest(self) -> str:
         """Digest of the whole transcript, order-sensitive: the canonical encoding of every
         envelope's fields (seq, round, sender, receiver, kind, size, payload digest, meta)."""
-        return records_digest(self._records(), self._count)
+        if self._digest is None or self._digest[0] != self._count:  # once per length
+            self._digest = (self._count, records_digest(self._records(), self._count))
+        return self._digest[1]
 
     def spill_digest(self) -> str | None:
         """Digest of the spilled envelopes alone (None when nothing spilled): what
