@@ -6,26 +6,45 @@ read-only arrays that are views of a read-only memory map of that file. The byte
 digests, are those that were sent; pages are read from disk when an attack or a view touches them,
 and the operating system may drop them again, so resident memory stays bounded however long the
 run is. The file is only ever appended to; nothing in it is rewritten.
+
+Each spilled envelope's header goes to ``envelopes.spill`` as JSON behind a keyed BLAKE3 hash
+(the key lives only in the driver's memory): a header is checked before it is parsed, a payload
+is re-hashed when it is read back, and nothing is ever unpickled (docs/trust.md).
 """
 
 from __future__ import annotations
 
+import json
 import mmap
 import operator
 import os
 import struct
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
-from testbed.errors import DataError
-from testbed.exchange.payload import Payload
+from testbed.errors import DataError, TestbedError
+from testbed.exchange.envelope import Envelope, envelope_record
+from testbed.exchange.payload import Payload, digest_algorithm, payload_digest
 from testbed.measure import Measure
 
-__all__ = ["HEADER_NAME", "SPILL_NAME", "HeaderLog", "MappedNpz", "SpillStore", "mapped_npz"]
+__all__ = [
+    "HEADER_NAME",
+    "SPILL_NAME",
+    "HeaderLog",
+    "MappedNpz",
+    "SpillStore",
+    "header_json",
+    "mac",
+    "mapped_npz",
+    "parse_header",
+    "read_spilled",
+    "record_of",
+    "restored",
+]
 
 SPILL_NAME = "payloads.spill"
 HEADER_NAME = "envelopes.spill"
@@ -212,6 +231,102 @@ class HeaderLog:
                     f.close()
             except OSError:
                 pass
+
+
+# ----------------------------------------------------------------------------- headers
+_MAC = 32  # bytes of the keyed hash in front of every spilled header
+
+
+def mac(key: bytes, data: bytes) -> bytes:
+    from blake3 import blake3
+
+    return blake3(data, key=key).digest()
+
+
+def header_json(env: Envelope, layout) -> bytes:
+    """A spilled envelope's header: its record (every field, payload as digest) and where its
+    arrays are, as JSON."""
+    return json.dumps(
+        {**env.record(), "layout": layout}, sort_keys=True, separators=(",", ":")
+    ).encode()
+
+
+_HEADER_KEYS = {"seq", "round", "sender", "receiver", "kind", "nbytes", "payload", "meta", "layout"}
+
+
+def parse_header(raw: bytes, path, seq: int) -> dict:
+    try:
+        h = json.loads(raw)
+        ok = isinstance(h, dict) and set(h) == _HEADER_KEYS and h["seq"] == seq
+        ok = ok and isinstance(h["meta"], dict)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        ok = False
+    if not ok:
+        raise TestbedError(f"{path}: the header of message #{seq} is not a valid header")
+    return h
+
+
+def record_of(h: dict) -> dict:
+    return envelope_record(
+        h["seq"],
+        h["round"],
+        h["sender"],
+        h["receiver"],
+        h["kind"],
+        h["nbytes"],
+        h["payload"],
+        h["meta"],
+    )
+
+
+def restored(h: dict, spill: SpillStore, seq: int) -> Envelope:
+    """The envelope a spilled header describes, its payload re-hashed: a payload whose bytes
+    changed on disk is refused (one line)."""
+    try:
+        payload = spill.restore(h["layout"])
+        algorithm = digest_algorithm(h["payload"])
+    except (DataError, ValueError) as exc:
+        raise TestbedError(f"message #{seq}: {exc}") from None
+    if payload_digest(payload, algorithm) != h["payload"]:
+        raise TestbedError(
+            f"{spill.path}: the payload of message #{seq} changed on disk (digest mismatch)"
+        )
+    return Envelope(
+        seq=seq,
+        round=h["round"],
+        sender=h["sender"],
+        receiver=h["receiver"],
+        kind=h["kind"],
+        payload=payload,
+        meta=MappingProxyType(h["meta"]),
+        nbytes=h["nbytes"],
+        digest=h["payload"],
+    )
+
+
+def read_spilled(directory: str | Path) -> tuple[int, Iterator[Envelope]]:
+    """The envelopes a finished run spilled into ``directory`` (``envelopes.spill`` and its
+    index, ``payloads.spill``), without the run's key: each header is parsed as JSON (never
+    unpickled) and each payload re-hashed against its header's digest. Returns the count and
+    the envelopes in order (from the first spilled sequence number)."""
+    directory = Path(directory)
+    log = HeaderLog.existing(directory / HEADER_NAME)
+    spill = SpillStore(directory / SPILL_NAME)
+
+    def envelopes() -> Iterator[Envelope]:
+        first = None
+        for k in range(log.count):
+            raw = log[k]
+            if len(raw) < _MAC:
+                raise TestbedError(f"{log.path}: record {k} is truncated")
+            if first is None:
+                try:
+                    first = int(json.loads(raw[_MAC:])["seq"])
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                    raise TestbedError(f"{log.path}: record 0 is not a valid header") from None
+            yield restored(parse_header(raw[_MAC:], log.path, first + k), spill, first + k)
+
+    return log.count, envelopes()
 
 
 # ----------------------------------------------------------------------------- reading a saved npz

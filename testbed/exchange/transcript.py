@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from testbed.errors import DataError, TestbedError
-from testbed.exchange.envelope import Envelope, envelope_record, route_visible_to, visible_to
+from testbed.exchange.envelope import Envelope, route_visible_to, visible_to
 from testbed.exchange.payload import (
     Payload,
     _ro,
@@ -33,7 +33,20 @@ from testbed.exchange.payload import (
     payload_digest,
     sequence_header,
 )
-from testbed.exchange.spill import HEADER_NAME, SPILL_NAME, HeaderLog, SpillStore, mapped_npz
+from testbed.exchange.spill import (
+    _MAC,
+    HEADER_NAME,
+    SPILL_NAME,
+    HeaderLog,
+    SpillStore,
+    header_json,
+    mac,
+    mapped_npz,
+    parse_header,
+    read_spilled,
+    record_of,
+    restored,
+)
 from testbed.measure import Measure, is_mapped_readonly
 
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
@@ -52,7 +65,6 @@ __all__ = [
 
 #: first item of every transcript digest's encoding (the format's name and version)
 TRANSCRIPT_FORMAT = "testbed-transcript/2"
-_MAC = 32  # bytes of the keyed hash in front of every spilled header
 
 
 TEMP_MARK = "testbed-"  # in every temp file name the testbed creates; restarts delete only these
@@ -148,98 +160,6 @@ def records_digest(records: Iterable[Mapping[str, Any]], count: int) -> str:
     return finish_digest(h)
 
 
-def _mac(key: bytes, data: bytes) -> bytes:
-    from blake3 import blake3
-
-    return blake3(data, key=key).digest()
-
-
-def _header_json(env: Envelope, layout) -> bytes:
-    """A spilled envelope's header: its record (every field, payload as digest) and where its
-    arrays are, as JSON."""
-    return json.dumps(
-        {**env.record(), "layout": layout}, sort_keys=True, separators=(",", ":")
-    ).encode()
-
-
-_HEADER_KEYS = {"seq", "round", "sender", "receiver", "kind", "nbytes", "payload", "meta", "layout"}
-
-
-def _parse_header(raw: bytes, path, seq: int) -> dict:
-    try:
-        h = json.loads(raw)
-        ok = isinstance(h, dict) and set(h) == _HEADER_KEYS and h["seq"] == seq
-        ok = ok and isinstance(h["meta"], dict)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        ok = False
-    if not ok:
-        raise TestbedError(f"{path}: the header of message #{seq} is not a valid header")
-    return h
-
-
-def _record_of(h: dict) -> dict:
-    return envelope_record(
-        h["seq"],
-        h["round"],
-        h["sender"],
-        h["receiver"],
-        h["kind"],
-        h["nbytes"],
-        h["payload"],
-        h["meta"],
-    )
-
-
-def _restored(h: dict, spill: SpillStore, seq: int) -> Envelope:
-    """The envelope a spilled header describes, its payload re-hashed: a payload whose bytes
-    changed on disk is refused (one line)."""
-    try:
-        payload = spill.restore(h["layout"])
-        algorithm = digest_algorithm(h["payload"])
-    except (DataError, ValueError) as exc:
-        raise TestbedError(f"message #{seq}: {exc}") from None
-    if payload_digest(payload, algorithm) != h["payload"]:
-        raise TestbedError(
-            f"{spill.path}: the payload of message #{seq} changed on disk (digest mismatch)"
-        )
-    return Envelope(
-        seq=seq,
-        round=h["round"],
-        sender=h["sender"],
-        receiver=h["receiver"],
-        kind=h["kind"],
-        payload=payload,
-        meta=MappingProxyType(h["meta"]),
-        nbytes=h["nbytes"],
-        digest=h["payload"],
-    )
-
-
-def read_spilled(directory: str | Path) -> tuple[int, Iterator[Envelope]]:
-    """The envelopes a finished run spilled into ``directory`` (``envelopes.spill`` and its
-    index, ``payloads.spill``), without the run's key: each header is parsed as JSON (never
-    unpickled) and each payload re-hashed against its header's digest. Returns the count and
-    the envelopes in order (from the first spilled sequence number)."""
-    directory = Path(directory)
-    log = HeaderLog.existing(directory / HEADER_NAME)
-    spill = SpillStore(directory / SPILL_NAME)
-
-    def envelopes() -> Iterator[Envelope]:
-        first = None
-        for k in range(log.count):
-            raw = log[k]
-            if len(raw) < _MAC:
-                raise TestbedError(f"{log.path}: record {k} is truncated")
-            if first is None:
-                try:
-                    first = int(json.loads(raw[_MAC:])["seq"])
-                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-                    raise TestbedError(f"{log.path}: record 0 is not a valid header") from None
-            yield _restored(_parse_header(raw[_MAC:], log.path, first + k), spill, first + k)
-
-    return log.count, envelopes()
-
-
 class Transcript:
     """Append-only log of delivered envelopes.
 
@@ -293,7 +213,7 @@ class Transcript:
             self._log.count or self._in_memory + env.nbytes > self._threshold
         ):
             layout = self._spill.layout(env.payload)  # same bytes, same digest
-            self._log.append(self._seal(_header_json(env, layout)))
+            self._log.append(self._seal(header_json(env, layout)))
         else:
             self._in_memory += env.nbytes
             self._envelopes.append(env)
@@ -303,22 +223,22 @@ class Transcript:
     def _seal(self, header: bytes) -> bytes:
         """A header record: a keyed BLAKE3 of the JSON header (the key exists only in this
         process's memory), then the header."""
-        return _mac(self._key, header) + header
+        return mac(self._key, header) + header
 
     def _header(self, k: int) -> dict:
         """Spilled header ``k``, its keyed hash checked before it is parsed (as JSON)."""
         rec = self._log[k]
         seq = len(self._envelopes) + k
-        if len(rec) < _MAC or rec[:_MAC] != _mac(self._key, rec[_MAC:]):
+        if len(rec) < _MAC or rec[:_MAC] != mac(self._key, rec[_MAC:]):
             raise TestbedError(
                 f"{self._log.path}: the header of message #{seq} was changed after it was "
                 "written (keyed hash mismatch); the transcript is not what was sent"
             )
-        return _parse_header(rec[_MAC:], self._log.path, seq)
+        return parse_header(rec[_MAC:], self._log.path, seq)
 
     def _from_disk(self, seq: int) -> Envelope:
         h = self._header(seq - len(self._envelopes))
-        return _restored(h, self._spill, seq)
+        return restored(h, self._spill, seq)
 
     def _records(self) -> Iterator[dict]:
         """Every envelope's :func:`~testbed.exchange.envelope.envelope_record`, without reading
@@ -326,7 +246,7 @@ class Transcript:
         for e in self._envelopes:
             yield e.record()
         for k in range(self.on_disk):
-            yield _record_of(self._header(k))
+            yield record_of(self._header(k))
 
     def close(self) -> None:
         """Finish the spill files (trimmed, synced); the transcript stays readable."""
@@ -387,7 +307,7 @@ class Transcript:
         if not self.on_disk:
             return None
         return records_digest(
-            (_record_of(self._header(k)) for k in range(self.on_disk)), self.on_disk
+            (record_of(self._header(k)) for k in range(self.on_disk)), self.on_disk
         )
 
     def parties(self) -> list[str]:
