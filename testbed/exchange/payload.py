@@ -124,9 +124,16 @@ _F64 = struct.Struct(">d")
 _C128 = struct.Struct(">dd")
 
 
-def _leaf(h, tag: bytes, body) -> None:
-    h.update(tag + _U64.pack(len(body)))
-    h.update(body)
+def _leaf(h, tag: bytes, body: bytes) -> None:
+    h.update(tag + _U64.pack(len(body)) + body)
+
+
+def _key_bytes(k) -> bytes:
+    """A mapping key's encoding (a string's directly: the common case, kept fast)."""
+    if type(k) is str:
+        b = k.encode("utf-8", "surrogatepass")
+        return b"S" + _U64.pack(len(b)) + b
+    return canonical_bytes(k)
 
 
 def canonical_update(h, x: Any) -> None:
@@ -137,6 +144,8 @@ def canonical_update(h, x: Any) -> None:
     Measure (support, weights), mappings (items sorted by the encoding of their key) and
     sequences (list and tuple alike, so a value read back from JSON encodes as it was written).
     Anything else is a ``TypeError``."""
+    if isinstance(x, np.ndarray):
+        return _array_update(h, x)
     if isinstance(x, np.generic) and not isinstance(x, np.void):
         x = x.item()
     if x is None:
@@ -157,10 +166,8 @@ def canonical_update(h, x: Any) -> None:
         h.update(b"M" + _U64.pack(2))
         canonical_update(h, x.support)
         canonical_update(h, x.weights)
-    elif isinstance(x, np.ndarray):
-        _array_update(h, x)
     elif isinstance(x, Mapping):
-        items = sorted((canonical_bytes(k), v) for k, v in x.items())
+        items = sorted(((_key_bytes(k), v) for k, v in x.items()), key=lambda kv: kv[0])
         h.update(b"D" + _U64.pack(len(items)))
         for k, v in items:
             h.update(k)
@@ -178,13 +185,22 @@ def _array_update(h, a: np.ndarray) -> None:
     dt = a.dtype
     if dt.fields is not None or (dt.hasobject and dt.kind != "O"):
         raise TypeError(f"no canonical encoding for arrays of dtype {dt}")
-    h.update((b"O" if dt.hasobject else b"A") + _U64.pack(3))
-    _leaf(h, b"S", dt.str.encode())
-    canonical_update(h, [int(n) for n in a.shape])
+    code = dt.str.encode()
+    dims = [str(int(n)).encode() for n in a.shape]
+    head = b"".join(
+        [
+            b"O" if dt.hasobject else b"A",
+            _U64.pack(3),
+            b"S" + _U64.pack(len(code)) + code,  # dtype, then shape: as canonical_update would
+            b"L" + _U64.pack(len(dims)),
+            *(b"I" + _U64.pack(len(d)) + d for d in dims),
+        ]
+    )
     if dt.hasobject:  # element by element: the buffer holds pointers
+        h.update(head)
         canonical_update(h, a.reshape(-1).tolist())
     else:  # the array's own buffer: no copy
-        h.update(b"Y" + _U64.pack(a.nbytes))
+        h.update(head + b"Y" + _U64.pack(a.nbytes))
         h.update(memoryview(a.reshape(-1)).cast("B"))
 
 
