@@ -99,6 +99,9 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
         cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
         if not cells:
             raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
+        from testbed.run.verify import verify_run
+
+        verify_run(run_dir)  # the sweep's own files too, not only each cell's
         out = [attack_saved_run(c, attacks, observer, colluders, sign_key) for c in cells]
         write_manifest(run_dir, sign_key)
     return out
