@@ -165,7 +165,7 @@ def fresh_run_dir(out: str | Path) -> Iterator[RunDirWriter]:
     swaps it in (called on leaving the block if the caller did not). On an error before the
     commit the new directory is removed and ``out`` is as it was: an earlier run's files are
     never mixed with a new run's."""
-    out = Path(os.path.abspath(out))  # "--out ." has a parent to write beside
+    out = Path(os.path.realpath(out))  # "--out ." has a parent; a symlink's target is replaced
     check_replaceable(out)
     existed = out.exists()
     out.parent.mkdir(parents=True, exist_ok=True)
