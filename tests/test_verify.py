@@ -325,3 +325,16 @@ def test_a_sweep_row_edited_in_results_jsonl_is_refused(tmp_path):
     lines[1] = json.dumps(row, sort_keys=True)
     p.write_text("\n".join(lines) + "\n")
     _fails(out, r"results.jsonl:2: row differs from .*results.json")
+
+
+def test_an_edited_or_missing_leakage_npz_is_refused(run):
+    p = run / "leakage.npz"
+    assert p.is_file(), "measure_inversion draws its picture from leakage.npz"
+    with np.load(p) as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    k = next(k for k in sorted(arrays) if arrays[k].dtype.kind == "f")
+    arrays[k] = arrays[k] + 1.0
+    np.savez_compressed(p, **arrays)
+    _fails(run, r"leakage.npz: changed since the run wrote it")
+    p.unlink()
+    _fails(run, r"leakage.npz: missing")
