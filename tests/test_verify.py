@@ -113,7 +113,7 @@ def test_meta_edit_with_its_record_digest_rewritten_is_refused(run, capsys):
         return json.dumps(r, sort_keys=True)
 
     _edit_lines(run / "envelopes.jsonl", edit)
-    _fails(run, r"envelopes.jsonl: transcript digest .* differs", capsys)
+    _fails(run, r"envelopes.jsonl/payloads.npz do not belong to this run", capsys)
 
 
 def test_changed_payload_bytes_are_refused(run, capsys):

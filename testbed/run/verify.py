@@ -112,7 +112,10 @@ def _check_config(d: Path, results: dict) -> str:
 
     want = (d / "config_hash").read_text().strip()
     if results.get("config_hash") != want:
-        raise TestbedError(f"{d / 'results.json'}: config hash differs from {d / 'config_hash'}")
+        raise TestbedError(
+            f"{d / 'results.json'}: belongs to another run (config hash "
+            f"{str(results.get('config_hash'))[:12]} vs config_hash's {want[:12]})"
+        )
     path = d / "resolved.yaml"
     sc = parse_scenario(path.read_text(), str(path), str(d))
     if config_hash(resolve(sc)) != want:
@@ -150,8 +153,8 @@ def _check_transcript(d: Path, results: dict) -> list[str]:
         tr = Transcript.load(d)  # every payload and record digest, line by line
         if tr.digest() != rec.get("digest") or len(tr) != rec.get("messages"):
             raise TestbedError(
-                f"{d / 'envelopes.jsonl'}: transcript digest {tr.digest()[:22]} differs from the "
-                f"{str(rec.get('digest'))[:22]} results.json recorded"
+                f"{d}: envelopes.jsonl/payloads.npz do not belong to this run's results.json "
+                f"(transcript digest {tr.digest()[:22]} vs recorded {str(rec.get('digest'))[:22]})"
             )
         checked.append(f"transcript: {len(tr)} envelopes against digest {tr.digest()[:22]}")
     spilled = (d / HEADER_NAME).exists()
