@@ -35,7 +35,7 @@ def test_envelope_payload_is_a_read_only_copy():
     with pytest.raises(TypeError):
         env.payload["new"] = 1
     assert env.nbytes == 32
-    assert env.digest.startswith("blake3:") and len(env.digest) == len("blake3:") + 64
+    assert env.digest.startswith("blake3.v2:") and len(env.digest) == len("blake3.v2:") + 64
 
 
 def test_transcript_is_append_only_and_ordered():

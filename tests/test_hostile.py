@@ -960,7 +960,7 @@ def test_sigint_during_a_run_exits_quietly_130(tmp_path):
         env={**os.environ, "MPLBACKEND": "Agg"},
     )
     deadline = time.monotonic() + 120
-    while not (tmp_path / "o" / "config_hash").exists():  # the run has started
+    while not (tmp_path / "o" / ".testbed.lock").exists():  # the run has started
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)

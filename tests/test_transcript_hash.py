@@ -1,5 +1,6 @@
-"""The transcript's content hash: BLAKE3, computed once per delivered payload, older SHA-256
-transcripts still verify, and tampering is still detected."""
+"""The transcript's content hash: BLAKE3 over one typed, length-prefixed encoding, computed
+once per delivered payload; SHA-256 on request; digests of the old, ambiguous encoding are
+refused; tampering is detected."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import testbed.exchange.bus as busmod
 import testbed.exchange.payload as payloadmod
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Bus, Envelope, Transcript, payload_digest
+from testbed.exchange.payload import canonical_bytes
 from testbed.measure import Measure
 
 
@@ -22,10 +24,73 @@ def _payload():
 
 def test_digest_is_blake3_and_names_its_algorithm():
     d = payload_digest(_payload())
-    assert d.startswith("blake3:") and len(d) == len("blake3:") + 64
+    assert d.startswith("blake3.v2:") and len(d) == len("blake3.v2:") + 64
     assert payload_digest(_payload()) == d  # deterministic
     sha = payload_digest(_payload(), "sha256")
-    assert len(sha) == 64 and ":" not in sha
+    assert sha.startswith("sha256.v2:") and len(sha) == len("sha256.v2:") + 64
+
+
+def test_mapping_keys_are_length_prefixed():
+    """The old encoding wrote a mapping key without its length: these two payloads collided."""
+    a = {"rows": np.frombuffer(b"ABC", dtype=np.uint8), "z": {}}
+    b = {"rowsA|u1(3,)ABCKz": {}}
+    assert payload_digest(a) != payload_digest(b)
+    assert canonical_bytes(a) != canonical_bytes(b)
+
+
+@pytest.mark.parametrize(
+    "x,y",
+    [
+        ({"a": "bc"}, {"ab": "c"}),
+        (["a", "b"], ["ab"]),
+        ({"a": 1}, {"a": "1"}),
+        ({"a": 1}, {"a": 1.0}),
+        ({"a": True}, {"a": 1}),
+        ({"a": None}, {"a": {}}),
+        (np.zeros(2, np.float64), np.zeros(2, np.int64)),
+        (np.zeros((2, 3)), np.zeros((3, 2))),
+        (np.zeros(0), np.zeros((0, 1))),
+        ("x", b"x"),
+        ({"k": [1, 2]}, {"k": [[1], 2]}),
+    ],
+)
+def test_different_values_encode_differently(x, y):
+    assert canonical_bytes(x) != canonical_bytes(y)
+    assert payload_digest(x) != payload_digest(y)
+
+
+def test_canonical_bytes_decode_unambiguously():
+    """The encoding is prefix-free: parse it back and get the value's structure."""
+    import struct
+
+    def parse(b, i=0):
+        tag, n = b[i : i + 1], struct.unpack(">Q", b[i + 1 : i + 9])[0]
+        i += 9
+        if tag in (b"D", b"L", b"M", b"A", b"O"):
+            items = []
+            for _ in range(n * (2 if tag == b"D" else 1)):
+                item, i = parse(b, i)
+                items.append(item)
+            return (tag, items), i
+        return (tag, b[i : i + n]), i + n
+
+    for v in [{"rows": np.arange(3, dtype=np.uint8), "z": {}}, {"rowsA|u1(3,)ABCKz": {}}]:
+        b = canonical_bytes(v)
+        tree, end = parse(b)
+        assert end == len(b) and tree[0] == b"D"
+
+
+def test_old_format_digests_are_refused(tmp_path):
+    """A digest of the old, ambiguous encoding is not accepted (no downgrade)."""
+    _saved(tmp_path, None)
+    p = tmp_path / "envelopes.jsonl"
+    lines = p.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["digest"] = "blake3:" + rec["digest"].split(":")[1]
+    lines[0] = json.dumps(rec)
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TestbedError, match=r"envelopes.jsonl:1: .*old, ambiguous encoding"):
+        Transcript.load(tmp_path)
 
 
 def test_digest_sees_dtype_shape_and_every_byte():

@@ -5,14 +5,10 @@ merges in."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from testbed.cli._common import failed_attacks, find_run_dir, print_attack_rows
 from testbed.errors import TestbedError
-from testbed.exchange.bus import atomic_write_bytes
-from testbed.run.rerun import rerun_attacks, why_no_rows
-from testbed.run.results import jsonable
-from testbed.scenario.resolve import config_hash
+from testbed.run.rerun import why_no_rows
 
 
 def _attack_specs(specs):
@@ -34,18 +30,14 @@ def _attack_specs(specs):
 
 
 def run(args) -> int:
+    from testbed.run.rerun import attack_run_or_sweep
+
     attacks = _attack_specs(args.attack)
     colluders = args.colluders.split(",") if args.colluders else None
     run_dir = find_run_dir(args.run_dir, "attack")
-    if (run_dir / "results.jsonl").is_file():  # a sweep: every finished cell
-        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
-        if not cells:
-            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
-    else:
-        cells = [run_dir]
+    done = attack_run_or_sweep(run_dir, attacks, args.observer, colluders, args.sign)
     total, every = 0, []
-    for cell in cells:
-        rows, sc, out = attack_run_dir(cell, attacks, args.observer, colluders)
+    for rows, sc, out in done:
         total += len(rows)
         every.extend(rows)
         print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
@@ -53,26 +45,6 @@ def run(args) -> int:
         for line in why_no_rows(sc, rows):
             print(f"  no row: {line}")
         print(f"rows: {out}")
-    if len(cells) > 1:
-        print(f"{len(cells)} cells, {total} rows; `testbed report {run_dir}` shows them")
+    if len(done) > 1:
+        print(f"{len(done)} cells, {total} rows; `testbed report {run_dir}` shows them")
     return failed_attacks(every)
-
-
-def attack_run_dir(run_dir, attacks, observer, colluders):
-    """Re-run attacks on one saved run (or sweep cell); write ``attacks-<tag>.json`` beside its
-    results, which ``testbed report`` merges in (labels suffixed ``@observer``)."""
-    rows, sc = rerun_attacks(run_dir, attacks, observer, colluders)
-    spec = {
-        "attacks": [a.model_dump(mode="json") for a in sc.attacks],
-        "threat_model": sc.threat_model.model_dump(mode="json"),
-    }
-    tag = config_hash(spec)[:8]
-    out = Path(run_dir) / f"attacks-{tag}.json"
-    for r in rows:
-        r["label"] = f"{r.get('label') or r['attack']}@{sc.threat_model.observer}"
-        r["source"] = out.name
-    payload = {**spec, "rows": rows}
-    atomic_write_bytes(
-        out, (json.dumps(jsonable(payload), indent=2, sort_keys=True) + "\n").encode()
-    )
-    return rows, sc, out

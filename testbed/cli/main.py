@@ -91,6 +91,7 @@ def _run_commands(sub) -> None:
     p.add_argument("scenario")
     p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--sign", metavar="KEYFILE", help="sign the run's manifest (testbed keygen)")
     p.add_argument(
         "-j", "--jobs", type=_positive_int, default=1, help="sweep cells run in this many processes"
     )
@@ -135,6 +136,9 @@ def _run_dir_commands(sub) -> None:
     )
     p.add_argument("--observer", help="threat model observer (default: the run's)")
     p.add_argument("--colluders", help="comma-separated colluding parties")
+    p.add_argument(
+        "--sign", metavar="KEYFILE", help="sign the manifest again with the new rows (signed runs)"
+    )
     p = _command(
         sub, "report", "report", "render report.html/.md and results.csv of a run directory"
     )
@@ -143,6 +147,22 @@ def _run_dir_commands(sub) -> None:
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
+    p = _command(
+        sub,
+        "verify",
+        "verify",
+        "re-check every digest of a run directory (transcript, results, files, signature)",
+    )
+    p.add_argument("run_dir")
+    p.add_argument("--pubkey", help="also check manifest.sig against this Ed25519 public key")
+    p.add_argument(
+        "--rerun",
+        action="store_true",
+        help="also run the scenario again into a temporary directory and compare results.json",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar for --rerun")
+    p = _command(sub, "keygen", "keygen", "make an Ed25519 key pair for signed run manifests")
+    p.add_argument("keyfile", help="where the private key goes (the public key: KEYFILE.pub)")
 
 
 def _bench_command(sub) -> None:

@@ -25,10 +25,10 @@ def run(args) -> int:
     skipped = preflight(sc)  # refuse before running what a cell would refuse
     out_dir = planned_run_dir(sc, args.out)
     announce_run_dir(out_dir, args.scenario)
+    finish = _finisher(args.sign)
     if sc.is_sweep:
-        return _run_sweep(sc, args, out_dir, skipped)
-    out = execute(sc, out_dir=out_dir, progress=not args.quiet)
-    write_report(out.out_dir)
+        return _run_sweep(sc, args, out_dir, skipped, finish)
+    out = execute(sc, out_dir=out_dir, progress=not args.quiet, finish=finish)
     r = out.results
     rows = []
     for k, acc in r["accuracy"].items():
@@ -61,8 +61,24 @@ def run(args) -> int:
     return failed_attacks(r.get("attacks", []))
 
 
-def _run_sweep(sc, args, out_dir, skipped: list[str]) -> int:
-    out = run_sweep(sc, out_dir=out_dir, progress=not args.quiet, jobs=args.jobs)
+def _finisher(sign_key):
+    """What ``testbed run`` does once the run directory is in place, before its lock is
+    released: sign the manifest (``--sign``), then write the report."""
+    from testbed.run.manifest import load_private_key, write_manifest
+
+    if sign_key is not None:
+        load_private_key(sign_key)  # a bad key file stops before the run, not after
+
+    def finish(out_dir):
+        if sign_key is not None:
+            write_manifest(out_dir, sign_key)
+        write_report(out_dir)
+
+    return finish
+
+
+def _run_sweep(sc, args, out_dir, skipped: list[str], finish) -> int:
+    out = run_sweep(sc, out_dir=out_dir, progress=not args.quiet, jobs=args.jobs, finish=finish)
     header, rows, attacks = sweep_rows(out.rows)
     print(
         f"{sc.name}: sweep of {len(out.rows)} cells ({out.computed} computed, {out.cached} cached)"
@@ -72,7 +88,7 @@ def _run_sweep(sc, args, out_dir, skipped: list[str]) -> int:
         print(
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
         )
-    report = write_report(out.out_dir)
+    report = out.out_dir / "report.html"
     for line in skipped:
         print(line)
     print(f"results: {out.out_dir / 'results.jsonl'}")

@@ -26,8 +26,14 @@ def payload_summary(p) -> str:
 
 
 def run(args) -> int:
+    from testbed.run.rundir import run_dir_lock
+
     run_dir = find_run_dir(args.run_dir, "transcript")
-    tr = Transcript.load(run_dir)
+    with run_dir_lock(run_dir, write=False):  # held for the whole read
+        return _show(args, Transcript.load(run_dir))
+
+
+def _show(args, tr) -> int:
     envs = list(tr)
     shown = envs if args.all or len(envs) <= args.limit else envs[: args.limit]
     rows = [

@@ -12,7 +12,14 @@ from testbed.exchange.payload import Payload, freeze_payload, payload_digest, pa
 SERVER = "server"
 EAVESDROPPER = "eavesdropper"
 
-__all__ = ["EAVESDROPPER", "SERVER", "Envelope", "route_visible_to", "visible_to"]
+__all__ = [
+    "EAVESDROPPER",
+    "SERVER",
+    "Envelope",
+    "envelope_record",
+    "route_visible_to",
+    "visible_to",
+]
 
 
 # ----------------------------------------------------------------------------- envelope
@@ -65,6 +72,20 @@ class Envelope:
             digest=payload_digest(frozen),
         )
 
+    def record(self) -> dict[str, Any]:
+        """Every field of the envelope, the payload as its digest: what the transcript digest
+        covers (:func:`envelope_record`)."""
+        return envelope_record(
+            self.seq,
+            self.round,
+            self.sender,
+            self.receiver,
+            self.kind,
+            self.nbytes,
+            self.digest,
+            self.meta,
+        )
+
     @property
     def protocol(self) -> str:
         return self.kind.split(".", 1)[0]
@@ -72,6 +93,22 @@ class Envelope:
     @property
     def step(self) -> str:
         return self.kind.split(".", 1)[-1]
+
+
+def envelope_record(seq, round, sender, receiver, kind, nbytes, digest, meta) -> dict[str, Any]:
+    """One envelope's fields as the mapping its record digest and the transcript digest encode
+    (:func:`~testbed.exchange.payload.canonical_update`): routing, kind, size, the payload's
+    digest and the whole ``meta``."""
+    return {
+        "seq": int(seq),
+        "round": int(round),
+        "sender": str(sender),
+        "receiver": str(receiver),
+        "kind": str(kind),
+        "nbytes": int(nbytes),
+        "payload": str(digest),
+        "meta": dict(meta or {}),
+    }
 
 
 def visible_to(env: Envelope, who) -> bool:

@@ -4,6 +4,7 @@ copies of them, their size on the wire and their content digest."""
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -27,7 +28,14 @@ __all__ = [
     "payload_digest",
     "payload_nbytes",
     "DIGEST_ALGORITHM",
+    "DIGEST_PREFIXES",
+    "canonical_bytes",
+    "canonical_digest",
+    "canonical_update",
     "digest_algorithm",
+    "finish_digest",
+    "new_hasher",
+    "sequence_header",
 ]
 
 
@@ -41,6 +49,8 @@ def freeze_payload(p: Payload) -> Payload:
     if isinstance(p, Measure):
         return p  # Measure arrays are private read-only copies already
     if isinstance(p, np.ndarray):
+        if p.dtype.hasobject:
+            raise TypeError("payload arrays must hold numbers or strings, not Python objects")
         return _ro(p)
     if isinstance(p, (bool, np.bool_)):
         return bool(p)
@@ -53,7 +63,7 @@ def freeze_payload(p: Payload) -> Payload:
     if isinstance(p, Mapping):
         return MappingProxyType({str(k): freeze_payload(v) for k, v in p.items()})
     if isinstance(p, (list, tuple)):
-        return _ro(np.asarray(p))
+        return freeze_payload(np.asarray(p))
     raise TypeError(f"unsupported payload type {type(p).__name__}")
 
 
@@ -102,54 +112,174 @@ def payload_nbytes(p: Payload) -> int:
     return 8
 
 
-def _digest_update(h, p: Payload) -> None:
-    if isinstance(p, Measure):
-        h.update(b"M")
-        _digest_update(h, p.support)
-        _digest_update(h, p.weights)
-    elif isinstance(p, np.ndarray):
-        a = np.ascontiguousarray(p)
-        h.update(f"A{a.dtype.str}{a.shape}".encode())
-        if a.dtype.hasobject:
-            h.update(a.tobytes())
-        else:  # the array's own buffer: no copy
-            h.update(memoryview(a.reshape(-1)).cast("B"))
-    elif isinstance(p, Mapping):
-        h.update(b"D")
-        for k in sorted(p):
-            h.update(f"K{k}".encode())
-            _digest_update(h, p[k])
+# ----------------------------------------------------------------------------- digests
+# One typed, length-prefixed encoding for every value a digest covers (payloads, envelope
+# records, results rows): each value is a one-byte type tag followed by a big-endian u64 length
+# (leaves: byte count; containers: item count) and then its bytes or its items, each of which is
+# encoded the same way. Every encoding is self-delimiting, so no two different values share one
+# (the old encoding wrote mapping keys without a length, and {"rows": uint8[65,66,67], "z": {}}
+# hashed like {"rowsA|u1(3,)ABCKz": {}}).
+_U64 = struct.Struct(">Q")
+_F64 = struct.Struct(">d")
+_C128 = struct.Struct(">dd")
+
+
+def _leaf(h, tag: bytes, body: bytes) -> None:
+    h.update(tag + _U64.pack(len(body)) + body)
+
+
+def _key_bytes(k) -> bytes:
+    """A mapping key's encoding (a string's directly: the common case, kept fast)."""
+    if type(k) is str:
+        b = k.encode("utf-8", "surrogatepass")
+        return b"S" + _U64.pack(len(b)) + b
+    return canonical_bytes(k)
+
+
+def canonical_update(h, x: Any) -> None:
+    """Feed the canonical encoding of ``x`` to the hash object ``h`` (anything with ``update``).
+
+    Types: None, bool, int, float, complex, str, bytes, numpy scalars (as the Python value they
+    hold), numpy arrays (dtype, shape, C-order bytes; object arrays element by element),
+    Measure (support, weights), mappings (items sorted by the encoding of their key) and
+    sequences (list and tuple alike, so a value read back from JSON encodes as it was written).
+    Anything else is a ``TypeError``."""
+    if isinstance(x, np.ndarray):
+        return _array_update(h, x)
+    if isinstance(x, np.generic) and not isinstance(x, np.void):
+        x = x.item()
+    if x is None:
+        h.update(b"N" + _U64.pack(0))
+    elif isinstance(x, bool):
+        _leaf(h, b"B", b"\x01" if x else b"\x00")
+    elif isinstance(x, int):
+        _leaf(h, b"I", str(x).encode())
+    elif isinstance(x, float):
+        _leaf(h, b"F", _F64.pack(x))
+    elif isinstance(x, complex):
+        _leaf(h, b"C", _C128.pack(x.real, x.imag))
+    elif isinstance(x, str):
+        _leaf(h, b"S", x.encode("utf-8", "surrogatepass"))
+    elif isinstance(x, (bytes, bytearray, memoryview)):
+        _leaf(h, b"Y", bytes(x))
+    elif isinstance(x, Measure):
+        h.update(b"M" + _U64.pack(2))
+        canonical_update(h, x.support)
+        canonical_update(h, x.weights)
+    elif isinstance(x, Mapping):
+        items = sorted(((_key_bytes(k), v) for k, v in x.items()), key=lambda kv: kv[0])
+        h.update(b"D" + _U64.pack(len(items)))
+        for k, v in items:
+            h.update(k)
+            canonical_update(h, v)
+    elif isinstance(x, (list, tuple)):
+        h.update(b"L" + _U64.pack(len(x)))
+        for v in x:
+            canonical_update(h, v)
     else:
-        h.update(f"S{type(p).__name__}:{p!r}".encode())
+        raise TypeError(f"no canonical encoding for {type(x).__name__}")
 
 
-#: The content hash of new payloads. Digests carry it as a prefix (``"blake3:<hex>"``); a digest
-#: without a prefix is SHA-256 (transcripts saved before the switch still verify).
+def _array_update(h, a: np.ndarray) -> None:
+    a = np.ascontiguousarray(a)
+    dt = a.dtype
+    if dt.fields is not None or (dt.hasobject and dt.kind != "O"):
+        raise TypeError(f"no canonical encoding for arrays of dtype {dt}")
+    code = dt.str.encode()
+    dims = [str(int(n)).encode() for n in a.shape]
+    head = b"".join(
+        [
+            b"O" if dt.hasobject else b"A",
+            _U64.pack(3),
+            b"S" + _U64.pack(len(code)) + code,  # dtype, then shape: as canonical_update would
+            b"L" + _U64.pack(len(dims)),
+            *(b"I" + _U64.pack(len(d)) + d for d in dims),
+        ]
+    )
+    if dt.hasobject:  # element by element: the buffer holds pointers
+        h.update(head)
+        canonical_update(h, a.reshape(-1).tolist())
+    else:  # the array's own buffer: no copy
+        h.update(head + b"Y" + _U64.pack(a.nbytes))
+        h.update(memoryview(a.reshape(-1)).cast("B"))
+
+
+class _Collect:
+    __slots__ = ("parts",)
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+
+    def update(self, b) -> None:
+        self.parts.append(bytes(b))
+
+
+def sequence_header(n: int) -> bytes:
+    """The encoding's header of a sequence of ``n`` items, for a caller that streams the items
+    with :func:`canonical_update` (a long transcript is never gathered in one list)."""
+    return b"L" + _U64.pack(n)
+
+
+def canonical_bytes(x: Any) -> bytes:
+    """The canonical encoding of ``x`` as bytes (small values: mapping keys, tests)."""
+    c = _Collect()
+    canonical_update(c, x)
+    return b"".join(c.parts)
+
+
+#: The hash of new digests. Digests carry it and the encoding's version as a prefix
+#: (``"blake3.v2:<hex>"``).
 DIGEST_ALGORITHM = "blake3" if _blake3 is not None else "sha256"
+_VERSION = "v2"
+#: digest prefixes this testbed writes and checks
+DIGEST_PREFIXES = tuple(f"{a}.{_VERSION}" for a in ("blake3", "sha256"))
 
 
 def digest_algorithm(digest: str) -> str:
-    """The algorithm that produced ``digest`` (its prefix; none means SHA-256)."""
-    head, sep, _ = digest.partition(":")
-    return head if sep else "sha256"
+    """The hash that produced ``digest`` (``"blake3"`` or ``"sha256"``); a digest in another
+    format (the ambiguous encoding of testbeds before issue 21, an unknown hash) is a
+    ``ValueError`` naming it."""
+    head, sep, _ = str(digest).partition(":")
+    if sep and head in DIGEST_PREFIXES:
+        return head.split(".", 1)[0]
+    if not sep or head in ("blake3", "sha256"):
+        raise ValueError(
+            f"digest {str(digest)[:24]!r} uses the old, ambiguous encoding (a testbed before "
+            "issue 21): re-run the scenario"
+        )
+    raise ValueError(f"unknown digest algorithm {head!r}")
 
 
-def payload_digest(p: Payload, algorithm: str | None = None) -> str:
-    """Content hash over a canonical encoding of the payload (types, shapes, dtypes, bytes).
-
-    BLAKE3 by default (a cryptographic hash: finding another payload with the same digest is
-    as hard as for SHA-256, so a tampered transcript is still detected) and returned as
-    ``"blake3:<hex>"``; ``algorithm="sha256"`` gives the unprefixed SHA-256 digest older
-    transcripts stored.
-    """
+def new_hasher(algorithm: str | None = None):
+    """A fresh hash object of ``algorithm`` (default :data:`DIGEST_ALGORITHM`)."""
     algorithm = algorithm or DIGEST_ALGORITHM
     if algorithm == "blake3":
         if _blake3 is None:
             raise RuntimeError("digest needs the blake3 package (pip install blake3)")
-        h = _blake3()
-    elif algorithm == "sha256":
-        h = hashlib.sha256()
-    else:
-        raise ValueError(f"unknown digest algorithm {algorithm!r}")
-    _digest_update(h, p)
-    return h.hexdigest() if algorithm == "sha256" else f"{algorithm}:{h.hexdigest()}"
+        return _blake3()
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    raise ValueError(f"unknown digest algorithm {algorithm!r}")
+
+
+def finish_digest(h, algorithm: str | None = None) -> str:
+    """``"<algorithm>.v2:<hex>"`` of a hasher made by :func:`new_hasher`."""
+    return f"{algorithm or DIGEST_ALGORITHM}.{_VERSION}:{h.hexdigest()}"
+
+
+def canonical_digest(x: Any, algorithm: str | None = None) -> str:
+    """Digest of the canonical encoding of ``x`` (:func:`canonical_update`), e.g.
+    ``"blake3.v2:<64 hex>"``."""
+    h = new_hasher(algorithm)
+    canonical_update(h, x)
+    return finish_digest(h, algorithm)
+
+
+def payload_digest(p: Payload, algorithm: str | None = None) -> str:
+    """Content hash of a payload: :func:`canonical_digest` (types, shapes, dtypes, bytes).
+
+    BLAKE3 by default (a cryptographic hash: finding another payload with the same digest is
+    as hard as for SHA-256, so a tampered transcript is still detected), returned as
+    ``"blake3.v2:<hex>"``; ``algorithm="sha256"`` gives ``"sha256.v2:<hex>"``.
+    """
+    return canonical_digest(p, algorithm)

@@ -6,24 +6,45 @@ read-only arrays that are views of a read-only memory map of that file. The byte
 digests, are those that were sent; pages are read from disk when an attack or a view touches them,
 and the operating system may drop them again, so resident memory stays bounded however long the
 run is. The file is only ever appended to; nothing in it is rewritten.
+
+Each spilled envelope's header goes to ``envelopes.spill`` as JSON behind a keyed BLAKE3 hash
+(the key lives only in the driver's memory): a header is checked before it is parsed, a payload
+is re-hashed when it is read back, and nothing is ever unpickled (docs/trust.md).
 """
 
 from __future__ import annotations
 
+import json
 import mmap
+import operator
 import os
 import struct
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
-from testbed.exchange.payload import Payload
+from testbed.errors import DataError, TestbedError
+from testbed.exchange.envelope import Envelope, envelope_record
+from testbed.exchange.payload import Payload, digest_algorithm, payload_digest
 from testbed.measure import Measure
 
-__all__ = ["HEADER_NAME", "SPILL_NAME", "HeaderLog", "MappedNpz", "SpillStore", "mapped_npz"]
+__all__ = [
+    "HEADER_NAME",
+    "SPILL_NAME",
+    "HeaderLog",
+    "MappedNpz",
+    "SpillStore",
+    "header_json",
+    "mac",
+    "mapped_npz",
+    "parse_header",
+    "read_spilled",
+    "record_of",
+    "restored",
+]
 
 SPILL_NAME = "payloads.spill"
 HEADER_NAME = "envelopes.spill"
@@ -47,7 +68,7 @@ class SpillStore:
         """Bytes written so far."""
         return self._used
 
-    def _write(self, a: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
+    def _write(self, a: np.ndarray) -> list:
         """Append ``a``'s bytes; returns where they are: (offset, dtype, shape)."""
         a = np.ascontiguousarray(a)
         if self._fd < 0 and self._cap == 0:
@@ -63,44 +84,63 @@ class SpillStore:
             os.pwrite(self._fd, memoryview(a.reshape(-1)).cast("B"), off)
         self._used = end
         self.arrays += 1
-        return off, a.dtype.str, a.shape
+        return [off, a.dtype.str, list(a.shape)]
 
-    def _view(self, off: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-        """A read-only view of bytes written by :meth:`_write`."""
+    def _view(self, off: int, dtype: str, shape) -> np.ndarray:
+        """A read-only view of bytes written by :meth:`_write` (a place read back from a
+        header file is checked: a plain dtype, a shape of whole numbers, inside the file)."""
+        try:
+            dt = np.dtype(str(dtype))
+            shape = tuple(operator.index(n) for n in shape)
+            off = operator.index(off)
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"{self.path}: bad array place in a header ({exc})") from None
+        if dt.hasobject or dt.fields is not None or off < 0 or any(n < 0 for n in shape):
+            raise DataError(f"{self.path}: bad array place in a header ({dt}, {shape}, {off})")
         if self._map is None:
             if self._fd >= 0:
                 self._map = mmap.mmap(self._fd, self._cap, access=mmap.ACCESS_READ)
             else:  # closed: map the finished file
                 with open(self.path, "rb") as f:
                     self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        dt = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
-        return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+        try:
+            return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+        except ValueError as exc:
+            raise DataError(f"{self.path}: array outside the file ({exc})") from None
 
     def layout(self, p: Payload):
-        """Write ``p``'s arrays and return a small picklable description of the payload
-        (arrays as their place in the file) that :meth:`restore` turns back into it."""
+        """Write ``p``'s arrays and return a JSON-able description of the payload (arrays as
+        their place in the file) that :meth:`restore` turns back into it. Nothing in it is
+        code: a header file is parsed as JSON, never unpickled."""
         if isinstance(p, Measure):
-            return ("measure", self._write(p.support), self._write(p.weights))
-        if isinstance(p, np.ndarray) and not p.dtype.hasobject:
-            return ("array", self._write(p))
+            return ["measure", self._write(p.support), self._write(p.weights)]
+        if isinstance(p, np.ndarray):
+            return ["array", self._write(p)]
         if isinstance(p, Mapping):
-            return ("mapping", tuple((k, self.layout(v)) for k, v in p.items()))
-        return ("value", p)
+            return ["mapping", [[k, self.layout(v)] for k, v in p.items()]]
+        if p is None or isinstance(p, (bool, int, float, str)):
+            return ["value", p]
+        raise TypeError(f"cannot spill a payload of type {type(p).__name__}")
 
     def restore(self, spec) -> Payload:
         """The payload :meth:`layout` described, its arrays read-only views of the file."""
-        tag = spec[0]
-        if tag == "measure":
-            out = object.__new__(Measure)  # validated when it was sent; bytes unchanged
-            object.__setattr__(out, "support", self._view(*spec[1]))
-            object.__setattr__(out, "weights", self._view(*spec[2]))
-            return out
-        if tag == "array":
-            return self._view(*spec[1])
-        if tag == "mapping":
-            return MappingProxyType({k: self.restore(v) for k, v in spec[1]})
-        return spec[1]
+        try:
+            tag = spec[0]
+            if tag == "measure":
+                out = object.__new__(Measure)  # the caller re-hashes the bytes it restored
+                object.__setattr__(out, "support", self._view(*spec[1]))
+                object.__setattr__(out, "weights", self._view(*spec[2]))
+                return out
+            if tag == "array":
+                return self._view(*spec[1])
+            if tag == "mapping":
+                return MappingProxyType({str(k): self.restore(v) for k, v in spec[1]})
+            if tag == "value" and (spec[1] is None or isinstance(spec[1], (bool, int, float, str))):
+                return spec[1]
+        except (TypeError, ValueError, IndexError, KeyError) as exc:
+            raise DataError(f"{self.path}: bad payload layout in a header ({exc})") from None
+        raise DataError(f"{self.path}: bad payload layout in a header ({str(spec)[:40]})")
 
     def spill(self, p: Payload) -> Payload:
         """The same payload with every array replaced by a read-only view of the file."""
@@ -138,6 +178,19 @@ class HeaderLog:
         self._dirty = False
         self.count = 0
 
+    @classmethod
+    def existing(cls, path: str | Path) -> HeaderLog:
+        """A finished log on disk, opened read-only (``testbed verify``)."""
+        log = cls(path)
+        log._data = open(log.path, "rb")  # noqa: SIM115 (kept open)
+        log._idx = open(log.idx_path, "rb")  # noqa: SIM115
+        size = os.fstat(log._idx.fileno()).st_size
+        if size % cls._IDX.size:
+            raise DataError(f"{log.idx_path}: truncated index ({size} bytes)")
+        log.count = size // cls._IDX.size
+        log._end = os.fstat(log._data.fileno()).st_size
+        return log
+
     def append(self, record: bytes) -> None:
         if self._data is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -160,11 +213,13 @@ class HeaderLog:
             raise IndexError(i)
         self.flush()
         off, n = self._IDX.unpack(os.pread(self._idx.fileno(), self._IDX.size, i * self._IDX.size))
+        if off < 0 or n < 0 or off + n > self._end:
+            raise DataError(f"{self.idx_path}: entry {i} points outside {self.path.name}")
         return os.pread(self._data.fileno(), n, off)
 
     def close(self) -> None:
         """Flush and sync; the log stays readable."""
-        if self._data is not None:
+        if self._data is not None and self._data.writable():
             self.flush()
             os.fsync(self._data.fileno())
             os.fsync(self._idx.fileno())
@@ -176,6 +231,102 @@ class HeaderLog:
                     f.close()
             except OSError:
                 pass
+
+
+# ----------------------------------------------------------------------------- headers
+_MAC = 32  # bytes of the keyed hash in front of every spilled header
+
+
+def mac(key: bytes, data: bytes) -> bytes:
+    from blake3 import blake3
+
+    return blake3(data, key=key).digest()
+
+
+def header_json(env: Envelope, layout) -> bytes:
+    """A spilled envelope's header: its record (every field, payload as digest) and where its
+    arrays are, as JSON."""
+    return json.dumps(
+        {**env.record(), "layout": layout}, sort_keys=True, separators=(",", ":")
+    ).encode()
+
+
+_HEADER_KEYS = {"seq", "round", "sender", "receiver", "kind", "nbytes", "payload", "meta", "layout"}
+
+
+def parse_header(raw: bytes, path, seq: int) -> dict:
+    try:
+        h = json.loads(raw)
+        ok = isinstance(h, dict) and set(h) == _HEADER_KEYS and h["seq"] == seq
+        ok = ok and isinstance(h["meta"], dict)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        ok = False
+    if not ok:
+        raise TestbedError(f"{path}: the header of message #{seq} is not a valid header")
+    return h
+
+
+def record_of(h: dict) -> dict:
+    return envelope_record(
+        h["seq"],
+        h["round"],
+        h["sender"],
+        h["receiver"],
+        h["kind"],
+        h["nbytes"],
+        h["payload"],
+        h["meta"],
+    )
+
+
+def restored(h: dict, spill: SpillStore, seq: int) -> Envelope:
+    """The envelope a spilled header describes, its payload re-hashed: a payload whose bytes
+    changed on disk is refused (one line)."""
+    try:
+        payload = spill.restore(h["layout"])
+        algorithm = digest_algorithm(h["payload"])
+    except (DataError, ValueError) as exc:
+        raise TestbedError(f"message #{seq}: {exc}") from None
+    if payload_digest(payload, algorithm) != h["payload"]:
+        raise TestbedError(
+            f"{spill.path}: the payload of message #{seq} changed on disk (digest mismatch)"
+        )
+    return Envelope(
+        seq=seq,
+        round=h["round"],
+        sender=h["sender"],
+        receiver=h["receiver"],
+        kind=h["kind"],
+        payload=payload,
+        meta=MappingProxyType(h["meta"]),
+        nbytes=h["nbytes"],
+        digest=h["payload"],
+    )
+
+
+def read_spilled(directory: str | Path) -> tuple[int, Iterator[Envelope]]:
+    """The envelopes a finished run spilled into ``directory`` (``envelopes.spill`` and its
+    index, ``payloads.spill``), without the run's key: each header is parsed as JSON (never
+    unpickled) and each payload re-hashed against its header's digest. Returns the count and
+    the envelopes in order (from the first spilled sequence number)."""
+    directory = Path(directory)
+    log = HeaderLog.existing(directory / HEADER_NAME)
+    spill = SpillStore(directory / SPILL_NAME)
+
+    def envelopes() -> Iterator[Envelope]:
+        first = None
+        for k in range(log.count):
+            raw = log[k]
+            if len(raw) < _MAC:
+                raise TestbedError(f"{log.path}: record {k} is truncated")
+            if first is None:
+                try:
+                    first = int(json.loads(raw[_MAC:])["seq"])
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                    raise TestbedError(f"{log.path}: record 0 is not a valid header") from None
+            yield restored(parse_header(raw[_MAC:], log.path, first + k), spill, first + k)
+
+    return log.count, envelopes()
 
 
 # ----------------------------------------------------------------------------- reading a saved npz

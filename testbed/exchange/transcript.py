@@ -7,12 +7,11 @@ A transcript is saved as ``envelopes.jsonl`` (routing, digests, payload layout) 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import operator
 import os
-import pickle
 import tempfile
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,16 +22,49 @@ import numpy as np
 
 from testbed.errors import DataError, TestbedError
 from testbed.exchange.envelope import Envelope, route_visible_to, visible_to
-from testbed.exchange.payload import Payload, _ro, digest_algorithm, payload_digest
-from testbed.exchange.spill import HEADER_NAME, SPILL_NAME, HeaderLog, SpillStore, mapped_npz
+from testbed.exchange.payload import (
+    Payload,
+    _ro,
+    canonical_digest,
+    canonical_update,
+    digest_algorithm,
+    finish_digest,
+    new_hasher,
+    payload_digest,
+    sequence_header,
+)
+from testbed.exchange.spill import (
+    _MAC,
+    HEADER_NAME,
+    SPILL_NAME,
+    HeaderLog,
+    SpillStore,
+    header_json,
+    mac,
+    mapped_npz,
+    parse_header,
+    read_spilled,
+    record_of,
+    restored,
+)
 from testbed.measure import Measure, is_mapped_readonly
 
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
 DEFAULT_SPILL_THRESHOLD = 256 << 20
 
-__all__ = ["EnvelopeSeq", "PublicInfo", "Transcript", "View", "atomic_write_bytes"]
+__all__ = [
+    "TRANSCRIPT_FORMAT",
+    "EnvelopeSeq",
+    "PublicInfo",
+    "Transcript",
+    "View",
+    "atomic_write_bytes",
+    "read_spilled",
+    "records_digest",
+]
 
-_PICKLE = pickle.HIGHEST_PROTOCOL
+#: first item of every transcript digest's encoding (the format's name and version)
+TRANSCRIPT_FORMAT = "testbed-transcript/2"
 
 
 TEMP_MARK = "testbed-"  # in every temp file name the testbed creates; restarts delete only these
@@ -114,6 +146,20 @@ def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
         raise
 
 
+def records_digest(records: Iterable[Mapping[str, Any]], count: int) -> str:
+    """The transcript digest of ``count`` envelope records (in order), streamed."""
+    h = new_hasher()
+    canonical_update(h, TRANSCRIPT_FORMAT)
+    h.update(sequence_header(count))
+    n = 0
+    for r in records:
+        canonical_update(h, r)
+        n += 1
+    if n != count:
+        raise TestbedError(f"transcript changed while it was hashed ({n} records, not {count})")
+    return finish_digest(h)
+
+
 class Transcript:
     """Append-only log of delivered envelopes.
 
@@ -140,6 +186,8 @@ class Transcript:
         self._nbytes = 0
         self._threshold = DEFAULT_SPILL_THRESHOLD if spill_threshold is None else spill_threshold
         self._spill = self._log = None
+        self._key = os.urandom(32)  # keys the spilled headers' hashes; never written anywhere
+        self._digest: tuple[int, str] | None = None
         if spill_dir is not None:
             self._spill = SpillStore(Path(spill_dir) / SPILL_NAME)
             self._log = HeaderLog(Path(spill_dir) / HEADER_NAME)
@@ -165,45 +213,54 @@ class Transcript:
             self._log.count or self._in_memory + env.nbytes > self._threshold
         ):
             layout = self._spill.layout(env.payload)  # same bytes, same digest
-            header = (env.round, env.sender, env.receiver, env.kind, env.nbytes, env.digest)
-            meta = dict(env.meta) or None
-            self._log.append(pickle.dumps((header, meta, layout), protocol=_PICKLE))
+            self._log.append(self._seal(header_json(env, layout)))
         else:
             self._in_memory += env.nbytes
             self._envelopes.append(env)
         self._count += 1
         self._nbytes += env.nbytes
 
-    def _from_disk(self, seq: int) -> Envelope:
-        header, meta, layout = pickle.loads(self._log[seq - len(self._envelopes)])
-        round_, sender, receiver, kind, nbytes, digest = header
-        return Envelope(
-            seq=seq,
-            round=round_,
-            sender=sender,
-            receiver=receiver,
-            kind=kind,
-            payload=self._spill.restore(layout),
-            meta=MappingProxyType(meta or {}),
-            nbytes=nbytes,
-            digest=digest,
-        )
+    def _seal(self, header: bytes) -> bytes:
+        """A header record: a keyed BLAKE3 of the JSON header (the key exists only in this
+        process's memory), then the header."""
+        return mac(self._key, header) + header
 
-    def _headers(self) -> Iterator[tuple[int, int, str, str, str, str]]:
-        """(seq, round, sender, receiver, kind, digest) of every envelope, without reading any
-        payload (the digest and routing of a spilled transcript come from its header file)."""
+    def _header(self, k: int) -> dict:
+        """Spilled header ``k``, its keyed hash checked before it is parsed (as JSON)."""
+        rec = self._log[k]
+        seq = len(self._envelopes) + k
+        if len(rec) < _MAC or rec[:_MAC] != mac(self._key, rec[_MAC:]):
+            raise TestbedError(
+                f"{self._log.path}: the header of message #{seq} was changed after it was "
+                "written (keyed hash mismatch); the transcript is not what was sent"
+            )
+        return parse_header(rec[_MAC:], self._log.path, seq)
+
+    def _from_disk(self, seq: int) -> Envelope:
+        h = self._header(seq - len(self._envelopes))
+        return restored(h, self._spill, seq)
+
+    def _records(self) -> Iterator[dict]:
+        """Every envelope's :func:`~testbed.exchange.envelope.envelope_record`, without reading
+        any payload (a spilled envelope's record comes from its header)."""
         for e in self._envelopes:
-            yield e.seq, e.round, e.sender, e.receiver, e.kind, e.digest
-        first = len(self._envelopes)
+            yield e.record()
         for k in range(self.on_disk):
-            round_, sender, receiver, kind, _, digest = pickle.loads(self._log[k])[0]
-            yield first + k, round_, sender, receiver, kind, digest
+            yield record_of(self._header(k))
 
     def close(self) -> None:
         """Finish the spill files (trimmed, synced); the transcript stays readable."""
         if self._spill is not None:
             self._spill.close()
             self._log.close()
+
+    def relocate(self, directory: str | Path) -> None:
+        """The spill files were moved (with their run directory) to ``directory``: read them
+        there from now on (open descriptors and maps stay valid; a fresh map opens the path)."""
+        if self._spill is not None:
+            self._spill.path = Path(directory) / SPILL_NAME
+            self._log.path = Path(directory) / HEADER_NAME
+            self._log.idx_path = self._log.path.with_name(HEADER_NAME + ".idx")
 
     def __len__(self) -> int:
         return self._count
@@ -237,16 +294,26 @@ class Transcript:
         return self._nbytes
 
     def digest(self) -> str:
-        """Hash of the whole transcript (routing + payload digests), order-sensitive."""
-        h = hashlib.sha256()
-        for seq, round_, sender, receiver, kind, digest in self._headers():
-            h.update(f"{seq}|{round_}|{sender}|{receiver}|{kind}|{digest}\n".encode())
-        return h.hexdigest()
+        """Digest of the whole transcript, order-sensitive: the canonical encoding of every
+        envelope's fields (seq, round, sender, receiver, kind, size, payload digest, meta)."""
+        if self._digest is None or self._digest[0] != self._count:  # once per length
+            self._digest = (self._count, records_digest(self._records(), self._count))
+        return self._digest[1]
+
+    def spill_digest(self) -> str | None:
+        """Digest of the spilled envelopes alone (None when nothing spilled): what
+        ``testbed verify`` re-checks from the spill files of a run that did not save its
+        transcript."""
+        if not self.on_disk:
+            return None
+        return records_digest(
+            (record_of(self._header(k)) for k in range(self.on_disk)), self.on_disk
+        )
 
     def parties(self) -> list[str]:
         names = set()
-        for _, _, sender, receiver, _, _ in self._headers():
-            names.update((sender, receiver))
+        for r in self._records():
+            names.update((r["sender"], r["receiver"]))
         return sorted(names)
 
     def view(
@@ -263,9 +330,9 @@ class Transcript:
         who = {observer, *colluders}
         if self.on_disk:
             picked = [
-                seq
-                for seq, _, sender, receiver, _, _ in self._headers()
-                if route_visible_to(sender, receiver, who)
+                r["seq"]
+                for r in self._records()
+                if route_visible_to(r["sender"], r["receiver"], who)
             ]
             if len(picked) == self._count:
                 seen = EnvelopeSeq(self, range(self._count))
@@ -300,6 +367,7 @@ class Transcript:
                 "digest": e.digest,
                 "meta": dict(e.meta),
                 "payload": spec,
+                "record": canonical_digest(e.record()),
             }
             lines.append(json.dumps(rec, sort_keys=True))
         atomic_write_bytes(directory / "envelopes.jsonl", ("\n".join(lines) + "\n").encode())
@@ -318,38 +386,54 @@ class Transcript:
         for p in (env_path, npz_path):
             if not p.exists():
                 raise TestbedError(f"{p}: transcript file not found")
-        arrays = mapped_npz(npz_path)  # read-only memory map: pages are read when touched
+        try:
+            arrays = mapped_npz(npz_path)  # read-only memory map: pages are read when touched
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise TestbedError(f"{npz_path}: not a readable payload file ({exc})") from None
         out = cls()
-        for lineno, line in enumerate(env_path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                payload = _decode(rec["payload"], arrays)
-                algorithm = digest_algorithm(str(rec["digest"]))
-                if algorithm not in ("blake3", "sha256"):
-                    raise ValueError(f"unknown digest algorithm {algorithm!r}")
-            except (ValueError, KeyError, TypeError, DataError) as exc:
-                raise TestbedError(
-                    f"{env_path}:{lineno}: corrupt transcript record ({exc})"
-                ) from None
-            env = Envelope.make(
-                seq=rec["seq"],
-                round=rec["round"],
-                sender=rec["sender"],
-                receiver=rec["receiver"],
-                kind=rec["kind"],
-                payload=payload,
-                meta=rec.get("meta"),
-                algorithm=algorithm,
-            )
-            if env.digest != rec["digest"]:
-                raise TestbedError(
-                    f"{env_path}:{lineno}: payload digest mismatch for message #{env.seq}"
-                )
-            out._append(env)
-            arrays.release_verified(env.nbytes)  # hashed pages leave the resident set
+        with open(env_path, "rb") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                env = _loaded_envelope(line, arrays, f"{env_path}:{lineno}")
+                try:
+                    out._append(env)
+                except TestbedError as exc:
+                    raise TestbedError(f"{env_path}:{lineno}: {exc}") from None
+                arrays.release_verified(env.nbytes)  # hashed pages leave the resident set
         return out
+
+
+def _loaded_envelope(line: bytes, arrays, where: str) -> Envelope:
+    """One line of ``envelopes.jsonl`` as an envelope, its payload digest and its record digest
+    (every field, meta included) checked; a mismatch is one line naming ``where``."""
+    try:
+        rec = json.loads(line)
+        payload = _decode(rec["payload"], arrays)
+        algorithm = digest_algorithm(str(rec["digest"]))
+        env = Envelope.make(
+            seq=rec["seq"],
+            round=rec["round"],
+            sender=rec["sender"],
+            receiver=rec["receiver"],
+            kind=rec["kind"],
+            payload=payload,
+            meta=rec["meta"],
+            algorithm=algorithm,
+        )
+        record = str(rec["record"])
+    except (ValueError, KeyError, TypeError, DataError, UnicodeDecodeError, RecursionError) as exc:
+        raise TestbedError(f"{where}: corrupt transcript record ({exc})") from None
+    if env.digest != rec["digest"]:
+        raise TestbedError(f"{where}: payload digest mismatch for message #{env.seq}")
+    if env.nbytes != rec.get("nbytes"):
+        raise TestbedError(f"{where}: size of message #{env.seq} does not match its payload")
+    if canonical_digest(env.record(), digest_algorithm(record)) != record:
+        raise TestbedError(
+            f"{where}: record digest mismatch for message #{env.seq} (routing, kind or meta "
+            "changed)"
+        )
+    return env
 
 
 # ----------------------------------------------------------------------------- view
@@ -420,10 +504,13 @@ class View:
         ]
 
     def digest(self) -> str:
-        h = hashlib.sha256()
-        for e in self.envelopes:  # envelope digests: verified on load, payloads are immutable
-            h.update(e.digest.encode())
-            h.update(f"{e.seq}{e.kind}{e.sender}{e.receiver}".encode())
-        for k in sorted(self.own_data):
-            h.update(payload_digest(self.own_data[k]).encode())
-        return h.hexdigest()
+        """Digest of what the observer saw: every visible envelope's record (payload digests
+        verified on load, payloads immutable) and its own data."""
+        h = new_hasher()
+        canonical_update(h, "testbed-view/2")
+        canonical_update(h, [self.observer, list(self.colluders)])
+        h.update(sequence_header(len(self.envelopes)))
+        for e in self.envelopes:
+            canonical_update(h, e.record())
+        canonical_update(h, {k: payload_digest(v) for k, v in self.own_data.items()})
+        return finish_digest(h)

@@ -19,9 +19,10 @@ from testbed.exchange.bus import Transcript, atomic_write_bytes
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol, world_guard
-from testbed.run.results import package_versions, results_row, write_json
+from testbed.run.manifest import write_manifest
+from testbed.run.results import package_versions, results_row, seal_results, write_json
 from testbed.run.roster import World, build_world
-from testbed.run.rundir import run_dir_lock
+from testbed.run.rundir import fresh_run_dir
 from testbed.run.scenario import ResolvedScenario
 from testbed.run.score import ground_truth, score_runs
 from testbed.run.view import observe
@@ -75,6 +76,7 @@ def execute(
     write: bool = True,
     replay: Replay | None = None,
     world: World | None = None,
+    finish=None,
 ) -> RunOutput:
     """Drive the stages for one scenario (a :class:`~testbed.scenario.schema.Scenario` or a
     :class:`ResolvedScenario`).
@@ -85,13 +87,18 @@ def execute(
     (``out_dir``, default ``output.dir`` or ``runs/<name>-<hash>``) under its lock; only with
     ``until="scores"``. ``replay``: attack a saved transcript (no protocol run, nothing written).
     ``world``: a World already built for this scenario (a caller that inspects it first).
+    ``finish``: called with the run directory once it is in place, before its lock is released
+    (``testbed run`` writes the report and signs the manifest there).
+
+    The run is written into a new directory beside ``out_dir`` and swapped in whole
+    (:func:`~testbed.run.rundir.fresh_run_dir`): an earlier run there is replaced, never mixed.
     """
     rs = ResolvedScenario.of(scenario if world is None else world.resolved_scenario)
     with cell_budget(rs.scenario):  # limits.cell_seconds, when set
-        return _execute(rs, out_dir, progress, until, write, replay, world)
+        return _execute(rs, out_dir, progress, until, write, replay, world, finish)
 
 
-def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
+def _execute(rs, out_dir, progress, until, write, replay, world, finish) -> RunOutput:
     if world is None:
         world = build_world(rs)
     if until == "world":
@@ -111,21 +118,31 @@ def _execute(rs, out_dir, progress, until, write, replay, world) -> RunOutput:
     if not write or until != "scores":
         return _run(world, None, progress, until, evidence=None)
     out = Path(out_dir) if out_dir is not None else _default_dir(rs)
-    with run_dir_lock(out, write=True):
-        atomic_write_bytes(
-            out / "resolved.yaml", yaml.safe_dump(rs.resolved, sort_keys=True).encode()
-        )
-        atomic_write_bytes(out / "config_hash", (rs.config_hash + "\n").encode())
-        evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
-        res = _run(world, out, progress, until, evidence=evidence)
-        from testbed.scoring.evidence import write_evidence
-
-        write_evidence(out, evidence)
-        if rs.scenario.output.save_transcript:
-            res.transcript.save(out)
-        write_json(out / "run_info.json", {"seconds": res.elapsed, **package_versions()})
-        write_json(out / "results.json", res.results)  # last: a sweep treats it as "finished"
+    with fresh_run_dir(out) as w:  # written beside `out`, then swapped in whole, locked
+        res = _write_run(rs, world, w.path, progress, until)
+        w.commit()
+        res.transcript.relocate(out)
+        if finish is not None:
+            finish(out)  # e.g. the report: written before the lock is released
     res.out_dir = out
+    return res
+
+
+def _write_run(rs, world, out: Path, progress, until) -> RunOutput:
+    """Every file of a run directory, into ``out``; results.json last but the manifest."""
+    atomic_write_bytes(out / "resolved.yaml", yaml.safe_dump(rs.resolved, sort_keys=True).encode())
+    atomic_write_bytes(out / "config_hash", (rs.config_hash + "\n").encode())
+    evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
+    res = _run(world, out, progress, until, evidence=evidence)
+    from testbed.scoring.evidence import write_evidence
+
+    write_evidence(out, evidence)
+    if rs.scenario.output.save_transcript:
+        res.transcript.save(out)
+    write_json(out / "run_info.json", {"seconds": res.elapsed, **package_versions()})
+    seal_results(res.results, res.transcript, evidence)
+    write_json(out / "results.json", res.results)  # a sweep treats it as "finished"
+    write_manifest(out)
     return res
 
 

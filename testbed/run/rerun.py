@@ -1,15 +1,24 @@
-"""Attack stage of a run: build each attack's view from the transcript, run it and its
-prior-only baseline, and hand outputs plus ground truth to the scorer."""
+"""``testbed attack``: attacks re-run on a saved run's transcript (the protocol is not run
+again), under the run directory's lock, on a directory whose digests verify."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+from testbed.errors import TestbedError
 from testbed.exchange.bus import Transcript
 from testbed.run.execute import Replay, execute
 from testbed.run.rundir import run_dir_lock
 
-__all__ = ["rerun_attacks", "saved_attack_rows"]
+__all__ = [
+    "attack_run_or_sweep",
+    "attack_saved_run",
+    "rerun_attacks",
+    "saved_attack_rows",
+    "why_no_rows",
+]
 
 
 def rerun_attacks(
@@ -20,35 +29,109 @@ def rerun_attacks(
 ) -> tuple[list[dict[str, Any]], Any]:
     """Run attacks on a saved run's transcript without re-running the protocol.
 
-    The run's ``resolved.yaml`` is checked against its ``config_hash``; the data are rebuilt from
-    the seed (only the scorer uses them), the transcript is loaded from ``envelopes.jsonl`` +
-    ``payloads.npz``, and the released estimates come from ``results.json``. ``attacks``
-    (``[{name, params, target}]``) and ``observer``/``colluders`` replace the scenario's own, so a
-    new attack or another threat model can be tried on the same messages. Returns the scored rows
-    and the scenario they were run under.
+    The run directory is read under its shared lock for the whole computation, and its digests
+    must verify first (:func:`testbed.run.verify.verify_run`: resolved.yaml against its config
+    hash, results.json against its digests, every payload and envelope record, the manifest).
+    The data are rebuilt from the seed (only the scorer uses them), the transcript is loaded
+    from ``envelopes.jsonl`` + ``payloads.npz``, and the released estimates come from
+    ``results.json``. ``attacks`` (``[{name, params, target}]``) and ``observer``/``colluders``
+    replace the scenario's own, so a new attack or another threat model can be tried on the same
+    messages. Returns the scored rows and the scenario they were run under.
     """
-    from pathlib import Path
+    run_dir = Path(run_dir)
+    with run_dir_lock(run_dir, write=False):
+        rows, sc, _ = _attack(run_dir, attacks, observer, colluders)
+    return rows, sc
 
-    import yaml
 
-    from testbed.errors import TestbedError
-    from testbed.scenario.loading import parse_scenario
-    from testbed.scenario.resolve import config_hash, resolve
+def attack_saved_run(
+    run_dir,
+    attacks: list[dict[str, Any]] | None = None,
+    observer: str | None = None,
+    colluders: list[str] | None = None,
+    sign_key=None,
+) -> tuple[list[dict[str, Any]], Any, Path]:
+    """``testbed attack`` on one run directory: :func:`rerun_attacks`, then write the rows to
+    ``attacks-<tag>.json`` beside the results (with their digests and the digests of the run
+    they were computed on) and refresh the manifest (signed again with ``sign_key``). The
+    directory's exclusive lock is held from the first read to the last write, so the rows can
+    only land in the run they were computed on. A signed run is refused without ``sign_key``
+    (the new file would not be covered by the signature)."""
+    from testbed.exchange.bus import atomic_write_bytes
+    from testbed.run.manifest import is_signed, write_manifest
+    from testbed.run.results import jsonable
+    from testbed.run.verify import attack_file_digests
+    from testbed.scenario.resolve import config_hash
 
     run_dir = Path(run_dir)
+    _need_run_dir(run_dir)
+    with run_dir_lock(run_dir, write=True):
+        if sign_key is None and is_signed(run_dir):
+            raise TestbedError(
+                f"{run_dir}: the run is signed; pass --sign KEYFILE to sign it again with the "
+                "new rows (or attack a copy)"
+            )
+        rows, sc, saved = _attack(run_dir, attacks, observer, colluders)
+        spec = {
+            "attacks": [a.model_dump(mode="json") for a in sc.attacks],
+            "threat_model": sc.threat_model.model_dump(mode="json"),
+        }
+        out = run_dir / f"attacks-{config_hash(spec)[:8]}.json"
+        for r in rows:
+            r["label"] = f"{r.get('label') or r['attack']}@{sc.threat_model.observer}"
+            r["source"] = out.name
+        doc = {**spec, "rows": rows, "digests": attack_file_digests(saved, rows)}
+        text = json.dumps(jsonable(doc), indent=2, sort_keys=True) + "\n"
+        atomic_write_bytes(out, text.encode())
+        write_manifest(run_dir, sign_key)
+    return rows, sc, out
+
+
+def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, sign_key=None):
+    """:func:`attack_saved_run` on a run directory, or on every finished cell of a sweep
+    directory (its exclusive lock held throughout; its manifest refreshed and signed again with
+    ``sign_key`` at the end). Returns ``[(rows, scenario, attacks file)]`` per cell."""
+    from testbed.run.manifest import is_signed, write_manifest
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "results.jsonl").is_file():
+        return [attack_saved_run(run_dir, attacks, observer, colluders, sign_key)]
+    with run_dir_lock(run_dir, write=True):
+        if sign_key is None and is_signed(run_dir):
+            raise TestbedError(
+                f"{run_dir}: the sweep is signed; pass --sign KEYFILE to sign it again with the "
+                "new rows (or attack a copy)"
+            )
+        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
+        if not cells:
+            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
+        from testbed.run.verify import verify_run
+
+        verify_run(run_dir)  # the sweep's own files too, not only each cell's
+        out = [attack_saved_run(c, attacks, observer, colluders, sign_key) for c in cells]
+        write_manifest(run_dir, sign_key)
+    return out
+
+
+def _need_run_dir(run_dir: Path) -> None:
     for name in ("resolved.yaml", "config_hash", "results.json", "envelopes.jsonl"):
         if not (run_dir / name).is_file():
             raise TestbedError(
                 f"{run_dir}: {name} not found (a single run saved with save_transcript: true is needed)"
             )
+
+
+def _attack(run_dir: Path, attacks, observer, colluders):
+    """The attack re-run itself; the caller holds the lock."""
+    import yaml
+
+    from testbed.run.verify import verify_run
+    from testbed.scenario.loading import parse_scenario
+
+    _need_run_dir(run_dir)
+    verify_run(run_dir)  # every digest; the first mismatch refuses the directory
     resolved_path = run_dir / "resolved.yaml"
-    original = parse_scenario(resolved_path.read_text(), str(resolved_path), str(run_dir))
-    want = (run_dir / "config_hash").read_text().strip()
-    if config_hash(resolve(original)) != want:
-        raise TestbedError(
-            f"{run_dir}: resolved.yaml does not match config_hash (edited, or made by another version)"
-        )
-    sc = original
+    sc = parse_scenario(resolved_path.read_text(), str(resolved_path), str(run_dir))
     if attacks is not None or observer is not None or colluders is not None:
         raw = yaml.safe_load(resolved_path.read_text())
         if attacks is not None:
@@ -60,12 +143,11 @@ def rerun_attacks(
         }
         where = f"{resolved_path} with the command line's attacks/threat model"
         sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
-    with run_dir_lock(run_dir, write=False):
-        saved = _load_results(run_dir / "results.json")
-        transcript = Transcript.load(run_dir)  # checks every envelope's payload digest
-    _check_same_run(run_dir, saved, want, transcript)
+    saved = _load_results(run_dir / "results.json")
+    transcript = Transcript.load(run_dir)  # checks every envelope's payload and record digest
+    _check_same_run(run_dir, saved, (run_dir / "config_hash").read_text().strip(), transcript)
     out = execute(sc, replay=Replay(transcript, released=saved.get("estimates")))
-    return out.rows, sc
+    return out.rows, sc, saved
 
 
 def saved_attack_rows(run_dir) -> list[dict[str, Any]]:

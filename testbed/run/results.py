@@ -16,13 +16,19 @@ from typing import Any
 import numpy as np
 
 from testbed.exchange.bus import atomic_write_bytes
+from testbed.exchange.payload import canonical_digest
 from testbed.run.evaluate import Evaluation
 from testbed.run.exchange import Exchange
 from testbed.run.roster import World
 from testbed.run.score import DELTA
 
 __all__ = [
+    "RESULTS_DIGESTS",
+    "evidence_digest",
+    "json_form",
     "jsonable",
+    "results_digests",
+    "seal_results",
     "package_versions",
     "results_row",
     "transcript_summary",
@@ -50,6 +56,46 @@ def jsonable(x: Any) -> Any:
             return "inf" if f > 0 else "-inf"
         return f
     return x
+
+
+def json_form(x: Any) -> Any:
+    """``x`` as it reads back from the JSON file :func:`write_json` writes."""
+    return json.loads(json.dumps(jsonable(x), sort_keys=True))
+
+
+#: the format of the ``digests`` section of results.json
+RESULTS_DIGESTS = "testbed-results/1"
+
+
+def results_digests(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Digests of a results row as it reads back from results.json (``digests`` itself left
+    out): the whole row, its estimates and each attack row (so a mismatch names the row)."""
+    body = json_form({k: v for k, v in results.items() if k != "digests"})
+    return {
+        "format": RESULTS_DIGESTS,
+        "results": canonical_digest(body),
+        "estimates": canonical_digest(body.get("estimates")),
+        "attacks": [canonical_digest(r) for r in body.get("attacks") or []],
+    }
+
+
+def evidence_digest(arrays: Mapping[str, np.ndarray]) -> str | None:
+    """Digest of the arrays written to leakage.npz (None when there are none)."""
+    return canonical_digest(dict(arrays)) if arrays else None
+
+
+def seal_results(
+    results: dict[str, Any], transcript=None, evidence: Mapping[str, np.ndarray] | None = None
+) -> dict[str, Any]:
+    """Add the ``digests`` section to ``results`` (in place; returned): :func:`results_digests`,
+    the transcript's digest, the digest of its spilled part (the spill files a run that did not
+    save its transcript leaves) and of leakage.npz's arrays. ``testbed verify`` re-checks them."""
+    digests = results_digests(results)
+    digests["transcript"] = transcript.digest() if transcript is not None else None
+    digests["spill"] = transcript.spill_digest() if transcript is not None else None
+    digests["leakage"] = evidence_digest(evidence or {})
+    results["digests"] = digests
+    return results
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -1,9 +1,15 @@
-"""Run-directory locking: one writer at a time, and no reader while a writer is at work.
+"""Run directories: one writer at a time, no reader while a writer is at work, and a run that
+replaces an earlier one whole.
 
-A run directory is written by one process (``testbed run``, a sweep cell); ``testbed attack`` and
-``testbed report`` read it. An advisory ``fcntl`` lock on ``.testbed.lock`` inside the directory
-makes a second writer, or a reader that would see half-written files, stop with one line instead
-of mixing two runs' files. The lock is released when the process exits, however it exits.
+A run directory is written by one process (``testbed run``, a sweep cell, ``testbed attack``
+adding its rows); ``testbed report``, ``transcript`` and ``verify`` read it. An advisory
+``fcntl`` lock on ``.testbed.lock`` inside the directory — exclusive to write, shared to read,
+held for the whole read or write — makes a second writer, or a reader that would see
+half-written files, stop with one line instead of mixing two runs' files. The lock is released
+when the process exits, however it exits.
+
+A new run into a used ``--out`` is written into a fresh directory beside it and swapped in
+whole (:func:`fresh_run_dir`); an ``--out`` that is not a testbed run directory is refused.
 """
 
 from __future__ import annotations
@@ -11,14 +17,25 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.errors import TestbedError
+from testbed.exchange.transcript import TEMP_MARK
 
 LOCK_NAME = ".testbed.lock"
 
-__all__ = ["LOCK_NAME", "RunDirLockedError", "run_dir_lock"]
+__all__ = [
+    "LOCK_NAME",
+    "RunDirLockedError",
+    "RunDirWriter",
+    "check_replaceable",
+    "fresh_run_dir",
+    "run_dir_lock",
+]
 
 
 class RunDirLockedError(TestbedError):
@@ -47,3 +64,126 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+# ----------------------------------------------------------------------------- replacing a run
+#: files that only a testbed run directory holds: an ``--out`` holding one of them may be replaced
+_RUN_MARKERS = (LOCK_NAME, "config_hash", "resolved.yaml", "results.json")
+
+
+class RunDirWriter:
+    """A run being written: ``path`` is a fresh directory beside ``out`` until :meth:`commit`
+    swaps it into place (then ``path`` is ``out``); both stay locked until the block ends."""
+
+    def __init__(self, out: Path, tmp: Path):
+        self.out = out
+        self.path = tmp
+        self.committed = False
+
+    def commit(self) -> Path:
+        """Put the new run in place of ``out`` whole: one ``renameat2(RENAME_EXCHANGE)`` where
+        the kernel has it (readers see the old run or the new one, never a mix), else two
+        renames (``out`` is briefly absent, never mixed). The old run is deleted."""
+        if self.committed:
+            return self.out
+        tmp = self.path
+        cwd = Path.cwd().resolve()
+        inside = cwd == self.out.resolve() or self.out.resolve() in cwd.parents
+        if inside or not _swap(tmp, self.out):
+            _replace_contents(tmp, self.out)  # --out . or a mount point: file by file
+        self.path = self.out
+        self.committed = True
+        return self.out
+
+
+def _swap(tmp: Path, out: Path) -> bool:
+    """Put ``tmp`` where ``out`` is (the old run is deleted); False when ``out`` cannot be
+    renamed (a mount point, another file system)."""
+    if _exchange(tmp, out):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old run
+        return True
+    if not out.exists():
+        os.rename(tmp, out)
+        return True
+    trash = tmp.with_name(tmp.name + ".old")
+    try:
+        os.rename(out, trash)
+    except OSError:
+        return False
+    os.rename(tmp, out)
+    shutil.rmtree(trash, ignore_errors=True)
+    return True
+
+
+def _replace_contents(tmp: Path, out: Path) -> None:
+    """Replace what ``out`` holds by what ``tmp`` holds, entry by entry (``out`` itself stays:
+    the working directory, or a mount point). The lock files are kept, held as they are."""
+    for p in out.iterdir():
+        if p.name != LOCK_NAME:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for p in tmp.iterdir():
+        if p.name != LOCK_NAME:
+            os.rename(p, out / p.name)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False when
+    the call is not available or ``b`` does not exist."""
+    if not b.exists() or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def check_replaceable(out: str | Path) -> None:
+    """Refuse (one line) an ``--out`` that exists, is not empty and is not a testbed run
+    directory: a run replaces a previous run whole, never a folder of other files."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TestbedError(f"{out}: exists and is not a directory; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in _RUN_MARKERS):
+        raise TestbedError(
+            f"{out}: exists and is not a testbed run directory; choose another --out "
+            "(a run replaces an earlier run whole, never other files)"
+        )
+
+
+@contextlib.contextmanager
+def fresh_run_dir(out: str | Path) -> Iterator[RunDirWriter]:
+    """Write a run so that ``out`` ends up holding it whole: lock ``out`` (exclusive, the whole
+    time), write into a new directory beside it (locked too), then :meth:`RunDirWriter.commit`
+    swaps it in (called on leaving the block if the caller did not). On an error before the
+    commit the new directory is removed and ``out`` is as it was: an earlier run's files are
+    never mixed with a new run's."""
+    out = Path(os.path.realpath(out))  # "--out ." has a parent; a symlink's target is replaced
+    check_replaceable(out)
+    existed = out.exists()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with run_dir_lock(out, write=True):
+        for stale in out.parent.glob(f".{out.name}.{TEMP_MARK}*.tmp*"):
+            if stale.is_dir() and not stale.is_symlink():  # a crashed writer's; we hold the lock
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(
+            tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.{TEMP_MARK}", suffix=".tmp")
+        )
+        w = RunDirWriter(out, tmp)
+        try:
+            with run_dir_lock(tmp, write=True):  # the lock file moves with the directory
+                yield w
+                w.commit()
+        except BaseException:
+            if not w.committed:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not existed:
+                    shutil.rmtree(out, ignore_errors=True)  # only our lock file was in it
+            raise

@@ -149,12 +149,15 @@ def run_sweep(
     progress: bool = False,
     after_cell: Callable[[Cell, int], None] | None = None,
     jobs: int = 1,
+    finish: Callable[[Path], None] | None = None,
 ) -> SweepOutput:
     """Run every cell not already finished in ``out_dir``; write ``results.jsonl``.
 
     ``after_cell(cell, n_computed)`` is called after each newly computed cell (tests use it to
     inject an interruption). ``jobs > 1`` runs cells in that many worker processes; each cell is
-    seeded by its own scenario, so the files are identical to a sequential run."""
+    seeded by its own scenario, so the files are identical to a sequential run. The directory's
+    ``manifest.json`` is written last; ``finish(out_dir)`` runs before the lock is released
+    (``testbed run`` signs the manifest and writes the report there)."""
     from testbed.run.results import package_versions, write_json
 
     cells = expand_cells(sc)
@@ -248,4 +251,9 @@ def run_sweep(
             out / "run_info.json",
             {"cells": len(cells), "computed": computed, "cached": cached, **package_versions()},
         )
+        from testbed.run.manifest import write_manifest
+
+        write_manifest(out)
+        if finish is not None:
+            finish(out)
         return SweepOutput(out, rows, computed, cached)

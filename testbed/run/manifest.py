@@ -1,0 +1,224 @@
+"""A run directory's manifest: the digest of every file a run wrote, optionally signed.
+
+``manifest.json`` lists every evidence file of a run directory (recursively: a sweep's cells
+too) with the digest of its bytes. Files that are not evidence are left out: the lock file, the
+manifest and its signature, and what ``testbed report`` renders (``report.html``, ``report.md``,
+``results.csv``, ``plots/``), which can be rendered again from the evidence at any time.
+
+Unsigned, the manifest shows that the files are the ones the run wrote unless someone rewrote
+the manifest too (see docs/trust.md). Signed (``testbed run --sign KEYFILE``), ``manifest.sig``
+holds an Ed25519 signature (the ``cryptography`` package) over the manifest's exact bytes and
+the signer's public key; whoever holds the public key (``testbed verify RUN --pubkey PUB``)
+detects any change to any listed file, and any evidence file added, made without the private key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from testbed.errors import TestbedError
+from testbed.exchange.payload import DIGEST_ALGORITHM, digest_algorithm, finish_digest, new_hasher
+from testbed.exchange.transcript import TEMP_MARK, atomic_write_bytes
+from testbed.run.rundir import LOCK_NAME
+
+__all__ = [
+    "MANIFEST_NAME",
+    "SIGNATURE_NAME",
+    "check_manifest",
+    "evidence_files",
+    "file_digest",
+    "keygen",
+    "load_private_key",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "manifest.json"
+SIGNATURE_NAME = "manifest.sig"
+MANIFEST_FORMAT = "testbed-manifest/1"
+#: top-level names that are not evidence (rendered views of it, or this bookkeeping)
+_NOT_EVIDENCE = {MANIFEST_NAME, SIGNATURE_NAME, "report.html", "report.md", "results.csv", "plots"}
+_CHUNK = 1 << 22
+
+
+def evidence_files(directory: str | Path) -> list[str]:
+    """Every evidence file under ``directory`` (relative POSIX paths, sorted): all files but the
+    lock files, the testbed's temporary files and the top-level non-evidence names."""
+    directory = Path(directory)
+    out = []
+    for root, dirs, files in os.walk(directory):
+        rel = Path(root).relative_to(directory)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d not in _NOT_EVIDENCE]
+        dirs[:] = sorted(d for d in dirs if TEMP_MARK not in d)
+        for f in files:
+            if f == LOCK_NAME or TEMP_MARK in f or (rel == Path(".") and f in _NOT_EVIDENCE):
+                continue
+            out.append((rel / f).as_posix())
+    return sorted(out)
+
+
+def file_digest(path: str | Path, algorithm: str | None = None) -> str:
+    """Digest of a file's bytes (the canonical encoding of a byte string, streamed)."""
+    from testbed.exchange.payload import _U64
+
+    h = new_hasher(algorithm)
+    with open(path, "rb") as f:
+        h.update(b"Y" + _U64.pack(os.fstat(f.fileno()).st_size))
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return finish_digest(h, algorithm)
+
+
+def _manifest_bytes(directory: Path) -> bytes:
+    files = {name: file_digest(directory / name) for name in evidence_files(directory)}
+    doc = {"format": MANIFEST_FORMAT, "files": files}
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def write_manifest(directory: str | Path, key_file: str | Path | None = None) -> Path:
+    """Write ``manifest.json`` (and, with ``key_file``, ``manifest.sig``) for ``directory``.
+    Without a key an earlier signature is removed: it would sign other bytes."""
+    directory = Path(directory)
+    data = _manifest_bytes(directory)
+    sig = directory / SIGNATURE_NAME
+    if key_file is not None:
+        key = load_private_key(key_file)
+        from cryptography.hazmat.primitives import serialization
+
+        pub = key.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        doc = {"algorithm": "ed25519", "public_key": pub.hex(), "signature": key.sign(data).hex()}
+    atomic_write_bytes(directory / MANIFEST_NAME, data)
+    if key_file is not None:
+        atomic_write_bytes(sig, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode())
+    elif sig.exists():
+        sig.unlink()
+    return directory / MANIFEST_NAME
+
+
+def is_signed(directory: str | Path) -> bool:
+    return (Path(directory) / SIGNATURE_NAME).is_file()
+
+
+# ----------------------------------------------------------------------------- keys
+def keygen(path: str | Path) -> tuple[Path, Path]:
+    """A new Ed25519 key pair: the private key at ``path`` (PKCS#8 PEM, mode 0600) and the public
+    key at ``path.pub`` (PEM). An existing file is never overwritten."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = Path(path)
+    pub_path = path.with_name(path.name + ".pub")
+    for p in (path, pub_path):
+        if p.exists():
+            raise TestbedError(f"{p}: exists; choose another key file name")
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(private)
+    pub_path.write_bytes(public)
+    return path, pub_path
+
+
+def load_private_key(path: str | Path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise TestbedError(f"{path}: not a readable unencrypted private key ({exc})") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise TestbedError(f"{path}: not an Ed25519 private key (make one: testbed keygen)")
+    return key
+
+
+def load_public_key(path: str | Path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        key = serialization.load_pem_public_key(Path(path).read_bytes())
+    except (OSError, ValueError, TypeError) as exc:
+        raise TestbedError(f"{path}: not a readable public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise TestbedError(f"{path}: not an Ed25519 public key")
+    return key
+
+
+# ----------------------------------------------------------------------------- checking
+def _check_signature(directory: Path, data: bytes, pubkey_file) -> str:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+
+    want = load_public_key(pubkey_file)
+    sig_path = directory / SIGNATURE_NAME
+    if not sig_path.is_file():
+        raise TestbedError(f"{sig_path}: missing (the run was not signed, or the file was removed)")
+    try:
+        doc = json.loads(sig_path.read_text())
+        pub, signature = bytes.fromhex(doc["public_key"]), bytes.fromhex(doc["signature"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TestbedError(f"{sig_path}: not a signature file ({type(exc).__name__})") from None
+    raw = want.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    if pub != raw:
+        raise TestbedError(f"{sig_path}: signed by another key than {pubkey_file}")
+    try:
+        want.verify(signature, data)
+    except InvalidSignature:
+        raise TestbedError(
+            f"{directory / MANIFEST_NAME}: the signature does not match (the manifest was "
+            "changed after it was signed)"
+        ) from None
+    return f"Ed25519 signature of {MANIFEST_NAME} by {pubkey_file}"
+
+
+def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
+    """Check ``manifest.json`` (and with ``pubkey_file`` its signature) against the files:
+    every listed file present with its digest, no evidence file unlisted. Returns what was
+    checked; the first mismatch is a one-line :class:`TestbedError`."""
+    directory = Path(directory)
+    path = directory / MANIFEST_NAME
+    if not path.is_file():
+        raise TestbedError(f"{path}: missing (not a run directory of this testbed, or removed)")
+    data = path.read_bytes()
+    checked = []
+    if pubkey_file is not None:
+        checked.append(_check_signature(directory, data, pubkey_file))
+    try:
+        doc = json.loads(data)
+        files = dict(doc["files"])
+        ok = doc.get("format") == MANIFEST_FORMAT
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TestbedError(f"{path}: not a manifest ({type(exc).__name__})") from None
+    if not ok:
+        raise TestbedError(f"{path}: unknown manifest format {doc.get('format')!r}")
+    for name, want in sorted(files.items()):
+        p = directory / name
+        if ".." in Path(name).parts or not p.is_file():
+            raise TestbedError(f"{p}: missing (listed in {MANIFEST_NAME})")
+        try:
+            got = file_digest(p, digest_algorithm(want))
+        except ValueError as exc:
+            raise TestbedError(f"{path}: {name}: {exc}") from None
+        if got != want:
+            raise TestbedError(
+                f"{p}: changed since the run wrote it (digest differs from {path.name})"
+            )
+    extra = sorted(set(evidence_files(directory)) - set(files))
+    if extra:
+        raise TestbedError(f"{directory / extra[0]}: not listed in {MANIFEST_NAME} (added later)")
+    checked.append(f"{len(files)} files against {MANIFEST_NAME} ({DIGEST_ALGORITHM})")
+    return checked
