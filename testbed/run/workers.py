@@ -42,8 +42,13 @@ def tie_to_parent(poll_seconds: float = 0.5) -> None:
 
 
 def worker_init() -> None:
-    """Initializer of a sweep's worker processes: tied to the sweep, CLI BLAS threading."""
+    """Initializer of a sweep's worker processes: tied to the sweep, CLI BLAS threading, and
+    the in-process engine's ``workers: auto`` is one worker (the sweep's processes use the
+    cores)."""
+    from testbed.exchange.engines.pool import IN_SWEEP_WORKER
     from testbed.threads import limit_blas_threads
+
+    os.environ[IN_SWEEP_WORKER] = "1"
 
     tie_to_parent()
     limit_blas_threads()
