@@ -42,12 +42,15 @@ def tie_to_parent(poll_seconds: float = 0.5) -> None:
 
 
 def worker_init() -> None:
-    """Initializer of a sweep's worker processes: tied to the sweep, CLI BLAS threading, and
+    """Initializer of a sweep's worker processes: tied to the sweep, deaf to Ctrl-C, CLI BLAS
+    threading, and
     the in-process engine's ``workers: auto`` is one worker (the sweep's processes use the
     cores)."""
     from testbed.exchange.engines.pool import IN_SWEEP_WORKER
+    from testbed.run.interrupt import ignore_sigint
     from testbed.threads import limit_blas_threads
 
+    ignore_sigint()  # Ctrl-C: the sweep stops its workers itself
     os.environ[IN_SWEEP_WORKER] = "1"
 
     tie_to_parent()

@@ -64,8 +64,10 @@ def open_bus(
         bus = PoolBus(workers=workers, **bus_kwargs)
         try:
             yield bus
-        finally:
-            bus.close()
+        except BaseException:  # interrupted or failed: the workers' results are not wanted
+            bus.close(now=True)
+            raise
+        bus.close()
         return
     if engine == "ray":
         from testbed.exchange.engines.ray_bus import RayBus, RayEngineConfig

@@ -79,7 +79,11 @@ def resolve_workers(workers: int | str, parties: Mapping[str, Any] | None) -> in
 
 def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     """Worker loop: receive a batch of ``(party | None, fn, args, kwargs)``, run it in order,
-    send back ``(ok, value)`` per call; ``None`` stops the worker."""
+    send back ``(ok, value)`` per call; ``None`` stops the worker. Ctrl-C reaches the whole
+    process group: the driver stops its workers itself, so a worker ignores it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
         from testbed.threads import limit_blas_threads  # workers do not each start a pool
 
@@ -193,14 +197,18 @@ class PoolBus(Bus):
             self._next += 1
         return self._run(out) if out else []
 
-    def close(self) -> None:
-        for conn in self._conns:
+    def close(self, now: bool = False) -> None:
+        """Stop the workers: ask them to finish (their current batch first), or with ``now``
+        (the run was interrupted or failed) end them at once."""
+        for conn in self._conns if not now else ():
             try:
                 conn.send(None)
             except OSError:
                 pass
         for proc in self._procs:
-            proc.join(timeout=10)
+            if now:
+                proc.terminate()
+            proc.join(timeout=10 if not now else 2)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout=5)
