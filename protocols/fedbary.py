@@ -176,7 +176,7 @@ def barycenter_steps(
             T = first_plans[i] if it == 0 and first_plans is not None else None
             if T is None:
                 T, _ = tot.plan(Measure(X, b), m, assignment=assignment)
-            T_sum = T_sum + w * 1.0 / b[:, None] * np.dot(T, m.support)
+            T_sum = T_sum + w * 1.0 / b[:, None] * tot.plan_product(T, m.support)
         displacement = np.sum((T_sum - X) ** 2)
         X = T_sum
         it += 1

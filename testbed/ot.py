@@ -34,6 +34,7 @@ __all__ = [
     "interpolate_barycentric",
     "interpolate_exact",
     "plan",
+    "plan_product",
     "sq_wasserstein",
     "wasserstein",
 ]
@@ -197,29 +198,32 @@ def wasserstein(
     return float(np.sqrt(sq_wasserstein(mu, nu, M, assignment)))
 
 
-def barycentric_map(P: np.ndarray, a: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """General-weight barycentric projection :math:`\\mathrm{diag}(1/a) P Y`.
-
-    The public FedWAD code writes ``n * P @ Y``, which is only right for uniform ``a``
-    (papers/README.md, fact 4b). Rows with zero mass are mapped to themselves' weighted mean 0;
-    they carry no mass in any measure built from them.
-
-    A plan with at most one nonzero entry per row (an assignment's permutation) is applied by
-    indexing, in O(n d) instead of a dense O(n m d) product: the product's row is then the one
-    term ``P[i, j] * Y[j]`` plus exact zeros, so the result is the same bit for bit
-    (tests/test_fast_paths.py; an exact zero may differ in sign only).
-    """
-    a = np.asarray(a, dtype=np.float64)
-    safe = np.where(a > 0, a, 1.0)
-    if P.ndim == 2 and P.shape[1] > 1 and P.shape[0] == a.shape[0]:
+def plan_product(P: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``P @ Y`` for a transport plan ``P``. A plan with at most one nonzero entry per row (an
+    assignment's permutation, or the network simplex's plan between uniform measures of equal
+    size) is applied by indexing, in O(n d) instead of a dense O(n m d) product: each row of the
+    product is then the one term ``P[i, j] * Y[j]`` plus exact zeros, so the result is the same
+    bit for bit (tests/test_fast_paths.py; an exact zero is +0, as the dense sum gives)."""
+    if P.ndim == 2 and P.shape[1] > 1:
         cols = np.argmax(P, axis=1)
         vals = P[np.arange(P.shape[0]), cols]
         # every nonzero entry is its row's largest: at most one per row
         if np.count_nonzero(vals) == np.count_nonzero(P):
-            Y = np.asarray(Y, dtype=np.float64)
-            out = vals[:, None] * Y[cols]
-            return out / safe[:, None] + 0.0  # + 0.0: an exact zero is +0, as the sum gives
-    return (P @ Y) / safe[:, None]
+            return vals[:, None] * np.asarray(Y, dtype=np.float64)[cols] + 0.0
+    return P @ Y
+
+
+def barycentric_map(P: np.ndarray, a: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """General-weight barycentric projection :math:`\\mathrm{diag}(1/a) P Y`
+    (``P Y`` by :func:`plan_product`).
+
+    The public FedWAD code writes ``n * P @ Y``, which is only right for uniform ``a``
+    (papers/README.md, fact 4b). Rows with zero mass are mapped to themselves' weighted mean 0;
+    they carry no mass in any measure built from them.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    safe = np.where(a > 0, a, 1.0)
+    return plan_product(P, Y) / safe[:, None]
 
 
 def interpolate_exact(
