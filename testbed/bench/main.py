@@ -325,10 +325,12 @@ class BenchOptions:
     pairwise_pairs: int | None = 500  # None: every pair
     log: Callable[[str], None] = field(default=lambda s: None)
     progress: bool = False  # progress bars on long sections (the full pairwise run)
+    #: what a user waits for (testbed.bench.waits): on in ``testbed bench`` (quick and full)
+    waits: bool = False
 
     @classmethod
     def quick(cls, **kw) -> BenchOptions:
-        return cls(**kw)
+        return cls(**{"waits": True, **kw})
 
     @classmethod
     def full(cls, **kw) -> BenchOptions:
@@ -340,6 +342,7 @@ class BenchOptions:
             overhead_d=(64, 784),
             targets=True,
             pairwise_clients=(100, 200, 400, 1000),
+            waits=True,
         )
         base.update(kw)
         return cls(**base)
@@ -837,7 +840,13 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
     exps = exponents(pairs, clients)
     pairwise = _pairwise(opts)
+    waits = None
+    if opts.waits:
+        from testbed.bench.waits import waits as bench_waits
+
+        waits = bench_waits(opts.log)
     return {
+        "waits": waits,
         "pairwise": pairwise,
         "pairwise_1000": next((r for r in pairwise if r["clients"] == 1000), None),
         "command": command,
@@ -932,6 +941,10 @@ def to_markdown(res: dict[str, Any]) -> str:
         "interleaved repeats; peak memory is the tracemalloc peak (Python + NumPy).",
         "",
     ]
+    if res.get("waits"):
+        from testbed.bench.waits import to_markdown as waits_lines
+
+        lines += waits_lines(res["waits"])
     from testbed.bench.targets import issue15_lines
 
     lines += issue15_lines(res)
