@@ -54,7 +54,8 @@ def _fresh(code: str) -> dict:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
-HEAVY = ["protocols", "attacks", "defenses", "ot", "torch", "sklearn", "scipy", "testbed.data"]
+PLUGIN_MODULES = ["protocols", "attacks", "defenses", "ot", "torch", "sklearn", "testbed.data"]
+HEAVY = [*PLUGIN_MODULES, "scipy"]
 
 
 def test_names_and_listing_import_no_plugin_module():
@@ -82,3 +83,35 @@ def test_using_a_plugin_imports_its_kind_only():
         "                  'defenses': 'defenses' in sys.modules}))\n"
     )
     assert got == {"cls": "FedWAD", "attacks": False, "defenses": False}
+
+
+def test_version_flag_answers_without_a_command():
+    from importlib.metadata import version
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "testbed", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"testbed {version('ot-testbed')}"
+
+
+def test_plugins_command_lists_every_builtin_without_importing_them():
+    got = _fresh(
+        "import contextlib, io, json, sys\n"
+        "from testbed.cli.main import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main(['plugins'])\n"
+        f"heavy = [m for m in {PLUGIN_MODULES!r} if m in sys.modules]\n"
+        "print(json.dumps({'code': code, 'out': buf.getvalue(), 'heavy': heavy}))\n"
+    )
+    assert got["code"] == 0 and got["heavy"] == []
+    lines = got["out"].splitlines()
+    for kind, names in BUILTIN.items():
+        for name in names:
+            assert any(ln.split()[:1] == [name] for ln in lines), (kind, name)

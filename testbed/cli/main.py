@@ -308,13 +308,14 @@ def cmd_plugins(args) -> int:
         ("transforms", TRANSFORMS),
     ]:
         print(f"{title}:")
-        items = reg.items()
+        items = reg.listing()  # built-ins described from their source, not imported
+        broken = reg.broken()
         if not items:
             print("  (none)")
         width = max((len(n) for n, _ in items), default=0)
-        for name, cls in items:
-            print(f"  {name.ljust(width)}  {cls.describe()}")
-        for name, why in reg.broken().items():  # listed, never fatal: only its users fail
+        for name, doc in items:
+            print(f"  {name.ljust(width)}  {doc}")
+        for name, why in broken.items():  # listed, never fatal: only its users fail
             print(f"  {name.ljust(width)}  BROKEN: {why}")
     return 0
 
@@ -565,11 +566,25 @@ def _cell_count(text: str) -> int:
     return v
 
 
+def _version() -> str:
+    """The installed distribution's version (its metadata; nothing imported), else the
+    package's own."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ot-testbed")
+    except PackageNotFoundError:
+        from testbed import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
     )
+    ap.add_argument("--version", action="version", version=f"testbed {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run a scenario and write its run directory")
     p.add_argument("scenario")
