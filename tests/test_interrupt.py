@@ -103,3 +103,40 @@ def test_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert _cells(out), "finished cells are kept"
     _assert_nothing_left(proc.pid)
+
+
+DRIVER = """
+import sys, time
+import numpy as np
+from testbed.data.datasets import PartyData
+from testbed.exchange.engines.pool import PoolBus
+parties = {p: PartyData(p, np.zeros((2, 2))) for p in "abcd"}
+bus = PoolBus(parties=parties, workers=2)
+print(" ".join(str(p.pid) for p in bus._procs), flush=True)
+time.sleep(600)
+"""
+
+
+def test_pool_engine_workers_die_with_a_killed_driver(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    proc.kill()  # SIGKILL: no clean-up code runs in the driver
+    proc.wait()
+    deadline = time.monotonic() + 30
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        time.sleep(0.1)
+    assert alive == [], "a pool worker outlived its driver"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
+    except OSError:
+        return "Z"

@@ -844,7 +844,18 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     if opts.waits:
         from testbed.bench.waits import waits as bench_waits
 
-        waits = bench_waits(opts.log)
+        at2000 = [r for r in pairs if r["n"] == 2000 and r["d"] == 64]
+        if not at2000:  # the quick grid stops below n = 2000: measure that size for the section
+            at2000, _ = bench_pairs(
+                replace(
+                    opts,
+                    ns=(2000,),
+                    ds=(64,),
+                    cases=["fedwad_paper", "fedwad_public", "triangle_wad"],
+                    memory=False,
+                )
+            )
+        waits = bench_waits(at2000, opts.log)
     return {
         "waits": waits,
         "pairwise": pairwise,

@@ -83,7 +83,10 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     process group: the driver stops its workers itself, so a worker ignores it."""
     import signal
 
+    from testbed.exchange.engines._lifetime import tie_to_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tie_to_parent()  # a killed driver leaves no worker behind
     if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
         from testbed.threads import limit_blas_threads  # workers do not each start a pool
 
