@@ -24,7 +24,7 @@ def membership(scenario, k: int = 40, observers=("server", "c00")) -> dict[str, 
     from attacks import ReconstructionMembership
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
     from testbed.scoring.metrics import membership_metrics
 
     world = build_world(load_scenario(scenario))

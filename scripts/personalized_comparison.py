@@ -36,7 +36,7 @@ TRAIN = {"hidden": (32,), "rounds": 10, "local_epochs": 1, "head_epochs": 5, "lr
 def _run(path: str | Path):
     from testbed.run.execute import execute
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = load_scenario(path)
     with tempfile.TemporaryDirectory(prefix="personalized-") as tmp:
@@ -136,7 +136,7 @@ def clustered_comparison(path: str | Path, test_fraction: float = 0.25) -> dict[
 
 
 def compare(path: str | Path) -> dict[str, float]:
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     name = load_scenario(path).protocol.name
     if name == "fedwad_coreset":

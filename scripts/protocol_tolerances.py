@@ -21,7 +21,7 @@ def errors(name: str, seeds: int = 20) -> dict[str, list[float]]:
 
     from testbed.errors import TestbedError
     from testbed.registry import PROTOCOLS
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
     from testbed.testing.protocol_checks import _run, protocol_scenario
 
     base = protocol_scenario(PROTOCOLS.get(name))

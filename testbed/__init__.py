@@ -38,7 +38,7 @@ _LAZY = {
         "testbed.registry",
     ),
     "Scenario": "testbed.scenario.schema",
-    "load_scenario": "testbed.scenario.schema",
+    "load_scenario": "testbed.scenario.loading",
 }
 
 

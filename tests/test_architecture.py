@@ -18,7 +18,7 @@ from testbed.run.roster import Roster
 
 @pytest.fixture
 def tiny_scenario():
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     return parse_scenario(tiny("arch"), "tiny.yaml", ".")
 

@@ -17,7 +17,7 @@ from testbed.registry import ATTACKS
 from testbed.run.execute import attack_and_score, run_and_evaluate
 from testbed.run.roster import build_world
 from testbed.sandbox.isolation import AttackFailedError, decode_result, encode_result
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 D = 3
 

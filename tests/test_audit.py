@@ -8,7 +8,7 @@ import pytest
 from testbed.cli.main import main
 from testbed.run.audit import canary_audit
 from testbed.run.roster import build_world
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 BASE = """\
 name: audit_tiny
@@ -53,9 +53,36 @@ def test_audit_cli_prints_claim_and_audit(tmp_path, capsys):
             "[{name: gaussian_measure_noise, params: {clip_norm: 2.0, push_max: 0.5, noise_multiplier: 4.0}}]",
         )
     )
-    assert main(["audit", str(f), "--party", "alice", "--trials", "40"]) == 0
+    args = ["audit", str(f), "--party", "alice", "--method", "many-runs", "--trials", "40"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "claimed ε" in out and "consistent" in out and "alice" in out
+    assert "alice: the claim ε = " in out and "holds against this audit at 95 %" in out
+
+
+def test_audit_cli_one_run_states_a_violation_and_writes_rows(tmp_path, capsys):
+    import csv
+
+    from test_audit_one_run import BASE as ONE_RUN
+
+    f = tmp_path / "a.yaml"
+    # a defense that understates its sensitivity 250x (tests/test_audit_one_run.py)
+    defs = (
+        "[{name: gaussian_measure_noise, params: {clip_norm: 4.0, push_max: 0.002, "
+        "noise_multiplier: 5}}]"
+    )
+    f.write_text(ONE_RUN.replace("DEFS", defs))
+    out_dir = tmp_path / "audit"
+    args = ["audit", str(f), "--party", "alice", "--canaries", "64", "--out", str(out_dir)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "alice: VIOLATION — the claim ε = 1.16 is refuted at 95 %: ε̂ ≥ " in out
+    rows = list(csv.DictReader((out_dir / "audit.csv").open()))
+    assert {r["observer"] for r in rows} == {"server", "bob", "eavesdropper"}
+    server = next(r for r in rows if r["observer"] == "server")
+    assert server["method"] == "one-run" and server["violated"] == "True"
+    assert server["canaries"] == "64" and server["runs"] == "1"
+    assert (out_dir / "audit.json").exists()
 
 
 def test_audit_needs_enough_trials():
@@ -126,17 +153,35 @@ def test_audit_threshold_is_chosen_on_held_out_trials(monkeypatch):
     import testbed.run.audit as audit
 
     seen = {}
-    orig = audit._held_out
+    orig = audit.held_out_bound
 
     def spy(fit0, fit1, ev0, ev1, bound):
         seen.setdefault("fit", (fit0, fit1))
         seen.setdefault("ev", (ev0, ev1))
         return orig(fit0, fit1, ev0, ev1, bound)
 
-    monkeypatch.setattr(audit, "_held_out", spy)
+    monkeypatch.setattr(audit, "held_out_bound", spy)
     canary_audit(_world("[]"), "alice", trials=40)
     (f0, f1), (e0, e1) = seen["fit"], seen["ev"]
     for k in f0:
         # 20 trials per world choose, the other 20 are scored: no trial is in both halves
         assert len(f0[k]) == len(e0[k]) == len(f1[k]) == len(e1[k]) == 20
         assert set(map(float, f0[k])).isdisjoint(map(float, e0[k])) or len(set(f0[k])) == 1
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--canaries", "0"],
+        ["--canaries", "x"],
+        ["--confidence", "1"],
+        ["--confidence", "0"],
+        ["--method", "three-runs"],
+    ],
+)
+def test_audit_cli_refuses_bad_flags(capsys, flags):
+    with pytest.raises(SystemExit) as ei:
+        main(["audit", "s.yaml", *flags])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err

@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from testbed.measure import Measure
-from testbed.run.audit import AUDIT_METHOD, AuditResult, _best, _canary, _held_out, canary_score
+from testbed.run.audit import AUDIT_METHOD, AuditResult, _canary, canary_score
+from testbed.scoring.audit_bounds import best_threshold as _best
+from testbed.scoring.audit_bounds import held_out_bound as _held_out
 
 U = np.array([1.0, 0.0])
 

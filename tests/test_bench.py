@@ -12,18 +12,12 @@ from hypothesis import strategies as st
 
 from protocols.fedwad import FedWAD
 from testbed import ot as tot
-from testbed.bench.main import (
-    BareBus,
-    BenchOptions,
-    fedbary_target,
-    fedwad_public_algorithm,
-    fit_exponent,
-    make_clients,
-    make_pair,
-    run_bench,
-    time_interleaved,
-    write_outputs,
-)
+from testbed.bench.cases import BenchOptions, fedwad_public_algorithm
+from testbed.bench.data import make_clients, make_pair
+from testbed.bench.main import run_bench
+from testbed.bench.output import write_outputs
+from testbed.bench.target_checks import fedbary_target
+from testbed.bench.timing import BareBus, fit_exponent, time_interleaved
 from testbed.cli.main import main
 from testbed.exchange.bus import Bus
 from testbed.measure import Measure
@@ -235,8 +229,8 @@ def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
 def test_isolation_section_times_both_paths():
     """`testbed bench` reports, per attack, the in-process and the isolated time of the same
     call on the same View (the isolation overhead; no timing is asserted)."""
+    from testbed.bench.cases import BenchOptions
     from testbed.bench.isolation import ISOLATION_CASES, isolation_rows
-    from testbed.bench.main import BenchOptions
 
     rows = isolation_rows(BenchOptions(), repeats=1)
     assert [r["attack"] for r in rows] == [a for _, a in ISOLATION_CASES]

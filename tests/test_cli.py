@@ -179,3 +179,30 @@ def test_run_writes_run_directory_and_transcript_command(tmp_path, capsys):
     assert "fedwad.xi_mu" in shown and "server -> alice" in shown
     assert main(["plugins"]) == 0
     assert "fedwad" in capsys.readouterr().out
+
+
+def _modules_after(code: str) -> set[str]:
+    """The heavy modules a fresh interpreter has loaded after running ``code``."""
+    names = ("torch", "ot", "matplotlib", "testbed.report.writer", "testbed.run.execute")
+    probe = f"import sys\n{code}\nprint('\\nloaded:', *(m for m in {names!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=Path.cwd()
+    )
+    return set(out.stdout.rsplit("loaded:", 1)[1].split())
+
+
+def test_help_imports_no_command(tmp_path):
+    """`testbed --help` builds the parser only: no command module, so no torch, POT, report."""
+    code = (
+        "from testbed.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    )
+    assert _modules_after(code) == set()
+
+
+def test_validate_does_not_load_the_report_or_the_runner(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text(GOOD)
+    code = f"from testbed.cli.main import main\nassert main(['validate', {str(f)!r}]) == 0\n"
+    loaded = _modules_after(code)
+    assert not loaded & {"testbed.report.writer", "testbed.run.execute", "matplotlib"}

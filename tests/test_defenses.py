@@ -27,7 +27,7 @@ from testbed.measure import Measure
 from testbed.registry import ATTACKS, PROTOCOLS, PluginConfig
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 from testbed.scoring.metrics import mean_ci
 
 

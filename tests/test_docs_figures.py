@@ -967,12 +967,12 @@ def _demo_slack(printed: str, mean: float, lo: float, hi: float) -> float:
 
 
 def test_demo_table(tmp_path):
-    from testbed.report.writer import _aggregate
+    from testbed.report.model import aggregate
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     out = run_sweep(load_scenario(ROOT / "scenarios/leakage_vs_accuracy.yaml"), tmp_path, jobs=2)
-    agg = _aggregate(out.rows)
+    agg = aggregate(out.rows)
     text = (ROOT / "docs/findings.md").read_text()
     checked = 0
     for (proto, printed_setting), label in DEMO_ROWS.items():

@@ -176,7 +176,7 @@ def _attack_run(proto: str, params: dict, seed: int = 0):
     import yaml
 
     from testbed.run.execute import execute
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = {
         "name": f"dp_attack_{proto}",
@@ -217,7 +217,7 @@ def test_projection_inversion_weakens_with_noise(tmp_path):
     import yaml
 
     from testbed.run.execute import execute
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     cov = []
     for eps in (1e4, 1.0):

@@ -11,7 +11,7 @@ import pytest
 
 from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
 from protocols.fedbary import FedBary, FedBaryConfig
-from testbed.bench.main import make_clients
+from testbed.bench.data import make_clients
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError, ScenarioError, TestbedError
 from testbed.exchange.bus import Bus

@@ -20,7 +20,7 @@ from testbed.exchange.bus import Bus, PrivacyGuard  # noqa: E402
 from testbed.exchange.engines import open_bus  # noqa: E402
 from testbed.exchange.engines.ray_bus import RayBus, RaySession, session_processes  # noqa: E402
 from testbed.run.execute import execute  # noqa: E402
-from testbed.scenario.schema import load_scenario  # noqa: E402
+from testbed.scenario.loading import load_scenario  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

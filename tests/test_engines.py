@@ -12,7 +12,8 @@ from testbed.data.datasets import PartyData
 from testbed.errors import ScenarioError, TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.engines import open_bus
-from testbed.scenario.schema import config_hash, load_scenario, parse_scenario, resolve
+from testbed.scenario.loading import load_scenario, parse_scenario
+from testbed.scenario.resolve import config_hash, resolve
 from testbed.threads import blas_threads
 
 

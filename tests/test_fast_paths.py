@@ -9,7 +9,7 @@ import pytest
 
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
-from testbed.bench.main import make_clients, make_pair
+from testbed.bench.data import make_clients, make_pair
 from testbed.data.datasets import PartyData
 from testbed.exchange.bus import Bus
 from testbed.measure import Measure

@@ -9,7 +9,7 @@ def test_valuation_distance_estimates_track_the_central_pot_distances():
     # Prepare: the README's case 5 (feature noise 0-20 % on clients 1..5, seed 0)
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     world = build_world(load_scenario("scenarios/fedbary_valuation.yaml"))
     # Execute

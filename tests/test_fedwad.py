@@ -15,7 +15,7 @@ from testbed.data.datasets import PartyData
 from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
 from testbed.run.execute import execute
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 
 
 def _toy(seed=0, n=200, m=200):

@@ -20,7 +20,7 @@ from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
 from testbed.run.execute import run_and_evaluate
 from testbed.run.roster import build_world
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 PAIRS = [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]

@@ -11,7 +11,7 @@ import pytest
 from attacks.fedwad_distributional import FedWADDistributional, geodesic_extrapolation
 from testbed import ot as tot
 from testbed.measure import Measure
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 from testbed.scoring.metrics import w2_leakage
 
 

@@ -75,7 +75,7 @@ def test_coverage_cell_is_measured():
 
 def test_frontier_scenario_validates_with_matched_budgets():
     from testbed.run.sweep import expand_cells
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     cells = expand_cells(load_scenario(ROOT / "scenarios" / "frontier.yaml"))
     # every noisy setting targets epsilon 1 or 10 (matched), on two datasets

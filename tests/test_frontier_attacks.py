@@ -13,7 +13,7 @@ import yaml
 from attacks import ClusteringInversion, FedBaryInversion, ReconstructionMembership
 from testbed.run.execute import run_and_evaluate
 from testbed.run.roster import build_world
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 from testbed.scoring.metrics import coverage_at_r, exact_recovery_rate, membership_metrics
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -12,7 +12,7 @@ from testbed.errors import PrivacyGuardError
 from testbed.exchange.bus import Bus, Envelope
 from testbed.exchange.guard import PrivacyGuard
 from testbed.run.execute import execute
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 RNG = np.random.default_rng(0)
 DIGITS = load_digits().data[:300]  # integer-valued rows, norms ~ 50

@@ -393,12 +393,12 @@ def test_new_attack_path_is_file(tmp_path, capsys):
     "exc", [RuntimeError("boom\nsecond line"), ValueError("bad"), MemoryError(), RecursionError()]
 )
 def test_runtime_fault_exit_1_one_line(monkeypatch, capsys, exc):
-    import testbed.cli.main as cli
+    import testbed.cli.plugins as plugins_cmd
 
     def boom(args):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_plugins", boom)
+    monkeypatch.setattr(plugins_cmd, "run", boom)
     assert main(["plugins"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -446,7 +446,7 @@ def _trivial_cells(monkeypatch):
 )
 def test_sweep_leaves_user_files(tmp_path, monkeypatch, user_file):
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     _trivial_cells(monkeypatch)
     out = tmp_path / "out"
@@ -461,7 +461,7 @@ def test_sweep_leaves_user_files(tmp_path, monkeypatch, user_file):
 def test_sweep_removes_its_own_temp(tmp_path, monkeypatch):
     from testbed.exchange.bus import TEMP_MARK
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     _trivial_cells(monkeypatch)
     out = tmp_path / "out"
@@ -487,7 +487,7 @@ def test_second_sweep_in_same_dir_refused(tmp_path, capsys):
 
 def test_sweep_rows_appended_then_grid_order(tmp_path, monkeypatch):
     import testbed.run.sweep as sweep
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     _trivial_cells(monkeypatch)
     sizes = []
@@ -598,8 +598,8 @@ def test_memory_estimate_stops_before_allocation(tmp_path, capsys, text, needle)
 
 
 def test_memory_overrides(tmp_path):
+    from testbed.scenario.loading import parse_scenario
     from testbed.scenario.resources import ResourceLimitError, check_scenario, set_cli_overrides
-    from testbed.scenario.schema import parse_scenario
 
     tight = parse_scenario(BASE + "limits: {memory_gb: 0.00001}\n")
     with pytest.raises(ResourceLimitError):
@@ -614,7 +614,8 @@ def test_memory_overrides(tmp_path):
 
 
 def test_limits_do_not_change_the_config_hash():
-    from testbed.scenario.schema import config_hash, parse_scenario, resolve
+    from testbed.scenario.loading import parse_scenario
+    from testbed.scenario.resolve import config_hash, resolve
 
     a = parse_scenario(BASE)
     b = parse_scenario(BASE + "limits: {memory_gb: 2, cell_seconds: 9, max_cells: 5}\n")
@@ -677,7 +678,7 @@ def test_bad_data_csv_one_line(tmp_path, capsys, raw, needle):
 
 def test_csv_with_bom_is_read(tmp_path):
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     data = tmp_path / "d.csv"
     data.write_bytes(b"\xef\xbb\xbfa,b,c\n" + b"1.0,2.0,0\n3.0,4.0,1\n" * 10)
@@ -762,9 +763,9 @@ CSV_CELLS = [
 
 @pytest.mark.parametrize("value,expected", CSV_CELLS, ids=[repr(v) for v, _ in CSV_CELLS])
 def test_csv_cell_escaping(value, expected):
-    from testbed.report.writer import _csv_safe
+    from testbed.report.csv_writer import csv_safe
 
-    assert _csv_safe(value) == expected
+    assert csv_safe(value) == expected
 
 
 MD_TEXTS = [
@@ -781,9 +782,9 @@ MD_TEXTS = [
 
 @pytest.mark.parametrize("text", MD_TEXTS, ids=[f"md{i}" for i in range(len(MD_TEXTS))])
 def test_markdown_escaping(text):
-    from testbed.report.writer import _md
+    from testbed.report.markdown_writer import md_escape
 
-    out = _md(text)
+    out = md_escape(text)
     assert "<" not in out and ">" not in out and "\n" not in out
     assert "](" not in out.replace("\\](", "")  # no live link or image
     assert "|" not in out.replace("\\|", "")  # no table cell break
@@ -809,9 +810,11 @@ def test_report_escapes_hostile_names(tmp_path, capsys):
     assert fences == 1
     assert "<script>alert" not in prose and "<script>alert" not in html_text
     assert not re.search(r"(?<!\\)\]\(javascript", prose)  # only escaped: \[x\](...) is no link
-    cells = [c for row in _csv.reader((out / "results.csv").open()) for c in row]
-    assert "=1+2" not in cells and "'=1+2" in cells
-    assert cells.count("'=1+2") == 2  # the setting and its description column
+    with open(out / "results.csv") as fh:
+        table = list(_csv.DictReader(fh))
+    assert not any(v == "=1+2" for r in table for v in r.values())
+    hostile = [r for r in table if r["setting.description"] == "'=1+2"]  # its own column
+    assert hostile and all(r["setting"] == "'=1+2" for r in hostile)  # and in the label
 
 
 # ----------------------------------------------------------------------------- declared kinds
@@ -824,7 +827,7 @@ def test_protocols_declare_every_kind_and_sender_they_send(path):
     from testbed.registry import PROTOCOLS
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = load_scenario(path)
     world = build_world(sc)
@@ -837,7 +840,7 @@ def test_protocols_declare_every_kind_and_sender_they_send(path):
 
 # ----------------------------------------------------------------------------- --debug
 def test_debug_shows_the_attack_process_traceback(monkeypatch, capsys):
-    import testbed.cli.main as cli
+    import testbed.cli.plugins as plugins_cmd
     from testbed.sandbox.isolation import AttackFailedError
 
     def boom(args):
@@ -845,7 +848,7 @@ def test_debug_shows_the_attack_process_traceback(monkeypatch, capsys):
         err.details = "Traceback (most recent call last):\n  File \"child.py\"\nKeyError: 'k'\n"
         raise err
 
-    monkeypatch.setattr(cli, "cmd_plugins", boom)
+    monkeypatch.setattr(plugins_cmd, "run", boom)
     assert main(["plugins"]) == 2
     err = capsys.readouterr().err
     assert "child.py" not in err and len(err.strip().splitlines()) == 1
@@ -978,7 +981,7 @@ RESUME = (
 @pytest.mark.slow
 def test_sigint_then_resume_is_byte_identical(tmp_path):
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text(RESUME)

@@ -9,7 +9,7 @@ import pytest
 from protocols.triangle_wad import TriangleWad
 from testbed.run.execute import execute
 from testbed.run.sweep import expand_cells
-from testbed.scenario.schema import load_scenario, parse_scenario
+from testbed.scenario.loading import load_scenario, parse_scenario
 
 TINY_TRIANGLE = """\
 name: tiny_triangle

@@ -1,4 +1,4 @@
-"""Static PNG renditions of the leakage pictures (testbed.report.leak_png)."""
+"""Static renditions (300 dpi PNG, PDF, SVG) of the leakage pictures (testbed.report.leak_png)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import pytest
 from testbed.report import leak_png
 
 
-def _image(png: bytes) -> np.ndarray:
+def _image(files: dict[str, bytes]) -> np.ndarray:
+    """The PNG of a rendered figure; its PDF and SVG twins are vector files beside it."""
     import matplotlib.image as mpimg
 
+    png = files["png"]
     assert png.startswith(b"\x89PNG")
+    assert files["pdf"].startswith(b"%PDF") and b"<svg" in files["svg"][:2000]
     return mpimg.imread(io.BytesIO(png), format="png")
 
 
@@ -55,8 +58,8 @@ def _evidence(kind: str) -> dict:
 def test_each_leakage_picture_is_a_drawn_png(fn, kind):
     # Execute
     img = _image(fn(_evidence(kind), f"{kind} — caption"))
-    # Assert: a real picture, not a blank canvas
-    assert img.shape[0] > 50 and img.shape[1] > 100
+    # Assert: a real picture at print resolution, not a blank canvas
+    assert img.shape[0] > 300 and img.shape[1] > 1200  # 300 dpi
     assert np.ptp(img[..., :3]) > 0.3
 
 
@@ -69,3 +72,9 @@ def test_digits_png_shows_the_pixels():
     assert not np.array_equal(
         _image(leak_png.digits_png(ev, "t")), _image(leak_png.digits_png(other, "t"))
     )
+
+
+def test_a_figure_renders_to_the_same_bytes_twice():
+    # a re-render of an unchanged run leaves plots/ byte-identical (no dates in PDF or SVG)
+    ev = _evidence("histogram")
+    assert leak_png.histogram_png(ev, "t") == leak_png.histogram_png(ev, "t")

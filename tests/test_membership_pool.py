@@ -9,7 +9,7 @@ import pytest
 from testbed.errors import TestbedError
 from testbed.run.execute import execute
 from testbed.run.roster import build_world
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 
 SC = "scenarios/contract_tiny_membership.yaml"
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from testbed.report import writer as report
+from testbed.report import model as report
 from testbed.run.execute import execute
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 from testbed.scoring.metrics import (
     EXACT_RECOVERY_REL_TOL,
     LEAKAGE_METRICS,

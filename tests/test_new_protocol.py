@@ -65,10 +65,10 @@ def test_the_outside_protocol_runs_in_a_scenario_and_reaches_the_report(package,
     assert set(res["transcript"]["by_kind"]) == {f"{NAME}.anchor", f"{NAME}.sketch"}
     assert {a["attack"] for a in res["attacks"]} == {"sent_rows"}
     with open(out / "results.csv") as f:
-        row = next(csv.DictReader(f))
-    assert row["protocol"] == NAME
-    assert float(row["wasserstein.relative_error"]) < 0.05
-    assert any(k.startswith("sent_rows[") for k in row)
+        table = {r["column"]: r for r in csv.DictReader(f)}
+    assert {r["protocol"] for r in table.values()} == {NAME}
+    assert float(table["wasserstein.relative_error"]["value"]) < 0.05
+    assert any(r["source"] == "sent_rows" for r in table.values())
     assert NAME in (out / "report.md").read_text()
 
 

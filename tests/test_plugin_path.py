@@ -129,7 +129,7 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
 
     import yaml
 
-    from testbed.report.writer import load_rows
+    from testbed.report.model import load_rows
 
     # Prepare: a two-cell sweep that saves its transcripts
     raw = yaml.safe_load(open(TINY))
@@ -149,5 +149,6 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
     for r in rows:
         labels = {a.get("label") for a in r["results"]["attacks"]}
         assert "fedwad_distributional@server" in labels
-    header = next(csv.reader(open(out / "results.csv")))
-    assert any(h.startswith("fedwad_distributional@server[") for h in header), header
+    with open(out / "results.csv") as f:
+        sources = {r["source"] for r in csv.DictReader(f)}
+    assert "fedwad_distributional@server" in sources, sources

@@ -16,10 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from testbed.cli.main import main
-from testbed.report.writer import pareto_front, write_report
+from testbed.report.fmt import fmt
+from testbed.report.model import pareto_front
+from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
-from testbed.scenario.schema import parse_scenario
+from testbed.scenario.loading import parse_scenario
 
 
 class _Links(HTMLParser):
@@ -89,7 +91,7 @@ def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir)
     assert "opacus" in html and "POT" in html
     # claimed epsilon of a cell as the ledger wrote it
     eps = rows[-1]["results"]["privacy"]["alice"]["epsilon"]
-    assert f"{eps:.4g}" in html
+    assert fmt(eps) in html
     # Markdown, PNG files and CSV beside it
     md = (sweep_dir / "report.md").read_text()
     assert "## Claimed vs audited ε" in md
@@ -97,9 +99,9 @@ def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir)
         assert (sweep_dir / img).read_bytes().startswith(b"\x89PNG")
     with open(sweep_dir / "results.csv") as f:
         table = list(csv.DictReader(f))
-    assert len(table) == len(rows) == 20
-    assert {r["cell"] for r in table} == {r["cell"] for r in rows}
-    assert "wasserstein.relative_error" in table[0] and "eps_claimed[alice]" in table[0]
+    assert {r["cell"] for r in table} == {r["cell"] for r in rows} and len(rows) == 20
+    columns = {r["column"] for r in table}
+    assert "wasserstein.relative_error" in columns and "eps_claimed[alice]" in columns
 
 
 def test_report_renders_what_the_files_say(sweep_dir, tmp_path):
@@ -115,8 +117,9 @@ def test_report_renders_what_the_files_say(sweep_dir, tmp_path):
     write_report(work)
     # Assert
     with open(work / "results.csv") as f:
-        first = next(csv.DictReader(f))
-    assert float(first["wasserstein.estimate"]) == 123456.0
+        table = list(csv.DictReader(f))
+    first = [r for r in table if r["cell"] == rows[0]["cell"]]
+    assert [float(r["value"]) for r in first if r["column"] == "wasserstein.estimate"] == [123456.0]
 
 
 def _with_attacks(rows: list[dict]) -> list[dict]:
@@ -154,16 +157,21 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     (work / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     # Execute
     html = write_report(work).read_text()
-    # Assert: one plot per normalised leakage metric present (w2_ratio, leakage, eps_lower) for
-    # the attack and for the worst case over attacks (the cross-protocol view), claimed epsilon
-    # per party, accuracy by setting; the raw w2 is in the tables only
+    # Assert: one figure per metric family (distributional leakage: w2_ratio and leakage;
+    # membership: eps_lower) with a view per metric for the attack and for the worst case over
+    # attacks (the cross-protocol view), one for claimed epsilon (a view per party), accuracy by
+    # setting; the raw w2 is in the tables only
     figs = _assert_self_contained(html)
-    assert len(figs) == 1 + 3 + 3 + 2 + 1  # the headline's frontier first
+    assert len(figs) == 1 + 2 + 1 + 1  # the headline's frontier first
     for m in ("w2_ratio", "leakage", "eps_lower"):
-        assert f"fedwad_geodesic.{m} against relative error" in html
-        assert f"any_attack.{m} against relative error" in html
-        assert (work / "plots" / f"tradeoff_any_attack_{m}.png").read_bytes().startswith(b"\x89PNG")
-    assert "fedwad_geodesic.w2 against relative error" not in html
+        for attack in ("fedwad_geodesic", "any_attack"):
+            assert f'"label":"{attack}.{m}"' in html.replace(": ", ":"), (attack, m)
+        for ext, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF"), ("svg", b"<?xml")):
+            path = work / "plots" / f"tradeoff_any_attack_{m}.{ext}"
+            assert path.read_bytes().startswith(magic), path
+    assert '"label":"fedwad_geodesic.w2"' not in html.replace(": ", ":")
+    for party in ("alice", "bob"):
+        assert f'"label":"eps_claimed[{party}]"' in html.replace(": ", ":")
     # the headline names the worst leak, its attack and observer, and gives a verdict
     head = html.split('class="headline-text"')[1].split("</div>")[0]
     assert "fedwad_geodesic" in head and "server" in head and 'class="verdict"' in head
@@ -179,13 +187,13 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     best_leak = min(avg, key=lambda k: avg[k][1])
     for lab in {best_err, best_leak}:
         row = re.search(rf"<td>{re.escape(lab)}</td>.*?</tr>", html)
-        assert row and "fedwad_geodesic.leakage" in row.group(0), lab
+        assert row and "any_attack.leakage" in row.group(0), lab
     # audited lower bounds (all below the claims here) are shown as consistent
     eps_section = html.split("Claimed vs audited ε</h2>")[1].split("Assumptions behind")[0]
     assert "consistent" in eps_section and "VIOLATION" not in eps_section
     with open(work / "results.csv") as f:
-        head = next(csv.DictReader(f))
-    assert "fedwad_geodesic[alice].leakage" in head and "fedwad_geodesic.eps_lower" in head
+        columns = {r["column"] for r in csv.DictReader(f)}
+    assert "fedwad_geodesic[alice].leakage" in columns and "fedwad_geodesic.eps_lower" in columns
 
 
 def test_audit_above_claim_is_flagged(sweep_dir, tmp_path):
@@ -222,7 +230,8 @@ def test_single_run_report_and_cli(tmp_path, capsys):
     _assert_self_contained(html)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert res["config_hash"] in html
-    assert (tmp_path / "run" / "results.csv").read_text().count("\n") == 2
+    with open(tmp_path / "run" / "results.csv") as f:
+        assert {r["cell"] for r in csv.DictReader(f)} == {res["config_hash"]}
     # `testbed report` re-renders; a missing directory is a one-line error, exit 2
     assert main(["report", str(tmp_path / "run")]) == 0
     assert main(["report", str(tmp_path / "nope")]) == 2
@@ -299,3 +308,199 @@ def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
     # drill-down: every number of the cell and the command that reproduces it
     assert "<details>" in cov and f"testbed run {tmp_path / 'resolved.yaml'}" in cov
     assert "fedwad_distributional" in cov and "coverage_r" in cov
+
+
+def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir):
+    from testbed.scoring.metrics import mean_ci
+
+    # Execute
+    write_report(sweep_dir)
+    with open(sweep_dir / "results.csv") as f:
+        table = list(csv.DictReader(f))
+    with open(sweep_dir / "summary.csv") as f:
+        summary = list(csv.DictReader(f))
+    # Assert: one row per cell x number; the setting's fields are columns of their own, no JSON
+    keys = [(r["cell"], r["column"]) for r in table]
+    assert len(keys) == len(set(keys)) and len({r["cell"] for r in table}) == 20
+    assert not any(v.lstrip("'").startswith(("{", "[")) for r in table for v in r.values())
+    noisy = [r for r in table if r["setting.defenses.0.params.noise_multiplier"] == "0.1"]
+    assert {r["setting.defenses.0.name"] for r in noisy} == {"gaussian_measure_noise"}
+    assert {r["seed"] for r in noisy} == {"0", "1", "2", "3", "4"}
+    # summary.csv: mean and 95 % interval over the seeds' values of results.csv
+    err = [r for r in noisy if r["column"] == "wasserstein.relative_error"]
+    (row,) = [
+        s
+        for s in summary
+        if s["setting"] == noisy[0]["setting"] and s["column"] == "wasserstein.relative_error"
+    ]
+    m, lo, hi = mean_ci([float(r["value"]) for r in err])
+    assert row["n"] == "5" and lo < m < hi
+    assert (float(row["mean"]), float(row["ci95_low"]), float(row["ci95_high"])) == pytest.approx(
+        (m, lo, hi), rel=1e-12
+    )
+    # the report prints the same figure, in the one format
+    assert f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" in (sweep_dir / "report.html").read_text()
+
+
+def test_report_files_have_the_users_permissions(sweep_dir):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_report(sweep_dir)
+        files = ["report.html", "report.md", "results.csv", "summary.csv"]
+        files += [f"plots/{p.name}" for p in (sweep_dir / "plots").iterdir()]
+        for name in files:
+            assert stat.S_IMODE((sweep_dir / name).stat().st_mode) == 0o644, name
+        os.umask(0o077)  # a private umask is respected too
+        write_report(sweep_dir)
+        assert stat.S_IMODE((sweep_dir / "report.html").stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0.25534, "0.255"),
+        (0.08324, "0.0832"),
+        (53.06, "53.1"),
+        (1207.7, "1.21e+03"),
+        (120770.24, "1.21e+05"),
+        (12.0, "12"),
+        (0.0, "0"),
+        (float("inf"), "∞"),
+        (float("nan"), "–"),
+    ],
+)
+def test_one_format_three_significant_figures(value, text):
+    assert fmt(value) == text
+
+
+def test_percentages_capped_in_words():
+    from testbed.report.fmt import pct
+
+    assert pct(0.5306) == "53.1 %"
+    assert pct(7.96) == "796 %"
+    assert pct(1207.7024) == "over 1000 % (1.21e+03×)"
+    assert pct(2e-15) == "exact (2e-15)"
+
+
+def _agg_with_an_exact_point() -> dict:
+    """Eleven FedWAD settings with errors close together, one TriangleWad setting exact (its
+    error is floating-point rounding), all leaking nothing."""
+    agg = {}
+    for i in range(11):
+        err = 0.30 + 0.001 * i
+        agg[("fedwad", f"noise_multiplier={i}")] = {
+            "n": 1,
+            "wasserstein.relative_error": (err, err, err),
+            "any_attack.leakage": (0.0, 0.0, 0.0),
+        }
+    agg[("triangle_wad", "base")] = {
+        "n": 1,
+        "wasserstein.relative_error": (2e-15, 2e-15, 2e-15),
+        "any_attack.leakage": (0.0, 0.0, 0.0),
+    }
+    return agg
+
+
+def test_exact_point_is_marked_and_does_not_stretch_the_axis():
+    from testbed.report.figures import View, tradeoff_figure
+    from testbed.report.static_figures import tradeoff_fig
+
+    agg = _agg_with_an_exact_point()
+    view = View("any_attack.leakage", "leakage", True, "t")
+    # Execute: the interactive figure
+    fig = tradeoff_figure(agg, "wasserstein.relative_error", [view])
+    # Assert: the exact point is a star labelled "exact"; the axis is the others' (linear: their
+    # errors span less than 50x), so the eleven FedWAD points keep their own columns
+    tw = next(t for t in fig.data if t.name == "triangle_wad")
+    assert list(tw.text) == ["exact"] and list(tw.marker.symbol) == ["star"]
+    fw = next(t for t in fig.data if t.name == "fedwad")
+    assert len(set(fw.x)) == 11 and fig.layout.xaxis.type == "linear"
+    # an all-zero metric gets [0, 1], not plotly's -1..1
+    assert fig.layout.yaxis.range[0] <= 0 and fig.layout.yaxis.range[1] >= 1
+    assert fig.layout.yaxis.range[0] > -0.1
+    # Execute: the static figure
+    sfig = tradeoff_fig(agg, "wasserstein.relative_error", view)
+    ax = sfig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert lo > -0.05 and hi < 0.5  # not stretched towards 1e-15 or beyond the data
+    assert ax.get_ylim()[0] > -0.1 and ax.get_ylim()[1] >= 1
+    assert any("exact" in t.get_text() for t in ax.texts)
+
+
+def test_wide_errors_take_a_log_axis_with_the_exact_point_at_its_floor():
+    from testbed.report.figures import View, tradeoff_figure
+    from testbed.report.static_figures import tradeoff_fig
+
+    agg = _agg_with_an_exact_point()
+    agg[("fedwad", "noise_multiplier=0")]["wasserstein.relative_error"] = (40.0, 40.0, 40.0)
+    view = View("any_attack.leakage", "leakage", True, "t")
+    fig = tradeoff_figure(agg, "wasserstein.relative_error", [view])
+    assert fig.layout.xaxis.type == "log"
+    tw = next(t for t in fig.data if t.name == "triangle_wad")
+    fw = next(t for t in fig.data if t.name == "fedwad")
+    assert 0.03 < tw.x[0] < min(fw.x)  # half a decade below the smallest inexact error
+    ax = tradeoff_fig(agg, "wasserstein.relative_error", view).axes[0]
+    assert ax.get_xscale() == "log" and ax.get_xlim()[0] > 1e-3
+
+
+def test_static_point_labels_do_not_overlap():
+    from testbed.report.figures import View
+    from testbed.report.static_figures import tradeoff_fig
+
+    agg = _agg_with_an_exact_point()
+    for i in range(11):  # the eleven settings leak differently, close together
+        agg[("fedwad", f"noise_multiplier={i}")]["any_attack.leakage"] = (0.5 + 0.002 * i,) * 3
+    fig = tradeoff_fig(
+        agg, "wasserstein.relative_error", View("any_attack.leakage", "l", True, "t")
+    )
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in fig.axes[0].texts]
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    # every point is numbered once (coinciding points share a label), no two labels overlap
+    numbers = sorted(int(x.split()[0]) for lab in labels for x in lab.split(", "))
+    assert numbers == list(range(1, 13)), labels
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), labels
+
+
+def test_one_tradeoff_figure_per_family_with_a_view_per_metric_and_attack():
+    from testbed.report.tradeoff import family_views
+
+    keys = [
+        "any_attack.leakage",
+        "any_attack.coverage",
+        "any_attack.w2_ratio",
+        "measure_inversion.leakage",
+        "measure_inversion.coverage",
+        "measure_inversion.w2",
+        "mia.auc",
+    ]
+    fam = family_views(keys)
+    assert list(fam) == ["distributional leakage", "reconstruction", "membership"]
+    assert [v.y_key for v in fam["distributional leakage"]] == [
+        "any_attack.leakage",
+        "measure_inversion.leakage",
+        "any_attack.w2_ratio",
+    ]
+    assert not any(v.y_key.endswith(".w2") for vs in fam.values() for v in vs)
+    w2r = fam["distributional leakage"][2]
+    assert not w2r.higher_leaks and "↓" in w2r.y_label
+
+
+def test_coverage_legend_reads_each_metrics_direction():
+    from testbed.report.model import ReportData
+    from testbed.report.threats import coverage_legend
+
+    data = ReportData(Path("."), [], {}, {}, None, [], None)
+    data.best = {("p", "reconstruction"): {"metric": "coverage"}, ("p", "attr"): {"metric": "tv"}}
+    text = coverage_legend(data)
+    assert "coverage ↑ (higher = more leakage)" in text
+    assert "tv ↓ (lower = more leakage)" in text
+    assert "coverage ↓" not in text and "tv ↑" not in text

@@ -181,7 +181,7 @@ def demo_report(tmp_path_factory) -> Path:
 
     from testbed.report.writer import write_report
     from testbed.run.sweep import run_sweep
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     out = tmp_path_factory.mktemp("browser_report")
     run_sweep(parse_scenario(BROWSER_SWEEP), out)
@@ -283,3 +283,73 @@ def test_report_renders_in_a_headless_browser(browser, demo_report):
     png = base64.b64decode(shot["data"])
     assert png.startswith(b"\x89PNG")
     (ARTIFACTS / "report_first_screen.png").write_bytes(png)
+
+
+#: every word of a setting's name: it may wrap after punctuation, never inside one of these
+_WORDS_WHOLE = """
+Array.from(document.querySelectorAll('.headline table .setting, .headline table th'))
+  .map(el => {
+    const td = el.closest('td, th');
+    const broken = [];
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.textContent.matchAll(/[A-Za-z0-9.]+/g)) {
+        const r = document.createRange();
+        r.setStart(node, m.index);
+        r.setEnd(node, m.index + m[0].length);
+        const lines = new Set(Array.from(r.getClientRects()).map(b => Math.round(b.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+    return {text: el.innerText.replace(/\\s+/g, ' ').trim(), title: el.getAttribute('title'),
+            broken: broken,
+            overflow: el.getBoundingClientRect().right - td.getBoundingClientRect().right,
+            cellOverflow: td.scrollWidth - td.clientWidth};
+  })
+"""
+
+
+def test_headline_names_are_whole_and_the_story_fits_a_few_screens(browser, demo_report):
+    # Execute
+    seen = _open(browser, demo_report)
+    assert not seen["errors"], seen["errors"]
+    names = _js(browser, _WORDS_WHOLE)
+    # Assert: every setting name in the headline table is whole — the full text, no ellipsis,
+    # no word or number broken across lines, nothing sticking out of its cell
+    settings = [n for n in names if n["title"] is not None]
+    assert len(settings) >= 4, names
+    assert any("noise_multiplier=0.1" in n["title"] for n in settings)
+    for n in names:
+        if n["title"] is not None:
+            assert n["text"] == n["title"], n
+        assert "…" not in n["text"] and not n["broken"], n
+        assert n["overflow"] <= 0.5 and n["cellOverflow"] <= 0, n
+    # one trade-off figure per metric family (plus claimed epsilon), each with a view selector
+    figs = _js(
+        browser,
+        "Array.from(document.querySelectorAll('.plotly-graph-div[id^=\"plot-tradeoff\"]'))"
+        ".map(d => [d.id, (d.layout.updatemenus || []).map(u => u.buttons.length)])",
+    )
+    assert 2 <= len(figs) <= 3, figs  # distributional leakage, reconstruction, claimed epsilon
+    assert all(menus and menus[0] >= 2 for _, menus in figs), figs
+    # a view switch shows other traces and draws without error
+    switched = _js(
+        browser,
+        "(() => { const d = document.getElementById(" + repr(figs[0][0]) + ");"
+        " const b = d.layout.updatemenus[0].buttons[1];"
+        " const before = d.data.map(t => t.visible);"
+        " Plotly.update(d, b.args[0], b.args[1]);"
+        " return [before, d.data.map(t => t.visible), d.layout.yaxis.title.text]; })()",
+    )
+    assert switched[0] != switched[1] and any(switched[1]), switched
+    # the whole page: a few screens, not the 16 000 px of one figure per column
+    height = _js(browser, "document.documentElement.scrollHeight")
+    assert height < 10 * 900, height
+    # every table fits the 1400 px window, folded columns opened too: none scrolls sideways
+    wide = _js(
+        browser,
+        "document.querySelectorAll('details').forEach(d => { d.open = true; }) ||"
+        " Array.from(document.querySelectorAll('.wide'))"
+        ".filter(d => d.scrollWidth > d.clientWidth).map(d => d.innerText.slice(0, 80))",
+    )
+    assert not wide, wide

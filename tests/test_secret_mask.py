@@ -15,7 +15,7 @@ from attacks import BlindMaskInversion, MeasureInversion
 from defenses.secret_mask import secret_isometry
 from testbed.run.execute import run_and_evaluate
 from testbed.run.roster import build_world
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 from testbed.scoring.metrics import exact_recovery_rate
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from protocols import _distill as dl
 from testbed.run.execute import execute, run_and_evaluate
 from testbed.run.roster import build_world
-from testbed.scenario.schema import load_scenario, parse_scenario
+from testbed.scenario.loading import load_scenario, parse_scenario
 from testbed.scoring.metrics import _rows_in
 
 TINY = "scenarios/distill_tiny.yaml"
@@ -317,7 +317,7 @@ def test_distilled_student_learns_above_chance():
 
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     raw = yaml.safe_load(open("scenarios/distill_tiny.yaml"))
     raw["protocol"]["params"].update(teacher_epochs=20, student_epochs=20)

@@ -16,7 +16,8 @@ from _scenarios import tiny
 from testbed.errors import ScenarioError
 from testbed.run.execute import execute
 from testbed.run.sweep import expand_cells, parse_path, run_sweep
-from testbed.scenario.schema import config_hash, parse_scenario, resolve
+from testbed.scenario.loading import parse_scenario
+from testbed.scenario.resolve import config_hash, resolve
 
 GRID = tiny(
     "grid",

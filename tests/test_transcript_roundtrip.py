@@ -19,7 +19,7 @@ from testbed.run.rerun import rerun_attacks
 from testbed.run.results import jsonable
 from testbed.run.rundir import RunDirLockedError, run_dir_lock
 from testbed.run.sweep import expand_cells
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 

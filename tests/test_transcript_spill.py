@@ -113,7 +113,7 @@ def test_a_run_that_spills_gives_the_same_results(tmp_path, monkeypatch, name):
 
     import testbed.exchange.transcript as transcript_mod
     from testbed.run.execute import execute
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / name)
     plain = execute(sc, tmp_path / "plain")

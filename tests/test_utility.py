@@ -12,7 +12,7 @@ import pytest
 from protocols.fedwad_clustering import FedWADClustering
 from testbed.run.execute import run_and_evaluate
 from testbed.run.roster import build_world
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 from testbed.scoring.utility import UTILITY_KEYS, task_utility
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

@@ -11,7 +11,7 @@ from attacks.word2vec_retrieval import retrieve_words
 from testbed import ot as tot
 from testbed.data.text import document_words, lee_corpus, word2vec
 from testbed.measure import Measure
-from testbed.scenario.schema import load_scenario
+from testbed.scenario.loading import load_scenario
 from testbed.scoring.metrics import matching_rate
 
 

@@ -50,7 +50,7 @@ def _callers(cls, params: dict, obs):
 
 def isolation_rows(opts, repeats: int = 5) -> list[dict[str, Any]]:
     """Seconds per attack in process and isolated, for each case whose files exist."""
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     rows = []
     for name, attack in ISOLATION_CASES:

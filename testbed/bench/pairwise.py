@@ -3,7 +3,7 @@ memory, with the peak resident memory of the whole process tree (driver, Ray's o
 and the actors holding the clients).
 
 For each N, a fresh local Ray cluster receives all N clients (``rows`` points each in dimension
-``d``, planted clusters as :func:`testbed.bench.main.make_clients`) as party groups, one actor per CPU;
+``d``, planted clusters as :func:`testbed.bench.data.make_clients`) as party groups, one actor per CPU;
 the driver then drops its copy of the data (the protocol only needs the names). The protocol
 path is ``fedwad_clustering``'s own (:meth:`FedWADClustering.pair_distances`: one
 :class:`protocols.fedwad.FedWAD` run per pair, on the Ray bus, with the seeds the full run would

@@ -2,7 +2,8 @@
 clients N, per protocol case and engine, as a table (``scaling.md``), the numbers
 (``scaling.json``) and a figure (``scaling.png``).
 
-Kept apart from :mod:`testbed.bench.main`'s sections; it reuses its cases and data generators:
+Kept apart from :mod:`testbed.bench.sections`; it reuses the cases
+(:mod:`testbed.bench.cases`) and data generators:
 
 - against n (two parties, d = 64): every case of ``PAIR_CASES`` for n in ``ns``;
 - against N (``points_per_client`` rows each, d = 64): every case of ``CLIENT_CASES`` for N in
@@ -47,9 +48,9 @@ class ScalingOptions:
 
 
 def _point(run, opts: ScalingOptions) -> dict[str, Any]:
-    from testbed.bench.main import _timed, peak_memory
+    from testbed.bench.timing import peak_memory, timed
 
-    sec = _timed(run)
+    sec = timed(run)
     row: dict[str, Any] = {"seconds": sec, "peak_mib": None}
     if sec <= opts.memory_budget:
         row["peak_mib"] = peak_memory(run) / 2**20
@@ -79,29 +80,22 @@ def _grow(case_key, engine, sizes, make_run, opts, started, rows, notes, axis):
 
 
 def bench_scaling(opts: ScalingOptions) -> dict[str, Any]:
-    from testbed.bench.main import (
-        CLIENT_CASES,
-        PAIR_CASES,
-        _registered,
-        _run_protocol,
-        fit_exponent,
-        machine_info,
-        make_clients,
-        make_pair,
-    )
+    from testbed.bench.cases import CLIENT_CASES, PAIR_CASES, registered, run_protocol
+    from testbed.bench.data import make_clients, make_pair
+    from testbed.bench.timing import fit_exponent, machine_info
 
     started = time.perf_counter()
     info = machine_info()
     rows: list[dict] = []
     notes: list[str] = []
     for c in PAIR_CASES:
-        if not _registered(c.protocol) or (opts.cases is not None and c.key not in opts.cases):
+        if not registered(c.protocol) or (opts.cases is not None and c.key not in opts.cases):
             continue
 
         def pair_run(n, c=c):
             if c.max_n is not None and n > c.max_n:
                 return None
-            return _run_protocol(c, make_pair(n, opts.d, opts.seed), seed=opts.seed)
+            return run_protocol(c, make_pair(n, opts.d, opts.seed), seed=opts.seed)
 
         _grow(c.key, "inprocess", opts.ns, pair_run, opts, started, rows, notes, "n")
     use_ray = opts.ray if opts.ray is not None else importlib.util.find_spec("ray") is not None
@@ -118,7 +112,7 @@ def bench_scaling(opts: ScalingOptions) -> dict[str, Any]:
                 session = RaySession(num_cpus=os.cpu_count() or 2)
                 factory = lambda ps: RayBus(parties=ps)  # noqa: E731
             for c in CLIENT_CASES:
-                if not _registered(c.protocol):
+                if not registered(c.protocol):
                     continue
                 if opts.cases is not None and c.key not in opts.cases:
                     continue
@@ -128,7 +122,7 @@ def bench_scaling(opts: ScalingOptions) -> dict[str, Any]:
                     if cap is not None and N > cap:
                         return None
                     parties = make_clients(N, opts.points_per_client, opts.d, opts.seed)
-                    run = _run_protocol(c, parties, factory, opts.seed)
+                    run = run_protocol(c, parties, factory, opts.seed)
                     if factory is None:
                         return run
 

@@ -1,6 +1,6 @@
 """``testbed bench`` section: what the transcript's content hash and logging path cost.
 
-Kept apart from :mod:`testbed.bench.main`'s protocol sections. Two measurements:
+Kept apart from the protocol sections (:mod:`testbed.bench.sections`). Two measurements:
 
 - **hash**: SHA-256 (the former digest) against BLAKE3 (the current one) over one payload the
   size of a TriangleWad message at n = 2000, d = 784, minimum over repeats;

@@ -139,7 +139,7 @@ def _scenario(target: str):
     """The scenario to score: a scenario file as written, or a protocol's contract scenario;
     guard in record mode, transcript saved, no attacks of its own."""
     from testbed.registry import PROTOCOLS
-    from testbed.scenario.schema import load_scenario, parse_scenario
+    from testbed.scenario.loading import load_scenario, parse_scenario
     from testbed.testing.protocol_checks import protocol_scenario
 
     path = Path(target)
@@ -290,10 +290,11 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
 
 
 def _write(card: Scorecard, results: dict) -> None:
-    from testbed.report.writer import _Doc, _fmt
+    from testbed.report.doc import Doc
+    from testbed.report.fmt import fmt
     from testbed.run.results import jsonable, write_json
 
-    doc = _Doc()
+    doc = Doc()
     title = f"Privacy scorecard — {card.protocol} on {card.scenario}"
     doc.h(1, title)
     doc.p(
@@ -308,12 +309,12 @@ def _write(card: Scorecard, results: dict) -> None:
         [
             [
                 k,
-                _fmt(a["estimate"]),
-                _fmt(a["exact"]),
-                _fmt(a["relative_error"]),
+                fmt(a["estimate"]),
+                fmt(a["exact"]),
+                fmt(a["relative_error"]),
                 "not declared"
                 if a["tolerance"] is None
-                else f"{_fmt(a['tolerance'])} ({'within' if a['within'] else 'EXCEEDED'})",
+                else f"{fmt(a['tolerance'])} ({'within' if a['within'] else 'EXCEEDED'})",
             ]
             for k, a in card.accuracy.items()
         ],
@@ -336,7 +337,7 @@ def _write(card: Scorecard, results: dict) -> None:
                 else "none",
                 w["attack"] or "no output",
                 w["target"] or "-",
-                "-" if w["value"] is None else f"{w['metric']} {_fmt(w['value'])}",
+                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
             ]
             for t, w in card.worst().items()
         ],
@@ -363,9 +364,9 @@ def _write(card: Scorecard, results: dict) -> None:
                 r["attack"],
                 r["target"],
                 r["metric"],
-                _fmt(r["value"]),
+                fmt(r["value"]),
                 ", ".join(
-                    f"{k}={_fmt(v)}"
+                    f"{k}={fmt(v)}"
                     for k, v in r["metrics"].items()
                     if k in ("w2_ratio", "coverage", "exact_recovery", "baseline_auc", "advantage")
                 ),

@@ -209,7 +209,7 @@ SPECS: dict[str, dict[str, Any]] = {
 
 
 def _scenario(name: str, protocol, attack, observer: str) -> Any:
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = yaml.safe_load((ROOT / "scenarios" / name).read_text())
     if protocol is not None:

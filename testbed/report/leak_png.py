@@ -1,16 +1,15 @@
 """Static PNG renditions of the leakage pictures (for papers; the HTML report's are interactive).
 
 Each function takes the arrays :mod:`testbed.scoring.evidence` saved for one attack row (``leakage.npz``)
-and a caption, and returns PNG bytes drawn with matplotlib (Agg backend, no display needed):
+and a caption, and returns the figure drawn with matplotlib as ``{"png": 300 dpi, "pdf", "svg"}`` (Agg backend, no display needed):
 private digits over their nearest reconstructions, the 2-D PCA projection of the private and
 reconstructed clouds, the membership ROC curve on log axes, the inferred vs true label histogram,
-and the retrieved words with hits marked. ``testbed.report.writer`` writes them to ``plots/leak_*.png``
+and the retrieved words with hits marked. ``testbed.report.threats`` writes them to ``plots/leak_*.png``
 beside the report.
 """
 
 from __future__ import annotations
 
-import io
 import textwrap
 
 import numpy as np
@@ -27,18 +26,17 @@ def _plt():
     return plt
 
 
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    _plt().close(fig)
-    return buf.getvalue()
+def _png(fig) -> dict[str, bytes]:
+    from testbed.report.static_figures import render
+
+    return render(fig)
 
 
 def _title(ax, title: str) -> None:
     ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
 
 
-def digits_png(ev: dict, title: str) -> bytes:
+def digits_png(ev: dict, title: str) -> dict[str, bytes]:
     """Private 8x8 digits (top row) and their nearest reconstructions (bottom row)."""
     plt = _plt()
     side = int(ev["image_side"])
@@ -46,7 +44,9 @@ def digits_png(ev: dict, title: str) -> bytes:
     dist = np.asarray(ev["dist"])
     k = len(orig)
     lo, hi = float(min(orig.min(), rec.min())), float(max(orig.max(), rec.max()))
-    fig, axes = plt.subplots(2, k, figsize=(1.1 * k + 0.8, 2.9), squeeze=False)
+    fig, axes = plt.subplots(
+        2, k, figsize=(1.1 * k + 0.8, 2.9), squeeze=False, layout="constrained"
+    )
     for j in range(k):
         for i, img in enumerate((orig[j], rec[j])):
             ax = axes[i][j]
@@ -62,12 +62,12 @@ def digits_png(ev: dict, title: str) -> bytes:
     return _png(fig)
 
 
-def cloud_png(ev: dict, title: str) -> bytes:
+def cloud_png(ev: dict, title: str) -> dict[str, bytes]:
     """PCA (fitted on the private rows) of private and reconstructed points."""
     plt = _plt()
     p, r = np.asarray(ev["cloud_private"]), np.asarray(ev["cloud_recon"])
     ex = np.asarray(ev.get("pca_explained", [np.nan, np.nan]), dtype=np.float64)
-    fig, ax = plt.subplots(figsize=(6.0, 4.4))
+    fig, ax = plt.subplots(figsize=(6.0, 4.4), layout="constrained")
     ax.scatter(p[:, 0], p[:, 1], s=10, c="#888", alpha=0.6, label="private rows")
     ax.scatter(r[:, 0], r[:, 1], s=18, c="#d62728", marker="x", label="reconstructed")
     ax.set_xlabel(f"PC 1 ({100 * ex[0]:.0f} % of the private variance)")
@@ -78,11 +78,11 @@ def cloud_png(ev: dict, title: str) -> bytes:
     return _png(fig)
 
 
-def roc_png(ev: dict, title: str) -> bytes:
+def roc_png(ev: dict, title: str) -> dict[str, bytes]:
     """Membership ROC on log axes, floored at one over the non-members (the smallest FPR)."""
     plt = _plt()
     floor = 1.0 / max(int(ev.get("n_nonmembers", 100)), 1)
-    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    fig, ax = plt.subplots(figsize=(5.2, 4.4), layout="constrained")
     for pre, name, ls in (("", "attack", "-"), ("baseline_", "prior-only baseline", ":")):
         if f"{pre}fpr" not in ev:
             continue
@@ -100,12 +100,12 @@ def roc_png(ev: dict, title: str) -> bytes:
     return _png(fig)
 
 
-def histogram_png(ev: dict, title: str) -> bytes:
+def histogram_png(ev: dict, title: str) -> dict[str, bytes]:
     """Inferred vs true label histogram, grouped bars."""
     plt = _plt()
     true, inf = np.asarray(ev["true"]), np.asarray(ev["inferred"])
     x = np.arange(len(inf))
-    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    fig, ax = plt.subplots(figsize=(6.0, 3.8), layout="constrained")
     ax.bar(x - 0.2, true, width=0.4, label="true")
     ax.bar(x + 0.2, inf, width=0.4, label="inferred")
     ax.set_xticks(x)
@@ -116,13 +116,13 @@ def histogram_png(ev: dict, title: str) -> bytes:
     return _png(fig)
 
 
-def words_png(ev: dict, title: str, per_line: int = 8) -> bytes:
+def words_png(ev: dict, title: str, per_line: int = 8) -> dict[str, bytes]:
     """The retrieved words in order, those in the private text boxed in green."""
     plt = _plt()
     words = [str(w) for w in ev["words"]]
     hits = [bool(h) for h in ev["hits"]]
     lines = max(1, -(-len(words) // per_line))
-    fig, ax = plt.subplots(figsize=(9.0, 0.9 + 0.32 * lines))
+    fig, ax = plt.subplots(figsize=(9.0, 0.9 + 0.32 * lines), layout="constrained")
     ax.set_axis_off()
     ax.set_xlim(0, per_line)
     ax.set_ylim(lines, -0.2)

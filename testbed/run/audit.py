@@ -23,6 +23,7 @@ from testbed.exchange.bus import SERVER, Bus, iter_arrays
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
 from testbed.run.roster import Roster
+from testbed.scoring.audit_bounds import held_out_bound
 from testbed.scoring.metrics import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound
 from testbed.seeding import component_rng
 
@@ -31,11 +32,12 @@ __all__ = ["AUDIT_METHOD", "AuditResult", "canary_audit", "canary_score"]
 
 #: how :func:`canary_audit` turns scores into bounds (printed with every result)
 AUDIT_METHOD = (
-    "canary distinguishing game; statistic (max or sum of the released atoms' projections on the "
-    "canary direction) and threshold chosen on the first half of the trials, bounds computed on "
-    "the second half only; one-sided Clopper-Pearson bounds on TPR (lower) and FPR (upper); "
-    "two tests (an (epsilon, delta) bound and a mu-GDP bound against the Gaussian noise the "
-    "ledger records), each at confidence 1 - (1 - c)/2 so both hold together at c"
+    "canary distinguishing game over many runs; statistic (max or sum of the released atoms' "
+    "projections on the canary direction) and threshold chosen on the first half of the trials, "
+    "bounds computed on the second half only; one-sided Clopper-Pearson bounds on TPR (lower) "
+    "and FPR (upper); two tests (an (epsilon, delta) bound and a mu-GDP bound against the "
+    "Gaussian noise the ledger records), each at confidence 1 - (1 - c)/2 so both hold together "
+    "at c"
 )
 
 
@@ -98,6 +100,39 @@ def canary_score(envelopes, party: str, direction: np.ndarray, how: str = "max")
     return float(np.max(v) if how == "max" else np.sum(v))
 
 
+def _distance_sum(envelopes, party: str) -> float:
+    """Sum of the scalar releases (distances) ``party`` sent to the server (0 when none)."""
+    return float(
+        sum(
+            e.payload
+            for e in envelopes
+            if e.sender == party and e.receiver == SERVER and isinstance(e.payload, float)
+        )
+    )
+
+
+def _add_linear(fit0, fit1, ev0, ev1) -> None:
+    """Add the statistic ``"linear"``: the combination Σ_k w_k·s_k of the finite statistics with
+    w_k = (mean with canary − mean without) / pooled variance, all estimated on the fit trials
+    only (the Gaussian-optimal weights for independent releases: the support's projection and
+    the distances), so choosing it costs the held-out bound nothing."""
+    keys = [
+        k
+        for k in fit0
+        if np.all(np.isfinite(fit0[k]))
+        and np.all(np.isfinite(fit1[k]))
+        and np.var(np.concatenate([fit0[k], fit1[k]])) > 0
+    ]
+    if len(keys) < 2:
+        return
+    w = {}
+    for k in keys:
+        var = (np.var(fit0[k]) + np.var(fit1[k])) / 2
+        w[k] = (np.mean(fit1[k]) - np.mean(fit0[k])) / var if var > 0 else 0.0
+    for d in (fit0, fit1, ev0, ev1):
+        d["linear"] = sum(w[k] * np.where(np.isfinite(d[k]), d[k], 0.0) for k in keys)
+
+
 def _canary(X: np.ndarray, clip_norm: float) -> tuple[np.ndarray, np.ndarray, int]:
     """A row on the clip sphere pointing away from the data (public construction), and the
     private row it replaces: the one farthest from it (the largest change a neighbour makes)."""
@@ -107,31 +142,21 @@ def _canary(X: np.ndarray, clip_norm: float) -> tuple[np.ndarray, np.ndarray, in
     return c, u, int(np.argmax(np.linalg.norm(X - c, axis=1)))
 
 
-def _best(s0: np.ndarray, s1: np.ndarray, bound) -> tuple[float, float]:
-    """Threshold maximising ``bound(tpr, fpr)`` on these scores (``s1``: canary present)."""
-    best_t, best = float(np.max(s0)), -1.0
-    for t in np.unique(np.concatenate([s0, s1])):
-        b = bound(float(np.mean(s1 >= t)), float(np.mean(s0 >= t)))
-        if b > best:
-            best_t, best = float(t), b
-    return best_t, best
-
-
-def _held_out(fit0, fit1, ev0, ev1, bound) -> tuple[str, float, float, float, float]:
-    """Choose the statistic and threshold on the fit trials; evaluate ``bound`` on the others.
-    Returns ``(statistic, threshold, bound, tpr, fpr)``."""
-    stat = max(fit0, key=lambda k: _best(fit0[k], fit1[k], bound)[1])
-    thr, _ = _best(fit0[stat], fit1[stat], bound)
-    tpr, fpr = float(np.mean(ev1[stat] >= thr)), float(np.mean(ev0[stat] >= thr))
-    return stat, thr, bound(tpr, fpr), tpr, fpr
-
-
 def canary_audit(
-    world, party: str, trials: int = 200, delta: float = 1e-5, confidence: float = 0.95
+    world,
+    party: str,
+    trials: int = 200,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    null: bool = False,
+    progress=None,
+    run: int = 0,
 ) -> AuditResult:
     """Run the distinguishing game ``trials`` times per world on ``world`` (from
-    ``testbed.run.execute(scenario, until="world")``) and return the audited bounds beside the claimed ones
-    (method: :data:`AUDIT_METHOD`)."""
+    ``testbed.run.execute(scenario, until="world")``) and return the audited bounds beside the
+    claimed ones (method: :data:`AUDIT_METHOD`). ``null=True``: the second world is the first
+    (the canary is never inserted), for calibration; ``progress``: called after each trial;
+    ``run`` selects independent noise draws."""
     if party not in world.parties:
         raise TestbedError(f"audit: unknown party {party!r}; parties: {', '.join(world.parties)}")
     if trials < 20:
@@ -143,17 +168,18 @@ def canary_audit(
     )
     canary, u, row = _canary(X, clip)
     X1 = X.copy()
-    X1[row] = canary  # replace-one neighbour: the relation the Gaussian defense is calibrated to
+    if not null:
+        X1[row] = canary  # replace-one neighbour: the relation the Gaussian defense assumes
     worlds = {0: world.parties, 1: {**world.parties, party: replace(world.parties[party], X=X1)}}
     seed = world.scenario.seed
-    stats = ("max", "sum")
+    stats = ("max", "sum", "distance")
     scores = {(b, k): [] for b in (0, 1) for k in stats}
     ledger = PrivacyLedger()
     for i in range(trials):
         for b in (0, 1):
             ledger = PrivacyLedger()
             defs = [
-                (d, component_rng(seed, "audit", "defense", i, b, k))
+                (d, component_rng(seed, "audit", "defense", *((run,) if run else ()), i, b, k))
                 for k, d in enumerate(world.defenses)
             ]
             bus = Bus(defs, ledger=ledger, parties=worlds[b])
@@ -162,23 +188,34 @@ def canary_audit(
             roster = Roster.of(worlds[b])
             world.protocol.run(roster, bus, component_rng(seed, "audit", "protocol"))
             for k in stats:
-                scores[(b, k)].append(canary_score(bus.transcript, party, u, k))
+                scores[(b, k)].append(
+                    _distance_sum(bus.transcript, party)
+                    if k == "distance"
+                    else canary_score(bus.transcript, party, u, k)
+                )
+        if progress is not None:
+            progress(i)
     claimed, claimed_mu = float(ledger.epsilon(party, delta)), ledger.gdp_mu(party)
     half, n = trials // 2, trials - trials // 2
     fit0 = {k: np.asarray(scores[(0, k)][:half]) for k in stats}
     fit1 = {k: np.asarray(scores[(1, k)][:half]) for k in stats}
     ev0 = {k: np.asarray(scores[(0, k)][half:]) for k in stats}
     ev1 = {k: np.asarray(scores[(1, k)][half:]) for k in stats}
+    _add_linear(fit0, fit1, ev0, ev1)
     each = 1.0 - (1.0 - confidence) / 2  # two tests, Bonferroni
 
     def eps_bound(t, f):
         return epsilon_lower_bound(t, f, n, n, delta, each)
 
+    stat, thr, audited, tpr, fpr = held_out_bound(fit0, fit1, ev0, ev1, eps_bound)
+
     def mu_bound(t, f):
         return gdp_mu_lower_bound(t, f, n, n, each)
 
-    stat, thr, audited, tpr, fpr = _held_out(fit0, fit1, ev0, ev1, eps_bound)
-    _, _, mu_lo, _, _ = _held_out(fit0, fit1, ev0, ev1, mu_bound)
+    # the Gaussian-DP bound of the same game (Nasr et al. 2023), held out too: on these trial
+    # counts it is tighter than a Bonferroni over every threshold of all trials
+    # (scoring.audit_bounds.gdp_mu_from_scores), e.g. 0.59 vs 0.45 at 400 trials and mu = 1
+    _, _, mu_lo, _, _ = held_out_bound(fit0, fit1, ev0, ev1, mu_bound)
     return AuditResult(
         party,
         trials,

@@ -32,7 +32,8 @@ def rerun_attacks(
     import yaml
 
     from testbed.errors import TestbedError
-    from testbed.scenario.schema import config_hash, parse_scenario, resolve
+    from testbed.scenario.loading import parse_scenario
+    from testbed.scenario.resolve import config_hash, resolve
 
     run_dir = Path(run_dir)
     for name in ("resolved.yaml", "config_hash", "results.json", "envelopes.jsonl"):

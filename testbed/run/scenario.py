@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.scenario.schema import Scenario, config_hash, resolve
+from testbed.scenario.resolve import config_hash, resolve
+from testbed.scenario.schema import Scenario
 
 __all__ = ["ResolvedScenario"]
 

@@ -29,14 +29,8 @@ from pathlib import Path
 import yaml
 
 from testbed.exchange.bus import atomic_write_bytes
-from testbed.scenario.schema import (
-    Cell,
-    Scenario,
-    expand_cells,
-    parse_path,
-    sweep_hash,
-    value_label,
-)
+from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
+from testbed.scenario.schema import Scenario
 
 __all__ = ["Cell", "SweepOutput", "expand_cells", "parse_path", "run_sweep", "value_label"]
 

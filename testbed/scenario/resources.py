@@ -147,7 +147,7 @@ def _csv_shape(path: str) -> tuple[int, int]:
 def estimate_memory(sc, resolved: dict | None = None) -> list[Estimate]:
     """The array families a run of ``sc`` builds, largest first (an order of magnitude);
     ``resolved`` is ``resolve(sc)`` when the caller has it (a sweep cell)."""
-    from testbed.scenario.schema import resolve
+    from testbed.scenario.resolve import resolve
 
     res = resolved if resolved is not None else resolve(sc)
     ds = res["data"]["dataset"]
@@ -270,7 +270,7 @@ def check_scenario(sc) -> None:
     if not sc.is_sweep:
         check_memory(sc)
         return
-    from testbed.scenario.schema import expand_cells
+    from testbed.scenario.cells import expand_cells
 
     seen: set[str] = set()
     for cell in expand_cells(sc):

@@ -87,7 +87,7 @@ def contract_scenario(protocol: str) -> Path:
 @functools.lru_cache(maxsize=8)
 def _fixture_from_path(path: str) -> PluginFixture:
     from testbed.run import execute
-    from testbed.scenario.schema import load_scenario
+    from testbed.scenario.loading import load_scenario
 
     sc = load_scenario(path)
     run = execute(sc, until="results", write=False)

@@ -104,7 +104,7 @@ def protocol_scenario(cls, scenario: str | Path | Mapping | None = None):
     params are kept when it already names ``cls``), the guard records instead of stopping, no
     attacks, no sweep."""
     from testbed.registry import PROTOCOLS
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     if cls.name not in PROTOCOLS or PROTOCOLS.get(cls.name) is not cls:
         raise TestbedError(
@@ -132,7 +132,7 @@ def _run(sc) -> ProtocolRun:
 
 @functools.lru_cache(maxsize=16)
 def _cached_run(cls, text: str, where: str, base: str) -> ProtocolRun:
-    from testbed.scenario.schema import parse_scenario
+    from testbed.scenario.loading import parse_scenario
 
     return _run(parse_scenario(text, where, base))
 

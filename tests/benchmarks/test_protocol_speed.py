@@ -10,16 +10,15 @@ import numpy as np
 import ot
 import pytest
 
-from testbed.bench.main import (
+from testbed.bench.cases import (
     CLIENT_CASES,
     PAIR_CASES,
-    BareBus,
-    _registered,
-    _run_protocol,
     fedwad_public_algorithm,
-    make_clients,
-    make_pair,
+    registered,
+    run_protocol,
 )
+from testbed.bench.data import make_clients, make_pair
+from testbed.bench.timing import BareBus
 
 pytestmark = pytest.mark.benchmark
 pytest.importorskip("pytest_benchmark")
@@ -41,11 +40,11 @@ def test_one_exact_emd(benchmark, pair):
 
 @pytest.mark.parametrize("case", PAIR_CASES, ids=lambda c: c.key)
 def test_pair_protocol(benchmark, pair, case):
-    if not _registered(case.protocol):
+    if not registered(case.protocol):
         pytest.skip(f"{case.protocol} not registered")
     if case.max_n is not None and N > case.max_n:
         pytest.skip("over the case's size budget")
-    res = benchmark.pedantic(_run_protocol(case, pair), rounds=3, iterations=1)
+    res = benchmark.pedantic(run_protocol(case, pair), rounds=3, iterations=1)
     assert np.isfinite(next(iter(res.estimates.values())))
 
 
@@ -60,15 +59,15 @@ def test_public_fedwad_algorithm(benchmark, pair):
 @pytest.mark.parametrize("bus", ["normal", "bare"])
 def test_transcript_overhead(benchmark, pair, bus):
     factory = (lambda p: BareBus(parties=p)) if bus == "bare" else None
-    res = benchmark.pedantic(_run_protocol(PAIR_CASES[0], pair, factory), rounds=5)
+    res = benchmark.pedantic(run_protocol(PAIR_CASES[0], pair, factory), rounds=5)
     assert res.estimates["wasserstein"] > 0
 
 
 @pytest.mark.parametrize("clients", [5, 20])
 @pytest.mark.parametrize("case", CLIENT_CASES, ids=lambda c: c.key)
 def test_clients_protocol(benchmark, case, clients):
-    if not _registered(case.protocol):
+    if not registered(case.protocol):
         pytest.skip(f"{case.protocol} not registered")
     parties = make_clients(clients, case.points_per_client, case.dim, seed=0)
-    res = benchmark.pedantic(_run_protocol(case, parties), rounds=1, iterations=1)
+    res = benchmark.pedantic(run_protocol(case, parties), rounds=1, iterations=1)
     assert res.estimates

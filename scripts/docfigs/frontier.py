@@ -1,0 +1,165 @@
+"""docs/frontier.md: the frontier, the distance matrix, data valuation, the mask attack in domain, the coverage matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import ROOT
+
+
+def frontier_fedbary() -> dict[str, float]:
+    """docs/frontier.md, data-valuation table (``scenarios/frontier_fedbary.yaml``, seeds 0-2):
+    per setting (index in the sweep) the report's mean [95 % interval] of the two utilities, the
+    worst leakage and coverage@r, and the largest claimed epsilon over parties."""
+    import tempfile
+
+    from testbed.report.model import aggregate
+    from testbed.run.sweep import expand_cells, run_sweep
+    from testbed.scenario.loading import load_scenario
+
+    sc = load_scenario(ROOT / "scenarios/frontier_fedbary.yaml")
+    order = list(dict.fromkeys(next(iter(c.labels.values())) for c in expand_cells(sc)))
+    with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
+        rows = run_sweep(sc, tmp, jobs=2).rows
+    from testbed.report.model import point_of
+    from testbed.scoring.metrics import mean_ci
+
+    agg = aggregate(rows)
+    out = {}
+    for (_, point), a in agg.items():
+        i = order.index(point)
+        for key in ("contribution_spearman", "detection_auc"):
+            vals = [float(r["results"]["utility"][key]) for r in rows if point_of(r) == point]
+            m, lo, hi = mean_ci(vals)
+            out[f"{i}.utility.{key}.mean"], out[f"{i}.utility.{key}.lo"] = m, lo
+            out[f"{i}.utility.{key}.hi"] = hi
+        for key in ("any_attack.leakage", "any_attack.coverage"):
+            out[f"{i}.{key}.mean"], out[f"{i}.{key}.lo"], out[f"{i}.{key}.hi"] = a[key]
+        # the claim of the parties that sent anything (the validation party sends nothing)
+        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
+        finite = [e for e in eps if np.isfinite(e)]
+        out[f"{i}.eps"] = max(finite) if finite else float("inf")
+    return out
+
+
+def _frontier_table(name: str, utility: str) -> dict[str, float]:
+    """``scenarios/<name>.yaml`` swept (seeds 0-2, 2 jobs) and summarised by ``python -m
+    testbed.scoring.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
+    ``<label>.{utility,leakage,coverage}.{mean,lo,hi}`` and ``<label>.eps``; per budget and
+    dataset the best setting as ``best.<budget>.<dataset>::<label>`` = its mean utility; for the
+    DP baselines ``<label>.{z,op_norm,sigma}.{min,max}`` over seeds (noise multiplier, ||U||_op,
+    noise scale); and ``cells``, the number of cells the sweep ran."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.loading import load_scenario
+    from testbed.scoring.frontier import best_per_budget, frontier_rows, setting_label
+
+    sc = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+    keep = os.environ.get("DOCS_FIGURES_SWEEPS")
+    if keep:  # resume (or start) the sweep in DIR/<name>: finished cells are not recomputed
+        rows = run_sweep(sc, Path(keep) / name, jobs=2).rows
+    else:
+        with tempfile.TemporaryDirectory(prefix="docs-frontier-") as tmp:
+            rows = run_sweep(sc, tmp, jobs=2).rows
+    table = frontier_rows(rows, utility)
+    out: dict[str, float] = {"cells": float(len(rows))}
+    for t in table:
+        out[f"{t['setting']}.eps"] = float(t["epsilon"])
+        for key in ("utility", "leakage", "coverage"):
+            m, lo, hi = t[key]
+            out[f"{t['setting']}.{key}.mean"] = m
+            out[f"{t['setting']}.{key}.lo"], out[f"{t['setting']}.{key}.hi"] = lo, hi
+    for b, ds, t in best_per_budget(table):
+        out[f"best.{b:g}.{ds}::{t['setting']}"] = t["utility"][0]
+    # the DP baselines' noise: z, ||U||_op (sensitivity / 2C) and sigma, lowest and highest seed
+    noise: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        o, p = row["results"].get("outputs") or {}, row["results"]["protocol"]["params"]
+        if "sigma" in o and "sensitivity" in o and p.get("clip_norm"):
+            per = noise.setdefault(setting_label(row), {"z": [], "op_norm": [], "sigma": []})
+            per["z"].append(float(o["noise_multiplier"]))
+            per["op_norm"].append(float(o["sensitivity"]) / (2 * float(p["clip_norm"])))
+            per["sigma"].append(float(o["sigma"]))
+    for label, per in noise.items():
+        for k, vs in per.items():
+            out[f"{label}.{k}.min"], out[f"{label}.{k}.max"] = min(vs), max(vs)
+    return out
+
+
+def frontier_main() -> dict[str, float]:
+    """docs/frontier.md, the frontier (``scenarios/frontier.yaml``, seeds 0-2): per setting the
+    mean [95 % interval] over seeds of ``utility.distance_accuracy``, the worst attack's leakage
+    and coverage@r, the claimed ε; the best setting per budget."""
+    return _frontier_table("frontier", "distance_accuracy")
+
+
+def frontier_matrix() -> dict[str, float]:
+    """docs/frontier.md, dataset-distance matrix (``scenarios/frontier_matrix.yaml``, seeds 0-2):
+    as :func:`frontier_main` with ``utility.distance_rank``."""
+    return _frontier_table("frontier_matrix", "distance_rank")
+
+
+def mask_in_domain() -> dict[str, float]:
+    """docs/frontier.md: ``blind_mask_inversion`` against TriangleWad (k = 1) on digits under the
+    shared ``secret_isometry_mask`` (``triangle_wad_digits`` as in
+    ``tests/test_secret_mask.py``, seed 0), with the Gaussian prior and with 600 real held-out
+    digits as its proxy: coverage@r and leakage (against the prior-only baseline) per party."""
+    from dataclasses import replace
+
+    import yaml
+
+    from attacks.blind_mask_inversion import BlindMaskInversion
+    from testbed.report.coverage import _heldout
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.loading import parse_scenario
+    from testbed.scoring.metrics import coverage_at_r, w2_leakage
+
+    path = ROOT / "scenarios/triangle_wad_digits.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["protocol"]["params"].update({"support_size": 1, "gamma_mean": 0.5, "gamma_std": 0.5})
+    raw["data"]["transform"] = {"name": "scale", "params": {"factor": 0.0625, "clip_norm": 5.0}}
+    raw["data"].pop("noise", None)
+    raw["defenses"] = [{"name": "secret_isometry_mask"}]
+    world = build_world(parse_scenario(yaml.safe_dump(raw), str(path), str(path.parent)))
+    _out = run_and_evaluate(world)
+    tr = _out.transcript
+    public = replace(
+        world.public, extra={**world.public.extra, "candidates": _heldout(world)[:600]}
+    )
+    view = tr.view("server", own_data={p: d.X for p, d in world.parties.items()}, public=public)
+    out = {}
+    for proxy in ("prior", "candidates"):
+        att = BlindMaskInversion(BlindMaskInversion.Config(proxy=proxy))
+        base = {b.target: b for b in att.baseline(view, public, np.random.default_rng(0))}
+        for o in att.run(view, public, np.random.default_rng(0)):
+            X = world.parties[o.target].X
+            b = base[o.target]
+            out[f"{proxy}.{o.target}.coverage"] = coverage_at_r(o.points, X)["coverage"]
+            out[f"{proxy}.{o.target}.leakage"] = w2_leakage(
+                o.points, o.weights, X, b.points, b.weights
+            )["leakage"]
+    return out
+
+
+def coverage_cells() -> dict[str, float]:
+    """docs/frontier.md, "Coverage matrix" (``python -m testbed.report.coverage``, seed 0): per protocol
+    and threat the best attack's figure (``<protocol>.<threat>.value``) and its baseline
+    (``.baseline``), the attack as ``.attack.<name>`` = 1, or ``.not_applicable`` = 1."""
+    from testbed.report.coverage import coverage_matrix
+
+    out: dict[str, float] = {}
+    for proto, cells in coverage_matrix().items():
+        for threat, c in cells.items():
+            key = f"{proto}.{threat}"
+            if c.get("not_applicable"):
+                out[f"{key}.not_applicable"] = 1.0
+                continue
+            out[f"{key}.attack.{c['attack']}"] = 1.0
+            out[f"{key}.value"] = float(c["value"])
+            if isinstance(c.get("baseline"), (int, float)):
+                out[f"{key}.baseline"] = float(c["baseline"])
+    return out

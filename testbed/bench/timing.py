@@ -1,0 +1,172 @@
+"""How the benchmarks measure: interleaved minimum times against a baseline, tracemalloc peaks,
+cProfile tops, log-log exponents, the machine's description, and two buses (one that logs
+nothing, one that times its own ``send``) to isolate what the transcript costs."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import math
+import os
+import platform
+import pstats
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from testbed.exchange.bus import Bus, Envelope
+
+__all__ = [
+    "BareBus",
+    "TimedBus",
+    "fit_exponent",
+    "machine_info",
+    "peak_memory",
+    "profile_top",
+    "time_interleaved",
+    "timed",
+]
+
+
+class BareBus(Bus):
+    """A bus with the same routing as :class:`~testbed.exchange.bus.Bus` that keeps no transcript.
+
+    ``send`` hands the payload over as it is: no read-only copy, no size, no digest, no guard, no
+    defenses, nothing appended. Used only to measure what the transcript costs.
+    """
+
+    def __init__(self, parties=None):
+        super().__init__(parties=parties)
+        self._seq = 0
+
+    def send(self, sender, receiver, kind, payload, round=0, meta=None) -> Envelope:
+        self._seq += 1
+        return Envelope(
+            seq=self._seq - 1,
+            round=int(round),
+            sender=sender,
+            receiver=receiver,
+            kind=kind,
+            payload=payload,
+        )
+
+
+class TimedBus(Bus):
+    """The normal bus, timing itself: ``send_seconds`` is the wall time spent inside
+    :meth:`send` (freezing, sizing, hashing, defenses, guard, logging)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.send_seconds = 0.0
+
+    def send(self, *args, **kw) -> Envelope:
+        t0 = time.perf_counter()
+        try:
+            return super().send(*args, **kw)
+        finally:
+            self.send_seconds += time.perf_counter() - t0
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def time_interleaved(
+    fn: Callable[[], Any],
+    baseline: Callable[[], Any],
+    min_repeats: int = 1,
+    max_repeats: int = 5,
+    budget: float = 2.0,
+) -> tuple[float, float, int]:
+    """Alternate ``baseline`` and ``fn`` until ``budget`` seconds are spent (at least
+    ``min_repeats``, at most ``max_repeats`` pairs); return (min fn time, min baseline time, pairs)."""
+    tf, tb = [], []
+    spent = 0.0
+    while len(tf) < max_repeats and (len(tf) < min_repeats or spent < budget):
+        b = timed(baseline)
+        f = timed(fn)
+        tb.append(b)
+        tf.append(f)
+        spent += b + f
+    return min(tf), min(tb), len(tf)
+
+
+def peak_memory(fn: Callable[[], Any]) -> int:
+    """Peak bytes allocated (tracemalloc: Python and NumPy) during one call of ``fn``."""
+    was = tracemalloc.is_tracing()
+    if not was:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base, _ = tracemalloc.get_traced_memory()
+    try:
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if not was:
+            tracemalloc.stop()
+    return max(int(peak - base), 0)
+
+
+def profile_top(fn: Callable[[], Any], limit: int = 10) -> list[dict[str, Any]]:
+    """cProfile one call; the ``limit`` functions with the largest own time."""
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        fn()
+    finally:
+        prof.disable()
+    st = pstats.Stats(prof, stream=io.StringIO())
+    total = sum(v[2] for v in st.stats.values()) or 1.0
+    rows = []
+    for (fname, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():
+        rows.append(
+            {
+                "function": f"{Path(fname).name}:{line}({func})",
+                "calls": nc,
+                "own_s": tt,
+                "cum_s": ct,
+                "own_share": tt / total,
+            }
+        )
+    rows.sort(key=lambda r: -r["own_s"])
+    return rows[:limit]
+
+
+def fit_exponent(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Slope of the least-squares line through (log x, log y): cost ~ x^slope."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y and y > 0]
+    if len(pts) < 2 or len({p[0] for p in pts}) < 2:
+        return None
+    lx, ly = np.array(pts).T
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
+def machine_info() -> dict[str, Any]:
+    import importlib.metadata as md
+
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+    try:
+        info["load_average"] = list(os.getloadavg())
+    except OSError:
+        info["load_average"] = None
+    from threadpoolctl import threadpool_info
+
+    info["blas_threads"] = sorted(
+        {i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"}
+    )
+    for pkg in ("numpy", "POT", "scipy", "ray"):
+        try:
+            info[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            info[pkg] = None
+    return info

@@ -1,0 +1,233 @@
+"""``testbed audit SCENARIO``: audited lower bounds beside a defended scenario's privacy claim.
+
+The default is the one-run audit (m canaries, one protocol run; per observer, and per round with
+``--per-round``); ``--method many-runs`` plays the reference game over ``--trials`` runs per
+world and ``--method both`` runs the two side by side. Each audited party ends with one line
+stating what the audit proved; ``--out DIR`` writes every row to ``DIR/audit.csv`` and
+``DIR/audit.json``. When the scenario has reconstruction attacks and a μ-GDP claim, the attacks
+run once and each one's success within the coverage radius is shown against the reconstruction
+bound Φ(Φ⁻¹(κ) + μ)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+from testbed.cli._common import bench_command, load_checked, stderr_log, table
+from testbed.errors import TestbedError
+
+__all__ = ["bench_audit", "run", "verdict_line", "write_audit_rows"]
+
+
+def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf: float) -> str:
+    """One line: what the audit proved about ``party``'s claim."""
+    c = f"{100 * conf:g} %"
+    claim = "no claim (nothing protects it)" if claimed == float("inf") else f"ε = {claimed:.3g}"
+    if violated:
+        return f"{party}: VIOLATION — the claim {claim} is refuted at {c}: ε̂ ≥ {bound:.3g}"
+    return f"{party}: the claim {claim} holds against this audit at {c}: ε̂ ≤ {bound:.3g}"
+
+
+def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
+    """``audit.csv`` and ``audit.json`` (written atomically)."""
+    from testbed.exchange.bus import atomic_write_bytes
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
+    atomic_write_bytes(
+        out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
+    )
+    return [out / "audit.csv", out / "audit.json"]
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _many_runs(world, party: str, args) -> dict:
+    from testbed.run.audit import canary_audit
+
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.trials, desc=f"audit {party}: trials", leave=False)
+    else:
+        _log(f"audit {party}: {args.trials} trials per world (many runs)")
+    t0 = time.perf_counter()
+    r = canary_audit(
+        world,
+        party,
+        trials=args.trials,
+        delta=args.delta,
+        confidence=args.confidence,
+        progress=(lambda i: bar.update(1)) if bar is not None else None,
+    )
+    if bar is not None:
+        bar.close()
+    return {
+        "party": party,
+        "method": "many-runs",
+        "observer": "server",
+        "rounds": "all",
+        "runs": 2 * args.trials,
+        "canaries": 1,
+        "confidence": r.confidence,
+        "delta": r.delta,
+        "eps_lower": r.audited_epsilon,
+        "mu_lower": r.mu_lower,
+        "eps_lower_gdp": r.epsilon_gdp,
+        "epsilon_claimed": r.claimed_epsilon,
+        "mu_claimed": r.claimed_mu,
+        "violated": r.violated,
+        "threshold": f"held out ({r.statistic}, t = {r.threshold:.4g})",
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _one_run(world, party: str, args) -> list[dict]:
+    from testbed.run.audit_one_run import one_run_audit
+
+    _log(f"audit {party}: one protocol run with {args.canaries} canaries (+ a noiseless reference)")
+    t0 = time.perf_counter()
+    rows = one_run_audit(
+        world,
+        party,
+        canaries=args.canaries,
+        delta=args.delta,
+        confidence=args.confidence,
+        per_round=args.per_round,
+    )
+    secs = time.perf_counter() - t0
+    return [
+        {
+            "method": "one-run",
+            **r.row(),
+            "threshold": f"Bonferroni over {r.bound.candidates} rules",
+            "seconds": secs,
+        }
+        for r in rows
+    ]
+
+
+def _reconstruction(sc, world) -> list[dict]:
+    """The scenario's attacks, run once, against the reconstruction bound of each μ-GDP claim."""
+    from testbed.run import execute
+    from testbed.run.audit_recon import reconstruction_checks
+
+    if not sc.attacks:
+        return []
+    _log("audit: running the scenario's attacks once for the reconstruction bound")
+    out = execute(sc, write=False, world=world)
+    ledger = out.exchange.ledger if out.exchange is not None else world.ledger
+    return reconstruction_checks(out.rows, ledger, world.parties)
+
+
+def _print_rows(rows: list[dict]) -> None:
+    cells = [
+        [
+            r["party"],
+            r["method"],
+            r["observer"],
+            r["rounds"],
+            f"{r['epsilon_claimed']:.4g}",
+            f"{r['eps_lower']:.4g}",
+            "-" if r["mu_claimed"] is None else f"{r['mu_claimed']:.4g}",
+            f"{r['mu_lower']:.4g}",
+            f"{r['eps_lower_gdp']:.4g}",
+            "VIOLATION" if r["violated"] else "consistent",
+        ]
+        for r in rows
+    ]
+    header = ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "claimed μ", "μ̂ ≥"]
+    print(table(cells, [*header, "ε(μ̂)", "status"]))
+
+
+def run(args) -> int:
+    from testbed.run import execute
+
+    sc = load_checked(args)
+    if sc.is_sweep:
+        raise TestbedError(
+            f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
+        )
+    world = execute(sc, until="world").world
+    if not world.defenses:
+        _log(f"{args.scenario}: no defense: the audit measures leakage against no claim")
+    parties = args.party or [p for p in world.parties][:2]
+    rows: list[dict] = []
+    for party in parties:
+        if args.method in ("one-run", "both"):
+            rows += _one_run(world, party, args)
+        if args.method in ("many-runs", "both"):
+            rows.append(_many_runs(world, party, args))
+    print(f"{sc.name}: privacy audit, delta {args.delta:g}, confidence {args.confidence:g}")
+    _print_rows(rows)
+    recon = _reconstruction(sc, world) if args.reconstruction else []
+    for c in recon:
+        state = "VIOLATION" if c["violated"] else "consistent"
+        print(
+            f"reconstruction {c['attack']} -> {c['target']}: success {c['success']:.3f} "
+            f"(≥ {c['success_lower']:.3f}) within r = {c['radius']:.3g} vs bound "
+            f"Φ(Φ⁻¹(κ) + μ) = {c['bound']:.3f} (κ ≤ {c['kappa_upper']:.3f}, μ = {c['mu']:.3g}): "
+            f"{state}"
+        )
+    for party in parties:
+        mine = [r for r in rows if r["party"] == party]
+        worst = max(mine, key=lambda r: (r["violated"], r["eps_lower"]))
+        print(
+            verdict_line(
+                party,
+                worst["epsilon_claimed"],
+                worst["eps_lower"],
+                any(r["violated"] for r in mine),
+                args.confidence,
+            )
+        )
+    if args.out:
+        paths = write_audit_rows(rows + [{"reconstruction": True, **c} for c in recon], args.out)
+        print("wrote " + ", ".join(str(p) for p in paths))
+    from testbed.run.audit import AUDIT_METHOD
+    from testbed.run.audit_one_run import ONE_RUN_METHOD
+
+    if args.method in ("one-run", "both"):
+        print(f"method (one run): {ONE_RUN_METHOD}")
+    if args.method in ("many-runs", "both"):
+        print(f"method (many runs): {AUDIT_METHOD}")
+    return 0
+
+
+def bench_audit(args) -> int:
+    """``testbed bench --audit [--full]``: testbed/bench/audit.py, written to ``--out``."""
+    from testbed.bench.audit import AuditBenchOptions, run_audit_bench, write_audit_bench
+
+    log = stderr_log(args.quiet)
+    opts = AuditBenchOptions(log=log) if args.full else AuditBenchOptions.quick(log=log)
+    res = run_audit_bench(opts)
+    paths = write_audit_bench(res, args.out, bench_command())
+    o = res["one_vs_many"]
+    print(
+        f"one run ({o['canaries']} canaries): eps >= {o['one_run_eps']:.3g} in "
+        f"{o['one_run_seconds']:.1f} s; many runs ({o['trials']} trials per world): "
+        f"eps >= {o['many_run_eps']:.3g} in {o['many_run_seconds']:.1f} s; ratio "
+        f"{o['eps_ratio']:.2f}, time ratio {o['time_ratio']:.3f}"
+    )
+    n = res["null"]
+    print(
+        f"null: one run eps > 0 in {n['one_run_positive']}/{n['one_run_runs']}, many runs in "
+        f"{n['many_run_positive']}/{n['many_run_runs']} (alpha 0.05)"
+    )
+    for r in res["miscalibrated"]:
+        print(f"{r['case']} ({r['audit']}): violated={r['violated']}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

@@ -1,0 +1,92 @@
+"""``testbed bench``: time every protocol as a ratio to one exact ``ot.emd`` (quick subset by
+default); ``--scaling`` and ``--sweep-bookkeeping`` run one section only."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from testbed.cli._common import bench_command, stderr_log
+
+
+def _scaling(args) -> int:
+    from testbed.bench.scaling import ScalingOptions, bench_scaling, write_scaling
+
+    kw = {k: getattr(args, k) for k in ("ns", "clients") if getattr(args, k) is not None}
+    if args.ds is not None:
+        kw["d"] = args.ds[0]
+    if args.cases is not None:
+        kw["cases"] = [c for c in args.cases.split(",") if c]
+    opts = ScalingOptions(**kw, log=stderr_log(args.quiet))
+    paths = write_scaling(bench_scaling(opts), args.out, bench_command())
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _sweep_bookkeeping(args) -> int:
+    """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (testbed/bench/sweep.py)."""
+    from testbed.bench.sweep import run_bookkeeping
+
+    rows = run_bookkeeping(log=(lambda s: None) if args.quiet else print)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "sweep_bookkeeping.json"
+    path.write_text(json.dumps({"command": bench_command(), "rows": rows}, indent=2) + "\n")
+    ratio = rows[-1]["us_per_cell"] / rows[0]["us_per_cell"]
+    print(f"time per cell at {rows[-1]['cells']} vs {rows[0]['cells']} cells: {ratio:.2f}x")
+    print(f"wrote {path}")
+    return 0
+
+
+def _options(args):
+    from testbed.bench.cases import BenchOptions
+
+    kw = {}
+    for key in ("ns", "ds", "clients"):
+        if getattr(args, key) is not None:
+            kw[key] = getattr(args, key)
+    if args.cases is not None:
+        kw["cases"] = [c for c in args.cases.split(",") if c]
+    if args.ray_clients is not None:
+        kw.update(ray=True, ray_clients=args.ray_clients)
+    if args.scenario is not None:
+        kw.update(report_scenario=args.scenario, targets=True)
+    if args.targets:
+        kw["targets"] = True
+    if args.no_memory:
+        kw["memory"] = False
+    if args.pairwise is not None:
+        kw["pairwise_clients"] = args.pairwise
+    if args.pairwise_pairs is not None:
+        kw["pairwise_pairs"] = None if args.pairwise_pairs == "all" else args.pairwise_pairs
+    kw["progress"] = not args.quiet and sys.stderr.isatty()
+    kw["log"] = stderr_log(args.quiet)
+    return BenchOptions.full(**kw) if args.full else BenchOptions.quick(**kw)
+
+
+def run(args) -> int:
+    if args.scaling:
+        return _scaling(args)
+    if args.sweep_bookkeeping:
+        return _sweep_bookkeeping(args)
+    if args.audit:
+        from testbed.cli.audit import bench_audit
+
+        return bench_audit(args)
+    from testbed.bench.main import run_bench
+    from testbed.bench.output import write_outputs
+
+    res = run_bench(_options(args), command=bench_command())
+    paths = write_outputs(res, args.out)
+    for t in res["targets"]:
+        state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"
+        print(f"target: {t['text']}: {t['measured']:.4g} {t['unit']} -> {state}")
+    if res["targets"]:
+        from testbed.bench.targets import issue15_rows
+
+        for r in issue15_rows(res):
+            value = r["detail"] if r["value"] is None else f"{r['value']:.4g} {r['unit']}"
+            print(f"issue 15: {r['quantity']}: {value}")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

@@ -1,0 +1,14 @@
+"""``testbed scorecard PROTOCOL|SCENARIO``: run a protocol once, then every applicable attack
+under every threat model."""
+
+from __future__ import annotations
+
+from testbed.plugins.scorecard import scorecard
+
+
+def run(args) -> int:
+    card = scorecard(args.target, args.out, progress=not args.quiet)
+    for line in card.summary_lines():
+        print(line)
+    print(f"scorecard: {card.paths['html']}")
+    return 0

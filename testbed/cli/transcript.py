@@ -1,0 +1,65 @@
+"""``testbed transcript RUN``: what was exchanged in a run, message by message and summed
+per kind and route."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from testbed.cli._common import fmt_bytes, table
+from testbed.errors import TestbedError
+from testbed.exchange.bus import Transcript
+from testbed.measure import Measure
+
+
+def payload_summary(p) -> str:
+    if isinstance(p, Measure):
+        return f"measure {p.n}x{p.d}"
+    if isinstance(p, np.ndarray):
+        return f"array {'x'.join(map(str, p.shape))}"
+    if isinstance(p, Mapping):
+        return "{" + ", ".join(f"{k}: {payload_summary(v)}" for k, v in p.items()) + "}"
+    if isinstance(p, float):
+        return f"{p:.6g}"
+    return repr(p)
+
+
+def run(args) -> int:
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise TestbedError(f"{run_dir}: run directory not found")
+    tr = Transcript.load(run_dir)
+    envs = list(tr)
+    shown = envs if args.all or len(envs) <= args.limit else envs[: args.limit]
+    rows = [
+        [
+            e.seq,
+            e.round,
+            f"{e.sender} -> {e.receiver}",
+            e.kind,
+            payload_summary(e.payload),
+            fmt_bytes(e.nbytes),
+        ]
+        for e in shown
+    ]
+    print(table(rows, ["#", "round", "route", "kind", "payload", "size"]))
+    if len(shown) < len(envs):
+        print(f"... {len(envs) - len(shown)} more (use --all)")
+    by = defaultdict(lambda: [0, 0])
+    for e in envs:
+        by[(e.kind, e.sender, e.receiver)][0] += 1
+        by[(e.kind, e.sender, e.receiver)][1] += e.nbytes
+    print()
+    print(
+        table(
+            [[k, f"{s} -> {r}", n, fmt_bytes(b)] for (k, s, r), (n, b) in sorted(by.items())],
+            ["kind", "route", "messages", "bytes"],
+        )
+    )
+    print(
+        f"total: {len(envs)} messages, {fmt_bytes(tr.nbytes)}, transcript digest {tr.digest()[:16]}"
+    )
+    return 0

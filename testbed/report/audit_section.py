@@ -1,0 +1,156 @@
+"""The "Privacy audit" section: what ``testbed audit RUN_SCENARIO --out RUN_DIR`` wrote to
+``RUN_DIR/audit.json`` — per party one figure of the audited ε lower bound for each observer,
+per round and cumulative, beside the ledger's claimed ε for the same releases; and the
+reconstruction bound Φ(Φ⁻¹(κ) + μ) beside each reconstruction attack's measured success. Renders
+only: every number comes from the file."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+
+from testbed.report.doc import Doc
+from testbed.report.fmt import fmt
+from testbed.report.model import ReportData
+from testbed.report.static_figures import fig_png
+
+__all__ = ["audit_section"]
+
+
+def _order(scope: str) -> tuple[float, int]:
+    """Rounds on the x axis: round k, then "<=k" beside it, "all" last."""
+    if scope == "all":
+        return (math.inf, 0)
+    if scope.startswith("<="):
+        return (float(scope[2:]), 1)
+    return (float(scope), 0)
+
+
+def _epsilon_figures(party: str, rows: list[dict]):
+    """(plotly figure, png bytes) of ε̂ per observer and rounds, with the claim dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import plotly.graph_objects as go
+
+    scopes = sorted({r["rounds"] for r in rows}, key=_order)
+    fig = go.Figure()
+    mfig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for obs in sorted({r["observer"] for r in rows}):
+        by = {r["rounds"]: r for r in rows if r["observer"] == obs}
+        xs = [s for s in scopes if s in by]
+        ys = [float(by[s]["eps_lower"]) for s in xs]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=html.escape(obs)))
+        ax.plot(xs, ys, marker="o", label=obs)
+    claim = {r["rounds"]: float(r["epsilon_claimed"]) for r in rows}
+    xs = [s for s in scopes if math.isfinite(claim.get(s, math.inf))]
+    if xs:
+        ys = [claim[s] for s in xs]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="claimed ε", line={"dash": "dash"}))
+        ax.plot(xs, ys, "k--", label="claimed ε")
+        ax.set_yscale("log" if max(ys) > 100 else "linear")
+    title = f"audited ε ≥ per observer and round vs claimed ε ({party})"
+    fig.update_layout(
+        title={"text": html.escape(title), "font": {"size": 14}},
+        xaxis={"title": "rounds (k: that round only, <=k: up to it, all)", "type": "category"},
+        yaxis={"title": "ε"},
+        template="plotly_white",
+        height=360,
+    )
+    ax.set_xlabel("rounds (k: that round only, <=k: up to it, all)")
+    ax.set_ylabel("ε")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return fig, fig_png(mfig)
+
+
+def _reconstruction_figures(rows: list[dict]):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import plotly.graph_objects as go
+
+    labels = [f"{r['attack']} → {r['target']}" for r in rows]
+    succ = [float(r["success_lower"]) for r in rows]
+    bound = [float(r["bound"]) for r in rows]
+    fig = go.Figure(
+        [
+            go.Bar(x=[html.escape(x) for x in labels], y=succ, name="success ≥ (95 %)"),
+            go.Bar(x=[html.escape(x) for x in labels], y=bound, name="bound Φ(Φ⁻¹(κ)+μ)"),
+        ]
+    )
+    title = "reconstruction within the coverage radius vs the μ-GDP bound"
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        barmode="group",
+        yaxis={"title": "probability", "range": [0, 1.05]},
+        template="plotly_white",
+        height=340,
+    )
+    mfig, ax = plt.subplots(figsize=(6.4, 3.4))
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], succ, 0.4, label="success ≥ (95 %)")
+    ax.bar([x + 0.2 for x in xs], bound, 0.4, label="bound Φ(Φ⁻¹(κ)+μ)")
+    ax.set_xticks(list(xs), labels, fontsize=7, rotation=20)
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return fig, fig_png(mfig)
+
+
+def audit_section(doc: Doc, data: ReportData) -> None:
+    """Rendered when the run directory holds an ``audit.json`` (``testbed audit --out``)."""
+    path = data.run_dir / "audit.json"
+    if not path.is_file():
+        return
+    rows = json.loads(path.read_text())
+    audits = [r for r in rows if not r.get("reconstruction")]
+    recon = [r for r in rows if r.get("reconstruction")]
+    doc.h(2, "Privacy audit")
+    doc.p(
+        "From testbed audit (audit.json): audited ε lower bounds per observer, for each round's "
+        "messages, the rounds up to it, and all of them, beside the claimed ε the ledger "
+        "composes over the same releases; above the claim = VIOLATION."
+    )
+    for i, party in enumerate(sorted({r["party"] for r in audits})):
+        mine = [r for r in audits if r["party"] == party and r.get("method") == "one-run"]
+        if mine:
+            fig, png = _epsilon_figures(party, mine)
+            doc.plot(f"audit_eps_{i}.png", png, fig, f"audited ε per observer and round, {party}")
+    doc.table(
+        ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "μ̂ ≥", "status"],
+        [
+            [
+                r["party"],
+                r.get("method", ""),
+                r["observer"],
+                r["rounds"],
+                fmt(float(r["epsilon_claimed"])),
+                fmt(float(r["eps_lower"])),
+                fmt(float(r["mu_lower"])),
+                "VIOLATION" if r["violated"] else "consistent",
+            ]
+            for r in audits
+        ],
+    )
+    if recon:
+        fig, png = _reconstruction_figures(recon)
+        doc.plot("audit_reconstruction.png", png, fig, "reconstruction vs the μ-GDP bound")
+        doc.table(
+            ["attack", "target", "success ≥", "κ ≤", "μ", "bound", "status"],
+            [
+                [
+                    r["attack"],
+                    r["target"],
+                    fmt(float(r["success_lower"])),
+                    fmt(float(r["kappa_upper"])),
+                    fmt(float(r["mu"])),
+                    fmt(float(r["bound"])),
+                    "VIOLATION" if r["violated"] else "consistent",
+                ]
+                for r in recon
+            ],
+        )

@@ -1,0 +1,52 @@
+"""How the report writes a number, in one place: three significant figures for every measured
+figure (headline, tables, coverage matrix, hover text, and the command line's summary, which
+imports this module), so one figure reads the same everywhere. Imports nothing heavy."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "pct"]
+
+#: a relative error below this is an exact estimate (what is left is floating-point rounding)
+EXACT_BELOW = 1e-9
+#: relative errors at or above this percentage are written in words, not as a long number
+PCT_CAP = 1000
+
+
+def fmt(x: float) -> str:
+    """A measured value as text: three significant figures (``0.255``, ``53.1``, ``1.21e+05``);
+    a whole count below a million as the integer it is; ``–`` missing, ``∞`` no guarantee."""
+    if isinstance(x, str):
+        return x
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    if x == 0:
+        return "0"
+    if float(x).is_integer() and abs(x) < 1e6:
+        return str(int(x))
+    return f"{x:.3g}"
+
+
+def ci(t) -> str:
+    """A (mean, low, high) triple as ``mean [low, high]``, or the mean alone when they agree."""
+    m, lo, hi = t
+    if not math.isfinite(m) or math.isclose(lo, hi, rel_tol=1e-9, abs_tol=1e-12):
+        return fmt(m)
+    return f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def pct(x: float) -> str:
+    """A relative error as a percentage with three significant figures (``53.1 %``); an exact
+    estimate says so with its rounding error (``exact (2e-15)``); from 1000 % on, in words with
+    the factor (``over 1000 % (1.21e+03×)``)."""
+    if not math.isfinite(x):
+        return fmt(x)
+    if abs(x) < EXACT_BELOW:
+        return f"exact ({x:.1g})"
+    v = 100 * x
+    if abs(v) >= PCT_CAP:
+        return f"over {PCT_CAP} % ({fmt(x)}×)"
+    return f"{fmt(v)} %"

@@ -1,0 +1,227 @@
+"""The report's first screen: title, run line, and the headline (per protocol the worst leak found,
+the best error at each leakage level, one verdict sentence) beside the frontier figure."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+from testbed.report.doc import Doc
+from testbed.report.figures import View, tradeoff_figure
+from testbed.report.fmt import fmt, pct
+from testbed.report.markdown_writer import md_escape
+from testbed.report.model import (
+    LEAKAGE_METRICS,
+    MEANING,
+    ReportData,
+    point_of,
+    series_of,
+    setting_name,
+)
+
+__all__ = ["headline_section", "title_section"]
+
+#: leakage levels of the headline: the best accuracy among settings leaking at most this much
+LEVELS = (0.05, 0.25, 0.5, 1.0)
+
+
+def title_section(doc: Doc, data: ReportData) -> None:
+    """The page title and one line saying what run this is."""
+    doc.h(1, data.title)
+    run_line = (
+        f"Run directory {data.run_dir.name}: {len(data.rows)} cell(s), {len(data.agg)} "
+        f"setting(s), seeds {', '.join(map(str, data.seeds))}; config hash "
+        f"{data.config_hash[:16]}. Every number below is read from the run's result files; "
+        "intervals are 95 % Student-t intervals over seeds (a single seed shows the value alone)."
+    )
+    doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', md_escape(run_line))
+
+
+def headline_section(doc: Doc, data: ReportData) -> None:
+    """The headline beside the frontier of its leakage metric (the first screen)."""
+    lead, err_key = data.lead, data.err_key
+    head_html, head_md = headline(data.rows, data.agg, err_key, lead)
+    if not (lead and err_key):
+        doc.raw(f'<div class="headline">{head_html}</div>', head_md)
+        return
+    higher = LEAKAGE_METRICS[lead.rsplit(".", 1)[1]]
+    view = View(
+        lead,
+        f"{lead} ({'↑' if higher else '↓'} more leakage)",
+        higher,
+        "frontier: " + lead + " (worst attack and target) vs error",
+    )
+    fig = tradeoff_figure(data.agg, err_key, [view])
+    fig.update_layout(height=520)
+    div = fig.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id="plot-frontier",
+        config={"displaylogo": False, "responsive": True},
+    )
+    doc.raw(f'<div class="headline">{head_html}<div class="plot">{div}</div></div>', head_md)
+
+
+def worst_leak(rows: list[dict], agg, keys, metric: str):
+    """(mean, lo, hi), attack, target, setting key and observer of the largest leak."""
+    worst = None
+    for k in keys:
+        for name, t in agg[k].items():
+            m = re.fullmatch(r"(.+)\[(.+)\]\.(\w+)", name)
+            if not m or m.group(3) != metric or not math.isfinite(t[0]):
+                continue
+            if worst is None or (
+                t[0] > worst[0][0] if LEAKAGE_METRICS[metric] else t[0] < worst[0][0]
+            ):
+                worst = (t, m.group(1), m.group(2), k)
+    if worst is None:
+        return None
+    r = next(x for x in rows if (series_of(x), point_of(x)) == worst[3])
+    a = next(
+        (
+            x
+            for x in r["results"].get("attacks") or []
+            if x.get("attack") == worst[1] and str(x.get("target")) == worst[2]
+        ),
+        {},
+    )
+    observer = str(
+        a.get("observer") or (r["results"].get("observer_view") or {}).get("observer", "?")
+    )
+    if a.get("colluders"):
+        observer += " + " + ", ".join(map(str, a["colluders"]))
+    return worst + (observer,)
+
+
+#: where a setting's name may wrap: after these characters, never inside a word or number
+_BREAK_AFTER = re.compile(r"([,(_=/ ])")
+
+
+def _breakable(text: str) -> str:
+    """Escaped text that may wrap only after punctuation (``_``, ``,``, ``(`` ...)."""
+    parts = _BREAK_AFTER.split(text)
+    return "".join(html.escape(x) + ("<wbr>" if _BREAK_AFTER.fullmatch(x) else "") for x in parts)
+
+
+def _nowrap(text: str) -> str:
+    """A figure that must not wrap (``exact (1e-15)``, ``53.1 %``)."""
+    return f'<span class="nowrap">{html.escape(text)}</span>'
+
+
+def setting_html(name: str) -> str:
+    """A setting's name whole (escaped), allowed to wrap only after punctuation."""
+    return f'<small class="setting" title="{html.escape(name)}">{_breakable(name)}</small>'
+
+
+def _best_at(agg, keys, err_key, lead, higher: bool, level: float):
+    """The setting of least error among those leaking at most ``level`` (at least, for a metric
+    where lower means more leakage), or None."""
+    ok = [
+        k
+        for k in keys
+        if err_key in agg[k]
+        and lead in agg[k]
+        and math.isfinite(agg[k][err_key][0])
+        and (agg[k][lead][0] <= level + 1e-12 if higher else agg[k][lead][0] >= level)
+    ]
+    return min(ok, key=lambda k: agg[k][err_key][0]) if ok else None
+
+
+def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
+    """Per protocol: worst leak (what, to whom, at what accuracy), best error per leakage level,
+    one verdict sentence. Returns (HTML, Markdown)."""
+    e = html.escape
+    metric = lead.rsplit(".", 1)[1] if lead else None
+    higher = LEAKAGE_METRICS.get(metric, True)
+    trs, md_rows, verdicts = [], [], []
+    for s in sorted({k[0] for k in agg}):
+        keys = [k for k in agg if k[0] == s]
+        w = worst_leak(rows, agg, keys, metric) if lead else None
+        levels = [_best_at(agg, keys, err_key, lead, higher, lv) for lv in LEVELS]
+        cells_html, cells_md = [], []
+        for best in levels:
+            if best is None:
+                cells_html.append('<td class="none">none</td>')
+                cells_md.append("none")
+                continue
+            name = setting_name(best[1])
+            cells_html.append(
+                f"<td><b>{_nowrap(pct(agg[best][err_key][0]))}</b><br>{setting_html(name)}</td>"
+            )
+            cells_md.append(f"{pct(agg[best][err_key][0])} ({name})")
+        if w:
+            t, attack, target, key, observer = w
+            err = pct(agg[key][err_key][0]) if err_key in agg[key] else "–"
+            worst_html = (
+                f"<b>{e(fmt(t[0]))}</b> {e(attack)}<br><small>{e(observer)} → {e(target)}, "
+                f"error {_nowrap(err)},</small> {setting_html(setting_name(key[1]))}"
+            )
+            worst_md = f"{fmt(t[0])}: {attack}, {observer} → {target}, error {err}"
+        else:
+            worst_html = worst_md = "no attack applied"
+        trs.append(
+            f"<tr><th>{_breakable(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>"
+        )
+        md_rows.append([s, worst_md, *cells_md])
+        verdicts.append(verdict(s, w, levels, agg, err_key, metric))
+    if lead:
+        cmp = "≤" if higher else "≥"
+        table = (
+            '<table><colgroup><col style="width:12%"><col style="width:24%">'
+            + '<col style="width:16%">' * len(LEVELS)
+            + "</colgroup><thead><tr><th>protocol</th><th>worst leak found</th>"
+            + "".join(
+                f"<th>best error, {e(metric)} {cmp} {lv:g}</th>"
+                if lv < 1 or not higher
+                else "<th>best error, any leakage</th>"
+                for lv in LEVELS
+            )
+            + "</tr></thead><tbody>"
+            + "".join(trs)
+            + "</tbody></table>"
+        )
+        caption = (
+            f"{e(metric)}: {e(MEANING[metric])}; worst over attacks and targets, mean over "
+            f"seeds. Error: relative error of {e((err_key or '?').split('.')[0])} against the "
+            "central exact reference."
+        )
+    else:
+        table, caption = "", "No attack ran, so no leakage level is measured."
+    html_text = (
+        '<div class="headline-text"><h2>Headline: who learns what, at what accuracy</h2>'
+        + "".join(f'<p class="verdict">{v}</p>' for v in verdicts)
+        + table
+        + f'<p class="runinfo">{caption}</p></div>'
+    )
+    md = "## Headline\n\n" + "\n\n".join(re.sub(r"</?b>", "**", v) for v in verdicts)
+    if lead:
+        head = ["protocol", "worst leak"] + [f"{metric} ≤ {lv:g}" for lv in LEVELS]
+        md += "\n\n" + "\n".join(
+            ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in md_rows]
+        )
+    return html_text, md
+
+
+def verdict(series: str, w, levels, agg, err_key: str | None, metric: str | None) -> str:
+    """One sentence from the measured numbers (HTML-escaped, may hold <b>)."""
+    e = html.escape
+    if not w:
+        return f"<b>{e(series)}</b>: no attack applied to this protocol; no leak was measured."
+    t, attack, target, key, observer = w
+    err = pct(agg[key][err_key][0]) if err_key and err_key in agg[key] else "–"
+    text = (
+        f"<b>{e(series)}</b> leaks {e(target)}'s data to the <b>{e(observer)}</b>: "
+        f"{e(attack)} reaches {e(metric)} <b>{fmt(t[0])}</b> at error {e(err)} "
+        f"({e(setting_name(key[1]))})"
+    )
+    quiet = levels[0]
+    if quiet is not None:
+        text += (
+            f"; keeping {e(metric)} within {LEVELS[0]:g} costs error "
+            f"<b>{e(pct(agg[quiet][err_key][0]))}</b> ({e(setting_name(quiet[1]))})."
+        )
+    else:
+        text += f"; no setting tried keeps {e(metric)} within {LEVELS[0]:g}."
+    return text

@@ -1,0 +1,99 @@
+"""The HTML writer: a :class:`~testbed.report.doc.Doc`'s parts as one self-contained page, plotly's
+JavaScript inlined once (no network request), wide tables scrolling inside their own box."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from typing import Any
+
+__all__ = ["CSS", "render_html", "table_html"]
+
+#: the page's style sheet (inline: the file asks no server)
+CSS = (
+    "body{font-family:sans-serif;max-width:1340px;margin:0.6em auto;padding:0 1em;"
+    "color:#222}h1{font-size:1.35em;margin:0.2em 0}.runinfo{font-size:0.8em;color:#555;"
+    "margin:0.2em 0 0.5em}.headline{display:flex;gap:1em;align-items:flex-start}"
+    ".headline>.headline-text{flex:0 0 50%;max-width:50%}.headline>.plot{flex:1 1 0;"
+    "min-width:0}.headline table{font-size:0.76em;margin:0.3em 0;width:100%;"
+    "table-layout:fixed}.headline td{overflow-wrap:normal;word-break:normal;hyphens:none}"
+    ".setting{display:inline}.nowrap{white-space:nowrap}"
+    ".headline td,.headline th{vertical-align:top}.headline small{color:#555}"
+    "td.none{color:#999}.hit{background:#c8f0c8;font-weight:bold;padding:0 3px}"
+    ".miss{color:#777;padding:0 3px}details summary{cursor:pointer}"
+    "table.coverage td{vertical-align:top;max-width:300px}"
+    "table.coverage pre{white-space:pre-wrap;font-size:0.75em;max-width:600px}"
+    ".verdict{font-size:0.88em;margin:0.25em 0}.verdict b{color:#8b1a1a}"
+    ".headline h2{font-size:1.05em;margin:0.2em 0}"
+    "table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.85em}"
+    "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f2f2f2}"
+    "pre{background:#f7f7f7;padding:0.8em;overflow-x:auto;font-size:0.8em}"
+    "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
+    ".wide{max-width:100%;overflow-x:auto}.plot{max-width:100%}"
+)
+
+
+_HEAD_BREAK = re.compile(r"([._\[])")
+
+
+def table_html(header: list[Any], rows: list[list[Any]]) -> str:
+    """A table; column names may wrap after ``.``, ``_`` and ``[`` (long metric names); a table
+    still too wide scrolls inside its own box, never the page."""
+    e = html.escape
+    th = "".join("<th>" + _HEAD_BREAK.sub(r"\1<wbr>", e(str(h))) + "</th>" for h in header)
+    trs = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return (
+        f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table></div>'
+    )
+
+
+def render_html(parts: list[tuple[str, Any]], title: str) -> str:
+    """The parts of a :class:`~testbed.report.doc.Doc` as one self-contained HTML page."""
+    e = html.escape
+    body = []
+    for kind, v in parts:
+        if kind == "h":
+            lvl, text = v
+            body.append(f"<h{lvl}>{e(text)}</h{lvl}>")
+        elif kind == "p":
+            body.append(f"<p>{e(v)}</p>")
+        elif kind == "pre":
+            body.append(f"<pre>{e(v)}</pre>")
+        elif kind == "raw":
+            body.append(v[0])
+        elif kind == "plot":
+            name, _png, fig, alt = v
+            div = fig.to_html(
+                full_html=False,
+                include_plotlyjs=False,
+                div_id="plot-" + name,
+                config={"displaylogo": False, "responsive": True},
+            )
+            body.append(f'<figure class="plot">{div}<figcaption>{e(alt)}</figcaption></figure>')
+        elif kind == "img":
+            name, png, alt = v
+            b64 = base64.b64encode(png).decode()
+            body.append(
+                f'<figure><img alt="{e(alt)}" src="data:image/png;base64,{b64}">'
+                f"<figcaption>{e(alt)}</figcaption></figure>"
+            )
+        elif kind == "table":
+            body.append(table_html(*v))
+        elif kind == "fold":
+            summary, header, rows = v
+            body.append(
+                f"<details><summary>{e(summary)}</summary>{table_html(header, rows)}</details>"
+            )
+    script = ""
+    if any(kind == "plot" for kind, _ in parts):
+        from plotly.offline import get_plotlyjs
+
+        # the library once per page, inline: the file works offline and asks no server
+        script = f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f"<title>{e(title)}</title><style>{CSS}</style>{script}</head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,453 @@
+"""What the report shows, gathered from a run directory into memory: the cells' rows, their
+aggregation over seeds, the metric columns, the headline metric and each threat's worst leak.
+
+Reads ``results.jsonl`` (a sweep: one row per cell) or ``results.json`` (a single run), the
+``testbed attack`` re-runs saved beside them, ``run_info.json`` and the sweep's cell list; the
+evidence arrays of a leak are read on demand (:func:`evidence_for`). Nothing here renders.
+The only arithmetic is aggregation over seeds (mean and 95 % Student-t interval,
+:func:`testbed.scoring.metrics.mean_ci`) and the Pareto front of the aggregated points.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import TestbedError
+from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
+from testbed.scoring.metrics import mean_ci
+
+#: leakage metric -> True when a larger value means more leakage: the scorer's own list
+#: (testbed.scoring.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
+LEAKAGE_METRICS: dict[str, bool] = dict(_SCORER_LEAKAGE)
+NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note"}
+#: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
+UNIT_METRICS = {
+    "leakage",
+    "coverage",
+    "exact_recovery",
+    "matching_rate",
+    "precision_at_k",
+    "auc",
+    "tpr_at_1pct_fpr",
+    "tpr_at_0_1pct_fpr",
+    "advantage",
+    "tv",
+    "matching_rate_any",
+}
+#: the trade-off figure a leakage metric is drawn in (one figure per family, a view per metric
+#: and attack); a metric of no family goes to "other leakage"
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "distributional leakage": ("leakage", "leakage_raw", "w2_ratio"),
+    "reconstruction": ("coverage", "exact_recovery"),
+    "membership": ("auc", "advantage", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr", "eps_lower"),
+    "attribute/label": ("tv",),
+    "text retrieval": ("matching_rate", "matching_rate_any", "precision_at_k"),
+}
+#: leakage metrics in the tables but in no figure: raw w2's scale is the data's (w2_ratio is its
+#: plotted, normalised form)
+NOT_PLOTTED = ("w2",)
+
+
+def family_of(metric: str) -> str:
+    return next((f for f, ms in FAMILIES.items() if metric in ms), "other leakage")
+
+
+#: the worst case over every attack and target of a cell, so protocols attacked by different
+#: attacks share one plot (raw w2 is left out: its scale is the data's, not comparable)
+ANY_ATTACK = "any_attack"
+
+
+def num(x: Any) -> float:
+    """JSON value -> float (None -> nan, 'inf' -> inf); non-numbers -> nan."""
+    if x is None:
+        return math.nan
+    if isinstance(x, bool):
+        return float(x)
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
+    """Rows (one per cell) and run information of a run directory."""
+    run_dir = Path(run_dir)
+    info: dict[str, Any] = {}
+    if (run_dir / "run_info.json").is_file():
+        info = json.loads((run_dir / "run_info.json").read_text())
+    if (run_dir / "results.jsonl").is_file():
+        rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines() if x]
+        info["kind"] = "sweep"
+        for row in rows:  # rows of `testbed attack` re-runs saved in each cell
+            merge_reruns(row, run_dir / "cells" / str(row.get("cell", "")))
+        if (run_dir / "sweep.json").is_file():
+            info["sweep"] = json.loads((run_dir / "sweep.json").read_text())
+        if (run_dir / "scenario.yaml").is_file():
+            info["scenario_text"] = (run_dir / "scenario.yaml").read_text()
+        return rows, info
+    if (run_dir / "results.json").is_file():
+        res = json.loads((run_dir / "results.json").read_text())
+        info["kind"] = "single"
+        if (run_dir / "resolved.yaml").is_file():
+            info["scenario_text"] = (run_dir / "resolved.yaml").read_text()
+        row = {
+            "cell": res.get("config_hash", ""),
+            "seed": res.get("seed"),
+            "setting": {},
+            "labels": {},
+            "label": "base",
+            "results": res,
+        }
+        merge_reruns(row, run_dir)
+        return [row], info
+    raise TestbedError(f"{run_dir}: no results.json or results.jsonl (not a run directory)")
+
+
+def merge_reruns(row: dict, cell_dir: Path) -> None:
+    """Append the attack rows of ``testbed attack`` re-runs (``attacks-*.json``) to a row."""
+    from testbed.run.rerun import saved_attack_rows
+
+    extra = saved_attack_rows(cell_dir)
+    if extra:
+        row["results"] = {**row["results"], "attacks": [*row["results"].get("attacks", []), *extra]}
+
+
+def series_of(row: dict) -> str:
+    labels = row.get("labels") or {}
+    if "protocol" in labels:
+        return labels["protocol"]
+    return row["results"].get("protocol", {}).get("name", "?")
+
+
+def point_of(row: dict) -> str:
+    labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
+    if len(labels) == 1:
+        return next(iter(labels.values()))
+    return ", ".join(f"{k}={v}" for k, v in labels.items()) or "base"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One number of a cell: ``column`` is its name in the report's tables and ``aggregate``;
+    ``source`` is the accuracy quantity, ``transcript``, ``observer``, ``ledger`` or the attack's
+    label; ``target`` the attacked or protected party, ``worst`` (over targets) or empty."""
+
+    column: str
+    source: str
+    target: str
+    metric: str
+    value: float
+
+
+def attack_measurements(res: dict) -> list[Measurement]:
+    """Per attack row and metric ``attack[target].metric``; then the worst case over targets as
+    ``attack.metric`` and, for leakage metrics (raw w2 left out), over every attack and target as
+    ``any_attack.metric``."""
+    out: list[Measurement] = []
+    worst: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for a in res.get("attacks") or []:
+        for k, v in a.items():
+            if k in NOT_METRICS:
+                continue
+            x = num(v)
+            if math.isnan(x) and v is not None:
+                continue
+            col = a.get("label") or a.get("attack")  # one column set per attack configuration
+            target = str(a.get("target"))
+            out.append(Measurement(f"{col}[{target}].{k}", str(col), target, k, x))
+            worst[(str(col), k)].append(x)
+    for (_col, metric), xs in list(worst.items()):
+        if metric in LEAKAGE_METRICS and metric != "w2":
+            worst[(ANY_ATTACK, metric)].extend(xs)
+    for (col, metric), xs in worst.items():
+        xs = [x for x in xs if not math.isnan(x)]
+        if xs:
+            x = max(xs) if LEAKAGE_METRICS.get(metric, True) else min(xs)
+            out.append(Measurement(f"{col}.{metric}", col, "worst", metric, x))
+    return out
+
+
+def claimed_eps(res: dict) -> dict[str, float]:
+    """Claimed epsilon per party; a party no mechanism protects has no guarantee (inf)."""
+    out = {p: math.inf for p in res.get("parties") or {}}
+    out.update({p: num(v.get("epsilon")) for p, v in (res.get("privacy") or {}).items()})
+    return out
+
+
+def measurements(res: dict) -> list[Measurement]:
+    """Every scalar number of one cell's results: accuracy, transcript sizes, the observer's
+    share, claimed epsilon per party, the attacks' metrics."""
+    out = []
+    for q, acc in (res.get("accuracy") or {}).items():
+        for m in ("estimate", "exact", "relative_error"):
+            out.append(Measurement(f"{q}.{m}", q, "", m, num(acc.get(m))))
+    tr = res.get("transcript") or {}
+    ov = res.get("observer_view") or {}
+    for source, prefix, part in (("transcript", "", tr), ("observer", "observer_", ov)):
+        for m in ("messages", "bytes"):
+            if part.get(m) is not None:
+                out.append(Measurement(prefix + m, source, "", m, num(part[m])))
+    for p, e in claimed_eps(res).items():
+        out.append(Measurement(f"eps_claimed[{p}]", "ledger", p, "eps_claimed", e))
+    return out + attack_measurements(res)
+
+
+def flatten(row: dict) -> dict[str, Any]:
+    """A cell's identifiers and every scalar number by column name."""
+    res = row["results"]
+    out: dict[str, Any] = {
+        "cell": row.get("cell", ""),
+        "protocol": res.get("protocol", {}).get("name"),
+        "mode": res.get("protocol", {}).get("mode"),
+        "series": series_of(row),
+        "setting": point_of(row),
+        "seed": row.get("seed"),
+        "observer": (res.get("observer_view") or {}).get("observer"),
+    }
+    out.update({m.column: m.value for m in measurements(res)})
+    return out
+
+
+def error_key(rows: list[dict]) -> str | None:
+    for r in rows:
+        acc = r["results"].get("accuracy") or {}
+        if acc:
+            return next(iter(acc))
+    return None
+
+
+def aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(series, point) -> {"n": seeds, metric: (mean, lo, hi)} over the cells' seeds."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(series_of(r), point_of(r))].append(flatten(r))
+    out = {}
+    for key, flats in groups.items():
+        agg: dict[str, Any] = {"n": len(flats), "seeds": [f["seed"] for f in flats]}
+        names = sorted({k for f in flats for k, v in f.items() if isinstance(v, (int, float))})
+        for k in names:
+            if k in ("seed",):
+                continue
+            agg[k] = summarise([num(f.get(k)) for f in flats], k.rsplit(".", 1)[-1])
+        out[key] = agg
+    return out
+
+
+def summarise(vals: list[float], metric: str) -> tuple[float, float, float]:
+    """(mean, lo, hi): mean and 95 % Student-t interval over seeds, clipped to [0, 1] for a
+    metric that lives there; no guarantee (inf) on every seed stays inf."""
+    if all(math.isinf(v) and v > 0 for v in vals):
+        return (math.inf, math.inf, math.inf)
+    m, lo, hi = mean_ci(vals)
+    if metric in UNIT_METRICS and math.isfinite(m):
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return (m, lo, hi)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points not dominated when both coordinates are minimised."""
+    idx = []
+    for i, (x, y) in enumerate(points):
+        if math.isnan(x) or math.isnan(y):
+            continue
+        dominated = any(
+            (x2 <= x and y2 <= y) and (x2 < x or y2 < y)
+            for j, (x2, y2) in enumerate(points)
+            if j != i and not (math.isnan(x2) or math.isnan(y2))
+        )
+        if not dominated:
+            idx.append(i)
+    return sorted(idx, key=lambda i: points[i][0])
+
+
+def point_id(agg, key) -> int:
+    return sorted(agg).index(key) + 1
+
+
+def setting_name(point: str) -> str:
+    return "no defense" if point in ("none", "base", "[]", "defenses=none") else point
+
+
+#: what a headline metric measures, in words (DESIGN.md's pinned definitions)
+MEANING = {
+    "leakage": "distributional leakage (1 − W2 to the data / W2 of the prior-only baseline)",
+    "coverage": "coverage@r (share of private rows with a reconstruction within r)",
+    "matching_rate": "matching rate (share of retrieved words in the private text)",
+    "auc": "membership ROC-AUC",
+    "advantage": "membership advantage max(TPR − FPR)",
+}
+
+
+def headline_metric(metric_keys: list[str]) -> str | None:
+    for m in MEANING:
+        if f"{ANY_ATTACK}.{m}" in metric_keys:
+            return f"{ANY_ATTACK}.{m}"
+    return None
+
+
+#: attack output kind -> (threat, figure metric shown in the coverage matrix)
+THREATS: dict[str, tuple[str, str]] = {
+    "points": ("reconstruction", "coverage"),
+    "scores": ("membership", "auc"),
+    "histogram": ("attribute/label", "tv"),
+    "words": ("text retrieval", "matching_rate"),
+}
+
+
+def cell_dir_of(run_dir: Path, row: dict) -> Path:
+    """Where a row's own run directory is: the run itself, or a sweep's ``cells/<hash>/``."""
+    cell = run_dir / "cells" / str(row.get("cell", ""))
+    return cell if row.get("cell") and cell.is_dir() else run_dir
+
+
+def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
+    """(protocol, threat) -> the attack with the largest leak of that threat, over settings,
+    with its setting key, attack, target and observer (mean over seeds)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        s, p = series_of(r), point_of(r)
+        for a in r["results"].get("attacks") or []:
+            kind = a.get("kind")
+            if kind not in THREATS:
+                continue
+            threat, metric = THREATS[kind]
+            name = f"{a.get('attack')}[{a.get('target')}].{metric}"
+            t = agg[(s, p)].get(name)
+            if t is None or not math.isfinite(t[0]):
+                continue
+            cur = best.get((s, threat))
+            higher = LEAKAGE_METRICS[metric]
+            if cur is None or (t[0] > cur["value"][0] if higher else t[0] < cur["value"][0]):
+                best[(s, threat)] = {
+                    "value": t,
+                    "metric": metric,
+                    "attack": a.get("attack"),
+                    "target": str(a.get("target")),
+                    "observer": str(a.get("observer", "?")),
+                    "key": (s, p),
+                    "kind": kind,
+                }
+    return best
+
+
+def evidence_for(run_dir: Path, rows: list[dict], b: dict) -> dict[str, Any] | None:
+    """The saved arrays of the best attack row, from the lowest seed of its setting."""
+    from testbed.scoring.evidence import load_evidence
+
+    cells = sorted(
+        (r for r in rows if (series_of(r), point_of(r)) == b["key"]),
+        key=lambda r: str(r.get("seed")),
+    )
+    for r in cells:
+        ev = load_evidence(cell_dir_of(run_dir, r))
+        for i, a in enumerate(r["results"].get("attacks") or []):
+            if (a.get("attack"), str(a.get("target"))) == (b["attack"], b["target"]) and i in ev:
+                return {**ev[i], "seed": r.get("seed")}
+    return None
+
+
+def leakage_columns(agg) -> list[str]:
+    """The aggregated leakage columns ``attack.metric`` (worst over targets), the cross-protocol
+    ``any_attack`` view first."""
+    return sorted(
+        {
+            k
+            for a in agg.values()
+            for k in a
+            if "[" not in k
+            and "." in k
+            and k.rsplit(".", 1)[1] in LEAKAGE_METRICS
+            and not k.endswith("relative_error")
+            and not k.endswith((".estimate", ".exact"))
+        },
+        key=lambda k: (not k.startswith(ANY_ATTACK + "."), k),
+    )
+
+
+@dataclass
+class ReportData:
+    """Everything a report section reads: the rows as the files hold them and their aggregation.
+
+    ``agg`` maps (protocol series, setting) to ``{"n": seeds, "seeds": [...], column: (mean, lo,
+    hi)}``; ``err_key`` is the accuracy column (``<quantity>.relative_error``), ``lead`` the
+    headline's leakage column, ``best`` each (protocol, threat)'s largest leak (:func:`best_rows`).
+    """
+
+    run_dir: Path
+    rows: list[dict]
+    info: dict[str, Any]
+    agg: dict[tuple[str, str], dict[str, Any]]
+    err_key: str | None
+    metric_keys: list[str]
+    lead: str | None
+    best: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def first(self) -> dict:
+        """The first cell's results (scenario name, config hash of a single run)."""
+        return self.rows[0]["results"]
+
+    @property
+    def seeds(self) -> list:
+        return sorted({r.get("seed") for r in self.rows}, key=str)
+
+    @property
+    def config_hash(self) -> str:
+        return self.info.get("sweep", {}).get("sweep_hash") or self.first.get("config_hash", "")
+
+    @property
+    def title(self) -> str:
+        return f"Leakage vs accuracy — {self.first.get('scenario', self.run_dir.name)}"
+
+    @property
+    def protocols(self) -> list[str]:
+        return sorted({k[0] for k in self.agg})
+
+
+def gather(run_dir: str | Path) -> ReportData:
+    """Read a run directory into a :class:`ReportData` (the rows and their aggregation)."""
+    run_dir = Path(run_dir)
+    rows, info = load_rows(run_dir)
+    if not rows:
+        raise TestbedError(f"{run_dir}: no finished cells to report")
+    agg = aggregate(rows)
+    err_q = error_key(rows)
+    metric_keys = leakage_columns(agg)
+    return ReportData(
+        run_dir=run_dir,
+        rows=rows,
+        info=info,
+        agg=agg,
+        err_key=f"{err_q}.relative_error" if err_q else None,
+        metric_keys=metric_keys,
+        lead=headline_metric(metric_keys),
+        best=best_rows(rows, agg),
+    )
+
+
+def front_membership(data: ReportData) -> dict[tuple[str, str], list[str]]:
+    """(series, setting) -> the leakage columns on whose Pareto front (error vs leakage, both
+    minimised) the setting lies; raw ``w2`` is left out (its scale is the data's)."""
+    out: dict[tuple[str, str], list[str]] = defaultdict(list)
+    agg, err_key = data.agg, data.err_key
+    if not err_key:
+        return out
+    for mk in data.metric_keys:
+        metric = mk.rsplit(".", 1)[1]
+        if metric == "w2":
+            continue
+        higher = LEAKAGE_METRICS[metric]
+        keys = [k for k in agg if mk in agg[k] and err_key in agg[k]]
+        pts = [(agg[k][err_key][0], agg[k][mk][0] * (1 if higher else -1)) for k in keys]
+        for i in pareto_front(pts):
+            out[keys[i]].append(mk)
+    return out

@@ -1,0 +1,207 @@
+"""What the attacks recovered (one picture per protocol and threat, from the worst leak's saved
+arrays) and the coverage matrix protocol x threat, each cell opening onto its numbers and the
+commands that reproduce it."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from testbed.report import leak_png
+from testbed.report.doc import Doc
+from testbed.report.fmt import ci, fmt
+from testbed.report.leak_figures import (
+    cloud_figure,
+    digits_figure,
+    histogram_figure,
+    roc_figure,
+    words_html,
+)
+from testbed.report.markdown_writer import md_escape
+from testbed.report.model import (
+    LEAKAGE_METRICS,
+    THREATS,
+    ReportData,
+    cell_dir_of,
+    evidence_for,
+    point_of,
+    series_of,
+    setting_name,
+)
+
+__all__ = ["coverage_legend", "coverage_section", "recovered_section"]
+
+
+def coverage_legend(data: ReportData) -> str:
+    """How to read each metric the matrix shows, e.g. "Arrows: coverage ↑ (higher = more
+    leakage); tv ↓ (lower = more leakage)." (each metric's own direction)."""
+    metrics = sorted({b["metric"] for b in data.best.values()})
+    if not metrics:
+        return ""
+    return (
+        " Arrows: "
+        + "; ".join(
+            f"{m} ↑ (higher = more leakage)"
+            if LEAKAGE_METRICS[m]
+            else f"{m} ↓ (lower = more leakage)"
+            for m in metrics
+        )
+        + "."
+    )
+
+
+def recovered_section(doc: Doc, data: ReportData) -> None:
+    """Pictures of the worst leak of each threat, or why there are none."""
+    doc.h(2, "What the attacks recovered")
+    if not pictures(doc, data.run_dir, data.rows, data.agg, data.best):
+        doc.p(
+            "No picture: no attack ran, or the run predates leakage.npz (re-run it to draw the "
+            "reconstructions)."
+        )
+
+
+def coverage_section(doc: Doc, data: ReportData) -> None:
+    """The protocol x threat matrix of the largest leaks."""
+    doc.h(2, "Coverage: protocol × threat")
+    doc.p(
+        "Each cell: the largest leak of that threat over every setting (mean over seeds), by "
+        "which attack, observer → target. Click a cell for all its numbers and the commands "
+        "that reproduce it." + coverage_legend(data)
+    )
+    coverage_matrix(doc, data.run_dir, data.rows, data.agg, data.best)
+
+
+def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
+    """One picture per (protocol, threat) from the worst leak's saved arrays: interactive in the
+    HTML, a static PNG in ``plots/`` (and the Markdown) for papers."""
+    drawn = 0
+    for (s, threat), b in sorted(best.items()):
+        ev = evidence_for(run_dir, rows, b)
+        if not ev:
+            continue
+        who = (
+            f"{s}: {b['attack']}, {b['observer']} → {b['target']}, {setting_name(b['key'][1])}, "
+            f"seed {ev['seed']}"
+        )
+        slug = f"{s}_{threat}".replace("/", "_").replace(" ", "_")
+        if b["kind"] == "points":
+            if "image_side" in ev:
+                cap = f"best-recovered private digits and their nearest reconstruction — {who}"
+                doc.plot(
+                    f"leak_{slug}_digits",
+                    leak_png.digits_png(ev, cap),
+                    digits_figure(ev, cap),
+                    cap,
+                )
+                drawn += 1
+            if "cloud_private" in ev:
+                cap = f"private vs reconstructed points, PCA of the private rows — {who}"
+                doc.plot(
+                    f"leak_{slug}_cloud",
+                    leak_png.cloud_png(ev, cap),
+                    cloud_figure(ev, cap),
+                    cap,
+                )
+                drawn += 1
+        elif b["kind"] == "scores" and "fpr" in ev:
+            cap = f"membership ROC (log axes) — {who}"
+            doc.plot(f"leak_{slug}_roc", leak_png.roc_png(ev, cap), roc_figure(ev, cap), cap)
+            drawn += 1
+        elif b["kind"] == "histogram" and "inferred" in ev:
+            cap = f"inferred vs true label histogram — {who}"
+            doc.plot(
+                f"leak_{slug}_labels",
+                leak_png.histogram_png(ev, cap),
+                histogram_figure(ev, cap),
+                cap,
+            )
+            drawn += 1
+        elif b["kind"] == "words" and "words" in ev:
+            cap = f"retrieved words — {who}"
+            name = f"leak_{slug}_words"
+            doc.raw(words_html(ev, cap), f"![{md_escape(cap)}](plots/{name}.png)")
+            doc.static(name, leak_png.words_png(ev, cap))
+            drawn += 1
+    return drawn
+
+
+def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
+    """Protocol x threat: the worst leak's figure, or why there is none; each cell opens onto
+    every number of that attack row and the command that reproduces the cell."""
+    from testbed.registry import ATTACKS  # loads the plugins: only when a matrix is drawn
+
+    e = html.escape
+    protocols = sorted({k[0] for k in agg})
+    threats = [t for t, _ in THREATS.values()]
+    head = "".join(f"<th>{e(t)}</th>" for t in threats)
+    trs, md = [], []
+    for s in protocols:
+        tds, mds = [], []
+        pname = next(
+            (r["results"].get("protocol", {}).get("name") for r in rows if series_of(r) == s), s
+        )
+        for kind, (threat, _metric) in THREATS.items():
+            b = best.get((s, threat))
+            if b is None:
+                able = [
+                    n
+                    for n, cls in ATTACKS.items()
+                    if kind in getattr(cls, "output_kinds", ())
+                    and ("*" in cls.protocols or pname in cls.protocols)
+                ]
+                if able:
+                    txt = f"not run (would apply: {', '.join(able)})"
+                else:
+                    txt = "not applicable (no attack of this kind applies)"
+                tds.append(f'<td class="none">{e(txt)}</td>')
+                mds.append(txt)
+                continue
+            tds.append(f"<td>{drill(run_dir, rows, agg, b)}</td>")
+            mds.append(f"{fmt(b['value'][0])} {b['metric']} ({b['attack']})")
+        trs.append(f"<tr><th>{e(s)}</th>{''.join(tds)}</tr>")
+        md.append([s, *mds])
+    table = (
+        f'<div class="wide"><table class="coverage"><thead><tr><th>protocol</th>{head}</tr></thead>'
+        f"<tbody>{''.join(trs)}</tbody></table></div>"
+    )
+    md_table = "\n".join(
+        ["| protocol | " + " | ".join(threats) + " |", "|" + "---|" * (len(threats) + 1)]
+        + ["| " + " | ".join(md_escape(c) for c in r) + " |" for r in md]
+    )
+    doc.raw(table, md_table)
+
+
+def drill(run_dir: Path, rows: list[dict], agg, b: dict) -> str:
+    e = html.escape
+    a = agg[b["key"]]
+    prefix = f"{b['attack']}[{b['target']}]."
+    nums = "".join(
+        f"<tr><td>{e(k[len(prefix) :])}</td><td>{e(ci(v))}</td></tr>"
+        for k, v in sorted(a.items())
+        if k.startswith(prefix) and isinstance(v, tuple)
+    )
+    cells = sorted(
+        (r for r in rows if (series_of(r), point_of(r)) == b["key"]),
+        key=lambda r: str(r.get("seed")),
+    )
+    cmds = []
+    for r in cells:
+        d = cell_dir_of(run_dir, r)
+        src = d / "resolved.yaml"
+        cmds.append(
+            f"testbed run {src} --out runs/reproduce-{str(r.get('cell', ''))[:8] or 'run'}"
+            f"   # seed {r.get('seed')}"
+        )
+    cmds.append(
+        f"testbed attack {cell_dir_of(run_dir, cells[0])} --attack {b['attack']} "
+        f"--observer {b['observer']}   # this attack on the saved messages"
+    )
+    arrow = "↑" if LEAKAGE_METRICS[b["metric"]] else "↓"
+    return (
+        f"<details><summary><b>{e(fmt(b['value'][0]))}</b> {e(b['metric'])} {arrow} "
+        f"<small>{e(b['attack'])}, {e(b['observer'])} → {e(b['target'])}, "
+        f"{e(setting_name(b['key'][1]))}</small></summary>"
+        f"<table><tr><th>metric</th><th>mean [95 % CI] over seeds "
+        f"{e(', '.join(map(str, a.get('seeds', []))))}</th></tr>{nums}</table>"
+        f"<pre>{e(chr(10).join(cmds))}</pre></details>"
+    )

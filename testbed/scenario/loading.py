@@ -1,0 +1,151 @@
+"""Reading a scenario file: ``load_scenario(path)`` reads it with ``yaml.safe_load`` semantics
+(a ``!!python/...`` tag is refused, never executed), validates the structure, then every
+plugin's ``params`` against that plugin's own Config model, then (a sweep) every cell. Every
+error is a :class:`ScenarioError` whose message names the file, the YAML line and the field:
+``scenario.yaml:12: protocol.params.S: ...``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from testbed.errors import ScenarioError
+from testbed.scenario.cells import expand_cells
+from testbed.scenario.params import validate_plugins
+from testbed.scenario.schema import Scenario
+from testbed.scenario.yamlloc import first_error
+
+__all__ = ["MAX_YAML_DEPTH", "load_scenario", "parse_scenario"]
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader that records the line of every mapping key and sequence item."""
+
+
+MAX_YAML_DEPTH = 64  # nesting levels; checked on the token stream before any tree is built
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq")
+}
+
+
+def _check_depth(text: str, fname: str) -> None:
+    """Refuse YAML nested deeper than MAX_YAML_DEPTH before composing (no RecursionError)."""
+    depth = 0
+    try:
+        for tok in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(
+                tok,
+                (
+                    yaml.BlockMappingStartToken,
+                    yaml.BlockSequenceStartToken,
+                    yaml.FlowMappingStartToken,
+                    yaml.FlowSequenceStartToken,
+                ),
+            ):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise ScenarioError(
+                        f"{fname}:{tok.start_mark.line + 1}: YAML nested more than "
+                        f"{MAX_YAML_DEPTH} levels deep"
+                    )
+            elif isinstance(
+                tok, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+            ):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_msg(exc, fname)) from None
+
+
+def _check_tree(node, fname: str) -> None:
+    """Plain data only: no duplicate keys (both lines named), no !!set / custom tags, finite floats."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        line = n.start_mark.line + 1
+        if n.tag not in _PLAIN_TAGS and not n.tag.startswith("tag:yaml.org,2002:merge"):
+            raise ScenarioError(
+                f"{fname}:{line}: YAML tag {n.tag.replace('tag:yaml.org,2002:', '!!')} is not "
+                "allowed (only plain data is accepted)"
+            )
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for k, v in n.value:
+                key = str(k.value)
+                kl = k.start_mark.line + 1
+                if key in seen:
+                    raise ScenarioError(
+                        f"{fname}:{kl}: duplicate key {key!r} (first at line {seen[key]})"
+                    )
+                seen[key] = kl
+                stack.extend((k, v))
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+        elif n.tag.endswith(":float"):
+            low = str(n.value).lower().lstrip("+-")
+            if low in (".inf", ".nan"):
+                raise ScenarioError(
+                    f"{fname}:{line}: {n.value} is not allowed (only finite numbers)"
+                )
+
+
+def _compose_lines(text: str, fname: str):
+    _check_depth(text, fname)
+    try:
+        node = yaml.compose(text, Loader=_LineLoader)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_msg(exc, fname)) from None
+    if node is not None:
+        _check_tree(node, fname)
+    return node
+
+
+def _yaml_msg(exc: yaml.YAMLError, fname: str) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = f"{mark.line + 1}" if mark is not None else "?"
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if "python/" in str(exc) or "could not determine a constructor" in str(exc):
+        tag = (
+            str(exc).split("tag '", 1)[-1].split("'", 1)[0]
+            if "tag '" in str(exc)
+            else "unknown tag"
+        )
+        return f"{fname}:{line}: YAML tag {tag} is not allowed (only plain data is accepted)"
+    return f"{fname}:{line}: YAML syntax error: {problem}"
+
+
+def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") -> Scenario:
+    root = _compose_lines(text, fname)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(_yaml_msg(exc, fname)) from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(
+            f"{fname}:1: the scenario must be a YAML mapping (got {type(raw).__name__})"
+        )
+    try:
+        sc = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise first_error(exc, [], root, fname) from None
+    validate_plugins(sc, root, fname, base_dir)
+    sc._base_dir = base_dir  # where relative data paths are resolved
+    sc._raw, sc._yaml_root, sc._fname = raw, root, fname
+    if sc.is_sweep:
+        # every cell is validated now, with the same line-numbered errors; kept for the run
+        sc._cells = expand_cells(sc)
+    return sc
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, parse and fully validate a scenario file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError(f"{p}: scenario file not found")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{p}: cannot read scenario ({exc})") from None
+    return parse_scenario(text, str(p), str(p.parent.resolve()))

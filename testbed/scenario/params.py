@@ -1,0 +1,215 @@
+"""Every plugin's ``params`` checked against that plugin's own Config model, with the same
+line-numbered one-line errors as the scenario's structure: no bool or string where a number is
+wanted, no count above ``MAX_COUNT``, defense filters and knobs checked against the protocol, and
+the engine's options."""
+
+from __future__ import annotations
+
+import math
+import re
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
+from testbed.registry import (
+    ATTACKS,
+    DATASETS,
+    DEFENSES,
+    PARTITIONERS,
+    PROTOCOLS,
+    TRANSFORMS,
+    Registry,
+)
+from testbed.scenario.filters import check_defense_filters
+from testbed.scenario.schema import PluginSpec, Scenario
+from testbed.scenario.yamlloc import first_error, fmt_loc, line_of, quoted, where
+
+__all__ = ["MAX_COUNT", "typing_is_seq", "validate_plugins"]
+
+
+def _number_kinds(annotation) -> set[type]:
+    """The numeric types (int/float) an annotation admits, looking inside Optional/Union."""
+
+    if annotation in (int, float):
+        return {annotation}
+    out: set[type] = set()
+    for a in typing.get_args(annotation):
+        if a in (int, float):
+            out.add(a)
+    return out
+
+
+_SCI = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+# any integer plugin parameter (sizes, iterations, dimensions); seeds excepted
+MAX_COUNT = 10_000_000
+
+
+def _submodels(annotation) -> list[type]:
+
+    cands = [annotation, *typing.get_args(annotation)]
+    return [c for c in cands if isinstance(c, type) and issubclass(c, BaseModel)]
+
+
+def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
+    """No bool or str where a plugin field wants a number (pydantic's lax mode would turn
+    ``true`` into 1 and ``'7'`` into 7), and no integer above MAX_COUNT (a size or iteration
+    count that would allocate or run without end). Nested models are checked too."""
+    if not isinstance(params, dict):
+        return
+    for name, field in getattr(model, "model_fields", {}).items():
+        key = field.alias or name
+        if key not in params:
+            continue
+        v = params[key]
+        seq = typing_is_seq(field.annotation) and isinstance(v, list)
+        vals = v if seq else [v]
+        for i, x in enumerate(vals):
+            sub_loc = [*loc, key, i] if seq else [*loc, key]
+            for sub in _submodels(field.annotation):
+                _refuse_coerced_numbers(sub, x, sub_loc, root, fname)
+            kinds = _number_kinds(field.annotation)
+            if not kinds:
+                continue
+            bad = None
+            if isinstance(x, str) and float in kinds and _SCI.fullmatch(x):
+                # 1e-8: YAML 1.1 reads exponent-only floats as strings; pydantic converts them.
+                # Quoted ('1e-8') it is a string the user wrote: refused like '7'
+                if quoted(root, sub_loc):
+                    bad = f"expected a number, got the quoted string {x!r} (remove the quotes)"
+                elif not math.isfinite(float(x)):
+                    bad = f"{x} is not allowed (only finite numbers)"
+            elif isinstance(x, (bool, str)) and not _admits(field.annotation, type(x)):
+                bad = f"expected a number, got {x!r}"
+            elif isinstance(x, float) and float not in kinds:  # 4.0 where a count is wanted
+                bad = f"expected a whole number, got {x!r}"
+            elif (
+                isinstance(x, int)
+                and not isinstance(x, bool)
+                and "seed" not in key
+                and abs(x) > MAX_COUNT
+            ):
+                bad = f"{x} is above the limit {MAX_COUNT} for a size or count"
+            if bad:
+                raise ScenarioError(f"{where(fname, root, sub_loc)}: {bad}")
+
+
+def typing_is_seq(annotation) -> bool:
+
+    return typing.get_origin(annotation) in (list, tuple)
+
+
+def _admits(annotation, typ: type) -> bool:
+    """Whether the annotation itself admits bool/str (e.g. ``int | str``, ``Literal['auto'] | int``)."""
+
+    if annotation is typ:
+        return True
+    for a in typing.get_args(annotation):
+        if a is typ:
+            return True
+        if typing.get_origin(a) is typing.Literal and any(
+            isinstance(x, typ) for x in typing.get_args(a)
+        ):
+            return True
+        if typing.get_origin(annotation) in (list, tuple) and _admits(a, typ):
+            return True
+    return False
+
+
+def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context):
+    try:
+        cls = reg.get(spec.name)
+    except UnknownPluginError as exc:
+        line = line_of(root, [*loc, "name"])
+        raise ScenarioError(f"{fname}:{line}: {fmt_loc([*loc, 'name'])}: {exc}") from None
+    _refuse_coerced_numbers(cls.Config, spec.params, [*loc, "params"], root, fname)
+    try:
+        cfg = cls.Config.model_validate(spec.params, context=context)
+    except ValidationError as exc:
+        raise first_error(exc, [*loc, "params"], root, fname) from None
+    return cls, cfg
+
+
+def validate_plugins(
+    sc: Scenario, root=None, fname: str = "<scenario>", base_dir: str = "."
+) -> dict:
+    """Validate every plugin's params; returns the resolved params (defaults filled in)."""
+    ctx = {"base_dir": base_dir}
+    resolved: dict[str, Any] = {}
+    _, cfg = _validate_plugin(DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx)
+    resolved["dataset"] = cfg.model_dump(mode="json")
+    _, cfg = _validate_plugin(
+        PARTITIONERS, sc.data.partition, ["data", "partition"], root, fname, ctx
+    )
+    resolved["partition"] = cfg.model_dump(mode="json")
+    from testbed.data.datasets import NoiseSpec
+
+    names = sc.data.party_names()
+    for i, n in enumerate(sc.data.noise):
+        try:
+            spec = NoiseSpec.model_validate(n)
+        except ValidationError as exc:
+            raise first_error(exc, ["data", "noise", i], root, fname) from None
+        if spec.party not in names:
+            line = line_of(root, ["data", "noise", i, "party"])
+            raise ScenarioError(
+                f"{fname}:{line}: data.noise[{i}].party: unknown party {spec.party!r}; parties: {', '.join(names)}"
+            )
+    if sc.data.transform is not None:
+        _, cfg = _validate_plugin(
+            TRANSFORMS, sc.data.transform, ["data", "transform"], root, fname, ctx
+        )
+        resolved["transform"] = cfg.model_dump(mode="json")
+    _, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, ctx)
+    resolved["protocol"] = cfg.model_dump(mode="json")
+    resolved["defenses"] = []
+    proto_params = dict(resolved["protocol"])
+    for i, d in enumerate(sc.defenses):
+        dcls, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
+        check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
+        resolved["defenses"].append(cfg.model_dump(mode="json"))
+        # knob defenses set protocol parameters: a knob the protocol lacks is an error here
+        try:
+            proto_params.update(dcls(cfg).protocol_overrides(sc.protocol.name))
+        except TestbedError as exc:
+            line = line_of(root, ["defenses", i, "name"])
+            raise ScenarioError(f"{fname}:{line}: defenses[{i}].name: {exc}") from None
+    if proto_params != resolved["protocol"]:
+        try:
+            PROTOCOLS.get(sc.protocol.name).Config.model_validate(proto_params, context=ctx)
+        except ValidationError as exc:
+            line = line_of(root, ["defenses"])
+            err = exc.errors()[0]
+            raise ScenarioError(
+                f"{fname}:{line}: defenses: protocol parameters set by the defenses are invalid: "
+                f"{fmt_loc(err['loc'])}: {err['msg']}"
+            ) from None
+    resolved["attacks"] = []
+    for i, a in enumerate(sc.attacks):
+        _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
+        resolved["attacks"].append(cfg.model_dump(mode="json"))
+    if sc.engine == "ray":  # engine options are checked at load time too (no ray import)
+        from testbed.exchange.engines.ray_bus import RayEngineConfig
+
+        try:
+            RayEngineConfig.model_validate(sc.engine_params)
+        except ValidationError as exc:
+            raise first_error(exc, ["engine_params"], root, fname) from None
+    else:
+        from testbed.exchange.engines.pool import InProcessEngineConfig
+
+        try:
+            InProcessEngineConfig.model_validate(sc.engine_params)
+        except ValidationError as exc:
+            raise first_error(exc, ["engine_params"], root, fname) from None
+    tm = sc.threat_model
+    allowed = {"server", "eavesdropper", *names}
+    for field, who in [("observer", [tm.observer]), ("colluders", tm.colluders)]:
+        for w in who:
+            if w not in allowed:
+                line = line_of(root, ["threat_model", field])
+                raise ScenarioError(
+                    f"{fname}:{line}: threat_model.{field}: unknown party {w!r}; choose from {', '.join(sorted(allowed))}"
+                )
+    return resolved
