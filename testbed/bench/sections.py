@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 
 from testbed.bench.cases import (
-    fit_clusters,
     CLIENT_CASES,
     PAIR_CASES,
     BenchCase,
     BenchOptions,
     emd_baseline,
     fedwad_public_algorithm,
+    fit_clusters,
     make_protocol,
     measure_against,
     pick,
