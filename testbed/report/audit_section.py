@@ -13,7 +13,7 @@ import math
 from testbed.report.doc import Doc
 from testbed.report.fmt import fmt
 from testbed.report.model import ReportData
-from testbed.report.static_figures import fig_png
+from testbed.report.static_figures import render
 
 __all__ = ["audit_section"]
 
@@ -63,7 +63,7 @@ def _epsilon_figures(party: str, rows: list[dict]):
     ax.set_ylabel("ε")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    return fig, fig_png(mfig)
+    return fig, render(mfig)
 
 
 def _reconstruction_figures(rows: list[dict]):
@@ -98,7 +98,7 @@ def _reconstruction_figures(rows: list[dict]):
     ax.set_ylim(0, 1.05)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    return fig, fig_png(mfig)
+    return fig, render(mfig)
 
 
 def audit_section(doc: Doc, data: ReportData) -> None:
@@ -119,7 +119,7 @@ def audit_section(doc: Doc, data: ReportData) -> None:
         mine = [r for r in audits if r["party"] == party and r.get("method") == "one-run"]
         if mine:
             fig, png = _epsilon_figures(party, mine)
-            doc.plot(f"audit_eps_{i}.png", png, fig, f"audited ε per observer and round, {party}")
+            doc.plot(f"audit_eps_{i}", png, fig, f"audited ε per observer and round, {party}")
     doc.table(
         ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "μ̂ ≥", "status"],
         [
@@ -138,7 +138,7 @@ def audit_section(doc: Doc, data: ReportData) -> None:
     )
     if recon:
         fig, png = _reconstruction_figures(recon)
-        doc.plot("audit_reconstruction.png", png, fig, "reconstruction vs the μ-GDP bound")
+        doc.plot("audit_reconstruction", png, fig, "reconstruction vs the μ-GDP bound")
         doc.table(
             ["attack", "target", "success ≥", "κ ≤", "μ", "bound", "status"],
             [
