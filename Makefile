@@ -27,7 +27,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	@$(PY) -m pytest -m "slow" $(PYTEST_ARGS)
 
-# Ray engine tests (optional extra; starts and stops local Ray clusters bound to 127.0.0.1)
+# the dev extra (make test) includes Ray: the default suite runs scenarios/engine_ray.yaml.
+# The Ray engine's own tests (start and stop local Ray clusters bound to 127.0.0.1; no usage
+# statistics; session files under the run directory or /tmp, removed after each run):
 test-ray: $(STAMP)
 	@$(PY) -m pip install -q -e '.[ray]'
 	@$(PY) -m pytest -m ray tests/test_engine_ray.py $(PYTEST_ARGS)

@@ -107,10 +107,12 @@ class FedBaryConfig(PluginConfig):
         True, description="record A^(k) = sum_i W(P_i,gamma_i)+W(Q,gamma_i) (diagnostic, not sent)"
     )
     assignment_solver: bool = Field(
-        False,
-        description="opt-in speed knob: solve OT between uniform measures of equal size "
-        "(n <= 1000) as an assignment (scipy linear_sum_assignment), 2-3x faster than ot.emd; "
-        "the same plan when the optimum is unique. Default false: every plan by POT's ot.emd",
+        True,
+        description="solve OT between uniform measures of equal size (n <= 1000), an assignment "
+        "problem, exactly with scipy's linear_sum_assignment (2-50x faster than ot.emd; the "
+        "same cost, and the same plan when the optimum is unique); every other plan, and the "
+        "dual potentials of datum detection, by POT's ot.emd. false: every plan by ot.emd. "
+        "outputs.solvers says which solver solved which plans",
     )
 
     @model_validator(mode="after")
@@ -174,7 +176,7 @@ def barycenter_steps(
             T = first_plans[i] if it == 0 and first_plans is not None else None
             if T is None:
                 T, _ = tot.plan(Measure(X, b), m, assignment=assignment)
-            T_sum = T_sum + w * 1.0 / b[:, None] * np.dot(T, m.support)
+            T_sum = T_sum + w * 1.0 / b[:, None] * tot.plan_product(T, m.support)
         displacement = np.sum((T_sum - X) ** 2)
         X = T_sum
         it += 1
@@ -237,6 +239,20 @@ def _detect(party: PartyData, target: Measure) -> np.ndarray:
     M = tot.cost_matrix(own.support, target.support)
     _, _, u, _ = tot.emd_duals(own.weights, target.weights, M)
     return tot.calibrated_gradient(u)
+
+
+def _solvers(cfg: FedBaryConfig, sizes: Mapping[str, int], S: int, val, sd) -> dict[str, str]:
+    """Which exact solver solves which plans (results' ``outputs.solvers``): each client's
+    plans are n_i x S (P_i to gamma_i, then S x S), the server's S x S or n_val x S; every
+    one between uniform measures of equal size is an assignment when ``assignment_solver``."""
+
+    def one(n: int) -> str:
+        return tot.exact_solver(n, S) if cfg.assignment_solver else "ot.emd"
+
+    out = {c: one(n) for c, n in sizes.items()}
+    out["server"] = one(sd[val][0] if val is not None else S)
+    out["detection"] = "ot.emd (dual potentials)"
+    return out
 
 
 @PROTOCOLS.register
@@ -419,6 +435,7 @@ class FedBary(Protocol):
             "support_size": S,
             "ranking": sorted(clients, key=lambda c: -contrib[c]),
             "farthest": max(clients, key=lambda c: dist[c]),
+            "solvers": _solvers(cfg, {c: sd[c][0] for c in clients}, S, val, sd),
         }
         if cfg.return_barycenter and Q is not None:
             outputs["barycenter"] = Q.support

@@ -1,8 +1,14 @@
 """Plugin registries: one per kind, keyed by snake_case name (== YAML key == entry-point name).
 
-Built-ins register themselves when their package is imported; third-party plugins arrive through
+Built-ins register themselves when their module is imported; third-party plugins arrive through
 entry points in the groups ``ot_testbed.protocols``, ``ot_testbed.attacks``,
 ``ot_testbed.defenses``, ``ot_testbed.datasets`` and ``ot_testbed.partitioners``.
+
+Nothing is imported to know the names: the built-ins are listed in :data:`BUILTIN` (checked
+against what importing their packages registers, tests/test_registry.py) and third-party names
+come from the entry points' metadata (``importlib.metadata``). A plugin's module is imported when
+the plugin is used (:meth:`Registry.get`); :meth:`Registry.listing` describes the built-ins from
+their source (the class docstring's first line) without importing them.
 """
 
 from __future__ import annotations
@@ -31,6 +37,80 @@ __all__ = [
 ]
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+#: kind -> name -> "module:Class" of every built-in plugin (the module registers the class when
+#: it is imported)
+BUILTIN: dict[str, dict[str, str]] = {
+    "protocol": {
+        "dp_gaussian_moments": "protocols.dp_moments:DPGaussianMoments",
+        "dp_jl_ot": "protocols.dp_baselines:DPJLOT",
+        "dp_sliced_wasserstein": "protocols.dp_baselines:DPSlicedWasserstein",
+        "fedbary": "protocols.fedbary:FedBary",
+        "fedwad": "protocols.fedwad:FedWAD",
+        "fedwad_clustered_fl": "protocols.fedwad_clustered_fl:FedWADClusteredFL",
+        "fedwad_clustering": "protocols.fedwad_clustering:FedWADClustering",
+        "fedwad_coreset": "protocols.fedwad_coreset:FedWADCoreset",
+        "sinkhorn_distillation": "protocols.sinkhorn_distillation:SinkhornDistillation",
+        "triangle_wad": "protocols.triangle_wad:TriangleWad",
+        "triangle_wad_marketplace": "protocols.triangle_wad:TriangleWadMarketplace",
+    },
+    "attack": {
+        "blind_mask_inversion": "attacks.blind_mask_inversion:BlindMaskInversion",
+        "clustered_fl_label_inference": "attacks.fedwad_applications:ClusteredFLLabelInference",
+        "clustering_inversion": "attacks.clustering_inversion:ClusteringInversion",
+        "coreset_inversion": "attacks.fedwad_applications:CoresetInversion",
+        "coreset_label_inference": "attacks.fedwad_applications:CoresetLabelInference",
+        "fedbary_inversion": "attacks.fedbary_inversion:FedBaryInversion",
+        "fedwad_distributional": "attacks.fedwad_distributional:FedWADDistributional",
+        "label_distribution_inference": "attacks.distillation:LabelDistributionInference",
+        "marketplace_trilateration": "attacks.marketplace_trilateration:MarketplaceTrilateration",
+        "measure_inversion": "attacks.measure_inversion:MeasureInversion",
+        "moments_sampling": "attacks.moments_sampling:MomentsSampling",
+        "projection_inversion": "attacks.projection_inversion:ProjectionInversion",
+        "reconstruction_membership": "attacks.reconstruction_membership:ReconstructionMembership",
+        "sent_rows": "attacks.sent_rows:SentRows",
+        "soft_label_membership": "attacks.distillation:SoftLabelMembership",
+        "support_membership": "attacks.support_membership:SupportMembership",
+        "word2vec_retrieval": "attacks.word2vec_retrieval:Word2VecRetrieval",
+    },
+    "defense": {
+        "distances_at_end": "defenses.knobs:DistancesAtEnd",
+        "dp_sgd_teachers": "defenses.distillation:DPSGDTeachers",
+        "gaussian_measure_noise": "defenses.gaussian_measure_noise:GaussianMeasureNoise",
+        "large_t": "defenses.knobs:LargeT",
+        "noisy_soft_labels": "defenses.distillation:NoisySoftLabels",
+        "pate_aggregation": "defenses.distillation:PateAggregation",
+        "random_t": "defenses.knobs:RandomT",
+        "secret_isometry_mask": "defenses.secret_mask:SecretIsometryMask",
+        "small_support": "defenses.knobs:SmallSupport",
+        "subsample_support": "defenses.subsample_support:SubsampleSupport",
+    },
+    "dataset": {
+        "breast_cancer": "testbed.data.datasets:BreastCancer",
+        "csv": "testbed.data.datasets:CsvFile",
+        "diabetes": "testbed.data.datasets:Diabetes",
+        "digits": "testbed.data.datasets:Digits",
+        "gaussians": "testbed.data.datasets:Gaussians",
+        "iris": "testbed.data.datasets:Iris",
+        "lee_documents": "testbed.data.text:LeeDocuments",
+        "npy": "testbed.data.datasets:NpyFile",
+        "vader_lexicon": "testbed.data.distill:VaderLexicon",
+        "valence_arousal": "testbed.data.distill:ValenceArousal",
+        "wine": "testbed.data.datasets:Wine",
+    },
+    "partitioner": {
+        "class_subsets": "testbed.data.datasets:ClassSubsets",
+        "dirichlet": "testbed.data.datasets:DirichletLabel",
+        "distill_split": "testbed.data.distill:DistillSplit",
+        "iid": "testbed.data.datasets:Iid",
+        "quantity_skew": "testbed.data.datasets:QuantitySkew",
+        "shared_base": "testbed.data.datasets:SharedBase",
+    },
+    "transform": {
+        "otdd_augment": "testbed.data.transforms:OtddAugment",
+        "scale": "testbed.data.transforms:Scale",
+    },
+}
 
 
 class PluginRuntimeError(TestbedError):
@@ -156,36 +236,112 @@ class Registry:
         except TestbedError as exc:
             self._broken[ep.name] = f"{origin}: {exc}"
 
-    def get(self, name: str) -> type:
+    # ------------------------------------------------------------------ lazy use by name
+    @property
+    def _table(self) -> dict[str, str]:
+        return BUILTIN.get(self.kind, {})
+
+    def _entry_points(self) -> dict[str, Any]:
+        """This kind's entry points by name, from the installed metadata (nothing imported)."""
+        return {ep.name: ep for ep in entry_points(group=self.group)}
+
+    def _ensure(self, name: str) -> None:
+        """Make ``name`` usable, importing only what defines it: its built-in module, or its
+        entry point; anything else (an unknown name) loads everything, for the error message."""
+        if self._loaded or name in self._items or name in self._broken:
+            return
+        ep = self._entry_points().get(name)
+        where = self._table.get(name)
+        if where is not None:
+            importlib.import_module(where.split(":")[0])
+            if ep is not None and ep.value != where:
+                self._load_entry_point(ep)  # a second definition of the name: broken
+            return
+        if ep is not None:
+            self._load_entry_point(ep)
+            return
         self._ensure_loaded()
+
+    def get(self, name: str) -> type:
+        self._ensure(name)
         if name in self._broken:
             raise TestbedError(self._broken[name])
         try:
             return self._items[name]
         except KeyError:
+            self._ensure_loaded()
             known = ", ".join(sorted(self._items)) or "(none)"
             raise UnknownPluginError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
     def broken(self) -> dict[str, str]:
-        """Plugins that cannot be used, with the reason (import error, duplicate name)."""
-        self._ensure_loaded()
+        """Plugins that cannot be used, with the reason (import error, duplicate name). Loads
+        the third-party entry points (a failed import is only known by trying); built-ins are
+        not imported."""
+        for ep in self._entry_points().values():
+            if ep.name not in self._items and ep.name not in self._broken:
+                where = self._table.get(ep.name)
+                if where is None:
+                    self._load_entry_point(ep)
+                elif ep.value != where:
+                    self._broken[ep.name] = (
+                        f"{self.kind} {ep.name!r} is defined twice: by {where.replace(':', '.')} "
+                        f"and by entry point {ep.name!r} ({ep.value}); rename one of them"
+                    )
         return dict(sorted(self._broken.items()))
 
     def names(self) -> list[str]:
-        self._ensure_loaded()
-        return sorted(self._items)
+        """Every usable name: built-ins, entry points, and plugins registered at run time;
+        nothing is imported."""
+        eps = set(self._entry_points())
+        return sorted((set(self._table) | eps | set(self._items)) - set(self._broken))
+
+    def listing(self) -> list[tuple[str, str]]:
+        """``(name, description)`` of every usable plugin, for ``testbed plugins``: built-ins
+        described from their source without importing them; third-party plugins are loaded
+        (their import may fail: :meth:`broken`)."""
+        broken = self.broken()
+        out = {}
+        for name, where in self._table.items():
+            cls = self._items.get(name)
+            out[name] = cls.describe() if cls is not None else _source_doc(where)
+        for name, cls in self._items.items():
+            out.setdefault(name, cls.describe())
+        return sorted((n, d) for n, d in out.items() if n not in broken)
 
     def items(self) -> list[tuple[str, type]]:
         self._ensure_loaded()
         return sorted(self._items.items())
 
     def __contains__(self, name: str) -> bool:
-        self._ensure_loaded()
-        return name in self._items
+        return name in self.names()
 
     def origin(self, name: str) -> str:
-        self._ensure_loaded()
+        self._ensure(name)
         return self._origins[name]
+
+
+def _source_doc(where: str) -> str:
+    """First line of the docstring of class ``module:Class``, read from the module's source
+    without importing it (or its package); "" when the source cannot be read."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    module, _, cls = where.partition(":")
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)  # a top-level name: found, not executed
+        if spec is None or not spec.submodule_search_locations:
+            return ""
+        path = Path(next(iter(spec.submodule_search_locations)), *rest).with_suffix(".py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, ImportError):
+        return ""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            doc = (ast.get_docstring(node) or "").strip().splitlines()
+            return doc[0].strip() if doc else ""
+    return ""
 
 
 PROTOCOLS = Registry("protocol", "ot_testbed.protocols", "protocols")

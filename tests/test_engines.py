@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -78,3 +79,34 @@ def test_bad_engine_params_fail_at_load_time_with_the_line(scenarios_dir):
         parse_scenario(text + "engine: ray\nengine_params: {actors: 0}\n", "x.yaml")
     with pytest.raises(ScenarioError, match=r"x\.yaml:\d+: engine_params\.actors"):
         parse_scenario(text + "engine_params: {actors: 2}\n", "x.yaml")
+
+
+def test_workers_auto_is_the_default_and_starts_workers_only_for_large_runs(monkeypatch):
+    from testbed.exchange.engines.pool import (
+        AUTO_MIN_ROWS,
+        IN_SWEEP_WORKER,
+        InProcessEngineConfig,
+        PoolBus,
+        resolve_workers,
+    )
+
+    monkeypatch.delenv(IN_SWEEP_WORKER, raising=False)
+    assert InProcessEngineConfig().workers == "auto"
+    small = {p: PartyData(p, np.zeros((10, 2))) for p in "abc"}
+    per = AUTO_MIN_ROWS // 2
+    large = {p: PartyData(p, np.zeros((per, 1))) for p in "abc"}
+    cpus = len(os.sched_getaffinity(0))
+    assert resolve_workers("auto", small) == 1
+    assert resolve_workers("auto", large) == min(cpus, 3)
+    assert resolve_workers(5, small) == 3  # never more workers than parties
+    with open_bus("inprocess", parties=small) as bus:
+        assert type(bus) is Bus
+    if cpus > 1:
+        with open_bus("inprocess", parties=large) as bus:
+            assert isinstance(bus, PoolBus)
+    # in a --jobs sweep's worker the cores are taken: auto is one worker
+    monkeypatch.setenv(IN_SWEEP_WORKER, "1")
+    assert resolve_workers("auto", large) == 1
+    with pytest.raises(ScenarioError, match="engine_params.workers"):
+        with open_bus("inprocess", {"workers": 0}):
+            pass

@@ -164,3 +164,56 @@ def test_assignment_plan_with_weights_a_few_ulps_apart_is_optimal():
     P, cost = tot.emd_plan(a, b, M, assignment=True)
     assert np.count_nonzero(P) == n and np.all(P.sum(axis=1) == a)
     assert cost == pytest.approx(ot.emd2(ot.unif(n), ot.unif(n), M), rel=1e-12)
+
+
+def test_fedbary_solves_assignments_by_default_and_says_which_solver_ran():
+    from protocols.fedbary import FedBaryConfig
+
+    assert FedBaryConfig().assignment_solver is True
+    parties = make_clients(3, 20, 2, 0)
+    res = FedBary(FedBaryConfig(iterations=2)).run(
+        parties, Bus(parties=parties), np.random.default_rng(0)
+    )
+    solvers = res.outputs["solvers"]
+    assert {solvers[c] for c in parties} == {"linear_sum_assignment"}
+    assert solvers["server"] == "linear_sum_assignment"
+    assert solvers["detection"].startswith("ot.emd")
+    off = FedBary(FedBaryConfig(iterations=2, assignment_solver=False)).run(
+        parties, Bus(parties=parties), np.random.default_rng(0)
+    )
+    assert set(off.outputs["solvers"].values()) == {"ot.emd", "ot.emd (dual potentials)"}
+    # a client whose size differs from the support size has n x S plans: the network simplex
+    parties["client_0"] = PartyData("client_0", parties["client_0"].X[:15])
+    mixed = FedBary(FedBaryConfig(iterations=2, support_size=20)).run(
+        parties, Bus(parties=parties), np.random.default_rng(0)
+    )
+    assert mixed.outputs["solvers"]["client_0"] == "ot.emd"
+    assert mixed.outputs["solvers"]["client_1"] == "linear_sum_assignment"
+
+
+def test_barycentric_map_of_a_permutation_plan_equals_the_dense_product_bit_for_bit():
+    import ot
+
+    from testbed import ot as tot
+
+    g = np.random.default_rng(3)
+    taken = 0
+    for trial in range(40):
+        n, d = int(g.integers(2, 150)), int(g.integers(1, 40))
+        X, Y = g.normal(size=(n, d)), g.normal(size=(n, d))
+        if trial % 3 == 0:
+            Y[g.random(Y.shape) < 0.3] = 0.0  # exact zeros, as in pixel data
+        a = ot.unif(n)
+        M = tot.cost_matrix(X, Y)
+        for P in (ot.emd(a, a, M), tot.assignment_plan(a, M)[0]):
+            want = (P @ Y) / a[:, None]
+            got = tot.barycentric_map(P, a, Y)
+            assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
+            taken += 1
+    assert taken == 80
+    # a plan that splits a row's mass takes the dense product (same result, other path)
+    P = np.array([[0.25, 0.25], [0.0, 0.5]])
+    Y = np.array([[1.0, 2.0], [3.0, 5.0]])
+    a = P.sum(axis=1)
+    np.testing.assert_array_equal(tot.barycentric_map(P, a, Y), (P @ Y) / a[:, None])
+    np.testing.assert_array_equal(tot.barycentric_map(P, a, Y), [[2.0, 3.5], [3.0, 5.0]])

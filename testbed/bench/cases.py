@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -160,10 +160,12 @@ class BenchOptions:
     pairwise_pairs: int | None = 500  # None: every pair
     log: Callable[[str], None] = field(default=lambda s: None)
     progress: bool = False  # progress bars on long sections (the full pairwise run)
+    #: what a user waits for (testbed.bench.waits): on in ``testbed bench`` (quick and full)
+    waits: bool = False
 
     @classmethod
     def quick(cls, **kw) -> BenchOptions:
-        return cls(**kw)
+        return cls(**{"waits": True, **kw})
 
     @classmethod
     def full(cls, **kw) -> BenchOptions:
@@ -175,6 +177,7 @@ class BenchOptions:
             overhead_d=(64, 784),
             targets=True,
             pairwise_clients=(100, 200, 400, 1000),
+            waits=True,
         )
         base.update(kw)
         return cls(**base)
@@ -185,6 +188,16 @@ def registered(name: str) -> bool:
     from testbed.registry import PROTOCOLS
 
     return name in dict(PROTOCOLS.items())
+
+
+def fit_clusters(case: BenchCase, n_clients: int) -> BenchCase:
+    """Spectral clustering of N clients into at most N - 1 clusters: asking for as many
+    clusters as clients (5 planted groups, N = 5) makes scikit-learn's spectral embedding ask
+    ARPACK for k >= N eigenvectors, which warns ("k >= N") and solves densely instead."""
+    if case.protocol != "fedwad_clustering":
+        return case
+    k = min(int(case.params.get("n_clusters", 5)), n_clients - 1)
+    return replace(case, params={**case.params, "n_clusters": k})
 
 
 def make_protocol(case: BenchCase):

@@ -66,7 +66,9 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
     exps = exponents(pairs, clients)
     pairwise = _pairwise(opts)
+    waits = _waits(opts, pairs) if opts.waits else None
     return {
+        "waits": waits,
         "pairwise": pairwise,
         "pairwise_1000": next((r for r in pairwise if r["clients"] == 1000), None),
         "command": command,
@@ -85,6 +87,27 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         "exponents": exps,
         "notes": sorted(set(notes)),
     }
+
+
+def _waits(opts: BenchOptions, pairs: list[dict]) -> dict[str, Any]:
+    """What a user waits for (testbed.bench.waits), with the pair rows at n = 2000, d = 64
+    (measured here when the grid stops below)."""
+    from dataclasses import replace
+
+    from testbed.bench.waits import waits
+
+    at2000 = [r for r in pairs if r["n"] == 2000 and r["d"] == 64]
+    if not at2000:
+        at2000, _ = bench_pairs(
+            replace(
+                opts,
+                ns=(2000,),
+                ds=(64,),
+                cases=["fedwad_paper", "fedwad_public", "triangle_wad"],
+                memory=False,
+            )
+        )
+    return waits(at2000, opts.log)
 
 
 def _pairwise(opts: BenchOptions) -> list[dict]:

@@ -129,7 +129,12 @@ def to_markdown(res: dict[str, Any]) -> str:
     from testbed.bench.pairwise import pairwise_lines
     from testbed.bench.targets import issue15_lines
 
-    lines = _header_lines(res) + issue15_lines(res) + _target_lines(res["targets"])
+    lines = _header_lines(res)
+    if res.get("waits"):
+        from testbed.bench.waits import to_markdown as waits_lines
+
+        lines += waits_lines(res["waits"])
+    lines += issue15_lines(res) + _target_lines(res["targets"])
     lines += ["## Two parties: cost against n and d", ""]
     lines += _md_table(res["pairs"], PAIR_COLUMNS)
     lines += ["## Many clients: cost against N", ""]

@@ -242,11 +242,25 @@ def _plugin_commands(sub) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
+def _version() -> str:
+    """The installed distribution's version (its metadata; nothing imported), else the
+    package's own."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ot-testbed")
+    except PackageNotFoundError:
+        from testbed import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
     )
+    ap.add_argument("--version", action="version", version=f"testbed {_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     _run_commands(sub)
     _run_dir_commands(sub)

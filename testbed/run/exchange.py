@@ -97,6 +97,7 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
         with open_bus(
             sc.engine,
             sc.engine_params,
+            run_dir=spill_dir,
             defenses=defs,
             guard=guard,
             ledger=world.ledger,

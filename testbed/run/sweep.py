@@ -120,27 +120,50 @@ def _args_of(c: Cell, out: Path) -> tuple:
     )
 
 
+def _stop_workers(ex, grace: float = 1.0) -> None:
+    """Stop a process pool now: cancel what has not started, end the running workers (SIGTERM,
+    then SIGKILL after ``grace`` seconds) instead of waiting for their cells to finish."""
+    import time
+
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=grace)
+    ex.shutdown(wait=True)  # the pool's manager thread sees its workers gone and ends
+
+
 def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None:
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    from testbed.run.interrupt import second_interrupt_exits
     from testbed.run.workers import worker_init
 
-    # workers die with the sweep (kill -9 included) and get the CLI's BLAS threading
-    # (testbed/threads.py): parallelism comes from processes
-    with ProcessPoolExecutor(
+    # workers die with the sweep (kill -9 included), ignore Ctrl-C (this process stops them)
+    # and get the CLI's BLAS threading (testbed/threads.py): parallelism comes from processes
+    ex = ProcessPoolExecutor(
         max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=worker_init
-    ) as ex:
+    )
+    try:
         futures = {ex.submit(*_args_of(c, out)): c for h, c in todo.items()}
-        try:
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in sorted(done, key=lambda f: futures[f].index):
-                    finished(futures[f], f.result())
-        except BaseException:
-            ex.shutdown(wait=False, cancel_futures=True)
-            raise
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=lambda f: futures[f].index):
+                finished(futures[f], f.result())
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            second_interrupt_exits()
+        _stop_workers(ex)
+        raise
+    ex.shutdown(wait=True)
 
 
 def run_sweep(
@@ -242,6 +265,21 @@ def run_sweep(
                     finished(c, _run_cell(*_args_of(c, out)[1:]))
             else:
                 _run_parallel(todo, out, jobs, finished)
+        except KeyboardInterrupt:
+            from testbed.run.interrupt import second_interrupt_exits
+
+            second_interrupt_exits()  # finished cells are on disk; a second Ctrl-C ends now
+            # a worker may have finished a cell this process had not yet taken in: list
+            # every finished cell (a restart skips them all)
+            for c in cells:
+                r = results.get(c.index) or _done(out / "cells" / c.hash, c.hash)
+                if r is not None:
+                    results[c.index] = r
+            _write_jsonl(
+                out / "results.jsonl",
+                [_row(c, results[c.index]) for c in cells if c.index in results],
+            )
+            raise
         finally:
             if bar is not None:
                 bar.close()

@@ -1,7 +1,8 @@
 """Execution engines: where the parties' local computations run.
 
 ``inprocess`` (default): the plain :class:`~testbed.exchange.bus.Bus`; every party lives in this process;
-with ``engine_params: {workers: k}`` (k > 1) the parties live in k worker processes
+with ``engine_params: {workers: k}`` (k > 1), or ``auto`` (the default: one per CPU for runs
+whose parties hold at least ``pool.AUTO_MIN_ROWS`` rows) the parties live in k worker processes
 (:class:`~testbed.exchange.engines.pool.PoolBus`) and independent local computations run at once.
 ``ray``: :class:`~testbed.exchange.engines.ray_bus.RayBus`; parties live in Ray actors (one per client
 group) on a local cluster bound to 127.0.0.1, the transcript, defenses and guard stay here. Needs
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from testbed.errors import ScenarioError
@@ -41,29 +43,37 @@ def _engine_config(cls, params: Mapping[str, Any]):
 
 @contextmanager
 def open_bus(
-    engine: str, params: Mapping[str, Any] | None = None, /, **bus_kwargs
+    engine: str,
+    params: Mapping[str, Any] | None = None,
+    /,
+    run_dir: str | Path | None = None,
+    **bus_kwargs,
 ) -> Iterator[Bus]:
     """A bus for ``engine``; engine resources (Ray actors, the local cluster and its temporary
-    files) are released when the block exits, whatever happens inside it."""
+    files) are released when the block exits, whatever happens inside it. ``run_dir``: the
+    run directory, where the Ray engine keeps its session files."""
     params = dict(params or {})
     if engine == "inprocess":
-        from testbed.exchange.engines.pool import InProcessEngineConfig, PoolBus
+        from testbed.exchange.engines.pool import InProcessEngineConfig, PoolBus, resolve_workers
 
         cfg = _engine_config(InProcessEngineConfig, params)
-        if cfg.workers == 1:
+        workers = resolve_workers(cfg.workers, bus_kwargs.get("parties"))
+        if workers == 1:
             yield Bus(**bus_kwargs)
             return
-        bus = PoolBus(workers=cfg.workers, **bus_kwargs)
+        bus = PoolBus(workers=workers, **bus_kwargs)
         try:
             yield bus
-        finally:
-            bus.close()
+        except BaseException:  # interrupted or failed: the workers' results are not wanted
+            bus.close(now=True)
+            raise
+        bus.close()
         return
     if engine == "ray":
         from testbed.exchange.engines.ray_bus import RayBus, RayEngineConfig
 
         cfg = _engine_config(RayEngineConfig, params)
-        bus = RayBus(config=cfg, **bus_kwargs)
+        bus = RayBus(config=cfg, run_dir=run_dir, **bus_kwargs)
         try:
             yield bus
         finally:

@@ -17,31 +17,76 @@ up front) and are stopped by :meth:`close` (``open_bus`` does it).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.engines._batch import in_call_order, run_in_order
 from testbed.registry import PluginConfig
 
-__all__ = ["InProcessEngineConfig", "PoolBus"]
+__all__ = [
+    "AUTO_MIN_ROWS",
+    "IN_SWEEP_WORKER",
+    "InProcessEngineConfig",
+    "PoolBus",
+    "resolve_workers",
+]
+
+
+#: ``workers: auto`` starts worker processes only when the parties hold at least this many rows
+#: in all: below it, starting workers costs more than running the parties' work at once saves
+AUTO_MIN_ROWS = 20_000
+
+#: set in a sweep's ``--jobs`` worker processes: their cores are already in use, so ``auto``
+#: is one worker there
+IN_SWEEP_WORKER = "OT_TESTBED_SWEEP_WORKER"
 
 
 class InProcessEngineConfig(PluginConfig):
-    workers: int = Field(
-        1,
-        ge=1,
-        le=256,
-        description="worker processes holding the parties (1 = everything in this process)",
+    workers: int | Literal["auto"] = Field(
+        "auto",
+        description="worker processes holding the parties (1 = everything in this process; "
+        f"auto = one per CPU this process may use when the parties hold >= {AUTO_MIN_ROWS} rows "
+        "in all and the run is not a cell of a --jobs sweep, else 1)",
     )
+
+    @field_validator("workers")
+    @classmethod
+    def _range(cls, v):
+        if v != "auto" and not 1 <= v <= 256:
+            raise ValueError("workers must be 'auto' or an integer from 1 to 256")
+        return v
+
+
+def resolve_workers(workers: int | str, parties: Mapping[str, Any] | None) -> int:
+    """The number of worker processes for ``workers`` (``auto``: see
+    :class:`InProcessEngineConfig`), never more than the parties."""
+    n_parties = len(parties or {})
+    if workers == "auto":
+        if os.environ.get(IN_SWEEP_WORKER) == "1":
+            return 1
+        rows = sum(int(getattr(p, "n", 0) or 0) for p in (parties or {}).values())
+        if rows < AUTO_MIN_ROWS:
+            return 1
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        workers = cpus or 1
+    return max(1, min(int(workers), n_parties or 1))
 
 
 def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     """Worker loop: receive a batch of ``(party | None, fn, args, kwargs)``, run it in order,
-    send back ``(ok, value)`` per call; ``None`` stops the worker."""
+    send back ``(ok, value)`` per call; ``None`` stops the worker. Ctrl-C reaches the whole
+    process group: the driver stops its workers itself, so a worker ignores it."""
+    import signal
+
+    from testbed.exchange.engines._lifetime import tie_to_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tie_to_parent()  # a killed driver leaves no worker behind
     if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
         from testbed.threads import limit_blas_threads  # workers do not each start a pool
 
@@ -76,8 +121,16 @@ class PoolBus(Bus):
         parties=None,
         *,
         workers: int = 2,
+        transcript=None,
     ):
-        super().__init__(defenses, guard=guard, ledger=ledger, on_send=on_send, parties=None)
+        super().__init__(
+            defenses,
+            guard=guard,
+            ledger=ledger,
+            on_send=on_send,
+            parties=None,
+            transcript=transcript,
+        )
         parties = dict(parties or {})
         names = list(parties)
         k = max(1, min(int(workers), len(names) or 1))
@@ -147,14 +200,18 @@ class PoolBus(Bus):
             self._next += 1
         return self._run(out) if out else []
 
-    def close(self) -> None:
-        for conn in self._conns:
+    def close(self, now: bool = False) -> None:
+        """Stop the workers: ask them to finish (their current batch first), or with ``now``
+        (the run was interrupted or failed) end them at once."""
+        for conn in self._conns if not now else ():
             try:
                 conn.send(None)
             except OSError:
                 pass
         for proc in self._procs:
-            proc.join(timeout=10)
+            if now:
+                proc.terminate()
+            proc.join(timeout=10 if not now else 2)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout=5)

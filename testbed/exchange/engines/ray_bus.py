@@ -8,8 +8,10 @@ no party data at all, so a protocol that tried to read it other than through ``l
 here rather than silently work.
 
 The local cluster binds to 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, node address
-127.0.0.1), sends no usage statistics, starts no dashboard, and keeps its session files in a short
-temporary folder under /tmp (Unix socket paths are limited to ~107 bytes), removed on
+127.0.0.1), sends no usage statistics, starts no dashboard, and keeps its session files in a
+folder inside the run directory (``ray-tmp/``) when it runs for ``testbed run``, reached through a
+short link under /tmp (Ray's Unix socket paths are limited to ~107 bytes); without a run
+directory, or with ``temp_root``, in a short temporary folder there. Folder and link are removed on
 :meth:`close` after every process of that session has exited. If Ray was already initialised by
 the caller, the bus uses that cluster and leaves it running.
 """
@@ -40,7 +42,11 @@ class RayEngineConfig(PluginConfig):
         None, gt=0, description="actor processes (client groups); default: the cluster's CPUs"
     )
     num_cpus: int = Field(2, gt=0, description="CPUs of the local cluster")
-    temp_root: str = Field("/tmp", description="where the short session folder is created")
+    temp_root: str | None = Field(
+        None,
+        description="where the short session folder is created (default: inside the run "
+        "directory, reached through a short link under /tmp; /tmp without a run directory)",
+    )
     shutdown_timeout: float = Field(
         20.0, gt=0, description="seconds to wait for the session's processes to exit"
     )
@@ -84,11 +90,27 @@ def session_processes(marker: str) -> list[int]:
 class RaySession:
     """A local Ray cluster owned by this process, with its own temporary folder."""
 
-    def __init__(self, num_cpus: int = 2, temp_root: str = "/tmp", shutdown_timeout: float = 20.0):
+    def __init__(
+        self,
+        num_cpus: int = 2,
+        temp_root: str | None = None,
+        shutdown_timeout: float = 20.0,
+        run_dir: str | os.PathLike | None = None,
+    ):
         self.ray = _ray()
-        self.temp_dir = tempfile.mkdtemp(prefix="rtb", dir=temp_root)
         self.shutdown_timeout = shutdown_timeout
         self.owned = False
+        self._link: str | None = None
+        self._real: str | None = None
+        if temp_root is None and run_dir is not None:
+            # the session's files in the run directory; Ray sees the short link's path
+            self._real = tempfile.mkdtemp(prefix="ray-tmp-", dir=run_dir)
+            self.temp_dir = tempfile.mkdtemp(prefix="rtb", dir="/tmp")
+            os.rmdir(self.temp_dir)
+            os.symlink(self._real, self.temp_dir)
+            self._link = self.temp_dir
+        else:
+            self.temp_dir = tempfile.mkdtemp(prefix="rtb", dir=temp_root or "/tmp")
         try:
             self.ray.init(
                 num_cpus=num_cpus,
@@ -122,7 +144,11 @@ class RaySession:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 continue
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if self._link is not None:
+            os.unlink(self._link)
+            shutil.rmtree(self._real, ignore_errors=True)
+        else:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
         if left:
             raise TestbedError(
                 f"ray engine: {len(left)} session processes did not exit within "
@@ -179,6 +205,7 @@ class RayBus(Bus):
         *,
         config: RayEngineConfig | None = None,
         transcript=None,
+        run_dir=None,
     ):
         super().__init__(
             defenses,
@@ -194,7 +221,10 @@ class RayBus(Bus):
         self.session = None
         if not self.ray.is_initialized():
             self.session = RaySession(
-                self.config.num_cpus, self.config.temp_root, self.config.shutdown_timeout
+                self.config.num_cpus,
+                self.config.temp_root,
+                self.config.shutdown_timeout,
+                run_dir=run_dir,
             )
         self._actors = []
         self._where: dict[str, Any] = {}

@@ -1,0 +1,142 @@
+"""Ctrl-C on a real sweep (issue 23, Build 5): SIGINT goes to the sweep's whole process group, as
+a terminal sends it. The first one ends the sweep with exit code 130 and one line, every finished
+cell kept; a second one ends it at once without a traceback; no worker process is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _scenarios import tiny
+
+SLOW = (
+    tiny(
+        "interruptible",
+        """\
+sweep:
+  protocol.params.iterations: [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]
+""",
+    )
+    .replace("{n: 40, mean: 0.0}", "{n: 300, mean: 0.0}")
+    .replace("{n: 30, mean: 2.0}", "{n: 300, mean: 2.0}")
+    .replace("support_size: 5,", "support_size: 60,")
+)
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SLOW)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(scenario), "--out", str(out), "--jobs", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    return proc, out
+
+
+def _cells(out: Path) -> list[Path]:
+    return sorted((out / "cells").glob("*/results.json")) if out.exists() else []
+
+
+def _wait_for_a_cell(proc: subprocess.Popen, out: Path) -> None:
+    deadline = time.monotonic() + 600
+    while not _cells(out):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "no cell finished"
+        time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> list[int]:
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path("/proc", pid, "stat").read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(stat[2]) == pgid and stat[0] != "Z":  # fields after the name: state, ppid, pgrp
+            alive.append(int(pid))
+    return alive
+
+
+def _assert_nothing_left(pgid: int) -> None:
+    deadline = time.monotonic() + 30  # the kernel delivers PDEATHSIG asynchronously
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_alive(pgid) == [], "a worker of the sweep outlived it"
+
+
+def test_first_ctrl_c_stops_the_sweep_keeps_finished_cells_and_exits_130(tmp_path):
+    proc, out = _start(tmp_path)
+    _wait_for_a_cell(proc, out)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "interrupted"
+    done = _cells(out)
+    assert 1 <= len(done) < 12, "the interrupt must stop the sweep before its end"
+    for p in done:  # every finished cell is whole and kept
+        json.loads(p.read_text())
+    rows = [json.loads(r) for r in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted({r["cell"] for r in rows}) == sorted(p.parent.name for p in done)
+    _assert_nothing_left(proc.pid)
+
+
+def test_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
+    proc, out = _start(tmp_path)
+    _wait_for_a_cell(proc, out)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert _cells(out), "finished cells are kept"
+    _assert_nothing_left(proc.pid)
+
+
+DRIVER = """
+import sys, time
+import numpy as np
+from testbed.data.datasets import PartyData
+from testbed.exchange.engines.pool import PoolBus
+parties = {p: PartyData(p, np.zeros((2, 2))) for p in "abcd"}
+bus = PoolBus(parties=parties, workers=2)
+print(" ".join(str(p.pid) for p in bus._procs), flush=True)
+time.sleep(600)
+"""
+
+
+def test_pool_engine_workers_die_with_a_killed_driver(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    proc.kill()  # SIGKILL: no clean-up code runs in the driver
+    proc.wait()
+    deadline = time.monotonic() + 30
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+        time.sleep(0.1)
+    assert alive == [], "a pool worker outlived its driver"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
+    except OSError:
+        return "Z"

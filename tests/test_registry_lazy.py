@@ -1,0 +1,117 @@
+"""Plugins are listed without importing their modules (issue 23, Build 4): the built-in table
+is what importing the packages registers, names and descriptions come from it and from the
+entry points' metadata, and a plugin's module is imported only when the plugin is used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from testbed.registry import (
+    ATTACKS,
+    BUILTIN,
+    DATASETS,
+    DEFENSES,
+    PARTITIONERS,
+    PROTOCOLS,
+    TRANSFORMS,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+REGISTRIES = [PROTOCOLS, ATTACKS, DEFENSES, DATASETS, PARTITIONERS, TRANSFORMS]
+
+
+def test_the_builtin_table_is_what_the_packages_register():
+    for reg in REGISTRIES:
+        got = {
+            n: f"{c.__module__}:{c.__qualname__}"
+            for n, c in reg.items()
+            if not c.__module__.startswith("tests")  # toys other tests register
+        }
+        assert got == BUILTIN[reg.kind], reg.kind
+
+
+def test_listing_from_source_equals_the_classes_own_descriptions():
+    for reg in REGISTRIES:
+        want = {n: c.describe() for n, c in reg.items() if n in BUILTIN[reg.kind]}
+        listed = {n: d for n, d in reg.listing() if n in BUILTIN[reg.kind]}
+        assert listed == want, reg.kind
+        assert all(want.values()), f"a built-in {reg.kind} without a docstring"
+
+
+def _fresh(code: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+PLUGIN_MODULES = ["protocols", "attacks", "defenses", "ot", "torch", "sklearn", "testbed.data"]
+HEAVY = [*PLUGIN_MODULES, "scipy"]
+
+
+def test_names_and_listing_import_no_plugin_module():
+    got = _fresh(
+        "import json, sys\n"
+        "from testbed.registry import PROTOCOLS, ATTACKS, DEFENSES, DATASETS\n"
+        "names = {r.kind: r.names() for r in (PROTOCOLS, ATTACKS, DEFENSES, DATASETS)}\n"
+        "listed = {r.kind: r.listing() for r in (PROTOCOLS, ATTACKS, DEFENSES, DATASETS)}\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print(json.dumps({'names': names, 'listed': listed, 'heavy': heavy,\n"
+        "                  'fedwad': 'fedwad' in PROTOCOLS}))\n"
+    )
+    assert got["heavy"] == []
+    assert "fedwad" in got["names"]["protocol"] and got["fedwad"]
+    assert "sent_rows" in got["names"]["attack"]
+    assert dict(map(tuple, got["listed"]["protocol"]))["fedwad"].startswith("FedWAD")
+
+
+def test_using_a_plugin_imports_its_kind_only():
+    got = _fresh(
+        "import json, sys\n"
+        "from testbed.registry import PROTOCOLS\n"
+        "cls = PROTOCOLS.get('fedwad')\n"
+        "print(json.dumps({'cls': cls.__name__, 'attacks': 'attacks' in sys.modules,\n"
+        "                  'defenses': 'defenses' in sys.modules}))\n"
+    )
+    assert got == {"cls": "FedWAD", "attacks": False, "defenses": False}
+
+
+def test_version_flag_answers_without_a_command():
+    from importlib.metadata import version
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "testbed", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"testbed {version('ot-testbed')}"
+
+
+def test_plugins_command_lists_every_builtin_without_importing_them():
+    got = _fresh(
+        "import contextlib, io, json, sys\n"
+        "from testbed.cli.main import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    code = main(['plugins'])\n"
+        f"heavy = [m for m in {PLUGIN_MODULES!r} if m in sys.modules]\n"
+        "print(json.dumps({'code': code, 'out': buf.getvalue(), 'heavy': heavy}))\n"
+    )
+    assert got["code"] == 0 and got["heavy"] == []
+    lines = got["out"].splitlines()
+    for kind, names in BUILTIN.items():
+        for name in names:
+            assert any(ln.split()[:1] == [name] for ln in lines), (kind, name)
