@@ -293,17 +293,17 @@ class FedBary(Protocol):
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         clients, val = self._roles(parties)
-        S, gammas, Q = self._start(bus, clients, val, rng)
+        S, gammas, Q, sizes = self._start(bus, clients, val, rng)
         history: dict[str, list[float]] = {"bound": []} if cfg.trace else {}
         eta_q_at_client: dict[str, Measure] = {}
         for k in range(1, cfg.iterations + 1):
             Q = self._round(bus, k, clients, val, gammas, Q, history, eta_q_at_client)
         dist, Q = self._final_round(bus, clients, val, gammas, Q, history)
-        return self._result(bus, clients, val, S, dist, gammas, Q, history, eta_q_at_client)
+        return self._result(bus, clients, val, S, dist, gammas, Q, history, eta_q_at_client, sizes)
 
     def _start(self, bus, clients, val, rng):
         """Sizes and dimension from the parties, the support size S, the clients' initial
-        gamma_i and (barycenter mode) the server's initial Q."""
+        gamma_i, (barycenter mode) the server's initial Q, and each party's (size, dimension)."""
         cfg = self.config
         sd = dict(zip(clients, bus.local_map([(c, _size_dim) for c in clients])))
         if val is not None:
@@ -327,7 +327,7 @@ class FedBary(Protocol):
         Q = None
         if val is None:
             Q = Measure(rng_server.normal(cfg.init_mean, cfg.init_scale, size=(S, d)))
-        return S, gammas, Q
+        return S, gammas, Q, sd
 
     def _round(self, bus, k, clients, val, gammas, Q, history, eta_q_at_client):
         """Round k: every client's step, its gamma_i to the server, eta_q back, step 7 at every
@@ -419,7 +419,7 @@ class FedBary(Protocol):
             )
         return dist, Q
 
-    def _result(self, bus, clients, val, S, dist, gammas, Q, history, eta_q_at_client):
+    def _result(self, bus, clients, val, S, dist, gammas, Q, history, eta_q_at_client, sd):
         cfg = self.config
         contrib = contributions(dist)
         targets = {
