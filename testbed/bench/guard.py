@@ -65,7 +65,6 @@ class BenchKit:
     protocol: Callable[[Any], Any]  # BenchCase -> protocol instance
     pair_cases: Sequence[Any]  # BenchCase of two parties, already filtered by --cases
     client_cases: Sequence[Any]  # BenchCase of N clients, already filtered
-    md_table: Callable[[list, list], list[str]]
 
 
 def _best(case, parties, seed: int, repeats: int, kit: BenchKit) -> dict[str, Any]:
@@ -121,7 +120,7 @@ def fedbary_guard_on_off(opts, case, kit: BenchKit, clients: int = 100) -> dict[
 
 
 def guard_markdown(rows: list[dict], fedbary: dict | None, md_table) -> list[str]:
-    """The section's lines for benchmarks.md (``md_table``: bench.main's table writer)."""
+    """The section's lines for benchmarks.md (``md_table``: bench.output's table writer)."""
     lines = [
         "## Privacy guard and transcript",
         "",
@@ -165,7 +164,6 @@ def guard_markdown(rows: list[dict], fedbary: dict | None, md_table) -> list[str
 def guard_kit(opts) -> BenchKit:
     """The bench's timed bus, protocol cases and table writer, for the functions above."""
     from testbed.bench.cases import CLIENT_CASES, PAIR_CASES, make_protocol, pick, registered
-    from testbed.bench.output import _md_table
     from testbed.bench.timing import TimedBus
 
     return BenchKit(
@@ -173,7 +171,6 @@ def guard_kit(opts) -> BenchKit:
         protocol=make_protocol,
         pair_cases=[c for c in pick(PAIR_CASES, opts) if registered(c.protocol)],
         client_cases=[c for c in pick(CLIENT_CASES, opts) if registered(c.protocol)],
-        md_table=_md_table,
     )
 
 

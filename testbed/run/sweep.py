@@ -166,6 +166,61 @@ def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None
     ex.shutdown(wait=True)
 
 
+def _write_sweep_files(sc: Scenario, cells: list[Cell], h: str, out: Path) -> None:
+    """sweep.json (every cell's hash, index, seed, setting and label), config_hash and the
+    scenario as given."""
+    from testbed.run.results import write_json
+
+    write_json(
+        out / "sweep.json",
+        {
+            "scenario": sc.name,
+            "sweep_hash": h,
+            "sweep": sc.sweep,
+            "seeds": sc.seeds if sc.seeds is not None else [sc.seed],
+            "cells": [
+                {
+                    "cell": c.hash,
+                    "index": c.index,
+                    "seed": c.seed,
+                    "setting": c.setting,
+                    "label": c.label,
+                }
+                for c in cells
+            ],
+        },
+    )
+    atomic_write_bytes(out / "config_hash", (h + "\n").encode())
+    base = {k: v for k, v in (sc._raw or sc.model_dump(mode="json")).items()}
+    atomic_write_bytes(out / "scenario.yaml", yaml.safe_dump(base, sort_keys=False).encode())
+
+
+def _plan(cells: list[Cell], out: Path):
+    """(results of finished cells by index, how many were cached, cells by scenario hash, the
+    distinct scenarios still to run): two settings may resolve to the same scenario, which runs
+    once."""
+    results: dict[int, dict] = {}
+    for c in cells:
+        r = _done(out / "cells" / c.hash, c.hash)
+        if r is not None:
+            results[c.index] = r
+    cached = len(results)
+    by_hash: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_hash.setdefault(c.hash, []).append(c)
+    todo: dict[str, Cell] = {}
+    for c in cells:
+        if c.index not in results and c.hash not in todo:
+            if not any(results.get(d.index) for d in by_hash[c.hash]):
+                todo[c.hash] = c
+    for c in cells:  # cached duplicates of a finished scenario
+        if c.index not in results:
+            same = next((d for d in by_hash[c.hash] if d.index in results), None)
+            if same is not None:
+                results[c.index] = results[same.index]
+    return results, cached, by_hash, todo
+
+
 def run_sweep(
     sc: Scenario,
     out_dir: str | Path | None = None,
@@ -191,34 +246,8 @@ def run_sweep(
 
     with run_dir_lock(out, write=True):  # a second sweep in this directory stops with one line
         _clean_temps(out)
-        write_json(
-            out / "sweep.json",
-            {
-                "scenario": sc.name,
-                "sweep_hash": h,
-                "sweep": sc.sweep,
-                "seeds": sc.seeds if sc.seeds is not None else [sc.seed],
-                "cells": [
-                    {
-                        "cell": c.hash,
-                        "index": c.index,
-                        "seed": c.seed,
-                        "setting": c.setting,
-                        "label": c.label,
-                    }
-                    for c in cells
-                ],
-            },
-        )
-        atomic_write_bytes(out / "config_hash", (h + "\n").encode())
-        base = {k: v for k, v in (sc._raw or sc.model_dump(mode="json")).items()}
-        atomic_write_bytes(out / "scenario.yaml", yaml.safe_dump(base, sort_keys=False).encode())
-        results: dict[int, dict] = {}
-        for c in cells:
-            r = _done(out / "cells" / c.hash, c.hash)
-            if r is not None:
-                results[c.index] = r
-        cached = len(results)
+        _write_sweep_files(sc, cells, h, out)
+        results, cached, by_hash, todo = _plan(cells, out)
         computed = 0
         bar = None
         if progress:
@@ -227,20 +256,6 @@ def run_sweep(
             bar = tqdm(
                 total=len(cells), initial=cached, desc=sc.name, unit="cell", dynamic_ncols=True
             )
-        # distinct scenarios still to run (two settings may resolve to the same scenario)
-        by_hash: dict[str, list[Cell]] = {}
-        for c in cells:
-            by_hash.setdefault(c.hash, []).append(c)
-        todo: dict[str, Cell] = {}
-        for c in cells:
-            if c.index not in results and c.hash not in todo:
-                if not any(results.get(d.index) for d in by_hash[c.hash]):
-                    todo[c.hash] = c
-        for c in cells:  # cached duplicates of a finished scenario
-            if c.index not in results:
-                same = next((d for d in by_hash[c.hash] if d.index in results), None)
-                if same is not None:
-                    results[c.index] = results[same.index]
         # rows known so far, once; then one appended write per finished cell
         _write_jsonl(
             out / "results.jsonl", [_row(c, results[c.index]) for c in cells if c.index in results]
