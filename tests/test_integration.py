@@ -28,7 +28,7 @@ protocol:
   name: triangle_wad
   params: {support_size: 1, t: 0.5}
 attacks:
-  - {name: fedwad_distributional}
+  - {name: fedwad_distributional, if_not_applicable: skip}
   - {name: measure_inversion}
 """
 

@@ -3,7 +3,7 @@
 ``manifest.json`` lists every evidence file of a run directory (recursively: a sweep's cells
 too) with the digest of its bytes. Files that are not evidence are left out: the lock file, the
 manifest and its signature, and what ``testbed report`` renders (``report.html``, ``report.md``,
-``results.csv``, ``plots/``), which can be rendered again from the evidence at any time.
+``results.csv``, ``summary.csv``, ``plots/``), which can be rendered again from the evidence at any time.
 
 Unsigned, the manifest shows that the files are the ones the run wrote unless someone rewrote
 the manifest too (see docs/trust.md). Signed (``testbed run --sign KEYFILE``), ``manifest.sig``
@@ -38,7 +38,7 @@ MANIFEST_NAME = "manifest.json"
 SIGNATURE_NAME = "manifest.sig"
 MANIFEST_FORMAT = "testbed-manifest/1"
 #: top-level names that are not evidence (rendered views of it, or this bookkeeping)
-_NOT_EVIDENCE = {MANIFEST_NAME, SIGNATURE_NAME, "report.html", "report.md", "results.csv", "plots"}
+_NOT_EVIDENCE = {MANIFEST_NAME, SIGNATURE_NAME, "report.html", "report.md", "results.csv", "summary.csv", "plots"}
 _CHUNK = 1 << 22
 
 

@@ -30,7 +30,8 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         a["params"] = p
         if a.get("label") is None:  # unset labels leave older configs' hashes unchanged
             a.pop("label", None)
-        a.pop("if_not_applicable", None)  # what runs is the same; only the listing differs
+        if a.get("if_not_applicable", "error") == "error":  # the default: hashes unchanged
+            a.pop("if_not_applicable", None)  # (a skip stays: a re-run must skip it too)
     if out.get("membership") is None:
         out.pop("membership", None)
     if not out["data"].get("public"):  # unset: older configs' hashes unchanged
