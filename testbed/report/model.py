@@ -24,7 +24,7 @@ from testbed.scoring.metrics import mean_ci
 #: leakage metric -> True when a larger value means more leakage: the scorer's own list
 #: (testbed.scoring.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
 LEAKAGE_METRICS: dict[str, bool] = dict(_SCORER_LEAKAGE)
-NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note"}
+NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note", "isolation"}
 #: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
 UNIT_METRICS = {
     "leakage",
