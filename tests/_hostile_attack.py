@@ -65,13 +65,20 @@ def _world_rows(text: str) -> dict:
 
 def _thief(_, __) -> dict:
     """Break 1: walk /proc from the attack's process up to the driver; the run directory's lock
-    it holds open says where the run directory is; its resolved.yaml rebuilds the World."""
+    it holds open says where the run directory is, whose resolved.yaml rebuilds the World; or,
+    while the run is still written elsewhere, the scenario file on the driver's command line."""
     pid = os.getppid()
     while pid > 1:
         for fd in Path(f"/proc/{pid}/fd").iterdir():
             target = os.readlink(fd)
             if target.endswith(".testbed.lock"):
-                return _world_rows((Path(target).parent / "resolved.yaml").read_text())
+                resolved = Path(target).parent / "resolved.yaml"
+                if resolved.is_file():
+                    return _world_rows(resolved.read_text())
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        for a in args:
+            if a.endswith(b".yaml") and Path(os.fsdecode(a)).is_file():
+                return _world_rows(Path(os.fsdecode(a)).read_text())
         status = Path(f"/proc/{pid}/status").read_text()
         pid = int(status.split("PPid:")[1].split()[0])
     return {}
