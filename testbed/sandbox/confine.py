@@ -258,5 +258,7 @@ def python_paths() -> tuple[str, ...]:
     paths.update(v for k, v in sysconfig.get_paths().items() if k not in ("data", "scripts"))
     paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
     paths.update(("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/sys/devices/system/cpu"))
+    # the CPU quota (joblib/loky, hence scikit-learn, read it to size their thread pools)
+    paths.update(p for p in ("/sys/fs/cgroup",) if os.path.exists(p))
     paths.update(("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"))
     return tuple(sorted(p for p in paths if p and p != "/" and os.path.exists(p)))
