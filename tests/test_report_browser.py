@@ -204,8 +204,8 @@ protocol:
   params: {support_size: 8, iterations: 5, t: 0.5, distances: every_round, init_scale: 0.3}
 threat_model: {observer: server}
 attacks:
-  - {name: fedwad_distributional}
-  - {name: measure_inversion}
+  - {name: fedwad_distributional, if_not_applicable: skip}
+  - {name: measure_inversion, if_not_applicable: skip}
 sweep:
   - protocol:
       - {name: fedwad, params: {support_size: 8, iterations: 5, t: 0.5, distances: every_round, init_scale: 0.3}}
