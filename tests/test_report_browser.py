@@ -258,9 +258,12 @@ def test_report_renders_in_a_headless_browser(browser, demo_report):
         " p.getBoundingClientRect().bottom])",
     )
     for text, bottom in shown:
-        assert re.search(r"leaks \S+'s data to the \S+: .+ reaches \S+ [-\d.e]+ at error", text), (
-            text
-        )
+        # a record leak, or distributional inference named as such (scoring/verdict.py)
+        assert re.search(
+            r"leaks \S+'s data to the \S+: .+ reaches \S+ [-\d.e]+ at error"
+            r"|distributional inference: .+ reaches \S+ [-\d.e]+ against the prior-only",
+            text,
+        ), text
         assert bottom <= 900, f"verdict ends at y={bottom}, below the first screen: {text}"
     # every plotly figure drew an SVG holding data points
     figs = _js(
@@ -318,7 +321,8 @@ def test_headline_names_are_whole_and_the_story_fits_a_few_screens(browser, demo
     # no word or number broken across lines, nothing sticking out of its cell
     settings = [n for n in names if n["title"] is not None]
     assert len(settings) >= 4, names
-    assert any("noise_multiplier=0.1" in n["title"] for n in settings)
+    # (which settings the table names depends on the verdicts: with no record leak measured the
+    # baseline is best at every level, so no particular setting is required here)
     for n in names:
         if n["title"] is not None:
             assert n["text"] == n["title"], n
