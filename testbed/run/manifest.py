@@ -38,7 +38,15 @@ MANIFEST_NAME = "manifest.json"
 SIGNATURE_NAME = "manifest.sig"
 MANIFEST_FORMAT = "testbed-manifest/1"
 #: top-level names that are not evidence (rendered views of it, or this bookkeeping)
-_NOT_EVIDENCE = {MANIFEST_NAME, SIGNATURE_NAME, "report.html", "report.md", "results.csv", "summary.csv", "plots"}
+_NOT_EVIDENCE = {
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    "report.html",
+    "report.md",
+    "results.csv",
+    "summary.csv",
+    "plots",
+}
 _CHUNK = 1 << 22
 
 
