@@ -77,9 +77,9 @@ def _slow_reader(cmd: str, run_dir: str, flag: str, go: str) -> None:
 
         writer.write_report = _paused(Path(flag), Path(go), writer.write_report)
     else:
-        import testbed.cli.main as climain
+        import testbed.cli.transcript as cli_transcript
 
-        climain._show_transcript = _paused(Path(flag), Path(go), climain._show_transcript)
+        cli_transcript._show = _paused(Path(flag), Path(go), cli_transcript._show)
     raise SystemExit(main([cmd, run_dir]))
 
 
@@ -167,7 +167,10 @@ def test_run_writes_its_report_before_releasing_the_lock(tmp_path, monkeypatch):
         seen.append(Path(run_dir))
         return real(run_dir)
 
+    import testbed.cli.run as cli_run
+
     monkeypatch.setattr(writer, "write_report", checking)
+    monkeypatch.setattr(cli_run, "write_report", checking)  # the run command's own name for it
     f = tmp_path / "s.yaml"
     f.write_text(TRIANGLE.format(seed=7, rest=ATTACKS))
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 0
