@@ -504,3 +504,17 @@ def test_coverage_legend_reads_each_metrics_direction():
     assert "coverage ↑ (higher = more leakage)" in text
     assert "tv ↓ (lower = more leakage)" in text
     assert "coverage ↓" not in text and "tv ↑" not in text
+
+
+def test_every_plotted_leakage_metric_has_a_named_family():
+    # a metric in no family gets a trade-off figure of its own ("other leakage"): the scorer's
+    # transform-aware and record-level metrics belong to the reconstruction figure
+    from testbed.report.model import FAMILIES, LEAKAGE_METRICS, NOT_PLOTTED, family_of
+
+    assert {
+        m: family_of(m)
+        for m in LEAKAGE_METRICS
+        if m not in NOT_PLOTTED and family_of(m) == "other leakage"
+    } == {}
+    assert family_of("coverage_affine") == family_of("coverage") == "reconstruction"
+    assert len({m for ms in FAMILIES.values() for m in ms}) == sum(map(len, FAMILIES.values()))

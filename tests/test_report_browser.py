@@ -260,7 +260,7 @@ def test_report_renders_in_a_headless_browser(browser, demo_report):
     for text, bottom in shown:
         # a record leak, or distributional inference named as such (scoring/verdict.py)
         assert re.search(
-            r"leaks \S+'s data to the \S+: .+ reaches \S+ [-\d.e]+ at error"
+            r"leaks \S+'s data to the \S+: .+ reaches \S+ [-\d.e]+( \([^)]*\))? at error"
             r"|distributional inference: .+ reaches \S+ [-\d.e]+ against the prior-only",
             text,
         ), text

@@ -128,11 +128,29 @@ def interruptible() -> None:
     """SIGINT raises KeyboardInterrupt even when the testbed was started with SIGINT ignored
     (a background job of a non-interactive shell inherits that, and Python then leaves it
     ignored), so that `kill -INT` and Ctrl-C always end a run quietly with its results kept."""
+    import atexit
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        atexit.register(_ignore_late_sigint)  # registered first, so it runs last
+
+
+#: set when a command ended on Ctrl-C
+_interrupted = False
+
+
+def _ignore_late_sigint() -> None:  # pragma: no cover - runs at interpreter exit
+    """The last ``atexit`` handler: once a command was interrupted, ignore SIGINT for the rest of
+    the interpreter's exit. Late in its shutdown CPython puts every Python-level signal handler
+    back to the system default, so a second Ctrl-C landing there would kill the process by the
+    signal (status -2 to a parent, not 130); nothing is left to stop by then but module teardown.
+    Before this point a second Ctrl-C exits 130 at once (:mod:`testbed.run.interrupt`)."""
+    import signal
+
+    if _interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _error(text: str, debug: bool) -> None:
@@ -170,6 +188,11 @@ def guarded(fn, args, debug: bool) -> int:
         _error(one_line(exc), debug)
         return EXIT_FAULT
     except KeyboardInterrupt:
+        global _interrupted
+        _interrupted = True
+        from testbed.run.interrupt import second_interrupt_exits
+
+        second_interrupt_exits()  # a second Ctrl-C from here on exits 130 at once
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (RecursionError, MemoryError) as exc:

@@ -38,12 +38,25 @@ UNIT_METRICS = {
     "advantage",
     "tv",
     "matching_rate_any",
+    "record_leakage",
+    "coverage_similarity",
+    "exact_recovery_similarity",
+    "coverage_affine",
+    "exact_recovery_affine",
 }
 #: the trade-off figure a leakage metric is drawn in (one figure per family, a view per metric
 #: and attack); a metric of no family goes to "other leakage"
 FAMILIES: dict[str, tuple[str, ...]] = {
     "distributional leakage": ("leakage", "leakage_raw", "w2_ratio"),
-    "reconstruction": ("coverage", "exact_recovery"),
+    "reconstruction": (
+        "record_leakage",
+        "coverage",
+        "exact_recovery",
+        "coverage_similarity",
+        "exact_recovery_similarity",
+        "coverage_affine",
+        "exact_recovery_affine",
+    ),
     "membership": ("auc", "advantage", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr", "eps_lower"),
     "attribute/label": ("tv",),
     "text retrieval": ("matching_rate", "matching_rate_any", "precision_at_k"),

@@ -29,14 +29,23 @@ __all__ = [
 ]
 
 
+#: folded rather than in the main table: the scorer's transform-aware variants (the raw metric
+#: is the column) and the unnormalised W2 figures (``leakage`` is their normalised form)
+_VARIANTS = ("_similarity", "_affine", "_population", ".leakage_raw", ".w2_ratio")
+#: columns per folded table: each fits a 1400 px screen (long names wrap after ``.`` and ``_``)
+_FOLD_COLUMNS = 9
+
+
 def protocol_tables(doc: Doc, data: ReportData) -> None:
-    """Per protocol one row per setting: error, the worst leak over every attack per metric,
-    claimed epsilon, the fronts it is on; each attack's own columns and the transcript sizes
-    folded below (the table fits a 1400 px screen)."""
+    """Per protocol one row per setting: error, the worst leak over every attack per metric
+    (transform-aware variants folded), claimed epsilon, the fronts it is on; each attack's own
+    columns and the transcript sizes folded below, a few columns per table, so every table fits
+    a 1400 px screen."""
     doc.h(2, "Results per protocol")
     agg, err_key, metric_keys = data.agg, data.err_key, data.metric_keys
     on_front = front_membership(data)
     main = [k for k in metric_keys if k.startswith(ANY_ATTACK + ".")] or metric_keys
+    main = [k for k in main if not k.endswith(_VARIANTS)] or main
     rest = [k for k in metric_keys if k not in main]
     for s in data.protocols:
         doc.h(3, s)
@@ -53,12 +62,22 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
             ],
         )
         extra = [c for c in rest if any(c in agg[k] for k in keys)]
+        parts = [extra[i : i + _FOLD_COLUMNS] for i in range(0, len(extra), _FOLD_COLUMNS)]
+        for i, part in enumerate(parts, 1):
+            of = f" {i}/{len(parts)}" if len(parts) > 1 else ""
+            doc.fold(
+                f"{s}: each attack's own columns{of} ({len(part)} of {len(extra)})",
+                ["#", *part],
+                [
+                    [point_id(agg, k)] + [ci(agg[k][c]) if c in agg[k] else "–" for c in part]
+                    for k in keys
+                ],
+            )
         doc.fold(
-            f"{s}: each attack's own columns ({len(extra)}), transcript sizes, every front",
-            ["#", *extra, "messages", "bytes", "Pareto-optimal for"],
+            f"{s}: transcript sizes and every front",
+            ["#", "messages", "bytes", "Pareto-optimal for"],
             [
                 [point_id(agg, k)]
-                + [ci(agg[k][c]) if c in agg[k] else "–" for c in extra]
                 + [fmt(agg[k].get(c, (math.nan,))[0]) for c in ("messages", "bytes")]
                 + [", ".join(on_front.get(k, [])) or "–"]
                 for k in keys
