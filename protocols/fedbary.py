@@ -46,9 +46,14 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-import ot
 from pydantic import Field, model_validator
 
+from protocols._barycenter import (
+    barycenter_steps,
+    central_barycenter,
+    central_barycenter_on,
+    fixed_point_steps,
+)
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import fedwad_round_interp
 from testbed import ot as tot
@@ -63,8 +68,10 @@ __all__ = [
     "FedBaryConfig",
     "barycenter_steps",
     "central_barycenter",
+    "central_barycenter_on",
     "contributions",
     "duplication_study",
+    "fixed_point_steps",
 ]
 
 
@@ -128,59 +135,6 @@ def contributions(distances: Mapping[str, float]) -> dict[str, float]:
     inv = {k: 1.0 / max(float(v), 1e-300) for k, v in distances.items()}
     total = sum(inv.values())
     return {k: v / total for k, v in inv.items()}
-
-
-def central_barycenter(
-    measures: Sequence[Measure], X_init: np.ndarray, iterations: int = 100
-) -> Measure:
-    """POT's central free-support barycenter (``ot.lp.free_support_barycenter``), uniform λ,
-    uniform weights on ``X_init``'s atoms."""
-    X = ot.lp.free_support_barycenter(
-        [m.support for m in measures],
-        [m.weights for m in measures],
-        np.asarray(X_init, dtype=np.float64),
-        numItermax=iterations,
-    )
-    return Measure(X)
-
-
-def barycenter_steps(
-    measures: Sequence[Measure],
-    X_init: np.ndarray,
-    steps: int,
-    first_plans: Sequence[np.ndarray | None] | None = None,
-    stop_thr: float = 1e-7,
-    assignment: bool = False,
-) -> Measure:
-    """``steps`` fixed-point steps of the free-support barycenter with the arithmetic of POT's
-    ``ot.lp.free_support_barycenter`` (uniform λ, uniform weights ``b`` on the atoms, the same
-    update and the same ``stopThr`` rule), so the result equals :func:`central_barycenter`'s bit for
-    bit (tests/test_fedbary.py).
-
-    ``first_plans[i]``, when given, is the optimal plan between ``Measure(X_init)`` and
-    ``measures[i]`` already solved elsewhere (FedBary's server solved exactly that problem for
-    its interpolation in the same round): the first step reuses it instead of solving it again.
-    The network simplex is deterministic, so the reused plan is the one POT would compute. Plans
-    not given are solved with :func:`testbed.ot.plan` (iteration cap 1e7, non-optimality is an
-    error; POT's barycenter uses its default cap 1e5 and only warns); ``assignment``: see
-    :func:`testbed.ot.emd_plan`."""
-    X = np.asarray(X_init, dtype=np.float64)
-    k, d = X.shape
-    b = np.ones((k,), dtype=np.float64) / k
-    lam = np.ones((len(measures),), dtype=np.float64) / len(measures)
-    displacement = stop_thr + 1.0
-    it = 0
-    while displacement > stop_thr and it < steps:
-        T_sum = np.zeros((k, d), dtype=np.float64)
-        for i, (m, w) in enumerate(zip(measures, lam)):
-            T = first_plans[i] if it == 0 and first_plans is not None else None
-            if T is None:
-                T, _ = tot.plan(Measure(X, b), m, assignment=assignment)
-            T_sum = T_sum + w * 1.0 / b[:, None] * tot.plan_product(T, m.support)
-        displacement = np.sum((T_sum - X) ** 2)
-        X = T_sum
-        it += 1
-    return Measure(X)
 
 
 # ----------------------------------------------------------------------------- party-side code
@@ -485,17 +439,30 @@ class FedBary(Protocol):
         return total
 
     def reference(self, parties) -> dict[str, float]:
-        """Exact W(P_i, Q) with POT: Q = the validation set, or POT's central free-support
-        barycenter of the clients (support initialised on the pooled clients' rows, seed 0)."""
+        """Exact W(P_i, Q), computed centrally by the testbed: Q = the validation set, or the
+        central free-support barycenter of the clients (POT's ``ot.lp.free_support_barycenter``
+        fixed point, 100 steps at most, support initialised on the pooled clients' rows, seed 0).
+
+        The solves run on :func:`testbed.exchange.engines.open_reference_bus` (the scenario's
+        in-process workers; nothing is sent, it is the testbed's side) and, with
+        ``assignment_solver`` (default), the uniform equal-size plans by
+        :func:`testbed.ot.assignment_plan`: the same numbers as POT's when every optimal plan is
+        unique (tests/test_fedbary.py), exact in any case. None of the protocol's own results is
+        used: the reference stays an independent central check."""
+        from testbed.exchange.engines import open_reference_bus
+
         clients, val = self._roles(parties)
-        if val is not None:
-            Q = Measure(parties[val].X)
-        else:
-            S = self.config.support_size or int(round(np.mean([parties[c].n for c in clients])))
-            pooled = np.vstack([parties[c].X for c in clients])
-            init = pooled[np.random.default_rng(0).choice(pooled.shape[0], S, replace=False)]
-            Q = central_barycenter([Measure(parties[c].X) for c in clients], init)
-        dist = {c: tot.wasserstein(Measure(parties[c].X), Q) for c in clients}
+        fast = self.config.assignment_solver
+        with open_reference_bus(parties) as bus:
+            if val is not None:
+                Q = Measure(parties[val].X)
+            else:
+                S = self.config.support_size or int(round(np.mean([parties[c].n for c in clients])))
+                pooled = np.vstack([parties[c].X for c in clients])
+                init = pooled[np.random.default_rng(0).choice(pooled.shape[0], S, replace=False)]
+                Q = central_barycenter_on(bus, clients, init, 100, assignment=fast)
+            w = bus.local_map([(c, _distance_to, Q, fast) for c in clients])
+        dist = dict(zip(clients, w))
         out = {f"distance_{c}": v for c, v in dist.items()}
         out.update({f"contribution_{c}": v for c, v in contributions(dist).items()})
         return out

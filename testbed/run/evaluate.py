@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from testbed.errors import TestbedError
+from testbed.exchange.engines import reference_engine
 from testbed.registry import plugin_phase
 from testbed.run.exchange import Exchange
 from testbed.run.roster import World
@@ -111,8 +112,10 @@ def score_detection(detection, noise_masks) -> dict:
 def evaluate(world: World, exchange: Exchange) -> Evaluation:
     """Reference, accuracy, detection and task utility of one protocol run."""
     result = exchange.result
+    sc = world.scenario
     with plugin_phase("protocol", world.protocol.name, "reference"):
-        ref = reference(world.protocol, world.parties)
+        with reference_engine(sc.engine, sc.engine_params):  # its solves on the run's workers
+            ref = reference(world.protocol, world.parties)
     # scoring side, like the reference: quantities of the run that need the pooled data
     extra = world.protocol.evaluate(result, world.parties)
     scored = {**result.estimates, **extra}

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from testbed.errors import ScenarioError
 from testbed.exchange.bus import Bus
 
-__all__ = ["ENGINES", "open_bus"]
+__all__ = ["ENGINES", "open_bus", "open_reference_bus", "reference_engine"]
 
 ENGINES = ("inprocess", "ray")
 
@@ -80,3 +81,32 @@ def open_bus(
             bus.close()
         return
     raise ScenarioError(f"engine: unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+#: the scenario's engine while the testbed computes a protocol's reference (testbed.run.evaluate)
+_REFERENCE_ENGINE: ContextVar[tuple[str, dict]] = ContextVar(
+    "reference_engine", default=("inprocess", {})
+)
+
+
+@contextmanager
+def reference_engine(engine: str, params: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Within the block, :func:`open_reference_bus` places work as the scenario's engine does."""
+    token = _REFERENCE_ENGINE.set((engine, dict(params or {})))
+    try:
+        yield
+    finally:
+        _REFERENCE_ENGINE.reset(token)
+
+
+@contextmanager
+def open_reference_bus(parties: Mapping[str, Any]) -> Iterator[Bus]:
+    """A bus holding ``parties`` for the testbed's own central computations (a protocol's
+    ``reference``), so their independent per-party solves run at once (``bus.local_map``).
+
+    The in-process engine with the scenario's ``workers`` (outside a run, and for a Ray
+    scenario whose cluster is already gone: ``workers: auto``). Nothing is sent on it: no guard,
+    no defenses, no transcript entry. Results do not depend on where the calls ran."""
+    engine, params = _REFERENCE_ENGINE.get()
+    with open_bus("inprocess", params if engine == "inprocess" else {}, parties=parties) as bus:
+        yield bus

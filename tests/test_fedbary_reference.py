@@ -1,0 +1,142 @@
+"""FedBary's central reference (issue 23): the testbed's exact W(P_i, Q) with Q = POT's central
+free-support barycenter, its client solves on the run's workers and by assignment where the plan
+is one. POT is the checked reference: the fast path must give POT's numbers, with POT's own
+warnings (numItermax) raised as errors, and the same numbers on one worker and on two."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import ot
+import pytest
+
+from protocols.fedbary import (
+    FedBary,
+    FedBaryConfig,
+    barycenter_steps,
+    central_barycenter,
+    central_barycenter_on,
+    contributions,
+)
+from testbed import ot as tot
+from testbed.data.datasets import PartyData
+from testbed.exchange.bus import Bus
+from testbed.exchange.engines import open_reference_bus, reference_engine
+from testbed.exchange.engines.pool import PoolBus
+from testbed.measure import Measure
+
+
+def _parties(seed: int, clients: int = 6, n: int = 40, d: int = 3) -> dict[str, PartyData]:
+    g = np.random.default_rng(seed)
+    return {
+        f"c{i}": PartyData(f"c{i}", g.normal(0.3 * i, 1.0 + 0.1 * i, size=(n, d)))
+        for i in range(clients)
+    }
+
+
+def _pot_reference(parties, S: int) -> dict[str, float]:
+    """The reference as POT alone computes it: ot.lp.free_support_barycenter, then ot.emd2."""
+    clients = list(parties)
+    pooled = np.vstack([parties[c].X for c in clients])
+    init = pooled[np.random.default_rng(0).choice(pooled.shape[0], S, replace=False)]
+    Q = central_barycenter([Measure(parties[c].X) for c in clients], init)
+    dist = {}
+    for c in clients:
+        P = Measure(parties[c].X)
+        M = ot.dist(P.support, Q.support)
+        dist[c] = float(np.sqrt(ot.emd2(P.weights, Q.weights, M, numItermax=10_000_000)))
+    out = {f"distance_{c}": v for c, v in dist.items()}
+    out.update({f"contribution_{c}": v for c, v in contributions(dist).items()})
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("assignment", [True, False])
+def test_central_barycenter_on_workers_equals_pot_bit_for_bit(seed, assignment):
+    parties = _parties(seed)
+    measures = [Measure(p.X) for p in parties.values()]
+    X0 = np.random.default_rng(seed).normal(size=(40, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # POT's "numItermax reached" would be a wrong reference
+        pot = central_barycenter(measures, X0)
+        with PoolBus(parties=parties, workers=2) as bus:
+            pooled = central_barycenter_on(bus, list(parties), X0, assignment=assignment)
+        plain = central_barycenter_on(
+            Bus(parties=parties), list(parties), X0, assignment=assignment
+        )
+    assert np.array_equal(pooled.support, pot.support)
+    assert np.array_equal(plain.support, pot.support)
+
+
+@pytest.mark.parametrize("n", [7, 300])
+def test_barycenter_steps_pass_pots_weights_unrenormalised(n):
+    # Measure renormalises weights, which moves 1/300 by an ulp: the steps must use POT's b
+    g = np.random.default_rng(3)
+    measures = [Measure(g.normal(i, 1.0, size=(n, 2))) for i in range(3)]
+    X0 = g.normal(size=(n, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pot = central_barycenter(measures, X0, iterations=3)
+    for assignment in (False, True):
+        ours = barycenter_steps(measures, X0, 3, assignment=assignment)
+        assert np.array_equal(ours.support, pot.support)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reference_equals_pot_alone(seed):
+    parties = _parties(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = _pot_reference(parties, 40)
+        for fast in (True, False):
+            got = FedBary(FedBaryConfig(assignment_solver=fast)).reference(parties)
+            assert got.keys() == expected.keys()
+            # assignment cost summed in the simplex's order: equal to ot.emd2 bit for bit when
+            # the optimum is unique (docs/benchmarks.md); continuous data has a unique optimum
+            assert got == expected
+
+
+def test_reference_with_validation_solves_on_workers_like_one_process():
+    parties = _parties(4, clients=5)
+    parties["val"] = PartyData("val", np.random.default_rng(9).normal(size=(55, 3)))
+    proto = FedBary(FedBaryConfig(validation="val"))
+    one = proto.reference(parties)
+    with reference_engine("inprocess", {"workers": 2}):
+        two = proto.reference(parties)
+    V = Measure(parties["val"].X)
+    assert one == two
+    assert one["distance_c0"] == tot.wasserstein(Measure(parties["c0"].X), V)
+
+
+def test_reference_runs_on_the_scenarios_workers_and_gives_the_same_numbers(monkeypatch):
+    import contextlib
+
+    import testbed.exchange.engines as engines
+
+    parties = _parties(5, clients=4, n=30)
+    seen = []
+    real = engines.open_reference_bus
+
+    @contextlib.contextmanager
+    def spy(ps):
+        with real(ps) as bus:
+            seen.append(type(bus).__name__)
+            yield bus
+
+    monkeypatch.setattr(engines, "open_reference_bus", spy)
+    proto = FedBary(FedBaryConfig())
+    with reference_engine("inprocess", {"workers": 1}):
+        one = proto.reference(parties)
+    with reference_engine("inprocess", {"workers": 2}):
+        two = proto.reference(parties)
+    assert seen == ["Bus", "PoolBus"]
+    assert one == two
+
+
+def test_reference_bus_for_a_ray_scenario_is_in_process():
+    parties = _parties(6, clients=2, n=5)
+    with reference_engine("ray", {"actors": 1}):
+        with open_reference_bus(parties) as bus:
+            assert type(bus) is Bus
+            assert bus.transcript.digest() == Bus().transcript.digest()  # nothing sent on it
