@@ -140,3 +140,24 @@ def test_reference_bus_for_a_ray_scenario_is_in_process():
         with open_reference_bus(parties) as bus:
             assert type(bus) is Bus
             assert bus.transcript.digest() == Bus().transcript.digest()  # nothing sent on it
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_assignment_on_reduced_costs_equals_pot_on_far_apart_supports(seed):
+    # reduced_costs subtracts row and column minima before scipy's solver; the optimum, the plan
+    # and the cost summed from M must stay POT's (numItermax warnings are errors)
+    g = np.random.default_rng(seed)
+    n = 120
+    X = g.normal(size=(n, 16)) * g.uniform(0.5, 3.0, size=(n, 1))  # rows at very different scales
+    Y = g.normal(2.0, 1.0, size=(n, 16))
+    M = tot.cost_matrix(X, Y)
+    a = ot.unif(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        want = ot.emd(a, a, M, numItermax=10_000_000)
+        cost = ot.emd2(a, a, M, numItermax=10_000_000)
+    got, got_cost = tot.assignment_plan(a, M)
+    assert np.array_equal(got, want)
+    assert got_cost == cost
+    R = tot.reduced_costs(M)
+    assert R.min() == 0.0 and np.all(R.min(axis=0) == 0.0)
