@@ -114,6 +114,10 @@ def test_tiny_bench_writes_table_json_and_plot(tmp_path):
     md = paths[1].read_text()
     assert "| fedwad_paper | 40 | 2 |" in md and "Fitted exponents" in md
     assert paths[2].stat().st_size > 1000
+    # a narrowed grid leaves out the user-facing sections, and says so
+    assert data["waits"] is None and "--n/--d/--clients/--cases" in data["waits_skipped"]
+    assert "Not run: the grid is narrowed" in md
+    assert "FedBary 100 x 500, d = 64 with the guard on: not run" in md
 
 
 def test_cli_bench_quick_subset(tmp_path, capsys):

@@ -134,6 +134,13 @@ def to_markdown(res: dict[str, Any]) -> str:
         from testbed.bench.waits import to_markdown as waits_lines
 
         lines += waits_lines(res["waits"])
+    elif res.get("waits_skipped"):
+        lines += [
+            "## What a user waits for (issue 23)",
+            "",
+            f"Not run: {res['waits_skipped']}.",
+            "",
+        ]
     lines += issue15_lines(res) + _target_lines(res["targets"])
     lines += ["## Two parties: cost against n and d", ""]
     lines += _md_table(res["pairs"], PAIR_COLUMNS)
@@ -152,7 +159,8 @@ def to_markdown(res: dict[str, Any]) -> str:
     if res.get("guard"):
         from testbed.bench.guard import guard_markdown
 
-        lines += guard_markdown(res["guard"]["rows"], res["guard"].get("fedbary"), _md_table)
+        g = res["guard"]
+        lines += guard_markdown(g["rows"], g.get("fedbary"), _md_table, g.get("fedbary_skipped"))
     if res.get("isolation"):
         lines += [
             "## Attack isolation",

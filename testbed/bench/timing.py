@@ -19,16 +19,19 @@ from typing import Any
 import numpy as np
 
 from testbed.exchange.bus import Bus, Envelope
+from testbed.exchange.engines.pool import PoolBus, resolve_workers
 
 __all__ = [
     "BareBus",
     "TimedBus",
+    "TimedPoolBus",
     "fit_exponent",
     "machine_info",
     "peak_memory",
     "profile_top",
     "time_interleaved",
     "timed",
+    "timed_engine_bus",
 ]
 
 
@@ -55,13 +58,11 @@ class BareBus(Bus):
         )
 
 
-class TimedBus(Bus):
-    """The normal bus, timing itself: ``send_seconds`` is the wall time spent inside
-    :meth:`send` (freezing, sizing, hashing, defenses, guard, logging)."""
+class _SendTimer:
+    """Mixin for a bus class: ``send_seconds`` is the wall time spent inside :meth:`send`
+    (freezing, sizing, hashing, defenses, guard, logging)."""
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.send_seconds = 0.0
+    send_seconds = 0.0
 
     def send(self, *args, **kw) -> Envelope:
         t0 = time.perf_counter()
@@ -69,6 +70,27 @@ class TimedBus(Bus):
             return super().send(*args, **kw)
         finally:
             self.send_seconds += time.perf_counter() - t0
+
+
+class TimedBus(_SendTimer, Bus):
+    """The normal bus, timing itself (``send_seconds``)."""
+
+    def close(self) -> None:
+        """Nothing to stop (the parties live in this process)."""
+
+
+class TimedPoolBus(_SendTimer, PoolBus):
+    """The worker-process bus (:class:`~testbed.exchange.engines.pool.PoolBus`), timing itself."""
+
+
+def timed_engine_bus(guard, parties):
+    """The bus ``testbed run`` opens by default (``engine: inprocess``, ``workers: auto``: one
+    worker process per CPU for large runs, else the plain bus), timing its ``send`` like
+    :class:`TimedBus`. Close it when done (``close`` exists on both)."""
+    workers = resolve_workers("auto", parties)
+    if workers == 1:
+        return TimedBus(guard=guard, parties=parties)
+    return TimedPoolBus(guard=guard, parties=parties, workers=workers)
 
 
 def timed(fn: Callable[[], Any]) -> float:
