@@ -161,3 +161,28 @@ def test_assignment_on_reduced_costs_equals_pot_on_far_apart_supports(seed):
     assert got_cost == cost
     R = tot.reduced_costs(M)
     assert R.min() == 0.0 and np.all(R.min(axis=0) == 0.0)
+
+
+def test_run_on_two_workers_gives_the_one_worker_results_including_the_reference():
+    # engine_pool.yaml: FedBary on two worker processes; the reference (central barycenter of
+    # the pooled clients) is solved on the run's workers too. Every result, the reference and
+    # the accuracy against it included, must be the one-worker run's.
+    import json
+    from pathlib import Path
+
+    from testbed.run.evaluate import _REFERENCE_CACHE
+    from testbed.run.execute import run_and_evaluate
+    from testbed.run.roster import build_world
+    from testbed.scenario.loading import load_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "engine_pool.yaml"
+    sc = load_scenario(path)
+    assert sc.engine_params == {"workers": 2}
+    out = {}
+    for workers in (2, 1):
+        _REFERENCE_CACHE.clear()  # solve the reference again on this engine
+        world = build_world(sc.model_copy(update={"engine_params": {"workers": workers}}))
+        res = run_and_evaluate(world).results
+        out[workers] = json.dumps(res, sort_keys=True, default=repr)
+    assert "distance_client_1" in out[1] and '"exact"' in out[1]
+    assert out[2] == out[1]
