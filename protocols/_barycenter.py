@@ -78,6 +78,7 @@ def barycenter_steps(
     first_plans: Sequence[np.ndarray | None] | None = None,
     stop_thr: float = 1e-7,
     assignment: bool = False,
+    first_products: Sequence[np.ndarray | None] | None = None,
 ) -> Measure:
     """``steps`` steps of :func:`fixed_point_steps` on ``measures`` in this process, so the
     result equals :func:`central_barycenter`'s bit for bit (tests/test_fedbary.py).
@@ -88,11 +89,17 @@ def barycenter_steps(
     The network simplex is deterministic, so the reused plan is the one POT would compute. Plans
     not given are solved with :func:`testbed.ot.plan` (iteration cap 1e7, non-optimality is an
     error; POT's barycenter uses its default cap 1e5 and only warns); ``assignment``: see
-    :func:`testbed.ot.emd_plan`."""
+    :func:`testbed.ot.emd_plan`. ``first_products[i]``, when given, is that plan already applied
+    to ``measures[i].support`` (:func:`testbed.ot.plan_product`, the same function on the same
+    inputs wherever it ran): FedBary's server step returns this k x d product from a worker
+    instead of the k x n plan."""
 
     def products(X, b, it):
         out = []
         for i, m in enumerate(measures):
+            if it == 0 and first_products is not None and first_products[i] is not None:
+                out.append(first_products[i])
+                continue
             T = first_plans[i] if it == 0 and first_plans is not None else None
             if T is None:
                 T = _plan_from(X, b, m, assignment)

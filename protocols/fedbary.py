@@ -165,11 +165,19 @@ def _gamma_step(
 def _server_interp(
     Q: Measure, gamma: Measure, t: float, cfg: FedBaryConfig
 ) -> tuple[Measure, np.ndarray, float]:
-    """Server without validation set: eta_Qi = Interp(Q, gamma_i, t), its plan and W(Q, gamma_i)."""
+    """Server without validation set: eta_Qi = Interp(Q, gamma_i, t), its plan applied to
+    gamma_i's support (the first product of the server's barycenter step: S x d, where the plan
+    is S x S) and W(Q, gamma_i)."""
     eta_q, P, cost = fedwad_round_interp(
         Q, gamma, t, cfg.interpolation, assignment=cfg.assignment_solver
     )
-    return eta_q, P, float(np.sqrt(cost))
+    return eta_q, tot.plan_product(P, gamma.support), float(np.sqrt(cost))
+
+
+def _first_product(Q: Measure, gamma: Measure, assignment: bool) -> tuple[np.ndarray, float]:
+    """Server: the optimal plan Q -> gamma_i applied to gamma_i's support, and its cost."""
+    P, cost = tot.plan(Q, gamma, assignment=assignment)
+    return tot.plan_product(P, gamma.support), cost
 
 
 def _same(a: Measure, b: Measure) -> bool:
@@ -290,7 +298,8 @@ class FedBary(Protocol):
         received = {}
         # the clients' steps are independent: an engine with remote parties runs them at once
         steps = bus.local_map([(c, _client_step, gammas[c], cfg.t, cfg) for c in clients])
-        plans = []  # the server's plans Q^(k-1) -> gamma_i^(k-1): its barycenter step's too
+        products = []  # the server's plans Q^(k-1) -> gamma_i^(k-1) times gamma_i: its
+        # barycenter step's first products
         w_server = []  # W(Q^(k-1), gamma_i^(k-1)) as the server solved it
         ahead = self._server_ahead(bus, clients, val, gammas, Q, cfg)
         for c, (_, w_p) in zip(clients, steps):
@@ -299,14 +308,14 @@ class FedBary(Protocol):
             ).payload
             received[c] = got["gamma"]
             if c in ahead and _same(got["gamma"], gammas[c]):
-                eta_q, P, w_q = ahead[c]
+                eta_q, TY, w_q = ahead[c]
                 if val is None:
-                    plans.append(P)
+                    products.append(TY)
             elif val is not None:
                 eta_q, w_q = bus.local(val, _validation_step, got["gamma"], cfg.t, cfg)
             else:
-                eta_q, P, w_q = _server_interp(Q, got["gamma"], cfg.t, cfg)
-                plans.append(P)
+                eta_q, TY, w_q = _server_interp(Q, got["gamma"], cfg.t, cfg)
+                products.append(TY)
             w_server.append(w_q)
             eta_q_at_client[c] = bus.send(SERVER, c, "fedbary.eta_q", eta_q, round=k).payload
         if cfg.trace and k > 1:  # the bound of round k-1 from this round's solves
@@ -327,8 +336,8 @@ class FedBary(Protocol):
                 list(received.values()),
                 Q.support,
                 cfg.barycenter_steps,
-                first_plans=plans,
                 assignment=cfg.assignment_solver,
+                first_products=products,
             )
         return Q
 
@@ -348,7 +357,7 @@ class FedBary(Protocol):
         if val is None:
             # the barycenter's first step solves Q^(K) -> gamma_i^(K): its costs give the bound
             first = bus.map_pure(
-                [(tot.plan, Q, g, None, cfg.assignment_solver) for g in sent_final.values()]
+                [(_first_product, Q, g, cfg.assignment_solver) for g in sent_final.values()]
             )
             w_server = [float(np.sqrt(cost)) for _, cost in first]
             if cfg.trace:
@@ -359,8 +368,8 @@ class FedBary(Protocol):
                 list(sent_final.values()),
                 Q.support,
                 cfg.barycenter_steps,
-                first_plans=[P for P, _ in first],
                 assignment=cfg.assignment_solver,
+                first_products=[TY for TY, _ in first],
             )
         if val is not None:
             w_val = bus.local_map([(val, _distance_to, sent_final[c], fast) for c in clients])

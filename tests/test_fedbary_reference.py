@@ -186,3 +186,21 @@ def test_run_on_two_workers_gives_the_one_worker_results_including_the_reference
         out[workers] = json.dumps(res, sort_keys=True, default=repr)
     assert "distance_client_1" in out[1] and '"exact"' in out[1]
     assert out[2] == out[1]
+
+
+def test_barycenter_step_takes_the_servers_products_instead_of_its_plans():
+    # FedBary's server returns plan x gamma support (S x d) from a worker, not the S x S plan:
+    # the step must give the same barycenter as with the plans, and use what it is given
+    g = np.random.default_rng(21)
+    measures = [Measure(g.normal(i, 1.0, size=(30, 3))) for i in range(4)]
+    X0 = g.normal(size=(30, 3))
+    plans = [tot.plan(Measure(X0), m, assignment=True)[0] for m in measures]
+    products = [tot.plan_product(P, m.support) for P, m in zip(plans, measures)]
+    for steps in (1, 3):
+        with_plans = barycenter_steps(measures, X0, steps, first_plans=plans, assignment=True)
+        with_products = barycenter_steps(
+            measures, X0, steps, assignment=True, first_products=products
+        )
+        assert np.array_equal(with_plans.support, with_products.support)
+    wrong = barycenter_steps(measures, X0, 1, first_products=[p + 1.0 for p in products])
+    assert not np.allclose(wrong.support, with_plans.support)
