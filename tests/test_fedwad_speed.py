@@ -173,3 +173,20 @@ def test_public_algorithm_starts_at_our_xi0_and_reaches_our_estimate():
     public = fedwad_public_algorithm(X, Y, 10, 20, 0.5, xi0=xi0)
     assert public == pytest.approx(ours, rel=1e-9)
     assert _first_xi(Bus(parties=parties).transcript) is None
+
+
+def test_bench_times_the_public_algorithm_against_ours_at_equal_error():
+    from testbed.bench.cases import BenchOptions
+    from testbed.bench.sections import bench_pairs
+    from testbed.bench.waits import pair_summary
+
+    opts = BenchOptions(ns=(60,), ds=(3,), cases=["fedwad_paper", "fedwad_public"], budget=0.0)
+    rows, _ = bench_pairs(BenchOptions(**{**opts.__dict__, "memory": False}))
+    by = {r["case"]: r for r in rows}
+    paper, public = by["fedwad_paper"], by["fedwad_public"]
+    assert public["estimate"] == pytest.approx(paper["estimate"], rel=1e-9)
+    assert public["head_to_head"]["repeats"] >= 5
+    h = public["head_to_head"]
+    assert public["paper_over_public"] == h["paper_seconds"] / h["public_seconds"]
+    summary = pair_summary(rows, n=60, d=3)
+    assert summary["fedwad_paper_over_public"] == public["paper_over_public"]
