@@ -154,12 +154,10 @@ def test_thread_count_from_the_environment(monkeypatch):
     monkeypatch.setenv("OT_TESTBED_SWEEP_WORKER", "1")
     assert default_local_threads() == 1
     monkeypatch.delenv("OT_TESTBED_SWEEP_WORKER")
-    assert default_local_threads() is None and Bus(parties={}).local_threads is None
-    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert auto_local_threads() == 2
-    monkeypatch.setattr("os.getloadavg", lambda: (1.6, 0.0, 0.0))  # no core idle
-    assert auto_local_threads() == 1
+    assert default_local_threads() is None
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 3}, raising=False)
+    assert auto_local_threads() == 3 and Bus(parties={}).local_threads == 3
+    assert Bus(parties={}, local_threads=0).local_threads == 1
 
 
 def test_public_algorithm_starts_at_our_xi0_and_reaches_our_estimate():
