@@ -11,7 +11,9 @@ References
 
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from typing import Literal
 
 import numpy as np
@@ -33,6 +35,7 @@ __all__ = [
     "interpolate",
     "interpolate_barycentric",
     "interpolate_exact",
+    "measure_cost",
     "plan",
     "plan_product",
     "sq_wasserstein",
@@ -55,6 +58,38 @@ def cost_matrix(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
 #: ``ot.emd``'s own marginal check (``numpy.testing.assert_almost_equal(a.sum(), b.sum(),
 #: decimal=6)`` passes when the sums differ by less than this)
 _MASS_TOL = 1.5e-6
+
+
+_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NORMS_LOCK = threading.Lock()
+
+
+def _sq_norms(mu: Measure) -> np.ndarray:
+    """``einsum("ij,ij->i", X, X)`` of a measure's support, computed once per measure (a
+    Measure is immutable): a client's data meets a new iterate every round."""
+    with _NORMS_LOCK:
+        got = _NORMS.get(mu)
+    if got is None:
+        got = np.einsum("ij,ij->i", mu.support, mu.support)
+        with _NORMS_LOCK:
+            _NORMS[mu] = got
+    return got
+
+
+def measure_cost(mu: Measure, nu: Measure) -> np.ndarray:
+    """:func:`cost_matrix` of two measures' supports, bit for bit (tests/test_fedwad_speed.py):
+    the same operations as POT's ``ot.dist(X, Y, "sqeuclidean")`` (``euclidean_distances``:
+    ``-2 X Y^T``, plus the squared row norms of X, then of Y, clipped at 0, a zero diagonal when
+    X is Y), with each measure's squared norms taken from :func:`_sq_norms` instead of being
+    recomputed (0.8 of the 3.0 ms of one 2000 x 10 matrix at d = 784)."""
+    X, Y = mu.support, nu.support
+    c = -2 * np.dot(X, np.transpose(Y))
+    c += _sq_norms(mu)[:, None]
+    c += _sq_norms(nu)[None, :]
+    c = np.maximum(c, 0)
+    if X is Y:
+        c = c * (1 - np.eye(X.shape[0], dtype=c.dtype))
+    return np.maximum(c, 0.0)
 
 
 def _solve(fn, a, b, M, what: str):
@@ -189,7 +224,7 @@ def plan(
     if mu.d != nu.d:
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
-        M = cost_matrix(mu.support, nu.support)
+        M = measure_cost(mu, nu)
     return emd_plan(mu.weights, nu.weights, M, assignment)
 
 
@@ -201,7 +236,7 @@ def sq_wasserstein(
     if mu.d != nu.d:
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
-        M = cost_matrix(mu.support, nu.support)
+        M = measure_cost(mu, nu)
     if assignment and _uniform_square(mu.weights, nu.weights, M):
         return assignment_plan(mu.weights, M)[1]
     cost, _ = _solve(ot.emd2, mu.weights, nu.weights, M, "ot.emd2")

@@ -188,3 +188,17 @@ def test_bench_times_the_public_algorithm_against_ours_at_equal_error():
     assert public["paper_over_public"] == h["paper_seconds"] / h["public_seconds"]
     summary = pair_summary(rows, n=60, d=3)
     assert summary["fedwad_paper_over_public"] == public["paper_over_public"]
+
+
+def test_measure_cost_is_pots_cost_matrix_bit_for_bit():
+    rng = np.random.default_rng(11)
+    for n, m, d in [(1, 1, 1), (5, 3, 2), (300, 10, 64), (120, 10, 784), (7, 40, 3)]:
+        mu = Measure(rng.normal(size=(n, d)) * rng.uniform(0.1, 50))
+        nu = Measure(rng.normal(2.0, 3.0, size=(m, d)))
+        for a, b in [(mu, nu), (nu, mu), (mu, mu)]:
+            expected = np.maximum(ot.dist(a.support, b.support, metric="sqeuclidean"), 0.0)
+            for _ in range(2):  # the second time from the cached norms
+                got = tot.measure_cost(a, b)
+                np.testing.assert_array_equal(got, expected)
+                np.testing.assert_array_equal(got, tot.cost_matrix(a.support, b.support))
+    assert np.all(np.diag(tot.measure_cost(mu, mu)) == 0.0)
