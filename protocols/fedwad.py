@@ -55,7 +55,7 @@ from protocols._base import Protocol, ProtocolResult, drive
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
-from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.bus import SERVER, Bus, parallel_safe
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig
 
@@ -131,11 +131,14 @@ def fedwad_round_interp(
     return tot.interpolate_barycentric(a, b, t, side="smallest", P=P), P, cost
 
 
-# -- computations that run at a client (through ``bus.local``): they see the client's own data
+# -- computations that run at a client (through ``bus.local``): they see the client's own data.
+# Each reads only its arguments and its party's data, so the two clients' calls of a round may run
+# at once on an in-process bus (``parallel_safe``; same results bit for bit).
 def _dim(party: PartyData) -> int:
     return party.X.shape[1]
 
 
+@parallel_safe
 def _client_step(
     party: PartyData, xi: Measure, t: float, interpolation: str, prune: float
 ) -> tuple[Measure, float]:
@@ -145,10 +148,12 @@ def _client_step(
     return out, float(np.sqrt(cost))
 
 
+@parallel_safe
 def _distance_to(party: PartyData, xi: Measure) -> float:
     return tot.wasserstein(party.measure, xi)
 
 
+@parallel_safe
 def _trace_terms(party: PartyData, xi_own: Measure, xi: Measure) -> tuple[float, float]:
     own = party.measure
     return tot.wasserstein(own, xi_own), tot.wasserstein(own, xi)

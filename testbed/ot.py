@@ -11,7 +11,9 @@ References
 
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from typing import Literal
 
 import numpy as np
@@ -33,6 +35,7 @@ __all__ = [
     "interpolate",
     "interpolate_barycentric",
     "interpolate_exact",
+    "measure_cost",
     "plan",
     "plan_product",
     "reduced_costs",
@@ -53,12 +56,61 @@ def cost_matrix(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.maximum(M, 0.0)
 
 
+#: ``ot.emd``'s own marginal check (``numpy.testing.assert_almost_equal(a.sum(), b.sum(),
+#: decimal=6)`` passes when the sums differ by less than this)
+_MASS_TOL = 1.5e-6
+
+
+_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NORMS_LOCK = threading.Lock()
+
+
+def _sq_norms(mu: Measure) -> np.ndarray:
+    """``einsum("ij,ij->i", X, X)`` of a measure's support, computed once per measure (a
+    Measure is immutable): a client's data meets a new iterate every round."""
+    with _NORMS_LOCK:
+        got = _NORMS.get(mu)
+    if got is None:
+        got = np.einsum("ij,ij->i", mu.support, mu.support)
+        with _NORMS_LOCK:
+            _NORMS[mu] = got
+    return got
+
+
+def measure_cost(mu: Measure, nu: Measure) -> np.ndarray:
+    """:func:`cost_matrix` of two measures' supports, bit for bit (tests/test_fedwad_speed.py):
+    the same operations as POT's ``ot.dist(X, Y, "sqeuclidean")`` (``euclidean_distances``:
+    ``-2 X Y^T``, plus the squared row norms of X, then of Y, clipped at 0, a zero diagonal when
+    X is Y), with each measure's squared norms taken from :func:`_sq_norms` instead of being
+    recomputed (0.8 of the 3.0 ms of one 2000 x 10 matrix at d = 784)."""
+    X, Y = mu.support, nu.support
+    c = -2 * np.dot(X, np.transpose(Y))
+    c += _sq_norms(mu)[:, None]
+    c += _sq_norms(nu)[None, :]
+    c = np.maximum(c, 0)
+    if X is Y:
+        c = c * (1 - np.eye(X.shape[0], dtype=c.dtype))
+    return np.maximum(c, 0.0)
+
+
 def _solve(fn, a, b, M, what: str):
     """Call ``ot.emd``/``ot.emd2`` with the iteration cap and turn non-optimality into an error,
-    whatever the caller's warning filters are."""
+    whatever the caller's warning filters are.
+
+    The plan and cost are POT's; two of its per-call extras are skipped because nothing here
+    reads them: centring the dual potentials (``center_dual=False``: only ``log["u"]``/``["v"]``
+    change, which :func:`emd_duals` computes with centring) and ``numpy.testing``'s marginal
+    check, done here with the same tolerance at a tenth of the cost (``check_marginals=False``;
+    POT still rescales ``b`` to ``a``'s mass). Same plan and cost bit for bit
+    (tests/test_fast_paths.py); about 0.1 ms less per call."""
+    sa, sb = float(np.sum(a)), float(np.sum(b))
+    if not abs(sa - sb) < _MASS_TOL:
+        raise OTSolverError(f"{what}: the two measures' masses differ ({sa!r} vs {sb!r})")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out, log = fn(a, b, M, numItermax=NUM_ITERMAX, log=True)
+        out, log = fn(
+            a, b, M, numItermax=NUM_ITERMAX, log=True, center_dual=False, check_marginals=False
+        )
     for w in caught:
         if "numItermax" in str(w.message):
             raise OTSolverError(
@@ -185,7 +237,7 @@ def plan(
     if mu.d != nu.d:
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
-        M = cost_matrix(mu.support, nu.support)
+        M = measure_cost(mu, nu)
     return emd_plan(mu.weights, nu.weights, M, assignment)
 
 
@@ -197,7 +249,7 @@ def sq_wasserstein(
     if mu.d != nu.d:
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
-        M = cost_matrix(mu.support, nu.support)
+        M = measure_cost(mu, nu)
     if assignment and _uniform_square(mu.weights, nu.weights, M):
         return assignment_plan(mu.weights, M)[1]
     cost, _ = _solve(ot.emd2, mu.weights, nu.weights, M, "ot.emd2")
@@ -217,7 +269,9 @@ def plan_product(P: np.ndarray, Y: np.ndarray) -> np.ndarray:
     size) is applied by indexing, in O(n d) instead of a dense O(n m d) product: each row of the
     product is then the one term ``P[i, j] * Y[j]`` plus exact zeros, so the result is the same
     bit for bit (tests/test_fast_paths.py; an exact zero is +0, as the dense sum gives)."""
-    if P.ndim == 2 and P.shape[1] > 1:
+    # at most one nonzero per row needs at most as many nonzeros as rows (a cheap test that
+    # turns away the usual dense plan before the row scan)
+    if P.ndim == 2 and P.shape[1] > 1 and np.count_nonzero(P) <= P.shape[0]:
         cols = np.argmax(P, axis=1)
         vals = P[np.arange(P.shape[0]), cols]
         # every nonzero entry is its row's largest: at most one per row
