@@ -6,20 +6,13 @@ from __future__ import annotations
 import re
 
 from testbed.cli.main import main
+from tests.test_audit import BASE
 
-SWEEP = """\
-name: audit_sweep
-seed: 0
-data:
-  dataset:
-    name: gaussians
-    params: {d: 2, components: [{n: 20, mean: 0.5, std: 0.2}, {n: 20, mean: 1.0, std: 0.2}]}
-  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
-  parties: [alice, bob]
-protocol: {name: fedwad, params: {support_size: 3, iterations: 1, init_scale: 0.3, trace: false}}
-defenses:
-  - {name: gaussian_measure_noise, params: {clip_norm: 2.0, push_max: 0.5, noise_multiplier: 1.0}}
-"""
+SWEEP = BASE.replace(
+    "DEFS",
+    "[{name: gaussian_measure_noise, params: {clip_norm: 2.0, push_max: 0.5, "
+    "noise_multiplier: 1.0}}]",
+)
 FLAGS = ["--party", "alice", "--canaries", "16", "--no-reconstruction"]
 
 
