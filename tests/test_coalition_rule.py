@@ -18,6 +18,7 @@ from testbed.exchange.bus import SERVER
 from testbed.scoring.coalition import apply_coalition_rule, rank
 from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, NO_LEAK
 from tests import _toy_protocols as T
+from tests._scenarios import gaussians
 
 
 def _moment_draws(party, seed: int):
@@ -39,17 +40,15 @@ class MomentDraws(T.PrivateMean):
         return super().run(parties, bus, rng)
 
 
-SCENARIO = """\
-name: coalition_toy
-seed: 3
-data:
-  dataset:
-    name: gaussians
-    params: {d: 2, components: [{n: 40, mean: -3.0}, {n: 40, mean: 3.0}]}
-  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
-  parties: [alice, bob]
-protocol: {name: toy_moment_draws, params: {}}
-"""
+SCENARIO = gaussians(
+    "coalition_toy",
+    seed=3,
+    d=2,
+    components=((40, -3.0), (40, 3.0)),
+    protocol="toy_moment_draws",
+    params="{}",
+    transform=None,
+)
 
 
 @pytest.fixture(scope="module")
