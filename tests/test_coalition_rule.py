@@ -155,3 +155,16 @@ def test_a_membership_signal_is_judged_against_the_best_members_baseline_auc():
     ]
     out = apply_coalition_rule(rows, THREATS)
     assert rows[1]["verdict"] == MEMBERSHIP and out[1]["verdict"] == NO_LEAK
+
+
+def test_a_record_leak_keeps_its_figure_and_population_baseline():
+    rec = _row("server+alice", 1.0, 4.0)
+    rec.update(verdict="record leak", metric="record_leakage", value=1.0, baseline="population")
+    rec["metrics"].update(record_leak=1.0, record_leakage=1.0)
+    out = apply_coalition_rule([_row("server", 1.0, 2.0), rec], THREATS)
+    assert (out[1]["verdict"], out[1]["value"], out[1]["baseline"]) == (
+        "record leak",
+        1.0,
+        "population",
+    )
+    assert out[1]["metrics"]["leakage"] == pytest.approx(0.5)

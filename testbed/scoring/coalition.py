@@ -49,6 +49,10 @@ def _num(m: Mapping[str, Any], key: str) -> float | None:
     return float(v) if ok else None
 
 
+def _or(v: float | None, default: float) -> float:
+    return default if v is None else v
+
+
 def _best_baseline(mine: dict, members: list[dict]) -> tuple[dict, str | None]:
     """``mine`` (a coalition row's metrics) re-scored against the best prior-only baseline among
     itself and ``members`` (the members' metrics for the same attack and target, each with its
@@ -57,7 +61,7 @@ def _best_baseline(mine: dict, members: list[dict]) -> tuple[dict, str | None]:
     w2, wb = _num(mine, "w2"), _num(mine, "w2_baseline")
     if w2 is not None and wb is not None:
         best = min(
-            members, key=lambda m: _num(m["metrics"], "w2_baseline") or math.inf, default=None
+            members, key=lambda m: _or(_num(m["metrics"], "w2_baseline"), math.inf), default=None
         )
         bb = None if best is None else _num(best["metrics"], "w2_baseline")
         if bb is not None and bb < wb:
@@ -76,7 +80,7 @@ def _best_baseline(mine: dict, members: list[dict]) -> tuple[dict, str | None]:
     auc_b = _num(mine, "baseline_auc")
     if auc_b is not None:
         best = max(
-            members, key=lambda m: _num(m["metrics"], "baseline_auc") or -math.inf, default=None
+            members, key=lambda m: _or(_num(m["metrics"], "baseline_auc"), -math.inf), default=None
         )
         bb = None if best is None else _num(best["metrics"], "baseline_auc")
         if bb is not None and bb > auc_b:
@@ -88,6 +92,8 @@ def _rescored(row: dict, members: list[dict]) -> dict:
     metrics, taken = _best_baseline(row["metrics"], members)
     if taken is None:
         return row
+    if row["verdict"] == RECORD:  # the record figure is measured against population rows
+        return {**row, "metrics": metrics, "coalition_rule": f"baseline of {taken}"}
     v = verdict(metrics)
     return {
         **row,
