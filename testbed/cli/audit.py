@@ -129,7 +129,7 @@ def _reconstruction(sc, world) -> list[dict]:
     from testbed.run import execute
     from testbed.run.audit_recon import reconstruction_checks
 
-    out = execute(sc, write=False, world=world)
+    out = execute(sc, write=False, world=world, progress=True)  # a message bar on a terminal
     ledger = out.exchange.ledger if out.exchange is not None else world.ledger
     return reconstruction_checks(out.rows, ledger, world.parties)
 
