@@ -59,3 +59,36 @@ def test_audit_of_seeds_names_each_seed(tmp_path, capsys):
     f.write_text(SWEEP.replace("seed: 0", "seeds: [0, 1]"))
     assert main(["audit", str(f), *FLAGS]) == 0
     assert set(_claims(capsys.readouterr().out)) == {"seed 0", "seed 1"}
+
+
+def test_the_report_of_a_sweep_shows_each_cells_audit(tmp_path, capsys):
+    # Prepare: the sweep's run directory, and its audit written there
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(SWEEP + "sweep:\n  defenses[0].params.noise_multiplier: [1.0, 4.0]\n")
+    run = tmp_path / "run"
+    assert main(["run", str(sweep), "--out", str(run), "-q"]) == 0
+    assert main(["audit", str(sweep), *FLAGS, "--out", str(run)]) == 0
+    # Execute
+    assert main(["report", str(run)]) == 0
+    capsys.readouterr()
+    # Assert: the audit table names each row's cell (rows of two cells are not merged unnamed)
+    md = (run / "report.md").read_text()
+    section = md[md.index("## Privacy audit") :]
+    assert "| setting | party |" in section
+    assert "| noise_multiplier=1 | alice |" in section
+    assert "| noise_multiplier=4 | alice |" in section
+
+
+def test_audit_into_a_signed_run_is_refused_before_it_runs(tmp_path, capsys):
+    from testbed.run.manifest import keygen
+
+    single = tmp_path / "s.yaml"
+    single.write_text(SWEEP)
+    key, _ = keygen(tmp_path / "key")
+    run = tmp_path / "run"
+    assert main(["run", str(single), "--out", str(run), "-q", "--sign", str(key)]) == 0
+    capsys.readouterr()
+    assert main(["audit", str(single), *FLAGS, "--out", str(run)]) == 2
+    io = capsys.readouterr()
+    assert "the run is signed" in io.err and "one protocol run" not in io.err
+    assert not (run / "audit.json").exists()

@@ -15,6 +15,7 @@ step on stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from testbed.cli._common import bench_command, load_checked, stderr_log, table
+from testbed.errors import TestbedError
 
 __all__ = ["bench_audit", "run", "verdict_line", "write_audit_rows"]
 
@@ -40,8 +42,12 @@ def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf:
 
 
 def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
-    """``audit.csv`` and ``audit.json`` (written atomically)."""
+    """``audit.csv`` and ``audit.json`` (written atomically). Into a run directory (one with a
+    ``manifest.json``) under its lock, with the manifest refreshed to list them, so that
+    ``testbed report`` and ``testbed verify`` accept the run with its audit."""
     from testbed.exchange.bus import atomic_write_bytes
+    from testbed.run.manifest import MANIFEST_NAME, write_manifest
+    from testbed.run.rundir import run_dir_lock
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -50,11 +56,27 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
-    atomic_write_bytes(
-        out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
-    )
+    run_dir = (out / MANIFEST_NAME).is_file()
+    with run_dir_lock(out, write=True) if run_dir else contextlib.nullcontext():
+        atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
+        atomic_write_bytes(
+            out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
+        )
+        if run_dir:
+            write_manifest(out)
     return [out / "audit.csv", out / "audit.json"]
+
+
+def _check_out(out) -> None:
+    """Refuse, before any work, an ``--out`` that is a signed run directory: the audit's files
+    would not be covered by its signature (``testbed attack --sign`` signs again; audit a copy)."""
+    from testbed.run.manifest import is_signed
+
+    if out and Path(out).is_dir() and is_signed(out):
+        raise TestbedError(
+            f"{out}: the run is signed; write the audit to another folder (--out DIR) or audit "
+            "a copy of the run"
+        )
 
 
 def _log(text: str) -> None:
@@ -238,6 +260,7 @@ def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[
 def run(args) -> int:
     """Audit the scenario, or each cell of its sweep (one verdict per party and cell)."""
     sc = load_checked(args)
+    _check_out(args.out)
     targets = _targets(sc)
     per_cell = len(args.party or [None, None]) * (2 if args.method == "both" else 1) + 1
     steps = _Steps(per_cell * len(targets), sc.name)
