@@ -140,3 +140,45 @@ def test_transcript_into_a_closed_pipe_ends_quietly(scratch):
     os.close(w)
     # Assert
     assert res.returncode == 0 and res.stderr == "", res.stderr
+
+
+def test_readme_example_shows_a_trade_off(scratch):
+    """The first example teaches something (issue 22): leakage falls as the noise rises, at
+    errors a reader can believe, not 0 everywhere; the figures the README quotes are these."""
+    import json
+
+    # Execute: the README's own run (its cells are cached when the command test ran first)
+    res = _run("testbed run my_first_audit.yaml -q --jobs 2", scratch)
+    assert res.returncode == 0, res.stderr
+    (results,) = (scratch / "runs").glob("my_first_audit-*/results.jsonl")
+    cells = [json.loads(line) for line in results.read_text().splitlines()]
+    # Assert
+    cells.sort(key=lambda c: c["setting"]["defenses[0].params.noise_multiplier"])
+    errors = [c["results"]["accuracy"]["wasserstein"]["relative_error"] for c in cells]
+    leaks = [max(a["leakage"] for a in c["results"]["attacks"]) for c in cells]
+    assert len(cells) == 3 and all(0.005 < e < 0.6 for e in errors), errors
+    assert errors == sorted(errors) and leaks == sorted(leaks, reverse=True), (errors, leaks)
+    assert leaks[0] > 0.5 and leaks[-1] < 0.4, leaks
+    quoted = re.search(
+        r"fades \(leakage ([\d.]+), ([\d.]+), ([\d.]+)\) and the error\s+grows "
+        r"\((\d+) %, (\d+) %, (\d+) %",
+        README,
+    )
+    assert quoted, "the README no longer quotes the example's figures"
+    assert [float(x) for x in quoted.groups()[:3]] == [round(x, 2) for x in leaks]
+    assert [int(x) for x in quoted.groups()[3:]] == [round(100 * e) for e in errors]
+
+
+def test_readme_example_is_the_scenario_docs_measure():
+    """docs/findings.md quotes ``scenarios/first_audit_curve.yaml`` for the README's example: the
+    same scenario but for its name, seeds and sweep."""
+    import yaml
+
+    drop = ("name", "seed", "seeds", "sweep")
+    ours = yaml.safe_load(_blocks("yaml")[0])
+    measured = yaml.safe_load((ROOT / "scenarios" / "first_audit_curve.yaml").read_text())
+    assert {k: v for k, v in ours.items() if k not in drop} == {
+        k: v for k, v in measured.items() if k not in drop
+    }
+    swept = "defenses[0].params.noise_multiplier"
+    assert set(ours["sweep"][swept]) <= set(measured["sweep"][swept])

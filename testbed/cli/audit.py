@@ -6,10 +6,16 @@ world and ``--method both`` runs the two side by side. Each audited party ends w
 stating what the audit proved; ``--out DIR`` writes every row to ``DIR/audit.csv`` and
 ``DIR/audit.json``. When the scenario has reconstruction attacks and a μ-GDP claim, the attacks
 run once and each one's success within the coverage radius is shown against the reconstruction
-bound Φ(Φ⁻¹(κ) + μ)."""
+bound Φ(Φ⁻¹(κ) + μ).
+
+A sweep (``sweep:`` or ``seeds:``) is audited cell by cell: every row and verdict line names its
+setting (``noise_multiplier=0.01``), as ``testbed run``'s summary does. Progress: a bar over the
+steps (party x method, and the reconstruction check, per cell) on a terminal, else one line per
+step on stderr."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -29,12 +35,19 @@ def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf:
     claim = "no claim (nothing protects it)" if claimed == float("inf") else f"ε = {claimed:.3g}"
     if violated:
         return f"{party}: VIOLATION — the claim {claim} is refuted at {c}: ε̂ ≥ {bound:.3g}"
-    return f"{party}: the claim {claim} holds against this audit at {c}: ε̂ ≤ {bound:.3g}"
+    return (
+        f"{party}: the claim {claim} holds against this audit at {c} "
+        f"(the audit proves ε ≥ {bound:.3g})"
+    )
 
 
 def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
-    """``audit.csv`` and ``audit.json`` (written atomically)."""
+    """``audit.csv`` and ``audit.json`` (written atomically). Into a run directory (one with a
+    ``manifest.json``) under its lock, with the manifest refreshed to list them, so that
+    ``testbed report`` and ``testbed verify`` accept the run with its audit."""
     from testbed.exchange.bus import atomic_write_bytes
+    from testbed.run.manifest import MANIFEST_NAME, write_manifest
+    from testbed.run.rundir import run_dir_lock
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -43,11 +56,27 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
-    atomic_write_bytes(
-        out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
-    )
+    run_dir = (out / MANIFEST_NAME).is_file()
+    with run_dir_lock(out, write=True) if run_dir else contextlib.nullcontext():
+        atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
+        atomic_write_bytes(
+            out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
+        )
+        if run_dir:
+            write_manifest(out)
     return [out / "audit.csv", out / "audit.json"]
+
+
+def _check_out(out) -> None:
+    """Refuse, before any work, an ``--out`` that is a signed run directory: the audit's files
+    would not be covered by its signature (``testbed attack --sign`` signs again; audit a copy)."""
+    from testbed.run.manifest import is_signed
+
+    if out and Path(out).is_dir() and is_signed(out):
+        raise TestbedError(
+            f"{out}: the run is signed; write the audit to another folder (--out DIR) or audit "
+            "a copy of the run"
+        )
 
 
 def _log(text: str) -> None:
@@ -62,8 +91,6 @@ def _many_runs(world, party: str, args) -> dict:
         from tqdm import tqdm
 
         bar = tqdm(total=args.trials, desc=f"audit {party}: trials", leave=False)
-    else:
-        _log(f"audit {party}: {args.trials} trials per world (many runs)")
     t0 = time.perf_counter()
     r = canary_audit(
         world,
@@ -98,7 +125,6 @@ def _many_runs(world, party: str, args) -> dict:
 def _one_run(world, party: str, args) -> list[dict]:
     from testbed.run.audit_one_run import one_run_audit
 
-    _log(f"audit {party}: one protocol run with {args.canaries} canaries (+ a noiseless reference)")
     t0 = time.perf_counter()
     rows = one_run_audit(
         world,
@@ -125,17 +151,16 @@ def _reconstruction(sc, world) -> list[dict]:
     from testbed.run import execute
     from testbed.run.audit_recon import reconstruction_checks
 
-    if not sc.attacks:
-        return []
-    _log("audit: running the scenario's attacks once for the reconstruction bound")
-    out = execute(sc, write=False, world=world)
+    out = execute(sc, write=False, world=world, progress=True)  # a message bar on a terminal
     ledger = out.exchange.ledger if out.exchange is not None else world.ledger
     return reconstruction_checks(out.rows, ledger, world.parties)
 
 
 def _print_rows(rows: list[dict]) -> None:
+    sweep = any("setting" in r for r in rows)
     cells = [
         [
+            *([r.get("setting", "")] if sweep else []),
             r["party"],
             r["method"],
             r["observer"],
@@ -150,50 +175,127 @@ def _print_rows(rows: list[dict]) -> None:
         for r in rows
     ]
     header = ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "claimed μ", "μ̂ ≥"]
-    print(table(cells, [*header, "ε(μ̂)", "status"]))
+    print(table(cells, [*(["setting"] if sweep else []), *header, "ε(μ̂)", "status"]))
 
 
-def run(args) -> int:
+def _targets(sc) -> list[tuple[str, object]]:
+    """``(setting, scenario)`` to audit: the scenario itself, or each cell of its sweep (the
+    setting names the cell, and its seed when the scenario repeats seeds)."""
+    if not sc.is_sweep:
+        return [("", sc)]
+    from testbed.cli.summary import setting_label
+    from testbed.scenario.cells import expand_cells
+
+    out = []
+    for c in expand_cells(sc):
+        label = setting_label({"labels": c.labels, "setting": c.setting})
+        parts = [c.scenario.protocol.name] if "protocol" in c.labels else []
+        parts += [label] if label != "base" else []
+        parts += [f"seed {c.seed}"] if sc.seeds else []
+        out.append((", ".join(parts) or "base", c.scenario))
+    return out
+
+
+class _Steps:
+    """Progress over the audit's steps (one per party and method, one per reconstruction check,
+    in every cell): a tqdm bar when stderr is a terminal, else one line per step."""
+
+    def __init__(self, total: int, name: str):
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=f"audit {name}", unit="step", dynamic_ncols=True)
+
+    def start(self, text: str) -> None:
+        if self.bar is None:
+            _log(text)
+        else:
+            self.bar.set_postfix_str(text[:70])
+
+    def done(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[dict], list[dict]]:
+    """One single-run scenario: the audited parties, their rows and the reconstruction checks."""
     from testbed.run import execute
 
-    sc = load_checked(args)
-    if sc.is_sweep:
-        raise TestbedError(
-            f"{args.scenario}: audit takes a single-run scenario (remove sweep/seeds)"
-        )
+    where = f"{setting}: " if setting else ""
     world = execute(sc, until="world").world
     if not world.defenses:
-        _log(f"{args.scenario}: no defense: the audit measures leakage against no claim")
+        _log(f"{args.scenario}: {where}no defense: the audit measures leakage against no claim")
     parties = args.party or [p for p in world.parties][:2]
     rows: list[dict] = []
     for party in parties:
         if args.method in ("one-run", "both"):
+            steps.start(
+                f"{where}audit {party}: one protocol run with {args.canaries} canaries "
+                "(+ a noiseless reference)"
+            )
             rows += _one_run(world, party, args)
+            steps.done()
         if args.method in ("many-runs", "both"):
+            steps.start(f"{where}audit {party}: {args.trials} trials per world (many runs)")
             rows.append(_many_runs(world, party, args))
-    print(f"{sc.name}: privacy audit, delta {args.delta:g}, confidence {args.confidence:g}")
+            steps.done()
+    recon = []
+    if args.reconstruction and sc.attacks:
+        steps.start(
+            f"{where}audit: running the scenario's attacks once for the reconstruction bound"
+        )
+        recon = _reconstruction(sc, world)
+    steps.done()
+    if setting:
+        rows = [{"setting": setting, **r} for r in rows]
+        recon = [{"setting": setting, **c} for c in recon]
+    return parties, rows, recon
+
+
+def run(args) -> int:
+    """Audit the scenario, or each cell of its sweep (one verdict per party and cell)."""
+    sc = load_checked(args)
+    _check_out(args.out)
+    targets = _targets(sc)
+    per_cell = len(args.party or [None, None]) * (2 if args.method == "both" else 1) + 1
+    steps = _Steps(per_cell * len(targets), sc.name)
+    done = []
+    try:
+        for setting, cell in targets:
+            done.append(_audit_cell(cell, setting, args, steps))
+    finally:
+        steps.close()
+    rows = [r for _, rs, _ in done for r in rs]
+    recon = [c for _, _, cs in done for c in cs]
+    sweep = f", {len(targets)} cells" if sc.is_sweep else ""
+    print(f"{sc.name}: privacy audit{sweep}, delta {args.delta:g}, confidence {args.confidence:g}")
     _print_rows(rows)
-    recon = _reconstruction(sc, world) if args.reconstruction else []
     for c in recon:
         state = "VIOLATION" if c["violated"] else "consistent"
+        where = f"{c['setting']}: " if "setting" in c else ""
         print(
-            f"reconstruction {c['attack']} -> {c['target']}: success {c['success']:.3f} "
+            f"{where}reconstruction {c['attack']} -> {c['target']}: success {c['success']:.3f} "
             f"(≥ {c['success_lower']:.3f}) within r = {c['radius']:.3g} vs bound "
             f"Φ(Φ⁻¹(κ) + μ) = {c['bound']:.3f} (κ ≤ {c['kappa_upper']:.3f}, μ = {c['mu']:.3g}): "
             f"{state}"
         )
-    for party in parties:
-        mine = [r for r in rows if r["party"] == party]
-        worst = max(mine, key=lambda r: (r["violated"], r["eps_lower"]))
-        print(
-            verdict_line(
+    for (setting, _), (parties, cell_rows, _) in zip(targets, done):
+        for party in parties:
+            mine = [r for r in cell_rows if r["party"] == party]
+            worst = max(mine, key=lambda r: (r["violated"], r["eps_lower"]))
+            line = verdict_line(
                 party,
                 worst["epsilon_claimed"],
                 worst["eps_lower"],
                 any(r["violated"] for r in mine),
                 args.confidence,
             )
-        )
+            print(f"{setting}: {line}" if setting else line)
     if args.out:
         paths = write_audit_rows(rows + [{"reconstruction": True, **c} for c in recon], args.out)
         print("wrote " + ", ".join(str(p) for p in paths))

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from testbed.errors import TestbedError
-from testbed.scoring.metrics import LEAKAGE_METRICS
+from testbed.scoring.coalition import apply_coalition_rule, rank
 from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, RECORD, verdict
 
 __all__ = ["Scorecard", "scorecard", "threat_models"]
@@ -54,7 +54,7 @@ class Scorecard:
             fs = self.raw_rows.get(label, [])
             ds = self.disguised.get(label, [])
             rows = [r for r in self.attacks if r["threat"] == label and r["value"] is not None]
-            best = max(rows, key=lambda r: _rank(r), default=None)
+            best = max(rows, key=rank, default=None)
             out[label] = {
                 "near_copy_messages": len(fs),
                 "disguised_copies": len(ds),
@@ -182,11 +182,20 @@ def _scenario(target: str):
     return parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, base)
 
 
-def _rank(r: dict[str, Any]) -> tuple[int, float]:
-    order = {RECORD: 3, MEMBERSHIP: 2, DISTRIBUTIONAL: 1}.get(r.get("verdict"), 0)
-    v = r["value"]
-    flip = LEAKAGE_METRICS.get(r["metric"], True) is False  # smaller = more leakage
-    return order, (-v if flip else v)
+def _coalition_views(threats: list[dict[str, Any]], transcript) -> None:
+    """Each threat model's message count, and for a coalition the members that see exactly the
+    same messages (it sees more than those members only through their data)."""
+    seen = {
+        t["label"]: frozenset(
+            e.seq for e in transcript.view(t["observer"], t["colluders"]).envelopes
+        )
+        for t in threats
+    }
+    for t in threats:
+        t["messages"] = len(seen[t["label"]])
+        if t["colluders"]:
+            members = [m for m in (t["observer"], *t["colluders"]) if m in seen]
+            t["same_messages_as"] = [m for m in members if seen[m] == seen[t["label"]]]
 
 
 def _attack_rows(run_dir: Path, names: list[str], tm: dict, errors: list, progress) -> list[dict]:
@@ -290,6 +299,8 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
                     "metrics": {k: v for k, v in r.items() if isinstance(v, (int, float))},
                 }
             )
+    _coalition_views(threats, ran.transcript)
+    rows = apply_coalition_rule(rows, threats)
     tol = getattr(PROTOCOLS.get(name), "reference_tolerance", None)
     accuracy = {}
     for k, a in ran.results["accuracy"].items():
@@ -377,7 +388,8 @@ def _write(card: Scorecard, results: dict) -> None:
                 r["verdict"],
                 f"{r['metric']} {fmt(r['value'])}",
                 r["baseline"],
-                r["text"],
+                r["text"]
+                + (f" (coalition rule: {r['coalition_rule']})" if r.get("coalition_rule") else ""),
             ]
             for r in card.attacks
         ]
@@ -435,6 +447,19 @@ def _leak_tables(doc, card: Scorecard, fmt) -> None:
     )
     if inferred:
         doc.p("Distributional inference only (no record leak): " + "; ".join(inferred) + ".")
+    coalitions = [t for t in card.threats if t["colluders"] and "messages" in t]
+    if coalitions:
+        seen = "; ".join(
+            f"{t['label']} sees {t['messages']} message(s)"
+            + (f", the same as {', '.join(t['same_messages_as'])}" if t["same_messages_as"] else "")
+            for t in coalitions
+        )
+        doc.p(
+            f"Coalitions: {seen}. A coalition's rows are scored against the best prior-only "
+            "baseline among its members, and it scores at least what each member scores alone; "
+            "it scores above them only with a better reconstruction of its own (more messages, "
+            "or one member's data combined with the messages another sees)."
+        )
     doc.table(
         [
             "threat model",

@@ -73,7 +73,10 @@ def _reconstruction_figures(rows: list[dict]):
     import matplotlib.pyplot as plt
     import plotly.graph_objects as go
 
-    labels = [f"{r['attack']} → {r['target']}" for r in rows]
+    labels = [
+        f"{r['attack']} → {r['target']}" + (f" ({r['setting']})" if "setting" in r else "")
+        for r in rows
+    ]
     succ = [float(r["success_lower"]) for r in rows]
     bound = [float(r["bound"]) for r in rows]
     fig = go.Figure(
@@ -115,15 +118,26 @@ def audit_section(doc: Doc, data: ReportData) -> None:
         "messages, the rounds up to it, and all of them, beside the claimed ε the ledger "
         "composes over the same releases; above the claim = VIOLATION."
     )
-    for i, party in enumerate(sorted({r["party"] for r in audits})):
-        mine = [r for r in audits if r["party"] == party and r.get("method") == "one-run"]
+    # an audit of a sweep (``testbed audit SWEEP``) names each row's cell: one figure per cell
+    sweep = any("setting" in r for r in rows)
+    keys = sorted({(r.get("setting", ""), r["party"]) for r in audits})
+    for i, (setting, party) in enumerate(keys):
+        mine = [
+            r
+            for r in audits
+            if (r.get("setting", ""), r["party"]) == (setting, party)
+            and r.get("method") == "one-run"
+        ]
+        who = f"{party}, {setting}" if setting else party
         if mine:
-            fig, png = _epsilon_figures(party, mine)
-            doc.plot(f"audit_eps_{i}", png, fig, f"audited ε per observer and round, {party}")
+            fig, png = _epsilon_figures(who, mine)
+            doc.plot(f"audit_eps_{i}", png, fig, f"audited ε per observer and round, {who}")
+    setting_col = ["setting"] if sweep else []
     doc.table(
-        ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "μ̂ ≥", "status"],
+        [*setting_col, "party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "μ̂ ≥", "status"],
         [
             [
+                *([r.get("setting", "")] if sweep else []),
                 r["party"],
                 r.get("method", ""),
                 r["observer"],
@@ -140,9 +154,10 @@ def audit_section(doc: Doc, data: ReportData) -> None:
         fig, png = _reconstruction_figures(recon)
         doc.plot("audit_reconstruction", png, fig, "reconstruction vs the μ-GDP bound")
         doc.table(
-            ["attack", "target", "success ≥", "κ ≤", "μ", "bound", "status"],
+            [*setting_col, "attack", "target", "success ≥", "κ ≤", "μ", "bound", "status"],
             [
                 [
+                    *([r.get("setting", "")] if sweep else []),
                     r["attack"],
                     r["target"],
                     fmt(float(r["success_lower"])),

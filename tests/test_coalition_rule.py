@@ -1,0 +1,170 @@
+"""The coalition rule (issue 22, DESIGN.md "Metrics"): a coalition never scores above its members
+for the same messages unless it sees more.
+
+The server+alice coalition of a star protocol sees exactly the server's messages. Scored against
+alice's rows as its prior-only guess (a poor guess of bob's rows when the parties hold different
+classes), the same reconstruction the server makes alone used to read a larger leakage for the
+coalition (FedWAD's contract scorecard: ``sent_rows`` on bob 0.328 for the server, 0.595 for
+server+alice, with the same W2). The scorecard now re-scores a coalition against its best
+member's baseline and gives it at least each member's figure (testbed/scoring/coalition.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from testbed.exchange.bus import SERVER
+from testbed.scoring.coalition import apply_coalition_rule, rank
+from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, NO_LEAK
+from tests import _toy_protocols as T
+from tests._scenarios import gaussians
+
+
+def _moment_draws(party, seed: int):
+    """Draws from a Gaussian with the party's mean and covariance: its distribution, no row."""
+    X = np.asarray(party.X, dtype=np.float64)
+    g = np.random.default_rng(seed)
+    return g.multivariate_normal(X.mean(0), np.cov(X, rowvar=False), size=len(X))
+
+
+class MomentDraws(T.PrivateMean):
+    """Each party sends the server draws from a Gaussian fitted to its rows."""
+
+    name = "toy_moment_draws"
+    message_kinds = ("toy_moment_draws.*",)
+
+    def run(self, parties, bus, rng):
+        for i, p in enumerate(list(parties)[:2]):
+            bus.send(p, SERVER, f"{self.name}.draws", bus.local(p, _moment_draws, 10 + i))
+        return super().run(parties, bus, rng)
+
+
+SCENARIO = gaussians(
+    "coalition_toy",
+    seed=3,
+    d=2,
+    components=((40, -3.0), (40, 3.0)),
+    protocol="toy_moment_draws",
+    params="{}",
+    transform=None,
+)
+
+
+@pytest.fixture(scope="module")
+def card(tmp_path_factory):
+    from testbed.plugins.scorecard import scorecard
+
+    d = tmp_path_factory.mktemp("coalition")
+    (d / "s.yaml").write_text(SCENARIO)
+    with T.registered(MomentDraws):
+        yield scorecard(str(d / "s.yaml"), d / "sc")
+
+
+def test_a_coalition_with_the_same_messages_never_scores_above_its_members(card):
+    (coalition,) = [t for t in card.threats if t["colluders"]]
+    assert coalition["label"] == "server+alice"
+    assert coalition["same_messages_as"] == ["server"]  # alice's messages all go to the server
+    rows = {(r["threat"], r["attack"], r["target"]): r for r in card.attacks}
+    mine = [r for r in card.attacks if r["threat"] == "server+alice"]
+    assert any(r["attack"] == "sent_rows" and r["verdict"] == DISTRIBUTIONAL for r in mine)
+    for r in mine:
+        members = [
+            rows[(m, r["attack"], r["target"])]
+            for m in ("server", "alice")
+            if (m, r["attack"], r["target"]) in rows
+        ]
+        assert members, r
+        assert rank(r) <= max(rank(m) for m in members), (r, members)
+    # ... in the headline too: the coalition's worst figure is a member's
+    worst = card.worst()
+    assert rank(worst["server+alice"]) <= max(rank(worst["server"]), rank(worst["alice"]))
+    sent = rows[("server+alice", "sent_rows", "bob")]
+    assert sent["value"] == pytest.approx(rows[("server", "sent_rows", "bob")]["value"])
+    md = (card.out_dir / "scorecard.md").read_text()
+    assert "server+alice sees 4 message(s), the same as server" in md
+
+
+def _row(threat, w2=None, w2_baseline=None, auc=None, baseline_auc=None, target="bob"):
+    metrics = {}
+    if w2 is not None:
+        ratio = w2 / w2_baseline
+        metrics = {
+            "w2": w2,
+            "w2_baseline": w2_baseline,
+            "w2_ratio": ratio,
+            "leakage_raw": 1 - ratio,
+            "leakage": max(0.0, 1 - ratio),
+        }
+        kind, metric, value = DISTRIBUTIONAL, "leakage", metrics["leakage"]
+    else:
+        metrics = {"auc": auc, "baseline_auc": baseline_auc}
+        kind = MEMBERSHIP if auc > max(0.5, baseline_auc) else NO_LEAK
+        metric, value = "auc", auc
+    return {
+        "threat": threat,
+        "observer": threat.split("+")[0],
+        "colluders": threat.split("+")[1:],
+        "attack": "a",
+        "target": target,
+        "metric": metric,
+        "value": value,
+        "verdict": kind,
+        "baseline": "-",
+        "text": "-",
+        "metrics": metrics,
+    }
+
+
+THREATS = [
+    {"label": "server", "observer": "server", "colluders": []},
+    {"label": "alice", "observer": "alice", "colluders": []},
+    {"label": "server+alice", "observer": "server", "colluders": ["alice"]},
+]
+
+
+def test_the_same_reconstruction_reads_the_best_members_baseline():
+    # the server's guess is 2 from bob's rows, alice's rows 4: the coalition gets the server's
+    rows = [_row("server", 1.0, 2.0), _row("server+alice", 1.0, 4.0)]
+    out = apply_coalition_rule(rows, THREATS)
+    assert out[1]["value"] == pytest.approx(0.5) and out[1]["metrics"]["w2_baseline"] == 2.0
+    assert "server" in out[1]["coalition_rule"]
+    assert out[0] is rows[0]  # a member's own row is untouched
+
+
+def test_a_better_reconstruction_of_its_own_still_scores_above_the_members():
+    # the coalition's attack (say, alice's rows combined with the server's messages) gets closer
+    rows = [_row("server", 1.0, 2.0), _row("alice", 1.5, 4.0), _row("server+alice", 0.2, 4.0)]
+    out = apply_coalition_rule(rows, THREATS)
+    assert out[2]["value"] == pytest.approx(0.9)
+    assert out[2]["value"] > max(out[0]["value"], out[1]["value"])
+
+
+def test_a_coalition_scores_at_least_what_a_member_scores_alone():
+    rows = [_row("server", 1.0, 2.0), _row("alice", 0.4, 4.0), _row("server+alice", 1.0, 4.0)]
+    out = apply_coalition_rule(rows, THREATS)
+    assert out[2]["value"] == pytest.approx(0.9) and out[2]["threat"] == "server+alice"
+    assert out[2]["coalition_rule"] == "alice alone scores higher"
+
+
+def test_a_membership_signal_is_judged_against_the_best_members_baseline_auc():
+    # AUC 0.7 beats alice's prior-only ranking (0.5) but not the server's (0.75)
+    rows = [
+        _row("server", auc=0.7, baseline_auc=0.75),
+        _row("server+alice", auc=0.7, baseline_auc=0.5),
+    ]
+    out = apply_coalition_rule(rows, THREATS)
+    assert rows[1]["verdict"] == MEMBERSHIP and out[1]["verdict"] == NO_LEAK
+
+
+def test_a_record_leak_keeps_its_figure_and_population_baseline():
+    rec = _row("server+alice", 1.0, 4.0)
+    rec.update(verdict="record leak", metric="record_leakage", value=1.0, baseline="population")
+    rec["metrics"].update(record_leak=1.0, record_leakage=1.0)
+    out = apply_coalition_rule([_row("server", 1.0, 2.0), rec], THREATS)
+    assert (out[1]["verdict"], out[1]["value"], out[1]["baseline"]) == (
+        "record leak",
+        1.0,
+        "population",
+    )
+    assert out[1]["metrics"]["leakage"] == pytest.approx(0.5)
