@@ -44,7 +44,7 @@ bench: $(STAMP)
 # its seeds' 95 % interval (slow: the demo, frontier_fedbary and three distillation sweeps, the
 # FedBary seeds; one group: PYTEST_ARGS='-k fedbary'; timings in docs/ are not checked)
 docs-check: $(STAMP)
-	@$(PY) -m pytest -m slow tests/test_docs_figures.py $(PYTEST_ARGS)
+	@$(PY) -m pytest -m slow tests/test_docs_figures.py tests/test_findings_first_audit.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check testbed protocols attacks defenses tests
