@@ -2,7 +2,9 @@
 
 Built-ins register themselves when their module is imported; third-party plugins arrive through
 entry points in the groups ``ot_testbed.protocols``, ``ot_testbed.attacks``,
-``ot_testbed.defenses``, ``ot_testbed.datasets`` and ``ot_testbed.partitioners``.
+``ot_testbed.defenses``, ``ot_testbed.datasets`` and ``ot_testbed.partitioners``. The packages
+``protocols``, ``attacks`` and ``defenses`` import none of their modules (:func:`lazy_exports`):
+importing one plugin's module imports that module and what it imports, nothing else.
 
 Nothing is imported to know the names: the built-ins are listed in :data:`BUILTIN` (checked
 against what importing their packages registers, tests/test_registry.py) and third-party names
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
@@ -34,6 +37,7 @@ __all__ = [
     "PluginConfig",
     "Registry",
     "TRANSFORMS",
+    "lazy_exports",
 ]
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -206,6 +210,8 @@ class Registry:
         self._loading = True
         try:
             importlib.import_module(self._builtin)
+            for module in sorted({where.split(":")[0] for where in self._table.values()}):
+                importlib.import_module(module)  # the packages import no module themselves
             for ep in entry_points(group=self.group):
                 self._load_entry_point(ep)
             self._loaded = True
@@ -318,6 +324,26 @@ class Registry:
     def origin(self, name: str) -> str:
         self._ensure(name)
         return self._origins[name]
+
+
+def lazy_exports(package: str, exports: dict[str, str]):
+    """PEP 562 ``__getattr__`` and ``__dir__`` for a plugin package whose public names
+    (``name -> module``) are imported on first use: ``import protocols`` (or importing any one
+    of its modules, which runs the package first) imports none of the others, nor what they
+    import (POT, torch, scikit-learn)."""
+
+    def __getattr__(name: str):
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(exports))
+
+    return __getattr__, __dir__
 
 
 def _source_doc(where: str) -> str:

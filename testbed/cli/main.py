@@ -66,10 +66,11 @@ def _open_unit(text: str) -> float:
 
 
 # ----------------------------------------------------------------------------- the commands
-def _command(sub, name: str, module: str, help: str, func: str = "run"):
-    """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it."""
+def _command(sub, name: str, module: str, help: str, func: str = "run", computes: bool = True):
+    """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it; ``computes=False``
+    for a command that does no numerical work (it skips loading and limiting BLAS, ~0.4 s)."""
     p = sub.add_parser(name, help=help)
-    p.set_defaults(module=module, func=func)
+    p.set_defaults(module=module, func=func, computes=computes)
     return p
 
 
@@ -161,7 +162,13 @@ def _run_dir_commands(sub) -> None:
         help="also run the scenario again into a temporary directory and compare results.json",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar for --rerun")
-    p = _command(sub, "keygen", "keygen", "make an Ed25519 key pair for signed run manifests")
+    p = _command(
+        sub,
+        "keygen",
+        "keygen",
+        "make an Ed25519 key pair for signed run manifests",
+        computes=False,
+    )
     p.add_argument("keyfile", help="where the private key goes (the public key: KEYFILE.pub)")
 
 
@@ -217,10 +224,16 @@ def _bench_command(sub) -> None:
 
 
 def _plugin_commands(sub) -> None:
-    p = _command(sub, "validate", "validate", "check a scenario without running it")
+    p = _command(sub, "validate", "validate", "check a scenario without running it", computes=False)
     p.add_argument("scenario")
     p.add_argument("--max-cells", type=_cell_count, help="accept a sweep of up to N cells")
-    _command(sub, "plugins", "plugins", "list registered protocols, attacks, defenses, datasets")
+    _command(
+        sub,
+        "plugins",
+        "plugins",
+        "list registered protocols, attacks, defenses, datasets",
+        computes=False,
+    )
     for kind in ("attack", "protocol"):
         p = _command(
             sub,
@@ -228,6 +241,7 @@ def _plugin_commands(sub) -> None:
             "scaffold",
             f"scaffold {'an' if kind == 'attack' else 'a'} {kind} plugin package",
             func=f"run_new_{kind}",
+            computes=False,
         )
         p.add_argument("name", help=f"snake_case {kind} name (== YAML key == entry-point name)")
         p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
@@ -280,9 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     interruptible()
 
     def command(args) -> int:
-        from testbed.threads import limit_blas_threads
+        if args.computes:
+            from testbed.threads import limit_blas_threads
 
-        limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
+            limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
         module = importlib.import_module(f"testbed.cli.{args.module}")
         return getattr(module, args.func)(args)
 
