@@ -46,7 +46,6 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-import ot
 from pydantic import Field, model_validator
 
 from protocols._base import Protocol, ProtocolResult
@@ -135,6 +134,8 @@ def central_barycenter(
 ) -> Measure:
     """POT's central free-support barycenter (``ot.lp.free_support_barycenter``), uniform λ,
     uniform weights on ``X_init``'s atoms."""
+    import ot  # at first use: importing POT imports torch and scikit-learn (seconds)
+
     X = ot.lp.free_support_barycenter(
         [m.support for m in measures],
         [m.weights for m in measures],

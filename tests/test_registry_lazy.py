@@ -56,6 +56,8 @@ def _fresh(code: str) -> dict:
 
 PLUGIN_MODULES = ["protocols", "attacks", "defenses", "ot", "torch", "sklearn", "testbed.data"]
 HEAVY = [*PLUGIN_MODULES, "scipy"]
+#: what `testbed validate` must not import (seconds of a command that reads a YAML file)
+LIBRARIES = ["torch", "ot", "sklearn", "scipy"]
 
 
 def test_names_and_listing_import_no_plugin_module():
@@ -107,7 +109,7 @@ def test_plugins_command_lists_every_builtin_without_importing_them():
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
         "    code = main(['plugins'])\n"
-        f"heavy = [m for m in {PLUGIN_MODULES!r} if m in sys.modules]\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
         "print(json.dumps({'code': code, 'out': buf.getvalue(), 'heavy': heavy}))\n"
     )
     assert got["code"] == 0 and got["heavy"] == []
@@ -115,3 +117,64 @@ def test_plugins_command_lists_every_builtin_without_importing_them():
     for kind, names in BUILTIN.items():
         for name in names:
             assert any(ln.split()[:1] == [name] for ln in lines), (kind, name)
+
+
+def test_validate_imports_no_numerical_library_for_any_shipped_scenario():
+    """A deterministic proxy for `testbed validate` answering at once (issue 23: within 5x a
+    bare `import numpy, yaml, pydantic`, measured by `testbed bench`): every shipped scenario
+    validates, each plugin's own module imported for its parameters, and neither torch, POT,
+    scikit-learn nor scipy is loaded (they are imported where a plugin computes)."""
+    got = _fresh(
+        "import contextlib, io, json, sys\n"
+        "from pathlib import Path\n"
+        "from testbed.cli.main import main\n"
+        "codes = {}\n"
+        "for f in sorted(Path('scenarios').glob('*.yaml')):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        codes[f.name] = main(['validate', str(f)])\n"
+        f"heavy = [m for m in {LIBRARIES!r} if m in sys.modules]\n"
+        "used = sorted(m for m in sys.modules if m.split('.')[0] == 'protocols')\n"
+        "print(json.dumps({'codes': codes, 'heavy': heavy, 'used': used}))\n"
+    )
+    assert len(got["codes"]) >= 40 and set(got["codes"].values()) == {0}, got["codes"]
+    assert got["heavy"] == []
+    assert {"protocols.fedwad", "protocols.fedbary", "protocols.sinkhorn_distillation"} <= set(
+        got["used"]
+    )
+
+
+def test_a_plugin_package_imports_a_module_only_for_the_name_asked():
+    got = _fresh(
+        "import json, sys\n"
+        "import protocols, attacks, defenses\n"
+        "before = sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "                ('protocols', 'attacks', 'defenses'))\n"
+        "cls = protocols.FedWAD\n"
+        "from protocols import _distill\n"  # a submodule, not an export: still importable
+        "print(json.dumps({'before': before, 'cls': cls.__module__, 'dir': 'FedWAD' in\n"
+        "                  dir(protocols), 'fedbary': 'protocols.fedbary' in sys.modules,\n"
+        "                  'torch': 'torch' in sys.modules}))\n"
+    )
+    assert got == {
+        "before": ["attacks", "defenses", "protocols"],
+        "cls": "protocols.fedwad",
+        "dir": True,
+        "fedbary": False,
+        "torch": True,
+    }
+
+
+def test_only_commands_that_run_plugins_limit_blas_and_load_pot():
+    from testbed.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    light = {name for name, p in sub.choices.items() if not p.get_default("computes")}
+    assert light == {
+        "validate",
+        "plugins",
+        "new-attack",
+        "new-protocol",
+        "keygen",
+        "report",
+        "transcript",
+    }

@@ -67,8 +67,9 @@ def _open_unit(text: str) -> float:
 
 # ----------------------------------------------------------------------------- the commands
 def _command(sub, name: str, module: str, help: str, func: str = "run", computes: bool = True):
-    """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it; ``computes=False``
-    for a command that does no numerical work (it skips loading and limiting BLAS, ~0.4 s)."""
+    """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it. ``computes``: it
+    runs protocols or attacks, so BLAS is limited and POT loaded before it starts (see
+    :func:`main`); a command that only reads files or prints (``computes=False``) skips both."""
     p = sub.add_parser(name, help=help)
     p.set_defaults(module=module, func=func, computes=computes)
     return p
@@ -141,10 +142,16 @@ def _run_dir_commands(sub) -> None:
         "--sign", metavar="KEYFILE", help="sign the manifest again with the new rows (signed runs)"
     )
     p = _command(
-        sub, "report", "report", "render report.html/.md and results.csv of a run directory"
+        sub,
+        "report",
+        "report",
+        "render report.html/.md and results.csv of a run directory",
+        computes=False,
     )
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
-    p = _command(sub, "transcript", "transcript", "show what was exchanged in a run")
+    p = _command(
+        sub, "transcript", "transcript", "show what was exchanged in a run", computes=False
+    )
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
@@ -298,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
             from testbed.threads import limit_blas_threads
 
             limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
+            # POT (and the torch it imports) now: the plugins import it at their first solve,
+            # which would otherwise count towards the first run's limits.cell_seconds
+            import ot  # noqa: F401
         module = importlib.import_module(f"testbed.cli.{args.module}")
         return getattr(module, args.func)(args)
 
