@@ -178,3 +178,23 @@ def test_only_commands_that_run_plugins_limit_blas_and_load_pot():
         "report",
         "transcript",
     }
+
+
+def _dist(folder: Path, name: str, entry: str) -> None:
+    info = folder / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[ot_testbed.attacks]\n{entry} = {name}:Toy\n")
+
+
+def test_entry_points_are_read_again_when_a_distribution_is_installed(tmp_path, monkeypatch):
+    """The installed entry points are read once per state of sys.path (one read for the 13
+    questions of `testbed plugins`), and again after an install or a new path entry."""
+    assert "toy_one" not in ATTACKS.names()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _dist(tmp_path, "toy_dist_one", "toy_one")
+    assert "toy_one" in ATTACKS.names()  # a new path entry
+    _dist(tmp_path, "toy_dist_two", "toy_two")  # installed into a folder already on the path
+    assert {"toy_one", "toy_two"} <= set(ATTACKS.names())
+    monkeypatch.undo()
+    assert not {"toy_one", "toy_two"} & set(ATTACKS.names())
