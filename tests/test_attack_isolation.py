@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _scenarios import gaussians
 
 from attacks import Attack, AttackConfig, AttackOutput
 from testbed.errors import TestbedError
@@ -109,31 +110,17 @@ class ProbeAttack(Attack):
         return [AttackOutput(kind="points", target=public.parties[0], points=sup + shift)]
 
 
-SCENARIO = """\
-name: isolation
-seed: 5
-data:
-  dataset:
-    name: gaussians
-    params:
-      d: 3
-      components:
-        - {{n: 40, mean: 0.0}}
-        - {{n: 30, mean: 2.0}}
-  partition:
-    name: class_subsets
-    params: {{classes: [[0], [1]]}}
-  parties: [alice, bob]
-protocol:
-  name: fedwad
-  params: {{support_size: 5, iterations: 4}}
-threat_model: {{observer: server}}
-attacks: {attacks}
-"""
+def _scenario(attacks: str) -> str:
+    return gaussians(
+        "isolation",
+        f"threat_model: {{observer: server}}\nattacks: {attacks}",
+        seed=5,
+        transform=None,
+    )
 
 
 def _run(attacks: str):
-    sc = parse_scenario(SCENARIO.format(attacks=attacks))
+    sc = parse_scenario(_scenario(attacks))
     world = build_world(sc)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

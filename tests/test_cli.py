@@ -13,6 +13,7 @@ import pytest
 
 from testbed.cli.main import main
 
+# written out (not tests/_scenarios.gaussians): the malformed-scenario cases assert line numbers
 GOOD = """\
 name: tiny
 seed: 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _scenarios import gaussians
 from sklearn.datasets import load_digits
 
 from testbed.cli.main import main
@@ -112,31 +113,21 @@ def test_record_mode_keeps_findings_and_goes_on():
     assert s["findings"][0]["party"] == "alice" and s["rows_checked"] > 0
 
 
-TRIANGLE = """\
-name: guard_triangle
-seed: 3
-data:
-  dataset:
-    name: gaussians
-    params:
-      d: 3
-      components:
-        - {{n: 30, mean: 0.0}}
-        - {{n: 20, mean: 2.0}}
-  partition:
-    name: class_subsets
-    params: {{classes: [[0], [1]]}}
-  parties: [alice, bob]
-protocol:
-  name: triangle_wad
-  params: {{t: {t}, support_size: 5}}
-guard: {mode}
-"""
+def _triangle(t: float, mode: str) -> str:
+    return gaussians(
+        "guard_triangle",
+        f"guard: {mode}",
+        seed=3,
+        components=((30, 0.0), (20, 2.0)),
+        protocol="triangle_wad",
+        params=f"{{t: {t}, support_size: 5}}",
+        transform=None,
+    )
 
 
 def test_triangle_wad_with_tiny_t_is_stopped_with_one_line(tmp_path, capsys):
     f = tmp_path / "s.yaml"
-    f.write_text(TRIANGLE.format(t=1e-8, mode="stop"))
+    f.write_text(_triangle(1e-8, "stop"))
     code = main(["run", str(f), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code != 0 and len(err.splitlines()) == 1
@@ -144,14 +135,14 @@ def test_triangle_wad_with_tiny_t_is_stopped_with_one_line(tmp_path, capsys):
 
 
 def test_triangle_wad_with_tiny_t_is_a_finding_in_record_mode(tmp_path):
-    sc = parse_scenario(TRIANGLE.format(t=1e-8, mode="record"))
+    sc = parse_scenario(_triangle(1e-8, "record"))
     res = execute(sc, tmp_path / "run").results
     assert res["guard"]["mode"] == "record" and res["guard"]["violations"] >= 1
     assert res["guard"]["findings"][0]["kind"].startswith("triangle_wad.")
 
 
 def test_triangle_wad_with_a_real_t_passes_and_says_what_was_checked(tmp_path):
-    sc = parse_scenario(TRIANGLE.format(t=0.4, mode="stop"))
+    sc = parse_scenario(_triangle(0.4, "stop"))
     res = execute(sc, tmp_path / "run").results
     g = res["guard"]
     assert g["violations"] == 0 and g["messages_checked"] > 0 and g["rows_checked"] > 0

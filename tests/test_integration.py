@@ -5,32 +5,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _scenarios import gaussians
 
 from protocols.triangle_wad import TriangleWad
 from testbed.run.execute import execute
 from testbed.run.sweep import expand_cells
 from testbed.scenario.loading import load_scenario, parse_scenario
 
-TINY_TRIANGLE = """\
-name: tiny_triangle
-seed: 1
-data:
-  dataset:
-    name: gaussians
-    params:
-      d: 2
-      components:
-        - {n: 40, mean: 0.0}
-        - {n: 30, mean: 3.0}
-  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
-  parties: [alice, bob]
-protocol:
-  name: triangle_wad
-  params: {support_size: 1, t: 0.5}
-attacks:
-  - {name: fedwad_distributional, if_not_applicable: skip}
-  - {name: measure_inversion}
-"""
+TINY_TRIANGLE = gaussians(
+    "tiny_triangle",
+    "attacks:\n  - {name: fedwad_distributional, if_not_applicable: skip}\n"
+    "  - {name: measure_inversion}",
+    seed=1,
+    d=2,
+    components=((40, 0.0), (30, 3.0)),
+    protocol="triangle_wad",
+    params="{support_size: 1, t: 0.5}",
+    transform=None,
+)
 
 
 def test_attacks_run_only_on_protocols_they_apply_to(tmp_path):

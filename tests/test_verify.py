@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+from _scenarios import gaussians
 
 from testbed.cli.main import main
 from testbed.errors import TestbedError
@@ -19,25 +20,15 @@ from testbed.run.results import results_digests
 from testbed.run.verify import verify_run
 from testbed.scenario.loading import parse_scenario
 
-TRIANGLE = """\
-name: verify_triangle
-seed: 7
-data:
-  dataset:
-    name: gaussians
-    params:
-      d: 2
-      components:
-        - {n: 30, mean: 0.0}
-        - {n: 20, mean: 3.0}
-  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
-  parties: [alice, bob]
-protocol:
-  name: triangle_wad
-  params: {support_size: 4, t: 0.5}
-attacks:
-  - {name: measure_inversion}
-"""
+TRIANGLE = gaussians(
+    "verify_triangle",
+    "attacks:\n  - {name: measure_inversion}",
+    d=2,
+    components=((30, 0.0), (20, 3.0)),
+    protocol="triangle_wad",
+    params="{support_size: 4, t: 0.5}",
+    transform=None,
+)
 
 
 @pytest.fixture(scope="module")

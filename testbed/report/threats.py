@@ -71,6 +71,39 @@ def coverage_section(doc: Doc, data: ReportData) -> None:
     coverage_matrix(doc, data.run_dir, data.rows, data.agg, data.best)
 
 
+#: evidence kind -> the pictures drawn from it: (field the evidence must hold, name suffix,
+#: caption, static renderer, interactive figure); "words" is an HTML table, not a plot
+_PICTURES = {
+    "points": (
+        (
+            "image_side",
+            "digits",
+            "best-recovered private digits and their nearest reconstruction",
+            leak_png.digits_png,
+            digits_figure,
+        ),
+        (
+            "cloud_private",
+            "cloud",
+            "private vs reconstructed points, PCA of the private rows",
+            leak_png.cloud_png,
+            cloud_figure,
+        ),
+    ),
+    "scores": (("fpr", "roc", "membership ROC (log axes)", leak_png.roc_png, roc_figure),),
+    "histogram": (
+        (
+            "inferred",
+            "labels",
+            "inferred vs true label histogram",
+            leak_png.histogram_png,
+            histogram_figure,
+        ),
+    ),
+    "words": (("words", "words", "retrieved words", leak_png.words_png, None),),
+}
+
+
 def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
     """One picture per (protocol, threat) from the worst leak's saved arrays: interactive in the
     HTML, a static PNG in ``plots/`` (and the Markdown) for papers."""
@@ -84,43 +117,15 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
             f"seed {ev['seed']}"
         )
         slug = f"{s}_{threat}".replace("/", "_").replace(" ", "_")
-        if b["kind"] == "points":
-            if "image_side" in ev:
-                cap = f"best-recovered private digits and their nearest reconstruction — {who}"
-                doc.plot(
-                    f"leak_{slug}_digits",
-                    leak_png.digits_png(ev, cap),
-                    digits_figure(ev, cap),
-                    cap,
-                )
-                drawn += 1
-            if "cloud_private" in ev:
-                cap = f"private vs reconstructed points, PCA of the private rows — {who}"
-                doc.plot(
-                    f"leak_{slug}_cloud",
-                    leak_png.cloud_png(ev, cap),
-                    cloud_figure(ev, cap),
-                    cap,
-                )
-                drawn += 1
-        elif b["kind"] == "scores" and "fpr" in ev:
-            cap = f"membership ROC (log axes) — {who}"
-            doc.plot(f"leak_{slug}_roc", leak_png.roc_png(ev, cap), roc_figure(ev, cap), cap)
-            drawn += 1
-        elif b["kind"] == "histogram" and "inferred" in ev:
-            cap = f"inferred vs true label histogram — {who}"
-            doc.plot(
-                f"leak_{slug}_labels",
-                leak_png.histogram_png(ev, cap),
-                histogram_figure(ev, cap),
-                cap,
-            )
-            drawn += 1
-        elif b["kind"] == "words" and "words" in ev:
-            cap = f"retrieved words — {who}"
-            name = f"leak_{slug}_words"
-            doc.raw(words_html(ev, cap), f"![{md_escape(cap)}](plots/{name}.png)")
-            doc.static(name, leak_png.words_png(ev, cap))
+        for field, suffix, what, png, figure in _PICTURES.get(b["kind"], ()):
+            if field not in ev:
+                continue
+            cap, name = f"{what} — {who}", f"leak_{slug}_{suffix}"
+            if figure is None:
+                doc.raw(words_html(ev, cap), f"![{md_escape(cap)}](plots/{name}.png)")
+                doc.static(name, png(ev, cap))
+            else:
+                doc.plot(name, png(ev, cap), figure(ev, cap), cap)
             drawn += 1
     return drawn
 
