@@ -212,7 +212,7 @@ class Registry:
         self._loading = True
         try:
             importlib.import_module(self._builtin)
-            for module in sorted({where.split(":")[0] for where in self._table.values()}):
+            for module in self.modules():
                 importlib.import_module(module)  # the packages import no module themselves
             for ep in self._entry_points().values():
                 self._load_entry_point(ep)
@@ -248,6 +248,11 @@ class Registry:
     @property
     def _table(self) -> dict[str, str]:
         return BUILTIN.get(self.kind, {})
+
+    def modules(self) -> list[str]:
+        """The modules that define this kind's built-ins (not imported here): what a process
+        that runs any of them imports up front, e.g. the attacks' forkserver."""
+        return sorted({where.split(":")[0] for where in self._table.values()})
 
     def _entry_points(self) -> dict[str, Any]:
         """This kind's entry points by name, from the installed metadata (nothing imported)."""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from attacks import Attack, AttackOutput
 from testbed.registry import (
     ATTACKS,
     BUILTIN,
@@ -198,3 +199,40 @@ def test_entry_points_are_read_again_when_a_distribution_is_installed(tmp_path, 
     assert {"toy_one", "toy_two"} <= set(ATTACKS.names())
     monkeypatch.undo()
     assert not {"toy_one", "toy_two"} & set(ATTACKS.names())
+
+
+class _WhatIsLoaded(Attack):
+    """Reports which plugin modules and libraries its process had before it ran."""
+
+    name = "what_is_loaded"
+    protocols = ("fedwad",)
+
+    def run(self, view, public, rng):
+        import numpy as np
+
+        mods = [*ATTACKS.modules(), *PROTOCOLS.modules(), *DEFENSES.modules(), "ot", "torch"]
+        meta = {"missing": ",".join(m for m in mods if m not in sys.modules)}
+        return [
+            AttackOutput(
+                kind="points", target=public.parties[0], points=np.zeros((1, public.dim)), meta=meta
+            )
+        ]
+
+
+def test_the_attacks_forkserver_has_every_plugin_module_and_pot_loaded():
+    """The packages import nothing, so the forkserver that every attack forks from imports each
+    built-in module and POT by name: no attack pays for those imports (under its time limit,
+    inside its sandbox)."""
+    from _scenarios import tiny
+
+    from testbed.run import execute
+    from testbed.run.view import observe
+    from testbed.sandbox.isolation import AttackLimits, run_isolated
+    from testbed.scenario.loading import parse_scenario
+    from testbed.seeding import component_rng
+
+    run = execute(parse_scenario(tiny("preload")), until="results", write=False)
+    obs = observe(run.world, run.transcript, run.results["estimates"])
+    rng = component_rng(0, "test")
+    got = run_isolated(_WhatIsLoaded, {}, obs.view, obs.public, rng, rng, AttackLimits())
+    assert got.outputs[0].meta["missing"] == ""
