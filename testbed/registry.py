@@ -7,7 +7,7 @@ entry points in the groups ``ot_testbed.protocols``, ``ot_testbed.attacks``,
 importing one plugin's module imports that module and what it imports, nothing else.
 
 Nothing is imported to know the names: the built-ins are listed in :data:`BUILTIN` (checked
-against what importing their packages registers, tests/test_registry.py) and third-party names
+against what importing their modules registers, tests/test_registry_lazy.py) and third-party names
 come from the entry points' metadata (``importlib.metadata``). A plugin's module is imported when
 the plugin is used (:meth:`Registry.get`); :meth:`Registry.listing` describes the built-ins from
 their source (the class docstring's first line) without importing them.
