@@ -70,6 +70,13 @@ def test_loaded_array_payloads_are_read_only(tmp_path):
         arr[0, 0] = 5.0
 
 
+#: shipped scenarios whose round trip stays in the default suite: the small ones, one or more per
+#: protocol and attack family (contract_tiny_*, distill_tiny); every other shipped scenario's round
+#: trip is in the slow target (`make test-slow`): each runs a full-size protocol and scores its
+#: attacks twice (run + re-attack), 20 s to several minutes apiece on two cores
+DEFAULT_SUITE = ("contract_tiny", "distill_tiny", "engine_pool")
+
+
 def _shipped_cells():
     """One cell per protocol of every shipped scenario (sweeps: the first cell of each)."""
     out = []
@@ -77,13 +84,7 @@ def _shipped_cells():
         cells = expand_cells(load_scenario(f))
         picks = {c.scenario.protocol.name: c for c in reversed(cells)}
         for proto, c in sorted(picks.items()):
-            # optimisation attack ~30 s; the FedWAD applications on digits ~40 s each
-            slow = f.stem in {
-                "fedwad_gaussians_attack",
-                "fedwad_coreset_digits",
-                "fedwad_clustered_fl",
-            }
-            marks = [pytest.mark.slow] if slow else []
+            marks = [] if f.stem.startswith(DEFAULT_SUITE) else [pytest.mark.slow]
             out.append(pytest.param(f, c.index, id=f"{f.stem}[{proto}]", marks=marks))
     return out
 

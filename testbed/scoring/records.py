@@ -138,9 +138,10 @@ def _transform_rates(recon, truth, radius: float, tol: float) -> dict[str, float
     from testbed.scoring.transforms import TRANSFORMS, best_fit
 
     out: dict[str, float | None] = {}
+    cache: dict = {}  # one set of matchings of (recon, truth) serves every transform
     for kind in TRANSFORMS:
         exact, mapped, _ = best_fit(
-            recon, truth, kind, lambda M: float(np.mean(_nn_tree(truth, M) <= tol))
+            recon, truth, kind, lambda M: float(np.mean(_nn_tree(truth, M) <= tol)), cache
         )
         out[f"exact_recovery_{kind}"] = exact
         out[f"coverage_{kind}"] = (

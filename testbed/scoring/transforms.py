@@ -125,11 +125,14 @@ def matchings(R: np.ndarray, X: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def best_fit(R, X, kind: str, score) -> tuple[float | None, np.ndarray | None, str]:
+def best_fit(
+    R, X, kind: str, score, cache: dict | None = None
+) -> tuple[float | None, np.ndarray | None, str]:
     """The best ``score(mapped R)`` (larger is better) over :func:`matchings` for the transform
     ``kind``, the mapped reconstruction and what the map undoes (words); ``(None, None, "")``
     when ``X`` has too few rows for the fit to mean anything or ``R`` fewer than 2 finite
-    points."""
+    points. ``cache``: a dict kept across calls on the SAME ``R`` and ``X`` (one per pair), so
+    the matchings (two Gromov-Wasserstein solves) are computed once for every transform."""
     R = np.asarray(R, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     if R.ndim != 2 or X.ndim != 2 or R.shape[1] != X.shape[1]:
@@ -138,7 +141,13 @@ def best_fit(R, X, kind: str, score) -> tuple[float | None, np.ndarray | None, s
     if len(X) < _min_rows(kind, X.shape[1]) or len(R) < 2:
         return None, None, ""
     best, best_map, what = -np.inf, None, ""
-    for matched in matchings(R, X):
+    if cache is None or "matchings" not in cache:
+        found = matchings(R, X)
+        if cache is not None:
+            cache["matchings"] = found
+    else:
+        found = cache["matchings"]
+    for matched in found:
         fitted = _FIT[kind](matched, X)
         mapped = fitted(R)
         s = score(mapped)

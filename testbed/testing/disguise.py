@@ -99,12 +99,13 @@ def disguised_rows(R: np.ndarray, X: np.ndarray) -> tuple[str, int] | None:
     norm = float(np.median(np.linalg.norm(X, axis=1)))
     tol = DISGUISE_REL_TOL * (norm if norm > 0 else 1.0)
     exact = EXACT_RECOVERY_REL_TOL * (norm if norm > 0 else 1.0)
+    cache: dict = {}  # the matchings of (R, X), computed once for every transform and test
     if _hits(R, X, exact) >= min(n, 2):
         return None  # rows as they are: the guard's near-copy search reports them
     if 3 <= len(R) <= MAX_FIT_ROWS:
         # undone exactly by a transform: name it (scale, permutation, rotation, affine map)
         for kind in ("similarity", "affine"):
-            got, _, what = best_fit(R, X, kind, lambda M: float(_hits(M, X, exact)))
+            got, _, what = best_fit(R, X, kind, lambda M: float(_hits(M, X, exact)), cache)
             if got is not None and got >= _min_rows(kind, d):
                 return f"a copy under {_article(what)}", int(got)
     k = _hits(R, X, tol)
@@ -113,7 +114,7 @@ def disguised_rows(R: np.ndarray, X: np.ndarray) -> tuple[str, int] | None:
     if len(R) < 3 or len(R) > MAX_FIT_ROWS:
         return None
     for kind in ("similarity", "affine"):  # a transform, then noise below the tolerance
-        got, _, what = best_fit(R, X, kind, lambda M: float(_hits(M, X, tol)))
+        got, _, what = best_fit(R, X, kind, lambda M: float(_hits(M, X, tol)), cache)
         if got is not None and got >= _min_rows(kind, d):
             return f"a noisy copy (within {DISGUISE_REL_TOL:g}) under {_article(what)}", int(got)
     return None
