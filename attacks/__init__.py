@@ -1,56 +1,39 @@
-"""Built-in attacks. Importing this package registers them in ``testbed.registry.ATTACKS``."""
+"""Built-in attacks. Each registers itself in ``testbed.registry.ATTACKS`` when its module is
+imported, which the registry does when the attack is used (``ATTACKS.get``). The names below
+are imported on first use (PEP 562): ``import attacks`` imports none of the modules."""
 
-from attacks._base import (
-    Attack,
-    AttackConfig,
-    AttackOutput,
-    AttackOutputError,
-    observed,
-    prior_points,
-    validate_outputs,
-)
-from attacks.blind_mask_inversion import BlindMaskInversion
-from attacks.clustering_inversion import ClusteringInversion
-from attacks.distillation import LabelDistributionInference, SoftLabelMembership
-from attacks.fedbary_inversion import FedBaryInversion
-from attacks.fedwad_applications import (
-    ClusteredFLLabelInference,
-    CoresetInversion,
-    CoresetLabelInference,
-)
-from attacks.fedwad_distributional import FedWADDistributional
-from attacks.marketplace_trilateration import MarketplaceTrilateration
-from attacks.measure_inversion import MeasureInversion
-from attacks.moments_sampling import MomentsSampling
-from attacks.projection_inversion import ProjectionInversion
-from attacks.reconstruction_membership import ReconstructionMembership
-from attacks.sent_rows import SentRows
-from attacks.support_membership import SupportMembership
-from attacks.word2vec_retrieval import Word2VecRetrieval
+from testbed.registry import lazy_exports
 
-__all__ = [
-    "Attack",
-    "AttackConfig",
-    "AttackOutput",
-    "AttackOutputError",
-    "BlindMaskInversion",
-    "ClusteredFLLabelInference",
-    "ClusteringInversion",
-    "CoresetInversion",
-    "CoresetLabelInference",
-    "FedBaryInversion",
-    "FedWADDistributional",
-    "LabelDistributionInference",
-    "MarketplaceTrilateration",
-    "MeasureInversion",
-    "MomentsSampling",
-    "ProjectionInversion",
-    "ReconstructionMembership",
-    "SentRows",
-    "SoftLabelMembership",
-    "SupportMembership",
-    "Word2VecRetrieval",
-    "observed",
-    "prior_points",
-    "validate_outputs",
-]
+_EXPORTS = {
+    **dict.fromkeys(
+        [
+            "Attack",
+            "AttackConfig",
+            "AttackOutput",
+            "AttackOutputError",
+            "observed",
+            "prior_points",
+            "validate_outputs",
+        ],
+        "attacks._base",
+    ),
+    "BlindMaskInversion": "attacks.blind_mask_inversion",
+    "ClusteringInversion": "attacks.clustering_inversion",
+    **dict.fromkeys(["LabelDistributionInference", "SoftLabelMembership"], "attacks.distillation"),
+    "FedBaryInversion": "attacks.fedbary_inversion",
+    **dict.fromkeys(
+        ["ClusteredFLLabelInference", "CoresetInversion", "CoresetLabelInference"],
+        "attacks.fedwad_applications",
+    ),
+    "FedWADDistributional": "attacks.fedwad_distributional",
+    "MarketplaceTrilateration": "attacks.marketplace_trilateration",
+    "MeasureInversion": "attacks.measure_inversion",
+    "MomentsSampling": "attacks.moments_sampling",
+    "ProjectionInversion": "attacks.projection_inversion",
+    "ReconstructionMembership": "attacks.reconstruction_membership",
+    "SentRows": "attacks.sent_rows",
+    "SupportMembership": "attacks.support_membership",
+    "Word2VecRetrieval": "attacks.word2vec_retrieval",
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

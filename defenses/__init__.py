@@ -1,27 +1,22 @@
-"""Built-in defenses. Importing this package registers them in ``testbed.registry.DEFENSES``."""
+"""Built-in defenses. Each registers itself in ``testbed.registry.DEFENSES`` when its module is
+imported, which the registry does when the defense is used (``DEFENSES.get``). The names below
+are imported on first use (PEP 562): ``import defenses`` imports none of the modules."""
 
-from defenses._base import Defense, DefenseConfig
-from defenses.distillation import DPSGDTeachers, NoisySoftLabels, PateAggregation
-from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
-from defenses.knobs import DistancesAtEnd, KnobDefense, LargeT, RandomT, SmallSupport
-from defenses.secret_mask import SecretIsometryMask, SecretIsometryMaskConfig
-from defenses.subsample_support import SubsampleSupport, SubsampleSupportConfig
+from testbed.registry import lazy_exports
 
-__all__ = [
-    "DPSGDTeachers",
-    "Defense",
-    "DefenseConfig",
-    "DistancesAtEnd",
-    "GaussianMeasureNoise",
-    "GaussianMeasureNoiseConfig",
-    "KnobDefense",
-    "LargeT",
-    "NoisySoftLabels",
-    "PateAggregation",
-    "RandomT",
-    "SecretIsometryMask",
-    "SecretIsometryMaskConfig",
-    "SmallSupport",
-    "SubsampleSupport",
-    "SubsampleSupportConfig",
-]
+_EXPORTS = {
+    **dict.fromkeys(["Defense", "DefenseConfig"], "defenses._base"),
+    **dict.fromkeys(
+        ["DPSGDTeachers", "NoisySoftLabels", "PateAggregation"], "defenses.distillation"
+    ),
+    **dict.fromkeys(
+        ["GaussianMeasureNoise", "GaussianMeasureNoiseConfig"], "defenses.gaussian_measure_noise"
+    ),
+    **dict.fromkeys(
+        ["DistancesAtEnd", "KnobDefense", "LargeT", "RandomT", "SmallSupport"], "defenses.knobs"
+    ),
+    **dict.fromkeys(["SecretIsometryMask", "SecretIsometryMaskConfig"], "defenses.secret_mask"),
+    **dict.fromkeys(["SubsampleSupport", "SubsampleSupportConfig"], "defenses.subsample_support"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

@@ -1,28 +1,20 @@
-"""Built-in protocols. Importing this package registers them in ``testbed.registry.PROTOCOLS``."""
+"""Built-in protocols. Each registers itself in ``testbed.registry.PROTOCOLS`` when its module is
+imported, which the registry does when the protocol is used (``PROTOCOLS.get``). The names
+below are imported on first use (PEP 562): ``import protocols`` imports none of the modules."""
 
-from protocols._base import Protocol, ProtocolResult
-from protocols.dp_baselines import DPJLOT, DPSlicedWasserstein
-from protocols.dp_moments import DPGaussianMoments
-from protocols.fedbary import FedBary
-from protocols.fedwad import FedWAD
-from protocols.fedwad_clustered_fl import FedWADClusteredFL
-from protocols.fedwad_clustering import FedWADClustering
-from protocols.fedwad_coreset import FedWADCoreset
-from protocols.sinkhorn_distillation import SinkhornDistillation
-from protocols.triangle_wad import TriangleWad, TriangleWadMarketplace
+from testbed.registry import lazy_exports
 
-__all__ = [
-    "DPGaussianMoments",
-    "DPJLOT",
-    "DPSlicedWasserstein",
-    "FedBary",
-    "FedWAD",
-    "FedWADClusteredFL",
-    "FedWADClustering",
-    "FedWADCoreset",
-    "Protocol",
-    "ProtocolResult",
-    "SinkhornDistillation",
-    "TriangleWad",
-    "TriangleWadMarketplace",
-]
+_EXPORTS = {
+    **dict.fromkeys(["Protocol", "ProtocolResult"], "protocols._base"),
+    **dict.fromkeys(["DPJLOT", "DPSlicedWasserstein"], "protocols.dp_baselines"),
+    "DPGaussianMoments": "protocols.dp_moments",
+    "FedBary": "protocols.fedbary",
+    "FedWAD": "protocols.fedwad",
+    "FedWADClusteredFL": "protocols.fedwad_clustered_fl",
+    "FedWADClustering": "protocols.fedwad_clustering",
+    "FedWADCoreset": "protocols.fedwad_coreset",
+    "SinkhornDistillation": "protocols.sinkhorn_distillation",
+    **dict.fromkeys(["TriangleWad", "TriangleWadMarketplace"], "protocols.triangle_wad"),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import ot
 
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
@@ -24,6 +23,8 @@ def central_barycenter(
 ) -> Measure:
     """POT's central free-support barycenter (``ot.lp.free_support_barycenter``), uniform λ,
     uniform weights on ``X_init``'s atoms."""
+    import ot  # at first use: importing POT imports torch and scikit-learn (seconds)
+
     X = ot.lp.free_support_barycenter(
         [m.support for m in measures],
         [m.weights for m in measures],

@@ -68,7 +68,6 @@ from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
-import ot
 from pydantic import Field
 
 from protocols._base import Protocol, ProtocolResult
@@ -120,6 +119,8 @@ def projection_sensitivity(U: np.ndarray, C: float) -> float:
 def smoothed_sliced_wasserstein(Ya: np.ndarray, Yb: np.ndarray) -> float:
     """:math:`(\\frac1k\\sum_l W_2^2)^{1/2}` over the columns of two projected samples (uniform
     weights), each 1-D distance with ``ot.wasserstein_1d``."""
+    import ot  # at first use: importing POT imports torch and scikit-learn (seconds)
+
     per = ot.wasserstein_1d(np.asarray(Ya), np.asarray(Yb), p=2)
     return float(np.sqrt(max(float(np.mean(per)), 0.0)))
 
@@ -298,6 +299,8 @@ class DPSlicedWasserstein(_DPProjectionBase):
     def _central(self, Xa, Xb) -> float:
         d = Xa.shape[1]
         U = projection_matrix("sphere", d, self.config.reference_projections, 0)
+        import ot  # at first use, as above
+
         return float(ot.sliced_wasserstein_distance(Xa, Xb, projections=U, p=2))
 
 

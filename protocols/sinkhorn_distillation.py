@@ -46,7 +46,6 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from protocols import _distill as dl
 from protocols._base import Protocol, ProtocolResult
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
@@ -140,6 +139,8 @@ def _teacher_step(
     seed: int,
 ):
     """At client k: train h_k on own data, predict the transfer set and the noise inputs."""
+    from protocols import _distill as dl  # torch, imported by the functions that train
+
     X, y = _labelled(party)
     dp = cfg.dp_sgd.model_dump() if cfg.dp_sgd is not None else None
     model, eps = dl.train_classifier(
@@ -225,6 +226,8 @@ class SinkhornDistillation(Protocol):
 
     # -- the protocol
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
+        from protocols import _distill as dl
+
         clients = self._clients(parties)
         rng_server, rng_torch, rng_noise, rng_pate = rng.spawn(4)
         client_seeds = [int(s) for s in rng_torch.integers(2**31 - 1, size=len(clients) + 1)]
@@ -232,6 +235,8 @@ class SinkhornDistillation(Protocol):
             return self._run(parties, bus, clients, rng_server, rng_noise, rng_pate, client_seeds)
 
     def _run(self, parties, bus, clients, rng_server, rng_noise, rng_pate, seeds):
+        from protocols import _distill as dl
+
         cfg = self.config
         X_T = bus.local(cfg.transfer, _features)  # the server's own transfer set
         if cfg.audit is not None:  # membership candidates go last (attacks rely on it)
@@ -337,6 +342,8 @@ class SinkhornDistillation(Protocol):
     def reference(self, parties) -> dict[str, float]:
         """A model of the student's architecture trained centrally (cross-entropy) on the pooled
         client data, scored on the same test set: what distillation should approach."""
+        from protocols import _distill as dl
+
         cfg = self.config
         clients = self._clients(parties)
         X = np.vstack([parties[c].X for c in clients])

@@ -17,7 +17,6 @@ import weakref
 from typing import Literal
 
 import numpy as np
-import ot
 
 from testbed.errors import OTSolverError
 from testbed.measure import Measure
@@ -42,6 +41,20 @@ __all__ = [
     "sq_wasserstein",
     "wasserstein",
 ]
+
+
+class _POT:
+    """POT, imported at its first use (``import ot`` imports torch and scikit-learn, seconds
+    that ``testbed validate`` and importing a protocol's module do not need). Attributes are
+    looked up on the module at each use, so a test's ``monkeypatch.setattr(ot, ...)`` applies."""
+
+    def __getattr__(self, name: str):
+        import ot as pot
+
+        return getattr(pot, name)
+
+
+ot = _POT()
 
 #: Iteration cap for the network simplex. POT's default (1e5) silently returns non-optimal
 #: plans past n ~ 2000 (papers/README.md, fact 4c); we pass at least this and fail on the warning.

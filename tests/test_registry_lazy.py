@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from attacks import Attack, AttackOutput
 from testbed.registry import (
     ATTACKS,
     BUILTIN,
@@ -56,6 +57,8 @@ def _fresh(code: str) -> dict:
 
 PLUGIN_MODULES = ["protocols", "attacks", "defenses", "ot", "torch", "sklearn", "testbed.data"]
 HEAVY = [*PLUGIN_MODULES, "scipy"]
+#: what `testbed validate` must not import (seconds of a command that reads a YAML file)
+LIBRARIES = ["torch", "ot", "sklearn", "scipy"]
 
 
 def test_names_and_listing_import_no_plugin_module():
@@ -107,7 +110,7 @@ def test_plugins_command_lists_every_builtin_without_importing_them():
         "buf = io.StringIO()\n"
         "with contextlib.redirect_stdout(buf):\n"
         "    code = main(['plugins'])\n"
-        f"heavy = [m for m in {PLUGIN_MODULES!r} if m in sys.modules]\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
         "print(json.dumps({'code': code, 'out': buf.getvalue(), 'heavy': heavy}))\n"
     )
     assert got["code"] == 0 and got["heavy"] == []
@@ -115,3 +118,121 @@ def test_plugins_command_lists_every_builtin_without_importing_them():
     for kind, names in BUILTIN.items():
         for name in names:
             assert any(ln.split()[:1] == [name] for ln in lines), (kind, name)
+
+
+def test_validate_imports_no_numerical_library_for_any_shipped_scenario():
+    """A deterministic proxy for `testbed validate` answering at once (issue 23: within 5x a
+    bare `import numpy, yaml, pydantic`, measured by `testbed bench`): every shipped scenario
+    validates, each plugin's own module imported for its parameters, and neither torch, POT,
+    scikit-learn nor scipy is loaded (they are imported where a plugin computes)."""
+    got = _fresh(
+        "import contextlib, io, json, sys\n"
+        "from pathlib import Path\n"
+        "from testbed.cli.main import main\n"
+        "codes = {}\n"
+        "for f in sorted(Path('scenarios').glob('*.yaml')):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        codes[f.name] = main(['validate', str(f)])\n"
+        f"heavy = [m for m in {LIBRARIES!r} if m in sys.modules]\n"
+        "used = sorted(m for m in sys.modules if m.split('.')[0] == 'protocols')\n"
+        "print(json.dumps({'codes': codes, 'heavy': heavy, 'used': used}))\n"
+    )
+    assert len(got["codes"]) >= 40 and set(got["codes"].values()) == {0}, got["codes"]
+    assert got["heavy"] == []
+    assert {"protocols.fedwad", "protocols.fedbary", "protocols.sinkhorn_distillation"} <= set(
+        got["used"]
+    )
+
+
+def test_a_plugin_package_imports_a_module_only_for_the_name_asked():
+    got = _fresh(
+        "import json, sys\n"
+        "import protocols, attacks, defenses\n"
+        "before = sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "                ('protocols', 'attacks', 'defenses'))\n"
+        "cls = protocols.FedWAD\n"
+        "from protocols import _distill\n"  # a submodule, not an export: still importable
+        "print(json.dumps({'before': before, 'cls': cls.__module__, 'dir': 'FedWAD' in\n"
+        "                  dir(protocols), 'fedbary': 'protocols.fedbary' in sys.modules,\n"
+        "                  'torch': 'torch' in sys.modules}))\n"
+    )
+    assert got == {
+        "before": ["attacks", "defenses", "protocols"],
+        "cls": "protocols.fedwad",
+        "dir": True,
+        "fedbary": False,
+        "torch": True,
+    }
+
+
+def test_only_commands_that_run_plugins_limit_blas_and_load_pot():
+    from testbed.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    light = {name for name, p in sub.choices.items() if not p.get_default("computes")}
+    assert light == {
+        "validate",
+        "plugins",
+        "new-attack",
+        "new-protocol",
+        "keygen",
+        "report",
+        "transcript",
+    }
+
+
+def _dist(folder: Path, name: str, entry: str) -> None:
+    info = folder / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[ot_testbed.attacks]\n{entry} = {name}:Toy\n")
+
+
+def test_entry_points_are_read_again_when_a_distribution_is_installed(tmp_path, monkeypatch):
+    """The installed entry points are read once per state of sys.path (one read for the 13
+    questions of `testbed plugins`), and again after an install or a new path entry."""
+    assert "toy_one" not in ATTACKS.names()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _dist(tmp_path, "toy_dist_one", "toy_one")
+    assert "toy_one" in ATTACKS.names()  # a new path entry
+    _dist(tmp_path, "toy_dist_two", "toy_two")  # installed into a folder already on the path
+    assert {"toy_one", "toy_two"} <= set(ATTACKS.names())
+    monkeypatch.undo()
+    assert not {"toy_one", "toy_two"} & set(ATTACKS.names())
+
+
+class _WhatIsLoaded(Attack):
+    """Reports which plugin modules and libraries its process had before it ran."""
+
+    name = "what_is_loaded"
+    protocols = ("fedwad",)
+
+    def run(self, view, public, rng):
+        import numpy as np
+
+        mods = [*ATTACKS.modules(), *PROTOCOLS.modules(), *DEFENSES.modules(), "ot", "torch"]
+        meta = {"missing": ",".join(m for m in mods if m not in sys.modules)}
+        return [
+            AttackOutput(
+                kind="points", target=public.parties[0], points=np.zeros((1, public.dim)), meta=meta
+            )
+        ]
+
+
+def test_the_attacks_forkserver_has_every_plugin_module_and_pot_loaded():
+    """The packages import nothing, so the forkserver that every attack forks from imports each
+    built-in module and POT by name: no attack pays for those imports (under its time limit,
+    inside its sandbox)."""
+    from _scenarios import tiny
+
+    from testbed.run import execute
+    from testbed.run.view import observe
+    from testbed.sandbox.isolation import AttackLimits, run_isolated
+    from testbed.scenario.loading import parse_scenario
+    from testbed.seeding import component_rng
+
+    run = execute(parse_scenario(tiny("preload")), until="results", write=False)
+    obs = observe(run.world, run.transcript, run.results["estimates"])
+    rng = component_rng(0, "test")
+    got = run_isolated(_WhatIsLoaded, {}, obs.view, obs.public, rng, rng, AttackLimits())
+    assert got.outputs[0].meta["missing"] == ""

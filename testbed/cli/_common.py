@@ -11,7 +11,6 @@ import traceback
 from pathlib import Path
 
 from testbed.errors import TestbedError
-from testbed.scenario.resources import CellTimeoutError
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/trust.md)
@@ -184,9 +183,6 @@ def guarded(fn, args, debug: bool) -> int:
                 print(f"--- traceback in the attack's process ---\n{details}", file=sys.stderr)
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except CellTimeoutError as exc:  # a runtime stop: finished cells are on disk
-        _error(one_line(exc), debug)
-        return EXIT_FAULT
     except KeyboardInterrupt:
         global _interrupted
         _interrupted = True
@@ -208,6 +204,18 @@ def guarded(fn, args, debug: bool) -> int:
             f"{type(exc).__name__}: {one_line(exc)} (rerun with --debug for the traceback)", debug
         )
         return EXIT_FAULT
+    except BaseException as exc:
+        if not _cell_timeout(exc):
+            raise
+        _error(one_line(exc), debug)  # a runtime stop: finished cells are on disk
+        return EXIT_FAULT
+
+
+def _cell_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``limits.cell_seconds`` stop, without importing the limits (and
+    pydantic) for a command that never loaded them: then it cannot be one."""
+    limits = sys.modules.get("testbed.scenario.limits")
+    return limits is not None and isinstance(exc, limits.CellTimeoutError)
 
 
 # ----------------------------------------------------------------------------- run directories

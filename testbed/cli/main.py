@@ -66,10 +66,12 @@ def _open_unit(text: str) -> float:
 
 
 # ----------------------------------------------------------------------------- the commands
-def _command(sub, name: str, module: str, help: str, func: str = "run"):
-    """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it."""
+def _command(sub, name: str, module: str, help: str, func: str = "run", computes: bool = True):
+    """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it. ``computes``: it
+    runs protocols or attacks, so BLAS is limited and POT loaded before it starts (see
+    :func:`main`); a command that only reads files or prints (``computes=False``) skips both."""
     p = sub.add_parser(name, help=help)
-    p.set_defaults(module=module, func=func)
+    p.set_defaults(module=module, func=func, computes=computes)
     return p
 
 
@@ -140,10 +142,16 @@ def _run_dir_commands(sub) -> None:
         "--sign", metavar="KEYFILE", help="sign the manifest again with the new rows (signed runs)"
     )
     p = _command(
-        sub, "report", "report", "render report.html/.md and results.csv of a run directory"
+        sub,
+        "report",
+        "report",
+        "render report.html/.md and results.csv of a run directory",
+        computes=False,
     )
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
-    p = _command(sub, "transcript", "transcript", "show what was exchanged in a run")
+    p = _command(
+        sub, "transcript", "transcript", "show what was exchanged in a run", computes=False
+    )
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument("--limit", type=_positive_int, default=40)
     p.add_argument("--all", action="store_true")
@@ -161,7 +169,13 @@ def _run_dir_commands(sub) -> None:
         help="also run the scenario again into a temporary directory and compare results.json",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar for --rerun")
-    p = _command(sub, "keygen", "keygen", "make an Ed25519 key pair for signed run manifests")
+    p = _command(
+        sub,
+        "keygen",
+        "keygen",
+        "make an Ed25519 key pair for signed run manifests",
+        computes=False,
+    )
     p.add_argument("keyfile", help="where the private key goes (the public key: KEYFILE.pub)")
 
 
@@ -217,10 +231,16 @@ def _bench_command(sub) -> None:
 
 
 def _plugin_commands(sub) -> None:
-    p = _command(sub, "validate", "validate", "check a scenario without running it")
+    p = _command(sub, "validate", "validate", "check a scenario without running it", computes=False)
     p.add_argument("scenario")
     p.add_argument("--max-cells", type=_cell_count, help="accept a sweep of up to N cells")
-    _command(sub, "plugins", "plugins", "list registered protocols, attacks, defenses, datasets")
+    _command(
+        sub,
+        "plugins",
+        "plugins",
+        "list registered protocols, attacks, defenses, datasets",
+        computes=False,
+    )
     for kind in ("attack", "protocol"):
         p = _command(
             sub,
@@ -228,6 +248,7 @@ def _plugin_commands(sub) -> None:
             "scaffold",
             f"scaffold {'an' if kind == 'attack' else 'a'} {kind} plugin package",
             func=f"run_new_{kind}",
+            computes=False,
         )
         p.add_argument("name", help=f"snake_case {kind} name (== YAML key == entry-point name)")
         p.add_argument("dir", nargs="?", help="target directory (default: ./NAME)")
@@ -280,9 +301,13 @@ def main(argv: list[str] | None = None) -> int:
     interruptible()
 
     def command(args) -> int:
-        from testbed.threads import limit_blas_threads
+        if args.computes:
+            from testbed.threads import limit_blas_threads
 
-        limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
+            limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
+            # POT (and the torch it imports) now: the plugins import it at their first solve,
+            # which would otherwise count towards the first run's limits.cell_seconds
+            import ot  # noqa: F401
         module = importlib.import_module(f"testbed.cli.{args.module}")
         return getattr(module, args.func)(args)
 

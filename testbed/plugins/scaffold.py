@@ -171,7 +171,6 @@ near-copy of one (a sketch with as many atoms as a party has rows would: the kit
 from __future__ import annotations
 
 import numpy as np
-import ot
 from pydantic import Field
 
 from protocols import Protocol, ProtocolResult
@@ -191,6 +190,8 @@ def _dim(party) -> int:
 
 def _sketch(party, anchor: Measure) -> Measure:
     """At the party: the barycentric image of its rows on the anchor's atoms."""
+    import ot  # where it solves: importing POT takes seconds that listing plugins does not need
+
     X = party.X
     a = np.full(len(X), 1.0 / len(X))
     P = ot.emd(a, anchor.weights, ot.dist(X, anchor.support), numItermax=1_000_000)
@@ -207,6 +208,8 @@ class {cls}(Protocol):
     reference_tolerance = 0.05
 
     def run(self, parties, bus, rng):
+        import ot
+
         cfg = self.config
         a, b = list(parties)[:2]
         d = bus.local(a, _dim)
@@ -221,6 +224,8 @@ class {cls}(Protocol):
         return ProtocolResult(estimates={{"wasserstein": w2}})
 
     def reference(self, parties):
+        import ot
+
         a, b = list(parties)[:2]
         X, Y = parties[a].X, parties[b].X
         cost = ot.emd2(np.full(len(X), 1 / len(X)), np.full(len(Y), 1 / len(Y)), ot.dist(X, Y))

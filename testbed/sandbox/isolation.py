@@ -177,15 +177,20 @@ def _context():
     if _CTX is None:
         ctx = mp.get_context("forkserver")
         # the server imports the testbed's plugins once, never __main__ (a user's script, or
-        # pytest's) and never the driver's data; each attack forks from it
+        # pytest's) and never the driver's data; each attack forks from it. The plugin packages
+        # import no module themselves, so the server imports each module and POT (which the
+        # plugins import at their first solve) by name.
+        from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
+
         ctx.set_forkserver_preload(
             [
                 "testbed.sandbox.isolation",
                 "testbed.run.execute",
                 "testbed.run.sweep",
-                "attacks",
-                "protocols",
-                "defenses",
+                "ot",
+                *ATTACKS.modules(),
+                *PROTOCOLS.modules(),
+                *DEFENSES.modules(),
             ]
         )
         _CTX = ctx
