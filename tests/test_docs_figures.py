@@ -1411,12 +1411,13 @@ def test_fedwad_toy_starts(generated):
 def test_fedbary_duplication(generated):
     fig = generated("fedbary_duplication")
     text = _text("docs/protocols.md")
-    toy, shared, per, toy_d, datum = _figure(
+    toy, shared, per, toy_d, datum, datum_per = _figure(
         text,
         r"×2/×3 changes the 2-D estimate by −(\d+\.\d+) % \(exact W: 0 %\); on digits with "
         r"S = 300 < 2n it moves \+(\d+\.\d+) % \(shared γ; \+(\d+\.\d+) % with per-client γ\), "
         r"for ×2 and ×3 alike; adding 10 copies of the most valuable datum moves it by "
-        r"−(\d+\.\d+) % \(2-D\) / \+(\d+) % \(digits, shared and per-client γ;",
+        r"−(\d+\.\d+) % \(2-D\) / \+(\d+\.\d+) % and \+(\d+\.\d+) % \(digits, shared and "
+        r"per-client γ;",
         "FedBary duplication",
     )
     for f in ("whole_x2", "whole_x3"):
@@ -1424,10 +1425,13 @@ def test_fedbary_duplication(generated):
         _close(shared, 100 * fig[f"digits_shared.{f}.change"], f"digits shared {f}")
         _close(per, 100 * fig[f"digits_per_client.{f}.change"], f"digits per-client {f}")
     _close(toy_d, -100 * fig["toy.datum_x10.change"], "2-D datum x10")
-    # the digits datum run moved 2.76 % -> 2.98 % between two processes: checked at the
-    # printed integer
-    _close(datum, 100 * fig["digits_shared.datum_x10.change"], "digits shared datum x10")
-    _close(datum, 100 * fig["digits_per_client.datum_x10.change"], "digits per-client datum x10")
+    # the digits datum runs are not bit-reproducible across processes (2.43 % to 2.98 % seen;
+    # the doc says so): checked within the half point the doc states
+    for printed, case in ((datum, "digits_shared"), (datum_per, "digits_per_client")):
+        now = 100 * fig[f"{case}.datum_x10.change"]
+        assert abs(float(printed) - now) <= 0.5, (
+            f"{case} datum x10: prints {printed}, now {now:.3g}"
+        )
 
 
 def test_fedwad_accurate_mode_bytes(generated):
