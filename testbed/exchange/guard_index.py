@@ -1,47 +1,85 @@
-"""The privacy guard's index: every private row of a run, built once, searched in O(length).
+"""The privacy guard's index: every private row of a run, built once, searched in O(length / k).
 
 :class:`RowIndex` answers one question for a whole vector of numbers at once: which windows of
 ``d`` consecutive values lie within a party's threshold of one of that party's private rows.
 Every window start is a candidate (rows at any offset, flattened blocks, rows inside wider rows),
-and the cost is a few elementwise passes over the vector, whatever the number of parties or
-private rows: each row is indexed by an anchor (a few of its consecutive coordinates, quantised);
-a hashed bitmap of all anchors says in one array lookup which positions of the vector can start a
-near-copy at all (almost none can); those few are matched against the sorted anchor keys
-(``searchsorted``) and checked at full dimension against each candidate row's own threshold.
+and the cost is a few passes over every ``k``-th position of the vector, whatever the number of
+parties or private rows:
+
+- values are quantised to cells of width ``c`` (a power of two, at least 64 times the largest
+  threshold) by one addition: ``x + 1.5 * 2**52 * c`` rounds ``x`` to a multiple of ``c``, and
+  the sum's bits, read as an integer, number the cell;
+- each private row is indexed by ``k`` *anchors*: the runs of ``t`` consecutive cells starting at
+  ``k`` consecutive offsets ``o, ..., o + k - 1`` of the row (``o`` chosen where the runs are
+  rarest among all rows). A window that starts at ``s`` has exactly one of the positions
+  ``s + o, ..., s + o + k - 1`` at a multiple of ``k``, so scanning only the positions that are
+  multiples of ``k`` meets every window at one of its row's anchors;
+- a value within ``tol`` of the row's lies in the row's cell or in the one next to it when the
+  row's value is within ``tol`` of a cell boundary: those neighbouring runs are indexed too;
+- a hashed bitmap of all anchors says in one array lookup which scanned positions can be an
+  anchor at all (almost none can); those few are matched against the sorted anchor keys
+  (``searchsorted``) and checked at full dimension against each candidate row's own threshold.
 
 :class:`ByteIndex` finds exact copies of a private row's bytes that start at a byte offset that
 is not a multiple of 8 (the same bytes shifted under another dtype; aligned offsets are read as
-float64 and checked by value): one pass over the buffer's aligned words against a hashed bitmap
-of per-row anchor words, each hit confirmed byte for byte.
+float64 and checked by value), the same way: every ``k``-th aligned 8-byte word of the buffer
+against anchors taken from ``k`` consecutive words of each row, for each of the 7 misalignments.
 
-Hash collisions only add candidates; every reported hit is checked exactly.
+Hash collisions only add candidates; every reported hit is checked exactly. ``bounds`` (the
+starts of the pieces a vector was concatenated from) keeps windows from straddling two pieces.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = ["ByteIndex", "Hit", "RowIndex"]
 
 _EPS = np.finfo(np.float64).eps
-_H = tuple(np.uint64(h) for h in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9))
+_MIX = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # odd 64-bit constants (wrapping arithmetic)
+_FIB = np.uint64(0xC2B2AE3D27D4EB4F)
 _BITS = 24  # largest bitmap: 2**24 slots
+_STRIDE = 8  # at most k = 8 anchors per row (values); bytes: 4
 
 Hit = tuple[int, int, float]  # (window start, private row, distance)
+
+
+def _straddles(starts: np.ndarray, length: int, bounds: np.ndarray | None) -> np.ndarray:
+    """Windows ``[s, s + length)`` that cross a piece boundary."""
+    if bounds is None or bounds.size <= 1:
+        return np.zeros(starts.shape, dtype=bool)
+    return np.searchsorted(bounds, starts, "right") != np.searchsorted(
+        bounds, starts + length - 1, "right"
+    )
+
+
+def _places(index, keys, at, length: int, total: int, skip, bounds):
+    """Where a private row can start, for the scanned ``keys`` found in the bitmap at
+    positions ``at``: each key looked up among the index's sorted anchors (``index.keys``,
+    with ``index.rows`` and their offsets ``index.offs``), kept when the row fits in
+    ``[0, total)``, its owner is not skipped and it does not straddle a piece. Returns
+    ``(starts, rows)``."""
+    lo = np.searchsorted(index.keys, keys, side="left")
+    counts = np.searchsorted(index.keys, keys, side="right") - lo
+    keep = counts > 0
+    at, lo, counts = at[keep], lo[keep], counts[keep]
+    first = np.cumsum(counts) - counts
+    pos = np.arange(int(counts.sum())) - np.repeat(first, counts) + np.repeat(lo, counts)
+    row = index.rows[pos]
+    starts = np.repeat(at, counts) - index.offs[pos]
+    ok = (starts >= 0) & (starts + length <= total)
+    if skip is not None:
+        ok &= ~skip[index.owner[row]]
+    if bounds is not None:
+        ok &= ~_straddles(starts, length, bounds)
+    return starts[ok], row[ok]
 
 
 class RowIndex:
     """Private rows of width ``d`` (float64), their owners (int) and thresholds.
 
-    Each row is indexed by an *anchor*: ``t`` consecutive coordinates (``t = min(3, d)``, the
-    run of them whose quantised values are rarest among all rows), quantised to cells of width
-    ``c >= 64 x`` the largest threshold. A window within ``tol`` of the row has each anchor
-    value within ``tol`` of the row's, so it lies in the row's cell, or in the neighbouring cell
-    when the row's value is within ``tol`` of a cell boundary (those neighbours are indexed
-    too). One pass over a vector's consecutive ``t``-tuples, looked up in a hashed bitmap of all
-    anchors, therefore finds every window start that can be a near-copy; the few found are
-    checked at full dimension.
+    ``t = min(3, d)`` cells make an anchor; ``k = min(8, d - t + 1)`` anchors per row, so a
+    search scans one position in ``k``.
     """
 
     def __init__(self, rows: np.ndarray, owner: np.ndarray, tol: np.ndarray):
@@ -49,9 +87,14 @@ class RowIndex:
         self.owner, self.tol = np.asarray(owner, dtype=np.int64), np.asarray(tol, np.float64)
         n, d = self.P.shape
         self.d, self.t = d, min(3, d)
+        self.k = max(1, min(_STRIDE, d - self.t + 1))
         tol_max = float(self.tol.max()) if n else 1.0
-        self.cell = float(2.0 ** np.ceil(np.log2(64.0 * tol_max))) if tol_max > 0 else 1.0
-        self._inv = 1.0 / self.cell
+        top = float(np.abs(self.P).max()) + tol_max if n else 1.0
+        # the cell: >= 64 thresholds, and coarse enough that the addition's rounding is a
+        # uniform grid over every private value (|x| < 2**50 c)
+        cell = max(64.0 * tol_max, top * 2.0**-50, np.finfo(np.float64).tiny * 2.0**60)
+        self.cell = float(2.0 ** np.ceil(np.log2(cell)))
+        self._magic = 1.5 * 2.0**52 * self.cell
         keys, rows_, offs = self._anchors()
         order = np.argsort(keys, kind="stable")
         self.keys, self.rows, self.offs = keys[order], rows_[order], offs[order]
@@ -60,89 +103,86 @@ class RowIndex:
         self.bits[self._slot(self.keys)] = True
 
     def _cells(self, f: np.ndarray) -> np.ndarray:
-        with np.errstate(invalid="ignore", over="ignore"):
-            return np.floor(f * self._inv).astype(np.int64)
+        """The cell of every value (int64), by one rounding addition."""
+        return (f + self._magic).view(np.int64)  # NaN and inf stay NaN and inf: no warning
 
-    def _tuple_keys(self, q: np.ndarray) -> np.ndarray:
-        """64-bit key of every run of ``t`` consecutive cells along the last axis."""
-        t, m = self.t, q.shape[-1] - self.t + 1
-        with np.errstate(over="ignore"):
-            h = q[..., :m].view(np.uint64) * _H[0]
-            for i in range(1, t):
-                h ^= q[..., i : i + m].view(np.uint64) * _H[i]
-            h *= _H[0]
-        return h
-
-    def _anchors(self):
-        """Each row's rarest run of ``t`` cells, plus its neighbours where a value is within the
-        row's threshold of a cell boundary: (keys, row, offset of the run in the row)."""
-        n, t = len(self.P), self.t
-        if not n:
-            z = np.zeros(0, np.int64)
-            return z.astype(np.uint64), z, z
-        q = self._cells(self.P)
-        all_keys = self._tuple_keys(q)  # (n, d - t + 1)
-        # how often each run occurs among all rows (hashed counts: collisions only overcount)
-        slots = (all_keys >> np.uint64(64 - 20)).astype(np.int64)
-        counts = np.bincount(slots.reshape(-1), minlength=1 << 20)
-        k = np.argmin(counts[slots], axis=1)
-        at = np.arange(n)[:, None]
-        span = k[:, None] + np.arange(t)
-        vals, cells = self.P[at, span], q[at, span]  # (n, t)
-        frac = vals * self._inv - cells
-        margin = (self.tol[:, None] + 4 * _EPS * np.abs(vals)) * self._inv
-        low, high = frac < margin, frac > 1.0 - margin
-        keys, rows_, offs = [self._tuple_keys(cells)[:, 0]], [np.arange(n)], [k]
-        edge = np.flatnonzero(np.any(low | high, axis=1))  # few rows: near a cell boundary
-        low, high, ec = low[edge], high[edge], cells[edge]
-        for shifts in np.ndindex(*(3,) * t):  # each coordinate: cell -1, 0 or +1
-            sh = np.asarray(shifts) - 1
-            if not sh.any():
-                continue
-            need = np.all((sh == 0) | ((sh < 0) & low) | ((sh > 0) & high), axis=1)
-            if need.any():
-                keys.append(self._tuple_keys(ec[need] + sh)[:, 0])
-                rows_.append(edge[need])
-                offs.append(k[edge[need]])
-        return np.concatenate(keys), np.concatenate(rows_), np.concatenate(offs)
+    @staticmethod
+    def _combine(cols) -> np.ndarray:
+        """64-bit key of runs of cells given column by column (wrapping arithmetic)."""
+        key = cols[0].copy()  # integer arrays wrap silently
+        for c in cols[1:]:
+            key *= _MIX
+            key += c
+        key *= _MIX
+        return key
 
     def _slot(self, keys: np.ndarray) -> np.ndarray:
-        return (keys >> self._shift).astype(np.int64)
+        return (keys.view(np.uint64) * _FIB >> self._shift).view(np.int64)
+
+    def _anchors(self):
+        """``k`` consecutive runs of ``t`` cells per row, where they are rarest, plus their
+        neighbours where a value is within the row's threshold of a cell boundary:
+        (keys, row, offset of the run in the row)."""
+        n, d, t, k = len(self.P), self.d, self.t, self.k
+        if not n:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        q = self._cells(self.P)
+        runs = d - t + 1
+        all_keys = self._combine([q[:, i : i + runs] for i in range(t)])  # (n, runs)
+        # how often each run occurs among all rows (hashed counts: collisions only overcount)
+        slots = (all_keys.view(np.uint64) >> np.uint64(64 - 20)).astype(np.int64)
+        counts = np.bincount(slots.reshape(-1), minlength=1 << 20)[slots]
+        window = np.cumsum(np.pad(counts, ((0, 0), (1, 0))), axis=1)
+        o = np.argmin(window[:, k:] - window[:, :-k], axis=1)  # k runs with the fewest repeats
+        span = o[:, None] + np.arange(k + t - 1)
+        vals = self.P[np.arange(n)[:, None], span]  # (n, k + t - 1)
+        slack = self.tol[:, None] * (1 + 1e-9) + 4 * _EPS * np.abs(vals)
+        mid = self._cells(vals)
+        lo, hi = self._cells(vals - slack), self._cells(vals + slack)
+        alt = np.where(lo != mid, lo, hi)  # the one neighbouring cell, where there is one
+        has_alt = alt != mid
+        keys, rows_, offs = [], [], []
+        rows = np.arange(n)
+        for j in range(k):
+            for pick in np.ndindex(*(2,) * t):  # each coordinate: its cell, or its neighbour
+                need = np.ones(n, dtype=bool)
+                for i, p in enumerate(pick):
+                    if p:
+                        need &= has_alt[:, j + i]
+                if not need.any():
+                    continue
+                cols = [(alt if p else mid)[need, j + i] for i, p in enumerate(pick)]
+                keys.append(self._combine(cols))
+                rows_.append(rows[need])
+                offs.append(o[need] + j)
+        return np.concatenate(keys), np.concatenate(rows_), np.concatenate(offs)
 
     def __len__(self) -> int:
         return len(self.P)
 
-    def search(self, f: np.ndarray, skip: np.ndarray | None = None) -> Hit | None:
+    def search(
+        self, f: np.ndarray, skip: np.ndarray | None = None, bounds: np.ndarray | None = None
+    ) -> Hit | None:
         """The first window of the float64 vector ``f`` within its owner's threshold of a
-        private row (owners flagged in ``skip`` are ignored), or None."""
-        d, L = self.d, f.size
+        private row (owners flagged in ``skip`` are ignored; windows straddling the piece
+        starts ``bounds`` are not read), or None."""
+        d, t, k, L = self.d, self.t, self.k, f.size
         if not len(self) or L < d:
             return None
-        if not (np.isfinite(f.max()) and np.isfinite(f.min())):  # NaN and inf read as 0
+        with np.errstate(invalid="ignore", over="ignore"):
+            finite = np.isfinite(f.sum())  # one pass; a sum of huge values only goes slow
+        if not finite:  # NaN and inf read as 0
             f = np.where(np.isfinite(f), f, 0.0)
-        keys = self._tuple_keys(self._cells(f))
+        m = L - t + 1  # run starts; scanned: 0, k, 2k, ...
+        keys = self._combine([self._cells(f[i : i + m : k]) for i in range(t)])
         cand = np.flatnonzero(self.bits[self._slot(keys)])
         if not cand.size:
             return None
-        key = keys[cand]
-        lo = np.searchsorted(self.keys, key, side="left")
-        hi = np.searchsorted(self.keys, key, side="right")
-        counts = hi - lo
-        keep = counts > 0
-        cand, lo, counts = cand[keep], lo[keep], counts[keep]
-        if not cand.size:
-            return None
-        first = np.cumsum(counts) - counts
-        pos = np.arange(int(counts.sum())) - np.repeat(first, counts) + np.repeat(lo, counts)
-        row = self.rows[pos]
-        starts = np.repeat(cand, counts) - self.offs[pos]
-        ok = (starts >= 0) & (starts <= L - d)
-        if skip is not None:
-            ok &= ~skip[self.owner[row]]
-        starts, row = starts[ok], row[ok]
+        starts, row = _places(self, keys[cand], cand * k, d, L, skip, bounds)
         if not row.size:
             return None
-        windows = sliding_window_view(f, d)[starts]
+        windows = f[starts[:, None] + np.arange(d)]
         with np.errstate(invalid="ignore", over="ignore"):
             dist = np.linalg.norm(windows - self.P[row], axis=1)
         good = np.flatnonzero(dist <= self.tol[row])
@@ -160,71 +200,100 @@ class ByteIndex:
     offset that is not a multiple of 8 (offsets that are are checked by value).
 
     If a row's bytes start at offset ``s`` with ``s % 8 = a``, the buffer's aligned 8-byte
-    words cut the row at row offsets ``o = 8k + 8 - a``. For each row and each ``a`` one such
-    word (the one with the most nonzero bytes) is its *anchor*; one pass over the buffer's
-    aligned words, looked up in a hashed bitmap of all anchors, finds every place a row can
-    start, and each is confirmed byte for byte.
+    words cut the row at row offsets ``o = 8m + 8 - a``, ``m = 0 .. d - 2``. For each row and
+    each ``a``, ``k = min(4, d - 1)`` consecutive such words (where they have the most nonzero
+    bytes) are its *anchors*; one pass over every ``k``-th aligned word of the buffer, looked
+    up in a hashed bitmap of all anchors, finds every place a row can start, and each is
+    confirmed byte for byte.
     """
 
     def __init__(self, rows: np.ndarray, owner: np.ndarray):
         self.P = np.ascontiguousarray(rows, dtype=np.float64)
         self.owner = np.asarray(owner, dtype=np.int64)
         n, d = self.P.shape
-        self.d = d
+        self.d, self.k = d, max(1, min(4, d - 1))
+        k = self.k
         raw = self.P.view(np.uint8).reshape(n, 8 * d)
         values, rows_, offs = [], [], []
         if d >= 2 and n:
-            # the pair of neighbouring values with the most nonzero bytes gives every anchor
+            # k + 1 neighbouring values with the most nonzero bytes hold every anchor
             nz = (raw.reshape(n, d, 8) != 0).sum(axis=2)
-            k = np.argmax(nz[:, :-1] + nz[:, 1:], axis=1)
+            window = np.cumsum(np.pad(nz, ((0, 0), (1, 0))), axis=1)
+            m0 = np.argmax(window[:, k + 1 :] - window[:, : -k - 1], axis=1)
             at = np.arange(n)[:, None]
             for a in range(1, 8):
-                o = 8 * k + 8 - a  # where aligned words cut a row that starts at offset a
-                piece = np.ascontiguousarray(raw[at, o[:, None] + np.arange(8)])
-                values.append(piece.view(np.uint64)[:, 0])
-                rows_.append(np.arange(n))
-                offs.append(o)
+                for j in range(k):
+                    o = 8 * (m0 + j) + 8 - a  # where aligned words cut a row at offset a
+                    piece = np.ascontiguousarray(raw[at, o[:, None] + np.arange(8)])
+                    values.append(piece.view(np.uint64)[:, 0])
+                    rows_.append(np.arange(n))
+                    offs.append(o)
         v = np.concatenate(values) if values else np.zeros(0, np.uint64)
         order = np.argsort(v, kind="stable")
-        self.anchors = v[order]
+        self.keys = v[order]
         self.rows = (np.concatenate(rows_) if rows_ else np.zeros(0, np.int64))[order]
         self.offs = (np.concatenate(offs) if offs else np.zeros(0, np.int64))[order]
         self.bits = np.zeros(_slots(len(v)), dtype=bool)
         self._shift = np.uint64(64 - int(np.log2(self.bits.size)))
-        self.bits[self._slot(self.anchors)] = True
+        self.bits[self._slot(self.keys)] = True
 
     def _slot(self, words: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return ((words * _H[0]) >> self._shift).astype(np.int64)
+        return (words * _FIB >> self._shift).view(np.int64)
 
-    def search(self, buf: np.ndarray, skip=None) -> Hit | None:
+    def search(self, buf: np.ndarray, skip=None, bounds: np.ndarray | None = None) -> Hit | None:
         """First misaligned exact copy of a private row's bytes in the uint8 array ``buf``:
-        ``(byte offset, row, 0.0)``, or None."""
-        n8 = buf.size // 8
-        if not self.anchors.size or n8 < self.d:
+        ``(byte offset, row, 0.0)``, or None. ``bounds``: byte offsets where the pieces ``buf``
+        was concatenated from start (a copy may not straddle one)."""
+        n8, k = buf.size // 8, self.k
+        if self.d == 1 and len(self.P):
+            return self._search_scalars(buf, skip, bounds)
+        if not self.keys.size or n8 < self.d:
             return None
         words = (
             np.frombuffer(buf[: 8 * n8].tobytes(), dtype=np.uint64)
             if (buf.ctypes.data % 8)
             else buf[: 8 * n8].view(np.uint64)
         )
-        cand = np.flatnonzero(self.bits[self._slot(words)])
+        scanned = words[::k]
+        cand = np.flatnonzero(self.bits[self._slot(scanned)])
         if not cand.size:
             return None
-        w = words[cand]
-        lo = np.searchsorted(self.anchors, w, side="left")
-        hi = np.searchsorted(self.anchors, w, side="right")
-        size, row_bytes = buf.size, 8 * self.d
-        for m, i0, i1 in zip(cand[hi > lo], lo[hi > lo], hi[hi > lo]):
-            for i in range(int(i0), int(i1)):
-                row, start = int(self.rows[i]), 8 * int(m) - int(self.offs[i])
-                if start < 0 or start + row_bytes > size:
-                    continue
-                if skip is not None and skip[self.owner[row]]:
-                    continue
-                if np.array_equal(buf[start : start + row_bytes], self.P[row].view(np.uint8)):
-                    return start, row, 0.0
+        row_bytes = 8 * self.d
+        starts, row = _places(self, scanned[cand], 8 * k * cand, row_bytes, buf.size, skip, bounds)
+        order = np.lexsort((row, starts))
+        mine = self.P.view(np.uint8).reshape(-1, row_bytes)
+        for lo_ in range(0, order.size, 256):  # confirm byte for byte, a block at a time
+            sel = order[lo_ : lo_ + 256]
+            got = buf[starts[sel, None] + np.arange(row_bytes)]
+            same = np.flatnonzero(np.all(got == mine[row[sel]], axis=1))
+            if same.size:
+                i = sel[same[0]]
+                return int(starts[i]), int(row[i]), 0.0
         return None
+
+    def _search_scalars(self, buf: np.ndarray, skip, bounds) -> Hit | None:
+        """Rows of one number: no aligned word lies inside a misaligned copy, so read the
+        buffer's words at each of the 7 misalignments and look them up."""
+        words = np.sort(self.P.view(np.uint64)[:, 0])
+        order = np.argsort(self.P.view(np.uint64)[:, 0], kind="stable")
+        best = None
+        for a in range(1, 8):
+            n = (buf.size - a) // 8
+            if n <= 0:
+                continue
+            w = np.frombuffer(buf[a : a + 8 * n].tobytes(), dtype=np.uint64)
+            i = np.minimum(np.searchsorted(words, w), words.size - 1)
+            at = np.flatnonzero(words[i] == w)
+            for j in at:  # rows of equal bytes: the first not skipped
+                start = a + 8 * int(j)
+                if _straddles(np.array([start]), 8, bounds)[0]:
+                    continue
+                lo, hi = np.searchsorted(words, w[j]), np.searchsorted(words, w[j], "right")
+                rows = [r for r in order[lo:hi] if skip is None or not skip[self.owner[r]]]
+                if rows and (best is None or start < best[0]):
+                    best = (start, int(min(rows)), 0.0)
+                    break
+        return best
 
 
 def _slots(n: int) -> int:
