@@ -193,13 +193,25 @@ def _axes(a: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
 
 
 # ----------------------------------------------------------------------------- the guard
-@dataclass
 class _Width:
-    """The indexes of every private row of one width."""
+    """The indexes of every private row of one width: by value, by bytes, and (built when an
+    integer reading first needs it) by value truncated to integers."""
 
-    values: RowIndex
-    trunc: RowIndex
-    raw: ByteIndex
+    def __init__(self, rows: np.ndarray, owner: np.ndarray, tol: np.ndarray):
+        self.values, self.raw = RowIndex(rows, owner, tol), ByteIndex(rows, owner)
+        self._rows, self._trunc = (rows, owner, tol), None
+
+    @property
+    def trunc(self) -> RowIndex:
+        if self._trunc is None:
+            rows, owner, tol = self._rows
+            T = np.trunc(rows)
+            # only rows that truncation keeps within half their norm: a row of small values
+            # truncates to a few small integers, which any label or count vector contains
+            keep = np.linalg.norm(rows - T, axis=1) <= 0.5 * np.linalg.norm(T, axis=1)
+            keep &= np.linalg.norm(T, axis=1) > tol
+            self._trunc = RowIndex(T[keep], owner[keep], tol[keep])
+        return self._trunc
 
 
 class PrivacyGuard:
@@ -241,16 +253,7 @@ class PrivacyGuard:
         by_width = self._private_rows(private, exempt or ())
         self._widths: dict[int, _Width] = {}
         for d, (rows, owner, tol) in by_width.items():
-            T = np.trunc(rows)
-            # only rows that truncation keeps within half their norm: a row of small values
-            # truncates to a few small integers, which any label or count vector contains
-            keep = np.linalg.norm(rows - T, axis=1) <= 0.5 * np.linalg.norm(T, axis=1)
-            keep &= np.linalg.norm(T, axis=1) > tol
-            self._widths[d] = _Width(
-                RowIndex(rows, owner, tol),
-                RowIndex(T[keep], owner[keep], tol[keep]),
-                ByteIndex(rows, owner),
-            )
+            self._widths[d] = _Width(rows, owner, tol)
         self.build_seconds = time.perf_counter() - t0
 
     def _private_rows(self, private, exempt) -> dict[int, tuple]:

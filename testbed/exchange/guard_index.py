@@ -38,7 +38,7 @@ __all__ = ["ByteIndex", "Hit", "RowIndex"]
 _EPS = np.finfo(np.float64).eps
 _MIX = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # odd 64-bit constants (wrapping arithmetic)
 _FIB = np.uint64(0xC2B2AE3D27D4EB4F)
-_BITS = 24  # largest bitmap: 2**24 slots
+_BITS = 27  # largest bitmap: 2**27 slots (16 MiB of bits)
 _STRIDE = 8  # at most k = 8 anchors per row (values); bytes: 4
 
 Hit = tuple[int, int, float]  # (window start, private row, distance)
@@ -96,11 +96,10 @@ class RowIndex:
         self.cell = float(2.0 ** np.ceil(np.log2(cell)))
         self._magic = 1.5 * 2.0**52 * self.cell
         keys, rows_, offs = self._anchors()
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys)  # ties between rows are broken by row number in search()
         self.keys, self.rows, self.offs = keys[order], rows_[order], offs[order]
-        self.bits = np.zeros(_slots(len(keys)), dtype=bool)
-        self._shift = np.uint64(64 - int(np.log2(self.bits.size)))
-        self.bits[self._slot(self.keys)] = True
+        self.bitmap = _Bitmap(len(keys))
+        self.bitmap.add(self.bitmap.slot(self.keys))
 
     def _cells(self, f: np.ndarray) -> np.ndarray:
         """The cell of every value (int64), by one rounding addition."""
@@ -116,9 +115,6 @@ class RowIndex:
         key *= _MIX
         return key
 
-    def _slot(self, keys: np.ndarray) -> np.ndarray:
-        return (keys.view(np.uint64) * _FIB >> self._shift).view(np.int64)
-
     def _anchors(self):
         """``k`` consecutive runs of ``t`` cells per row, where they are rarest, plus their
         neighbours where a value is within the row's threshold of a cell boundary:
@@ -133,8 +129,7 @@ class RowIndex:
         # how often each run occurs among all rows (hashed counts: collisions only overcount)
         slots = (all_keys.view(np.uint64) >> np.uint64(64 - 20)).astype(np.int64)
         counts = np.bincount(slots.reshape(-1), minlength=1 << 20)[slots]
-        window = np.cumsum(np.pad(counts, ((0, 0), (1, 0))), axis=1)
-        o = np.argmin(window[:, k:] - window[:, :-k], axis=1)  # k runs with the fewest repeats
+        o = np.argmin(_window_sums(counts, k), axis=1)  # k runs with the fewest repeats
         span = o[:, None] + np.arange(k + t - 1)
         vals = self.P[np.arange(n)[:, None], span]  # (n, k + t - 1)
         slack = self.tol[:, None] * (1 + 1e-9) + 4 * _EPS * np.abs(vals)
@@ -176,7 +171,7 @@ class RowIndex:
             f = np.where(np.isfinite(f), f, 0.0)
         m = L - t + 1  # run starts; scanned: 0, k, 2k, ...
         keys = self._combine([self._cells(f[i : i + m : k]) for i in range(t)])
-        cand = np.flatnonzero(self.bits[self._slot(keys)])
+        cand = self.bitmap.hits(self.bitmap.slot(keys))
         if not cand.size:
             return None
         starts, row = _places(self, keys[cand], cand * k, d, L, skip, bounds)
@@ -191,7 +186,7 @@ class RowIndex:
         # the earliest window, and for it the nearest private row
         first_start = starts[good].min()
         at = good[starts[good] == first_start]
-        best = at[np.argmin(dist[at])]
+        best = at[np.lexsort((row[at], dist[at]))[0]]
         return int(first_start), int(row[best]), float(dist[best])
 
 
@@ -213,32 +208,30 @@ class ByteIndex:
         n, d = self.P.shape
         self.d, self.k = d, max(1, min(4, d - 1))
         k = self.k
-        raw = self.P.view(np.uint8).reshape(n, 8 * d)
+        V = self.P.view(np.uint64)
         values, rows_, offs = [], [], []
         if d >= 2 and n:
-            # k + 1 neighbouring values with the most nonzero bytes hold every anchor
-            nz = (raw.reshape(n, d, 8) != 0).sum(axis=2)
-            window = np.cumsum(np.pad(nz, ((0, 0), (1, 0))), axis=1)
-            m0 = np.argmax(window[:, k + 1 :] - window[:, : -k - 1], axis=1)
-            at = np.arange(n)[:, None]
+            # k + 1 neighbouring values that are rich in bytes (nonzero, and nonzero in their
+            # low three bytes, unlike small integers stored as float64) hold every anchor
+            rich = (V != 0).astype(np.int64) + (V & np.uint64(0xFFFFFF) != 0)
+            m0 = np.argmax(_window_sums(rich, k + 1), axis=1)
+            at = np.arange(n)
+            cols = [V[at, m0 + j] for j in range(k + 1)]
             for a in range(1, 8):
+                lo, hi = np.uint64(8 * (8 - a)), np.uint64(8 * a)
                 for j in range(k):
-                    o = 8 * (m0 + j) + 8 - a  # where aligned words cut a row at offset a
-                    piece = np.ascontiguousarray(raw[at, o[:, None] + np.arange(8)])
-                    values.append(piece.view(np.uint64)[:, 0])
-                    rows_.append(np.arange(n))
-                    offs.append(o)
+                    # the aligned word that cuts a row starting at offset a at row byte o:
+                    # the last a bytes of value m, then the first 8 - a bytes of value m + 1
+                    values.append(cols[j] >> lo | cols[j + 1] << hi)
+                    rows_.append(at)
+                    offs.append(8 * (m0 + j) + 8 - a)
         v = np.concatenate(values) if values else np.zeros(0, np.uint64)
-        order = np.argsort(v, kind="stable")
+        order = np.argsort(v)
         self.keys = v[order]
         self.rows = (np.concatenate(rows_) if rows_ else np.zeros(0, np.int64))[order]
         self.offs = (np.concatenate(offs) if offs else np.zeros(0, np.int64))[order]
-        self.bits = np.zeros(_slots(len(v)), dtype=bool)
-        self._shift = np.uint64(64 - int(np.log2(self.bits.size)))
-        self.bits[self._slot(self.keys)] = True
-
-    def _slot(self, words: np.ndarray) -> np.ndarray:
-        return (words * _FIB >> self._shift).view(np.int64)
+        self.bitmap = _Bitmap(len(v))
+        self.bitmap.add(self.bitmap.slot(self.keys))
 
     def search(self, buf: np.ndarray, skip=None, bounds: np.ndarray | None = None) -> Hit | None:
         """First misaligned exact copy of a private row's bytes in the uint8 array ``buf``:
@@ -255,7 +248,7 @@ class ByteIndex:
             else buf[: 8 * n8].view(np.uint64)
         )
         scanned = words[::k]
-        cand = np.flatnonzero(self.bits[self._slot(scanned)])
+        cand = self.bitmap.hits(self.bitmap.slot(scanned))
         if not cand.size:
             return None
         row_bytes = 8 * self.d
@@ -296,6 +289,39 @@ class ByteIndex:
         return best
 
 
-def _slots(n: int) -> int:
-    """Bitmap size for ``n`` keys: about 64 slots per key, a power of two in [2**12, 2**24]."""
-    return 1 << int(min(max(np.ceil(np.log2(max(64 * n, 1))), 12), _BITS))
+def _window_sums(a: np.ndarray, k: int) -> np.ndarray:
+    """Sums of ``k`` consecutive columns of ``a``: ``(n, m - k + 1)``."""
+    m = a.shape[1] - k + 1
+    out = a[:, :m].copy()
+    for j in range(1, k):
+        out += a[:, j : j + m]
+    return out
+
+
+class _Bitmap:
+    """A set of slot numbers as packed bits: ``2**bits`` slots, about 64 per member, at most
+    ``2**27`` (16 MiB), so that a lookup of a non-member is almost always a miss."""
+
+    def __init__(self, n: int):
+        self.bits = int(min(max(np.ceil(np.log2(max(64 * n, 1))), 12), _BITS))
+        self.shift = np.uint64(64 - self.bits)
+        self.packed = np.zeros(1 << (self.bits - 3), dtype=np.uint8)
+
+    def slot(self, keys: np.ndarray) -> np.ndarray:
+        """Slot numbers of 64-bit keys (any integer dtype of 8 bytes): their top bits after
+        one multiplication by an odd constant."""
+        return (keys.view(np.uint64) * _FIB >> self.shift).view(np.int64)
+
+    def add(self, slots: np.ndarray) -> None:
+        s = np.sort(slots)  # repeats are harmless: OR is idempotent
+        if not s.size:
+            return
+        byte = s >> 3
+        first = np.flatnonzero(np.concatenate([[True], byte[1:] != byte[:-1]]))
+        bit = (1 << (s & 7)).astype(np.uint8)
+        self.packed[byte[first]] |= np.bitwise_or.reduceat(bit, first)
+
+    def hits(self, slots: np.ndarray) -> np.ndarray:
+        """Positions of ``slots`` that are members."""
+        byte = self.packed[slots >> 3]
+        return np.flatnonzero(byte >> (slots & 7).astype(np.uint8) & 1)
