@@ -52,10 +52,12 @@ def _timed_run(case, parties, guard: bool, seed: int, kit, bus_factory=None) -> 
             bus.close()
     rest = max(total - bus.send_seconds, 1e-12)
     guard_s = g.seconds if g is not None else 0.0
+    # the index builds on its own thread while the protocol starts: what the run waits for it
+    # is inside the first check (guard_s); ``build`` is only the constructor's own time
     return {
         "run_seconds": total,
         "messages": len(bus.transcript),
-        "guard_build_seconds": build,
+        "guard_build_seconds": g.build_seconds if g is not None else 0.0,
         "guard_seconds": guard_s,
         "send_seconds": bus.send_seconds,
         "guard_share": guard_s / rest,
@@ -158,7 +160,9 @@ def guard_markdown(
         "## Privacy guard and transcript",
         "",
         "The testbed's guard (every party's rows in one index) on every message, in the same run "
-        "as the protocol: time in `Bus.send` plus building the index, against the rest of the "
+        "as the protocol: time in `Bus.send` (the guard's checks, and the wait for its index, "
+        "which builds on its own thread while the protocol starts; its own build time in "
+        "\"index build s\"), against the rest of the "
         f"run; budget {100 * BUDGET:.0f} %.",
         "",
     ]
@@ -172,6 +176,7 @@ def guard_markdown(
             ("messages", "messages"),
             ("run_seconds", "run s"),
             ("guard_seconds", "guard s"),
+            ("guard_build_seconds", "index build s"),
             ("guard_share", "guard share"),
             ("transcript_share", "transcript share"),
             ("guard_transcript_share", "guard + transcript"),
@@ -186,6 +191,7 @@ def guard_markdown(
                 ("workers", "workers"),
                 ("on_seconds", "guard on s"),
                 ("guard_seconds", "guard s"),
+                ("guard_build_seconds", "index build s"),
                 ("guard_share", "guard share"),
                 ("transcript_share", "transcript share"),
                 ("guard_transcript_share", "guard + transcript"),

@@ -202,7 +202,7 @@ class Bus:
             kind=kind,
             payload=payload,
             meta=meta,
-            hashed=False,  # hashed once below, after the defenses settled the payload
+            hashed=not self._defenses,  # else hashed once below, after the defenses
         )
         for defense, rng in self._defenses:
             if defense.applies_to(env):

@@ -41,6 +41,7 @@ and round; ``mode="record"`` lets the run go on and keeps each violation as a fi
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -240,21 +241,50 @@ class PrivacyGuard:
     ):
         if mode not in ("stop", "record"):
             raise ValueError(f"guard mode must be 'stop' or 'record', got {mode!r}")
-        t0 = time.perf_counter()
         self.rel_tol, self.mode = float(rel_tol), mode
         self.findings: list[GuardFinding] = []
         self.violations = 0
         self.rows_checked = 0  # windows of d numbers compared with the index
         self.messages_checked = 0
         self.seconds = 0.0  # time spent checking (not in summary(): results stay seed-determined)
-        self.thresholds: dict[str, float] = {}
+        self.build_seconds = 0.0  # the index's own build time (on its thread)
+        self._thresholds: dict[str, float] = {}
         self._parties = list(private)
         self._clean: set[tuple[str, frozenset]] = set()
-        by_width = self._private_rows(private, exempt or ())
-        self._widths: dict[int, _Width] = {}
-        for d, (rows, owner, tol) in by_width.items():
-            self._widths[d] = _Width(rows, owner, tol)
+        self._index: dict[int, _Width] | None = None
+        self._failed: BaseException | None = None
+        # the index builds on its own thread while the protocol starts (numpy releases the
+        # GIL); the first check waits for it, inside the guard's timed seconds
+        self._builder = threading.Thread(
+            target=self._build,
+            args=(dict(private), list(exempt or ())),
+            name="privacy-guard-index",
+            daemon=True,
+        )
+        self._builder.start()
+
+    def _build(self, private, exempt) -> None:
+        t0 = time.perf_counter()
+        try:
+            by_width = self._private_rows(private, exempt)
+            self._index = {d: _Width(*parts) for d, parts in by_width.items()}
+        except BaseException as exc:  # raised again by the first use
+            self._failed = exc
         self.build_seconds = time.perf_counter() - t0
+
+    @property
+    def _widths(self) -> dict[int, _Width]:
+        if self._index is None:
+            self._builder.join()
+            if self._failed is not None:
+                raise self._failed
+        return self._index
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """Each party's threshold: ``rel_tol`` x the median norm of its private rows."""
+        self._widths  # noqa: B018 -- built by the index's thread
+        return self._thresholds
 
     def _private_rows(self, private, exempt) -> dict[int, tuple]:
         from scipy.spatial import cKDTree
@@ -281,7 +311,7 @@ class PrivacyGuard:
             X = X[keep]
             if not len(X):
                 continue
-            self.thresholds[party] = tol
+            self._thresholds[party] = tol
             parts.setdefault(d, []).append((X, np.full(len(X), i), np.full(len(X), tol)))
         return {
             d: tuple(np.concatenate([p[k] for p in ps]) for k in range(3))
