@@ -81,6 +81,12 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    from testbed.threads import limit_blas_threads
+
+    # as `testbed` and the test suite do: BLAS single-threaded, so the figures are the same
+    # bits from this script and from `make docs-check` (a 2-thread OpenBLAS sums in another
+    # order: FedBary's duplication figures moved in their last digits)
+    limit_blas_threads()
     for n in names:
         for k, v in FIGURES[n]().items():
             print(f"{k} {v:.6g}")

@@ -171,3 +171,37 @@ def test_a_near_copy_across_a_cell_boundary_is_found(seed, d, exponent, side):
     f = np.concatenate([rng.normal(0, scale, 7), boundary[3] + side * eps, rng.normal(0, scale, 3)])
     got = index.search(f)
     assert got is not None and got[:2] == (7, 3)
+
+
+def test_rows_full_of_common_runs_fall_back_to_a_small_stride():
+    # digits: integer pixels with zeros at every row's edges, so any 8 consecutive runs hold a
+    # run of zeros that every row shares; scanning one position in 8 would then turn every
+    # run of zeros in a payload into a candidate window for most rows
+    from sklearn.datasets import load_digits
+
+    import testbed.exchange.guard_index as gi
+
+    X = load_digits().data.astype(float)
+    n = len(X)
+    digits = RowIndex(X, np.zeros(n, int), np.full(n, 1e-5))
+    gauss = RowIndex(
+        np.random.default_rng(0).normal(size=(n, 64)), np.zeros(n, int), np.full(n, 1e-5)
+    )
+    assert gauss.k == 8 and ByteIndex(gauss.P, np.zeros(n, int)).k == 4
+    assert digits.k <= 2 and ByteIndex(X, np.zeros(n, int)).k <= 2
+    # a payload of pixel-like values, zero-heavy: the candidate windows stay a few per position
+    payload = np.where(np.random.default_rng(1).random(20_000) < 0.6, 0.0, 16.0)
+    seen = []
+    real = gi._places
+
+    def counting(*args, **kw):
+        out = real(*args, **kw)
+        seen.append(out[0].size)
+        return out
+
+    gi._places, was = counting, gi._places
+    try:
+        digits.search(payload)
+    finally:
+        gi._places = was
+    assert sum(seen) <= 4 * payload.size, sum(seen)

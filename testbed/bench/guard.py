@@ -162,7 +162,7 @@ def guard_markdown(
         "The testbed's guard (every party's rows in one index) on every message, in the same run "
         "as the protocol: time in `Bus.send` (the guard's checks, and the wait for its index, "
         "which builds on its own thread while the protocol starts; its own build time in "
-        "\"index build s\"), against the rest of the "
+        '"index build s"), against the rest of the '
         f"run; budget {100 * BUDGET:.0f} %.",
         "",
     ]

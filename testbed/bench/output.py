@@ -136,7 +136,7 @@ def to_markdown(res: dict[str, Any]) -> str:
         lines += waits_lines(res["waits"])
     elif res.get("waits_skipped"):
         lines += [
-            "## What a user waits for (issue 23)",
+            "## What a user waits for (every safety on)",
             "",
             f"Not run: {res['waits_skipped']}.",
             "",

@@ -124,7 +124,7 @@ def issue15_lines(res: dict[str, Any]) -> list[str]:
     if all(r["value"] is None for r in rows):
         return []
     lines = [
-        "## Issue 15, side by side",
+        "## Scale targets, side by side",
         "",
         "| quantity | measured | unit | how |",
         "|---|---|---|---|",

@@ -148,7 +148,7 @@ def _f(x, digits: int = 2) -> str:
 
 def to_markdown(w: dict[str, Any]) -> list[str]:
     """The section as markdown lines, everything side by side."""
-    lines = ["## What a user waits for (issue 23)", ""]
+    lines = ["## What a user waits for (every safety on)", ""]
     fb = w.get("fedbary")
     if fb:
         on, off = fb["guard_on"], fb["guard_off"]

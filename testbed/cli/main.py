@@ -190,7 +190,11 @@ def _bench_command(sub) -> None:
     size.add_argument(
         "--quick", action="store_true", help="quick subset for CI smoke runs (the default)"
     )
-    size.add_argument("--full", action="store_true", help="the full grid and the issue-6 targets")
+    size.add_argument(
+        "--full",
+        action="store_true",
+        help="the full grid and the speed targets (docs/benchmarks.md)",
+    )
     p.add_argument("--n", dest="ns", type=_ints, help="points per party, e.g. 250,500,1000")
     p.add_argument("--d", dest="ds", type=_ints, help="dimensions, e.g. 2,64,784")
     p.add_argument("--clients", type=_ints, help="client counts N, e.g. 5,20,100")
@@ -198,7 +202,9 @@ def _bench_command(sub) -> None:
     p.add_argument("--ray-clients", type=_ints, help="also run the N-client cases on Ray")
     p.add_argument("--scenario", help="also time this scenario end to end (target: 3 min)")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
-    p.add_argument("--targets", action="store_true", help="check the issue-6 targets")
+    p.add_argument(
+        "--targets", action="store_true", help="check the speed targets (docs/benchmarks.md)"
+    )
     p.add_argument(
         "--scaling",
         action="store_true",

@@ -31,8 +31,8 @@ numbers, strings of numbers, bytes, Python integers wider than 64 bits, objects'
 Search: one index over every private row of the run (:mod:`testbed.exchange.guard_index`),
 built once. All readings of a payload (or of its ``meta``) are joined into one vector of
 numbers and one buffer of bytes, each searched once (windows may not straddle two readings),
-at a cost of a few passes over every 8th number and every 4th 8-byte word, whatever the
-number of parties. A payload already found clean (same digest) is not searched again.
+at a cost of a few passes over every k-th number and 8-byte word (k = 8 and 4 for dense data,
+smaller for rows full of common runs), whatever the number of parties. A payload already found clean (same digest) is not searched again.
 
 ``mode="stop"`` raises :class:`~testbed.errors.PrivacyGuardError` naming sender, receiver, kind
 and round; ``mode="record"`` lets the run go on and keeps each violation as a finding.

@@ -1,5 +1,7 @@
 """The privacy guard's index: every private row of a run, built once, searched in O(length / k).
 
+(k = 8 for dense rows; see :func:`_stride` for rows full of common runs.)
+
 :class:`RowIndex` answers one question for a whole vector of numbers at once: which windows of
 ``d`` consecutive values lie within a party's threshold of one of that party's private rows.
 Every window start is a candidate (rows at any offset, flattened blocks, rows inside wider rows),
@@ -87,7 +89,7 @@ class RowIndex:
         self.owner, self.tol = np.asarray(owner, dtype=np.int64), np.asarray(tol, np.float64)
         n, d = self.P.shape
         self.d, self.t = d, min(3, d)
-        self.k = max(1, min(_STRIDE, d - self.t + 1))
+        self.k = 1  # the stride, chosen with the anchors (see _stride)
         tol_max = float(self.tol.max()) if n else 1.0
         top = float(np.abs(self.P).max()) + tol_max if n else 1.0
         # the cell: >= 64 thresholds, and coarse enough that the addition's rounding is a
@@ -119,17 +121,15 @@ class RowIndex:
         """``k`` consecutive runs of ``t`` cells per row, where they are rarest, plus their
         neighbours where a value is within the row's threshold of a cell boundary:
         (keys, row, offset of the run in the row)."""
-        n, d, t, k = len(self.P), self.d, self.t, self.k
+        n, d, t = len(self.P), self.d, self.t
         if not n:
             z = np.zeros(0, np.int64)
             return z, z, z
         q = self._cells(self.P)
         runs = d - t + 1
         all_keys = self._combine([q[:, i : i + runs] for i in range(t)])  # (n, runs)
-        # how often each run occurs among all rows (hashed counts: collisions only overcount)
-        slots = (all_keys.view(np.uint64) >> np.uint64(64 - 20)).astype(np.int64)
-        counts = np.bincount(slots.reshape(-1), minlength=1 << 20)[slots]
-        o = np.argmin(_window_sums(counts, k), axis=1)  # k runs with the fewest repeats
+        self.k, o = _stride(_counts(all_keys), min(_STRIDE, runs))
+        k = self.k
         span = o[:, None] + np.arange(k + t - 1)
         vals = self.P[np.arange(n)[:, None], span]  # (n, k + t - 1)
         slack = self.tol[:, None] * (1 + 1e-9) + 4 * _EPS * np.abs(vals)
@@ -138,7 +138,8 @@ class RowIndex:
         alt = np.where(lo != mid, lo, hi)  # the one neighbouring cell, where there is one
         has_alt = alt != mid
         keys, rows_, offs = [], [], []
-        rows = np.arange(n)
+        rows = np.arange(n, dtype=np.int32)  # 4 bytes a key: the index of 50,000 rows holds
+        # about 0.4 million keys here and 1.4 million in the byte index
         for j in range(k):
             for pick in np.ndindex(*(2,) * t):  # each coordinate: its cell, or its neighbour
                 need = np.ones(n, dtype=bool)
@@ -150,7 +151,7 @@ class RowIndex:
                 cols = [(alt if p else mid)[need, j + i] for i, p in enumerate(pick)]
                 keys.append(self._combine(cols))
                 rows_.append(rows[need])
-                offs.append(o[need] + j)
+                offs.append((o[need] + j).astype(np.int32))
         return np.concatenate(keys), np.concatenate(rows_), np.concatenate(offs)
 
     def __len__(self) -> int:
@@ -206,25 +207,27 @@ class ByteIndex:
         self.P = np.ascontiguousarray(rows, dtype=np.float64)
         self.owner = np.asarray(owner, dtype=np.int64)
         n, d = self.P.shape
-        self.d, self.k = d, max(1, min(4, d - 1))
-        k = self.k
+        self.d, self.k = d, 1  # the stride, chosen with the anchors (see _stride)
         V = self.P.view(np.uint64)
         values, rows_, offs = [], [], []
         if d >= 2 and n:
-            # k + 1 neighbouring values that are rich in bytes (nonzero, and nonzero in their
-            # low three bytes, unlike small integers stored as float64) hold every anchor
-            rich = (V != 0).astype(np.int64) + (V & np.uint64(0xFFFFFF) != 0)
-            m0 = np.argmax(_window_sums(rich, k + 1), axis=1)
-            at = np.arange(n)
-            cols = [V[at, m0 + j] for j in range(k + 1)]
+            at = np.arange(n, dtype=np.int32)
+
+            # the aligned words that cut a row starting at byte offset a: the last a bytes of
+            # value m, then the first 8 - a bytes of value m + 1 (row byte 8m + 8 - a)
+            def cut(left, right, a: int):
+                return left >> np.uint64(8 * (8 - a)) | right << np.uint64(8 * a)
+
+            counts = _counts(cut(V[:, :-1], V[:, 1:], 1))
+            for a in range(2, 8):  # one misalignment at a time: rows x (d - 1) words each
+                np.maximum(counts, _counts(cut(V[:, :-1], V[:, 1:], a)), out=counts)
+            self.k, m0 = _stride(counts, min(4, d - 1))
+            cols = [V[at, m0 + j] for j in range(self.k + 1)]
             for a in range(1, 8):
-                lo, hi = np.uint64(8 * (8 - a)), np.uint64(8 * a)
-                for j in range(k):
-                    # the aligned word that cuts a row starting at offset a at row byte o:
-                    # the last a bytes of value m, then the first 8 - a bytes of value m + 1
-                    values.append(cols[j] >> lo | cols[j + 1] << hi)
+                for j in range(self.k):
+                    values.append(cut(cols[j], cols[j + 1], a))
                     rows_.append(at)
-                    offs.append(8 * (m0 + j) + 8 - a)
+                    offs.append((8 * (m0 + j) + 8 - a).astype(np.int32))
         v = np.concatenate(values) if values else np.zeros(0, np.uint64)
         order = np.argsort(v)
         self.keys = v[order]
@@ -289,13 +292,35 @@ class ByteIndex:
         return best
 
 
-def _window_sums(a: np.ndarray, k: int) -> np.ndarray:
-    """Sums of ``k`` consecutive columns of ``a``: ``(n, m - k + 1)``."""
-    m = a.shape[1] - k + 1
-    out = a[:, :m].copy()
-    for j in range(1, k):
-        out += a[:, j : j + m]
-    return out
+def _counts(keys: np.ndarray) -> np.ndarray:
+    """How often each 64-bit key occurs among all of them (hashed into 2**20 buckets:
+    collisions only overcount)."""
+    slots = (keys.view(np.uint64) * _FIB >> np.uint64(64 - 20)).view(np.int64)
+    return np.bincount(slots.reshape(-1), minlength=1 << 20)[slots]
+
+
+def _stride(counts: np.ndarray, most: int) -> tuple[int, np.ndarray]:
+    """The stride k and each row's first anchor offset, from how common each candidate anchor
+    is (``counts``: rows x anchor positions).
+
+    Each row takes the k consecutive anchors whose commonest is rarest. A scanned position
+    whose key is an anchor shared by c rows costs c candidate windows, so the largest k
+    (fewest positions scanned) is taken whose commonest chosen anchor is at most 4 times (and
+    64 more than) what k = 1 needs (each row's single rarest anchor): sparse or integer-valued
+    rows (digits, counts) have runs of zeros everywhere and fall back to a small k; dense
+    data scans one position in ``most``."""
+    best1 = counts.min(axis=1)
+    limit = max(4 * int(best1.max()), int(best1.max()) + 64)
+    k = most
+    while True:
+        m = counts.shape[1] - k + 1
+        worst = counts[:, :m].copy()
+        for j in range(1, k):
+            np.maximum(worst, counts[:, j : j + m], out=worst)
+        o = np.argmin(worst, axis=1)
+        if k == 1 or int(worst[np.arange(len(o)), o].max()) <= limit:
+            return k, o
+        k //= 2
 
 
 class _Bitmap:
