@@ -43,7 +43,12 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
 
 
 def _cells(out: Path) -> list[Path]:
-    return sorted((out / "cells").glob("*/results.json")) if out.exists() else []
+    """Finished cells: committed run directories (a cell is written in a hidden temp directory,
+    which already holds results.json before it is swapped in)."""
+    if not out.exists():
+        return []
+    found = (out / "cells").glob("*/results.json")
+    return sorted(p for p in found if not p.parent.name.startswith("."))
 
 
 def _wait_for_a_cell(proc: subprocess.Popen, out: Path) -> None:
@@ -88,6 +93,8 @@ def test_first_ctrl_c_stops_the_sweep_keeps_finished_cells_and_exits_130(tmp_pat
         json.loads(p.read_text())
     rows = [json.loads(r) for r in (out / "results.jsonl").read_text().splitlines()]
     assert sorted({r["cell"] for r in rows}) == sorted(p.parent.name for p in done)
+    # and no half-written cell is left behind
+    assert not list((out / "cells").glob(".*.tmp")), list((out / "cells").iterdir())
     _assert_nothing_left(proc.pid)
 
 

@@ -22,6 +22,7 @@ directory (an ``fcntl`` lock, testbed/run/rundir.py).
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,17 @@ def _args_of(c: Cell, out: Path) -> tuple:
     )
 
 
+def _clean_cell_temps(cells: Path) -> None:
+    """Remove the half-written run directories (``.<hash>.testbed-*.tmp``) of cells whose
+    workers were stopped before they could commit (called once the workers are gone)."""
+    from testbed.exchange.bus import TEMP_MARK
+
+    if cells.is_dir():
+        for p in cells.glob(f".*.{TEMP_MARK}*.tmp"):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+
+
 def _stop_workers(ex, grace: float = 1.0) -> None:
     """Stop a process pool now: cancel what has not started, end the running workers (SIGTERM,
     then SIGKILL after ``grace`` seconds) instead of waiting for their cells to finish."""
@@ -162,6 +174,7 @@ def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None
         if isinstance(exc, KeyboardInterrupt):
             second_interrupt_exits()
         _stop_workers(ex)
+        _clean_cell_temps(out / "cells")  # cells the stopped workers had half written
         raise
     ex.shutdown(wait=True)
 
