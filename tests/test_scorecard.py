@@ -89,3 +89,13 @@ def test_a_scenario_file_is_scored_as_written(toys, tmp_path):
     assert {f["party"] for f in card.raw_rows["server"]} == {"alice", "bob"}
     # a coalition's own rows are not a leak to it
     assert card.raw_rows["server+alice+bob"] == [] and card.raw_rows["carol"] == []
+
+
+def test_a_protocol_with_its_own_membership_experiment_keeps_it():
+    # distillation's audit rows are its membership candidates (30 here): a 10 + 10 pool added
+    # by the scorecard made soft_label_membership's scores fail validation under every threat
+    # model ("30 scores, 20 candidates"); protocols without one still get the pool
+    from testbed.plugins.scorecard import _scenario
+
+    assert _scenario("sinkhorn_distillation").membership is None
+    assert _scenario("fedwad").membership is not None

@@ -175,8 +175,11 @@ def _scenario(target: str):
         with_pool = {**raw, "membership": {"members": 10, "nonmembers": 10}}
         try:
             pooled = parse_scenario(yaml.safe_dump(with_pool, sort_keys=False), where, base)
-            execute(pooled, until="world")
-            return pooled
+            world = execute(pooled, until="world").world
+            # a protocol that carries its own membership experiment (distillation's audit
+            # rows) keeps it: its attacks score those candidates, not a pool's
+            if not world.protocol.membership_truth(world.parties):
+                return pooled
         except TestbedError:
             pass
     return parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, base)
