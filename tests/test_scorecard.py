@@ -99,3 +99,14 @@ def test_a_protocol_with_its_own_membership_experiment_keeps_it():
 
     assert _scenario("sinkhorn_distillation").membership is None
     assert _scenario("fedwad").membership is not None
+
+
+def test_distillation_scorecard_audits_membership_on_the_audit_target_without_errors(tmp_path):
+    # before: the membership attack failed under every threat model (a pool over the audit
+    # rows, then targets without members); now it is scored on the client the audit rows
+    # were drawn from, by every threat model that does not include that client
+    card = scorecard("sinkhorn_distillation", tmp_path / "sc")
+    assert card.errors == []
+    member = [r for r in card.attacks if r["attack"] == "soft_label_membership"]
+    assert member and {r["target"] for r in member} == {"client_0"}
+    assert all("client_0" not in (r["observer"], *r["colluders"]) for r in member)

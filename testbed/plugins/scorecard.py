@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from testbed.errors import TestbedError
@@ -201,15 +202,30 @@ def _coalition_views(threats: list[dict[str, Any]], transcript) -> None:
             t["same_messages_as"] = [m for m in members if seen[m] == seen[t["label"]]]
 
 
-def _attack_rows(run_dir: Path, names: list[str], tm: dict, errors: list, progress) -> list[dict]:
+def _attack_rows(
+    run_dir: Path,
+    names: list[str],
+    tm: dict,
+    errors: list,
+    progress,
+    targets: dict[str, list[str]] | None = None,
+) -> list[dict]:
     """Every applicable attack under one threat model; an attack that fails is recorded (one
-    line) and the others still run."""
+    line) and the others still run. ``targets``: attacks run once per listed target (a
+    membership attack on a protocol whose own experiment has candidates for those only)."""
     from testbed.run.rerun import rerun_attacks
 
+    inside = {tm["observer"], *tm["colluders"]}  # a party is never its own target
+    aims = {n: [t for t in ts if t not in inside] for n, ts in (targets or {}).items()}
+    names = [n for n in names if aims.get(n) != []]
+
     def go(batch):
-        rows, _ = rerun_attacks(
-            run_dir, [{"name": n, "params": {}} for n in batch], tm["observer"], tm["colluders"]
-        )
+        specs = [
+            {"name": n, "params": {}, **({"target": t} if t else {})}
+            for n in batch
+            for t in aims.get(n) or [None]
+        ]
+        rows, _ = rerun_attacks(run_dir, specs, tm["observer"], tm["colluders"])
         return rows
 
     if not names:
@@ -280,10 +296,17 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         for t, key in by_label.items()
     }
     applicable = [n for n, cls in ATTACKS.items() if cls(cls.Config()).applies_to(name)]
+    # a protocol's own membership experiment (distillation's audit rows) has members of some
+    # clients only: its membership attacks are scored on those targets
+    own = world.protocol.membership_truth(world.parties)
+    audited = [t for t, (_, flags) in own.items() if 0 < int(np.sum(flags)) < len(flags)]
+    per_target = {
+        n: audited for n in applicable if audited and "scores" in ATTACKS.get(n).output_kinds
+    }
     rows, errors = [], []
     for tm in threats:
         say(f"  {tm['label']}: {len(applicable)} attack(s)")
-        for r in _attack_rows(run_dir, applicable, tm, errors, say):
+        for r in _attack_rows(run_dir, applicable, tm, errors, say, per_target):
             if r["target"] in (tm["observer"], *tm["colluders"]):
                 continue  # a coalition "attacking" its own member learns nothing it lacked
             v = verdict(r)
