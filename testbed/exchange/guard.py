@@ -32,7 +32,8 @@ Search: one index over every private row of the run (:mod:`testbed.exchange.guar
 built once. All readings of a payload (or of its ``meta``) are joined into one vector of
 numbers and one buffer of bytes, each searched once (windows may not straddle two readings),
 at a cost of a few passes over every k-th number and 8-byte word (k = 8 and 4 for dense data,
-smaller for rows full of common runs), whatever the number of parties. A payload already found clean (same digest) is not searched again.
+smaller for rows full of common runs), whatever the number of parties. A payload already
+found clean (same digest) is not searched again.
 
 ``mode="stop"`` raises :class:`~testbed.errors.PrivacyGuardError` naming sender, receiver, kind
 and round; ``mode="record"`` lets the run go on and keeps each violation as a finding.
@@ -40,6 +41,7 @@ and round; ``mode="record"`` lets the run go on and keeps each violation as a fi
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
@@ -354,6 +356,7 @@ class PrivacyGuard:
         (``(order, path, array, integer?)``, each read as float64 in C order) and by bytes
         (``(order, path, array)``: a float64 array's own bytes, else a uint8 buffer)."""
         values, raw = [], []
+        order = itertools.count()  # one numbering across both lists: the reading order
         for path, a in arrays:
             kind = a.dtype.kind
             parts = [(".real", a.real), (".imag", a.imag)] if kind == "c" else [("", a)]
@@ -362,16 +365,16 @@ class PrivacyGuard:
             for part, v in parts:
                 for axis, b in _axes(v):
                     same[axis] = b
-                    values.append((len(values) + len(raw), path + part + axis, b, kind in "iub"))
+                    values.append((next(order), path + part + axis, b, kind in "iub"))
             for axis, b in _axes(a):
                 if native:
-                    raw.append((len(values) + len(raw), path + axis + ".bytes@", same[axis]))
+                    raw.append((next(order), path + axis + ".bytes@", same[axis]))
                     continue
                 buf = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
                 if buf.size >= 8:
                     f = buf[: buf.size // 8 * 8].view(np.float64)
-                    values.append((len(values) + len(raw), path + axis + ".bytes", f, False))
-                raw.append((len(values) + len(raw), path + axis + ".bytes@", buf))
+                    values.append((next(order), path + axis + ".bytes", f, False))
+                raw.append((next(order), path + axis + ".bytes@", buf))
         return values, raw
 
     @staticmethod

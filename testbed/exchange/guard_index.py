@@ -41,7 +41,8 @@ _EPS = np.finfo(np.float64).eps
 _MIX = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # odd 64-bit constants (wrapping arithmetic)
 _FIB = np.uint64(0xC2B2AE3D27D4EB4F)
 _BITS = 27  # largest bitmap: 2**27 slots (16 MiB of bits)
-_STRIDE = 8  # at most k = 8 anchors per row (values); bytes: 4
+_STRIDE = 8  # at most k = 8 anchors per row by value
+_BYTE_STRIDE = 4  # and 4 per row and misalignment by bytes
 
 Hit = tuple[int, int, float]  # (window start, private row, distance)
 
@@ -80,8 +81,9 @@ def _places(index, keys, at, length: int, total: int, skip, bounds):
 class RowIndex:
     """Private rows of width ``d`` (float64), their owners (int) and thresholds.
 
-    ``t = min(3, d)`` cells make an anchor; ``k = min(8, d - t + 1)`` anchors per row, so a
-    search scans one position in ``k``.
+    ``t = min(3, d)`` cells make an anchor; ``k`` anchors per row (at most 8 and ``d - t + 1``,
+    fewer for rows full of common runs: :func:`_stride`), so a search scans one position in
+    ``k``.
     """
 
     def __init__(self, rows: np.ndarray, owner: np.ndarray, tol: np.ndarray):
@@ -89,7 +91,6 @@ class RowIndex:
         self.owner, self.tol = np.asarray(owner, dtype=np.int64), np.asarray(tol, np.float64)
         n, d = self.P.shape
         self.d, self.t = d, min(3, d)
-        self.k = 1  # the stride, chosen with the anchors (see _stride)
         tol_max = float(self.tol.max()) if n else 1.0
         top = float(np.abs(self.P).max()) + tol_max if n else 1.0
         # the cell: >= 64 thresholds, and coarse enough that the addition's rounding is a
@@ -97,7 +98,7 @@ class RowIndex:
         cell = max(64.0 * tol_max, top * 2.0**-50, np.finfo(np.float64).tiny * 2.0**60)
         self.cell = float(2.0 ** np.ceil(np.log2(cell)))
         self._magic = 1.5 * 2.0**52 * self.cell
-        keys, rows_, offs = self._anchors()
+        keys, rows_, offs, self.k = self._anchors()
         order = np.argsort(keys)  # ties between rows are broken by row number in search()
         self.keys, self.rows, self.offs = keys[order], rows_[order], offs[order]
         self.bitmap = _Bitmap(len(keys))
@@ -120,16 +121,15 @@ class RowIndex:
     def _anchors(self):
         """``k`` consecutive runs of ``t`` cells per row, where they are rarest, plus their
         neighbours where a value is within the row's threshold of a cell boundary:
-        (keys, row, offset of the run in the row)."""
+        (keys, row, offset of the run in the row, the stride k)."""
         n, d, t = len(self.P), self.d, self.t
         if not n:
             z = np.zeros(0, np.int64)
-            return z, z, z
+            return z, z, z, 1
         q = self._cells(self.P)
         runs = d - t + 1
         all_keys = self._combine([q[:, i : i + runs] for i in range(t)])  # (n, runs)
-        self.k, o = _stride(_counts(all_keys), min(_STRIDE, runs))
-        k = self.k
+        k, o = _stride(_counts(all_keys), min(_STRIDE, runs))
         span = o[:, None] + np.arange(k + t - 1)
         vals = self.P[np.arange(n)[:, None], span]  # (n, k + t - 1)
         slack = self.tol[:, None] * (1 + 1e-9) + 4 * _EPS * np.abs(vals)
@@ -152,7 +152,7 @@ class RowIndex:
                 keys.append(self._combine(cols))
                 rows_.append(rows[need])
                 offs.append((o[need] + j).astype(np.int32))
-        return np.concatenate(keys), np.concatenate(rows_), np.concatenate(offs)
+        return np.concatenate(keys), np.concatenate(rows_), np.concatenate(offs), k
 
     def __len__(self) -> int:
         return len(self.P)
@@ -197,10 +197,12 @@ class ByteIndex:
 
     If a row's bytes start at offset ``s`` with ``s % 8 = a``, the buffer's aligned 8-byte
     words cut the row at row offsets ``o = 8m + 8 - a``, ``m = 0 .. d - 2``. For each row and
-    each ``a``, ``k = min(4, d - 1)`` consecutive such words (where they have the most nonzero
-    bytes) are its *anchors*; one pass over every ``k``-th aligned word of the buffer, looked
-    up in a hashed bitmap of all anchors, finds every place a row can start, and each is
-    confirmed byte for byte.
+    each ``a``, ``k`` consecutive such words (at most 4 and ``d - 1``; where they are rarest
+    among all rows, fewer when every stretch of a row holds common words: :func:`_stride`) are
+    its *anchors*; one pass over every ``k``-th aligned word of the buffer, looked up in a
+    hashed bitmap of all anchors, finds every place a row can start, and each is confirmed
+    byte for byte. Rows of one number (``d = 1``) have no aligned word inside a misaligned
+    copy: their bytes are looked up at each misalignment instead.
     """
 
     def __init__(self, rows: np.ndarray, owner: np.ndarray):
@@ -221,7 +223,7 @@ class ByteIndex:
             counts = _counts(cut(V[:, :-1], V[:, 1:], 1))
             for a in range(2, 8):  # one misalignment at a time: rows x (d - 1) words each
                 np.maximum(counts, _counts(cut(V[:, :-1], V[:, 1:], a)), out=counts)
-            self.k, m0 = _stride(counts, min(4, d - 1))
+            self.k, m0 = _stride(counts, min(_BYTE_STRIDE, d - 1))
             cols = [V[at, m0 + j] for j in range(self.k + 1)]
             for a in range(1, 8):
                 for j in range(self.k):
@@ -235,6 +237,9 @@ class ByteIndex:
         self.offs = (np.concatenate(offs) if offs else np.zeros(0, np.int64))[order]
         self.bitmap = _Bitmap(len(v))
         self.bitmap.add(self.bitmap.slot(self.keys))
+        if d == 1:  # rows of one number: their sorted words, for _search_scalars
+            self._scalar_order = np.argsort(V[:, 0], kind="stable")
+            self._scalar_words = V[self._scalar_order, 0]
 
     def search(self, buf: np.ndarray, skip=None, bounds: np.ndarray | None = None) -> Hit | None:
         """First misaligned exact copy of a private row's bytes in the uint8 array ``buf``:
@@ -270,8 +275,7 @@ class ByteIndex:
     def _search_scalars(self, buf: np.ndarray, skip, bounds) -> Hit | None:
         """Rows of one number: no aligned word lies inside a misaligned copy, so read the
         buffer's words at each of the 7 misalignments and look them up."""
-        words = np.sort(self.P.view(np.uint64)[:, 0])
-        order = np.argsort(self.P.view(np.uint64)[:, 0], kind="stable")
+        words, order = self._scalar_words, self._scalar_order
         best = None
         for a in range(1, 8):
             n = (buf.size - a) // 8
@@ -280,13 +284,15 @@ class ByteIndex:
             w = np.frombuffer(buf[a : a + 8 * n].tobytes(), dtype=np.uint64)
             i = np.minimum(np.searchsorted(words, w), words.size - 1)
             at = np.flatnonzero(words[i] == w)
-            for j in at:  # rows of equal bytes: the first not skipped
+            for j in at:  # the earliest copy at this misalignment whose owner is not skipped
                 start = a + 8 * int(j)
+                if best is not None and start >= best[0]:
+                    break
                 if _straddles(np.array([start]), 8, bounds)[0]:
                     continue
                 lo, hi = np.searchsorted(words, w[j]), np.searchsorted(words, w[j], "right")
                 rows = [r for r in order[lo:hi] if skip is None or not skip[self.owner[r]]]
-                if rows and (best is None or start < best[0]):
+                if rows:
                     best = (start, int(min(rows)), 0.0)
                     break
         return best
@@ -305,10 +311,10 @@ def _stride(counts: np.ndarray, most: int) -> tuple[int, np.ndarray]:
 
     Each row takes the k consecutive anchors whose commonest is rarest. A scanned position
     whose key is an anchor shared by c rows costs c candidate windows, so the largest k
-    (fewest positions scanned) is taken whose commonest chosen anchor is at most 4 times (and
-    64 more than) what k = 1 needs (each row's single rarest anchor): sparse or integer-valued
-    rows (digits, counts) have runs of zeros everywhere and fall back to a small k; dense
-    data scans one position in ``most``."""
+    (fewest positions scanned) is taken whose commonest chosen anchor is within the larger of
+    4 times and 64 more than what k = 1 needs (each row's single rarest anchor): sparse or
+    integer-valued rows (digits, counts) have runs of zeros everywhere and fall back to a
+    small k; dense data scans one position in ``most``."""
     best1 = counts.min(axis=1)
     limit = max(4 * int(best1.max()), int(best1.max()) + 64)
     k = most

@@ -87,13 +87,20 @@ def _append_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def _clean_temps(out: Path) -> int:
-    """Remove temp files an interrupted atomic write of the testbed left (their names carry
-    ``TEMP_MARK``); a user's own ``.*.tmp`` files are never touched."""
+    """Remove what an interrupted atomic write of the testbed left (names carrying
+    ``TEMP_MARK``): temp files, and the half-written run directories of cells whose workers
+    were stopped. Called with the sweep's lock held and no worker running; a user's own
+    ``.*.tmp`` files are never touched."""
     from testbed.exchange.bus import TEMP_MARK
 
     n = 0
-    for p in out.rglob(f".*.{TEMP_MARK}*.tmp"):
-        if p.is_file() and not p.is_symlink():
+    for p in list(out.rglob(f".*.{TEMP_MARK}*.tmp")):  # listed first: directories go whole
+        if p.is_symlink():
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+            n += 1
+        elif p.is_file():
             p.unlink()
             n += 1
     return n
@@ -119,17 +126,6 @@ def _args_of(c: Cell, out: Path) -> tuple:
         c.resolved,
         c.hash,
     )
-
-
-def _clean_cell_temps(cells: Path) -> None:
-    """Remove the half-written run directories (``.<hash>.testbed-*.tmp``) of cells whose
-    workers were stopped before they could commit (called once the workers are gone)."""
-    from testbed.exchange.bus import TEMP_MARK
-
-    if cells.is_dir():
-        for p in cells.glob(f".*.{TEMP_MARK}*.tmp"):
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
 
 
 def _stop_workers(ex, grace: float = 1.0) -> None:
@@ -174,7 +170,7 @@ def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None
         if isinstance(exc, KeyboardInterrupt):
             second_interrupt_exits()
         _stop_workers(ex)
-        _clean_cell_temps(out / "cells")  # cells the stopped workers had half written
+        _clean_temps(out)  # cells the stopped workers had half written
         raise
     ex.shutdown(wait=True)
 
