@@ -159,8 +159,9 @@ def test_guard_and_transcript_stay_in_the_driver(cluster):
     guard = PrivacyGuard({p: d.X for p, d in parties.items()})
     with RayBus(guard=guard, parties=parties) as bus:
         rows = bus.local("c0", _leak)
+        bus.send("c0", "server", "test.leak", rows)
         with pytest.raises(PrivacyGuardError, match="private row of 'c0'"):
-            bus.send("c0", "server", "test.leak", rows)
+            bus.flush()
         assert len(bus.transcript) == 0
         env = bus.send("c0", "server", "test.norm", bus.local("c0", _sq_norm, 1.0))
         assert len(bus.transcript) == 1 and env.payload > 0

@@ -59,17 +59,28 @@ class BareBus(Bus):
 
 
 class _SendTimer:
-    """Mixin for a bus class: ``send_seconds`` is the wall time spent inside :meth:`send`
-    (freezing, sizing, hashing, defenses, guard, logging)."""
+    """Mixin for a bus class: ``send_seconds`` is the wall time spent inside :meth:`send` and
+    :meth:`flush` (freezing, sizing, hashing, defenses, guard, logging)."""
 
     send_seconds = 0.0
+    _timing = False
 
-    def send(self, *args, **kw) -> Envelope:
+    def _timed(self, call, *args, **kw):
+        if self._timing:  # a flush inside send: counted once, by send
+            return call(*args, **kw)
+        self._timing = True
         t0 = time.perf_counter()
         try:
-            return super().send(*args, **kw)
+            return call(*args, **kw)
         finally:
             self.send_seconds += time.perf_counter() - t0
+            self._timing = False
+
+    def send(self, *args, **kw) -> Envelope:
+        return self._timed(super().send, *args, **kw)
+
+    def flush(self) -> None:
+        return self._timed(super().flush)
 
 
 class TimedBus(_SendTimer, Bus):

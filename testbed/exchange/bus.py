@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
-from testbed.errors import TestbedError
+from testbed.errors import PrivacyGuardError, TestbedError
 from testbed.exchange.envelope import EAVESDROPPER, SERVER, Envelope, visible_to
 from testbed.exchange.guard import GuardFinding, PrivacyGuard
 from testbed.exchange.payload import (
@@ -179,7 +179,10 @@ class Bus:
         transcript: Transcript | None = None,
         local_threads: int | None = None,
     ):
-        self.transcript = transcript if transcript is not None else Transcript()
+        self._transcript = transcript if transcript is not None else Transcript()
+        self._seq = len(self._transcript)
+        self._pending: list[Envelope] = []  # sent, not yet checked by the guard nor logged
+        self._pending_bytes = 0
         #: threads for :func:`parallel_safe` local calls (1 = one after another)
         if local_threads is None:
             local_threads = default_local_threads() or auto_local_threads()
@@ -190,12 +193,25 @@ class Bus:
         self.ledger = ledger
         self._on_send = on_send
 
+    @property
+    def transcript(self) -> Transcript:
+        """Every delivered envelope, in order. Reading it first checks and logs the messages
+        the guard has not checked yet (:meth:`flush`)."""
+        self.flush()
+        return self._transcript
+
     def send(
         self, sender: str, receiver: str, kind: str, payload: Payload, round: int = 0, meta=None
     ) -> Envelope:
-        """Send one message; returns the envelope as delivered (after defenses)."""
+        """Send one message; returns the envelope as delivered (after defenses).
+
+        With a guard, the envelope is checked and logged with the messages sent after it, in
+        batches of :attr:`GUARD_BATCH` messages or :attr:`GUARD_BATCH_BYTES` bytes, and at the
+        latest when the transcript is read (:meth:`flush`): a message carrying a private row
+        stops the run there (guard mode ``stop``), and neither it nor anything sent after it
+        is ever logged."""
         env = Envelope.make(
-            seq=len(self.transcript),
+            seq=self._seq,
             round=round,
             sender=sender,
             receiver=receiver,
@@ -212,12 +228,46 @@ class Bus:
                 env = new
         if not env.digest:
             env = replace(env, digest=payload_digest(env.payload))
-        if self.guard is not None:
-            self.guard.check(env)
-        self.transcript._append(env)
+        self._seq += 1
+        if self.guard is None:
+            self._transcript._append(env)
+        else:
+            self._pending.append(env)
+            self._pending_bytes += env.nbytes
+            if (
+                len(self._pending) >= self.GUARD_BATCH
+                or self._pending_bytes >= self.GUARD_BATCH_BYTES
+            ):
+                self.flush()
         if self._on_send is not None:
             self._on_send(env)
         return env
+
+    #: the guard checks this many messages at once (its cost per check is mostly fixed: one
+    #: search over a batch costs about what one over a single message does)
+    GUARD_BATCH = 64
+    #: or fewer, once their payloads hold this many bytes
+    GUARD_BATCH_BYTES = 8 << 20
+
+    def flush(self) -> None:
+        """Check every message sent since the last flush with the guard, in one search, and
+        log them. When the batch holds a private row they are checked again one at a time, in
+        order: each clean one is logged, and the first leak raises (guard mode ``stop``) or is
+        recorded and logged (``record``), exactly as a check at each send would."""
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        if not pending:
+            return
+        if self.guard.check_batch(pending):
+            for env in pending:
+                self._transcript._append(env)
+            return
+        try:
+            for env in pending:
+                self.guard.check(env)
+                self._transcript._append(env)
+        except PrivacyGuardError:  # the leak and what was sent after it are never logged
+            self._seq = len(self._transcript)
+            raise
 
     def local(self, party: str, fn, /, *args, **kwargs):
         """Run ``fn(party_data, *args, **kwargs)`` at ``party`` and return the result to that

@@ -107,6 +107,7 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
         ) as bus:
             with plugin_phase("protocol", world.protocol.name, "run"):
                 result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
+            bus.flush()  # the guard checks what it has not yet, before the transcript closes
     finally:
         bar.close()
         if spilling is not None:
