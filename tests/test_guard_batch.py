@@ -9,15 +9,19 @@ among many clean messages.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testbed.errors import PrivacyGuardError
+from testbed.exchange import guard_worker
 from testbed.exchange.bus import SERVER, Bus, PrivacyGuard, Transcript
 from testbed.measure import Measure
 
+WORKER = guard_worker.shared_worker(force=True)  # started now: ready by the first test using it
 RNG = np.random.default_rng(5)
 PRIVATE = {"alice": RNG.normal(size=(20, 4)), "bob": RNG.normal(size=(15, 4))}
 
@@ -37,9 +41,23 @@ def _message(kind: str, i: int, rng: np.random.Generator):
     return Measure(np.vstack([clean, row])), None
 
 
-def _play(kinds, batch: int, mode: str, seed: int = 0):
+def _guard(where: str, **kw) -> PrivacyGuard:
+    """A guard searching in this process (``here``) or on the worker process (``worker``)."""
+    if where == "here":
+        return PrivacyGuard(PRIVATE, worker=False, **kw)
+    if WORKER is None or not WORKER.wait_ready():
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    guard = PrivacyGuard(PRIVATE, worker=True, **kw)
+    assert guard._worker is WORKER
+    return guard
+
+
+WHERE = pytest.mark.parametrize("where", ["here", "worker"])
+
+
+def _play(kinds, batch: int, mode: str, seed: int = 0, where: str = "here"):
     """Send the messages on a bus checking ``batch`` at a time; returns (bus, guard, error)."""
-    guard = PrivacyGuard(PRIVATE, mode=mode)
+    guard = _guard(where, mode=mode)
     bus = Bus(guard=guard)
     bus.GUARD_BATCH = batch
     rng = np.random.default_rng(seed)
@@ -66,12 +84,14 @@ KINDS = st.lists(
 )
 
 
+@WHERE
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kinds=KINDS, batch=st.sampled_from([2, 3, 7, 64]), mode=st.sampled_from(["stop", "record"]))
-def test_batched_checks_give_what_a_check_at_every_send_gives(kinds, batch, mode):
-    # Execute: the same messages, checked one at a time and in batches
+def test_batched_checks_give_what_a_check_at_every_send_gives(where, kinds, batch, mode):
+    # Execute: the same messages, checked one at a time here and in batches (here, or on the
+    # worker process, which a full batch does not wait for)
     one = _outcome(*_play(kinds, 1, mode))
-    many = _outcome(*_play(kinds, batch, mode))
+    many = _outcome(*_play(kinds, batch, mode, where=where))
     # Assert: the same error (first leak named), the same logged messages, the same counters
     # and findings in results.json
     assert many == one
@@ -83,32 +103,46 @@ def test_batched_checks_give_what_a_check_at_every_send_gives(kinds, batch, mode
         assert one[3]["violations"] == len(leaks) and one[2] == len(kinds)
 
 
-def test_a_leak_is_stopped_within_one_batch_of_sends():
-    guard = PrivacyGuard(PRIVATE)
-    bus = Bus(guard=guard)
+def test_a_leak_is_stopped_within_two_batches_of_sends():
+    bus = Bus(guard=_guard("here"))
     bus.send("alice", SERVER, "p.leak", PRIVATE["alice"][3])
     with pytest.raises(PrivacyGuardError, match="'alice'"):
-        for i in range(Bus.GUARD_BATCH):
+        for i in range(2 * Bus.GUARD_BATCH):
             bus.send("alice", SERVER, "p.ok", np.full(4, 100.0 + i))
-    assert i == Bus.GUARD_BATCH - 2  # the batch's last send checked it
+    # the first batch is answered while the second fills; the second's last send collects it
+    assert i == 2 * Bus.GUARD_BATCH - 2
+    assert len(bus.transcript) == 0 and len(bus._pending) == 0
+
+
+def test_a_busy_worker_lets_the_batch_grow_but_not_past_its_limit():
+    bus = Bus(guard=_guard("worker"))
+    bus.send("alice", SERVER, "p.leak", PRIVATE["alice"][3])
+    with pytest.raises(PrivacyGuardError, match="'alice'"):
+        for i in range(Bus.GUARD_BATCH + Bus.GUARD_LAG + 1):
+            bus.send("alice", SERVER, "p.ok", np.full(4, 100.0 + i))
+    assert i < Bus.GUARD_BATCH + Bus.GUARD_LAG
     assert len(bus.transcript) == 0
 
 
-def test_a_large_payload_is_checked_before_the_batch_is_full():
-    guard = PrivacyGuard(PRIVATE)
+@WHERE
+def test_a_large_payload_is_checked_before_the_batch_is_full(where):
+    guard = _guard(where)
     bus = Bus(guard=guard)
     big = np.zeros((Bus.GUARD_BATCH_BYTES // 32 + 1, 4))
     big[-1] = PRIVATE["bob"][0]
+    bus.send("bob", SERVER, "p.big", big)  # a batch by itself: searched at once
+    assert not bus._pending and bus._inflight is not None
     with pytest.raises(PrivacyGuardError, match="'bob'"):
-        bus.send("bob", SERVER, "p.big", big)
+        bus.flush()
 
 
-def test_a_protocol_that_fails_after_a_leak_logs_and_writes_nothing_of_it(tmp_path):
+@WHERE
+def test_a_protocol_that_fails_after_a_leak_logs_and_writes_nothing_of_it(where, tmp_path):
     """Hostile: send a row, then raise before the batch is checked, hoping the row was logged
     or spilled to the run directory unchecked."""
     row = PRIVATE["alice"][7]
     transcript = Transcript(spill_dir=tmp_path, spill_threshold=0)
-    bus = Bus(guard=PrivacyGuard(PRIVATE), transcript=transcript)
+    bus = Bus(guard=_guard(where), transcript=transcript)
     bus.send("alice", SERVER, "p.ok", np.full((50, 4), 3.0))
     bus.send("alice", SERVER, "p.leak", np.vstack([np.full((50, 4), 3.0), row]))
     with pytest.raises(RuntimeError):
@@ -121,9 +155,10 @@ def test_a_protocol_that_fails_after_a_leak_logs_and_writes_nothing_of_it(tmp_pa
     assert all(e.kind != "p.leak" for e in transcript)
 
 
-def test_reading_the_transcript_checks_what_is_pending_first():
+@WHERE
+def test_reading_the_transcript_checks_what_is_pending_first(where):
     """Hostile: send a row, then read the transcript before the batch is full."""
-    bus = Bus(guard=PrivacyGuard(PRIVATE))
+    bus = Bus(guard=_guard(where))
     bus.send("bob", SERVER, "p.leak", {"x": PRIVATE["bob"][2] * 1.0})
     with pytest.raises(PrivacyGuardError, match="'bob'"):
         list(bus.transcript)
@@ -136,3 +171,100 @@ def test_sequence_numbers_count_sends_not_checks():
     assert [e.seq for e in envs] == list(range(5))
     assert [e.seq for e in bus.transcript] == list(range(5))
     assert bus.guard.messages_checked == 5
+
+
+def _many(bus, n=3 * Bus.GUARD_BATCH, leak_at=None):
+    for i in range(n):
+        x = np.full((2, 4), 200.0 + i)
+        if i == leak_at:
+            x[1] = PRIVATE["bob"][5]
+        bus.send("bob", SERVER, "p.x", x)
+
+
+@pytest.mark.parametrize("leak_at", [None, 100])
+def test_a_killed_worker_leaves_nothing_unchecked(leak_at):
+    """Hostile: the worker process dies mid-run (here: killed). The bus's process takes over
+    every check, the leak is still found and the counters are those of a check per send."""
+    if WORKER is None:
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    worker = guard_worker.GuardWorker()  # its own, not the shared one the other tests use
+    assert worker.wait_ready()
+    guard = PrivacyGuard(PRIVATE, worker=False)
+    guard._worker, guard._gid = worker, worker.load(guard._rows, guard._parties)
+    bus = Bus(guard=guard)
+    try:
+        bus.send("bob", SERVER, "p.first", np.ones((2, 4)))
+        bus.flush()  # answered by the worker
+        assert worker.seconds > 0
+        worker._proc.kill()
+        worker._proc.wait()
+        if leak_at is None:
+            _many(bus)
+            bus.flush()
+        else:
+            with pytest.raises(PrivacyGuardError, match="'bob'"):
+                _many(bus, leak_at=leak_at)
+                bus.flush()
+    finally:
+        worker.close()
+    assert guard._worker is None  # the rest of the run checked here
+    ref = Bus(guard=PrivacyGuard(PRIVATE, worker=False))
+    ref.GUARD_BATCH = 1
+    ref.send("bob", SERVER, "p.first", np.ones((2, 4)))
+    with pytest.raises(PrivacyGuardError) if leak_at is not None else _nothing():
+        _many(ref, leak_at=leak_at)
+    assert len(bus.transcript) == len(ref.transcript)
+    assert guard.rows_checked == ref.guard.rows_checked
+    assert guard.messages_checked == ref.guard.messages_checked
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_worker_that_answers_an_error_is_not_believed():
+    """A batch the worker fails on (here: a guard it no longer holds) is searched here."""
+    if WORKER is None or not WORKER.wait_ready():
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    guard = _guard("worker")
+    WORKER.drop(guard._gid)  # the worker forgets this guard's index
+    bus = Bus(guard=guard)
+    _many(bus, n=10, leak_at=4)
+    with pytest.raises(PrivacyGuardError, match="'bob'"):
+        bus.flush()
+    assert guard._worker is None
+
+
+def test_the_worker_is_a_separate_session_and_stops_with_its_process(tmp_path):
+    """Ctrl-C goes to the bus's process group only (the worker is in its own session), and a
+    process that exits, even without closing anything, leaves no worker behind."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "use_worker.py"
+    script.write_text(
+        "import numpy as np, sys\n"
+        "from testbed.exchange.guard import PrivacyGuard\n"
+        "from testbed.exchange import guard_worker\n"
+        "g = PrivacyGuard({'a': np.eye(3)}, worker=True)\n"
+        "w = guard_worker.shared_worker(force=True)\n"
+        "assert w.wait_ready()\n"
+        "print(w._proc.pid, flush=True)\n"
+        "import os; os._exit(0)\n"  # no atexit, no close: the pipe's end is the only signal
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    pid = int(out.stdout.split()[-1])
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"guard worker {pid} still running after its process exited")

@@ -79,8 +79,8 @@ class _SendTimer:
     def send(self, *args, **kw) -> Envelope:
         return self._timed(super().send, *args, **kw)
 
-    def flush(self) -> None:
-        return self._timed(super().flush)
+    def flush(self, wait: bool = True) -> None:
+        return self._timed(super().flush, wait)
 
 
 class TimedBus(_SendTimer, Bus):

@@ -59,6 +59,7 @@ __all__ = ["RELEASE", "GuardFinding", "PrivacyGuard", "readings"]
 
 _MAX_FINDINGS = 100
 _MAX_DEPTH = 64
+_F64 = np.dtype(np.float64)
 _NO_PARTIES: frozenset[str] = frozenset()  # the cache key of a check that ignores no party
 _LOOSE_MAX = 1024  # short lists also join the loose numbers, in order
 #: the route of a released value (a finding's sender and receiver)
@@ -233,6 +234,10 @@ class PrivacyGuard:
     rel_tol : float
         Threshold relative to the median private row norm of each party.
     mode : ``"stop"`` or ``"record"``
+    worker : bool, optional
+        Search the bus's batches on the guard's worker process
+        (:mod:`testbed.exchange.guard_worker`): None (default) where it is enabled, True
+        wherever the platform allows, False never.
     """
 
     def __init__(
@@ -241,36 +246,67 @@ class PrivacyGuard:
         exempt: Sequence[np.ndarray] | None = None,
         rel_tol: float = 1e-6,
         mode: str = "stop",
+        worker: bool | None = None,
     ):
         if mode not in ("stop", "record"):
             raise ValueError(f"guard mode must be 'stop' or 'record', got {mode!r}")
-        self.rel_tol, self.mode = float(rel_tol), mode
+        self.rel_tol = float(rel_tol)
+        self._thresholds: dict[str, float] = {}
+        parties = list(private)
+        # which rows are guarded and each party's threshold: cheap, known at once; the index
+        # over them is what takes time (built in this process only when it checks here)
+        rows = self._private_rows(dict(private), list(exempt or ()))
+        self._setup(parties, rows, mode, worker)
+
+    @classmethod
+    def from_rows(cls, rows: Mapping[int, tuple], parties: Sequence[str]) -> PrivacyGuard:
+        """A guard over rows already chosen (per width: rows, owner index into ``parties``,
+        threshold): the worker process's copy of a guard (:mod:`testbed.exchange.guard_worker`),
+        which builds the same index and so finds the same things."""
+        self = cls.__new__(cls)
+        self.rel_tol, self._thresholds = float("nan"), {}
+        self._setup(list(parties), dict(rows), "record", worker=False)
+        return self
+
+    def _setup(self, parties, rows, mode, worker) -> None:
+        self.mode = mode
         self.findings: list[GuardFinding] = []
         self.violations = 0
         self.rows_checked = 0  # windows of d numbers compared with the index
         self.messages_checked = 0
         self.seconds = 0.0  # time spent checking (not in summary(): results stay seed-determined)
         self.build_seconds = 0.0  # the index's own build time (on its thread)
-        self._thresholds: dict[str, float] = {}
-        self._parties = list(private)
+        self._parties = parties
+        self._rows = rows
         self._clean: set[tuple[str, frozenset]] = set()
         self._index: dict[int, _Width] | None = None
         self._failed: BaseException | None = None
+        self._builder: threading.Thread | None = None
+        self._worker, self._gid = None, None
+        if worker is not False and rows:
+            from testbed.exchange import guard_worker
+
+            w = guard_worker.shared_worker(force=bool(worker))
+            if w is not None:
+                try:
+                    self._gid, self._worker = w.load(rows, parties), w
+                except guard_worker.WorkerError:
+                    pass
+        if self._worker is None or not self._worker.ready():
+            self._start_build()  # checks begin here, while the worker starts
+
+    def _start_build(self) -> None:
         # the index builds on its own thread while the protocol starts (numpy releases the
-        # GIL); the first check waits for it, inside the guard's timed seconds
+        # GIL); the first check here waits for it, inside the guard's timed seconds
         self._builder = threading.Thread(
-            target=self._build,
-            args=(dict(private), list(exempt or ())),
-            name="privacy-guard-index",
-            daemon=True,
+            target=self._build, name="privacy-guard-index", daemon=True
         )
         self._builder.start()
 
-    def _build(self, private, exempt) -> None:
+    def _build(self) -> None:
         t0 = time.perf_counter()
         try:
-            by_width = self._private_rows(private, exempt)
-            self._index = {d: _Width(*parts) for d, parts in by_width.items()}
+            self._index = {d: _Width(*parts) for d, parts in self._rows.items()}
         except BaseException as exc:  # raised again by the first use
             self._failed = exc
         self.build_seconds = time.perf_counter() - t0
@@ -278,6 +314,8 @@ class PrivacyGuard:
     @property
     def _widths(self) -> dict[int, _Width]:
         if self._index is None:
+            if self._builder is None:
+                self._start_build()
             self._builder.join()
             if self._failed is not None:
                 raise self._failed
@@ -286,7 +324,6 @@ class PrivacyGuard:
     @property
     def thresholds(self) -> dict[str, float]:
         """Each party's threshold: ``rel_tol`` x the median norm of its private rows."""
-        self._widths  # noqa: B018 -- built by the index's thread
         return self._thresholds
 
     def _private_rows(self, private, exempt) -> dict[int, tuple]:
@@ -342,7 +379,13 @@ class PrivacyGuard:
 
     @property
     def rows_indexed(self) -> int:
-        return sum(len(w.values) for w in self._widths.values())
+        return sum(len(parts[0]) for parts in self._rows.values())
+
+    def close(self) -> None:
+        """Let the worker forget this guard's index (the guard still checks, in process)."""
+        w, self._worker = self._worker, None
+        if w is not None:
+            w.drop(self._gid)
 
     # -- searching
     def _skip(self, ignore: Iterable[str]) -> np.ndarray | None:
@@ -358,7 +401,19 @@ class PrivacyGuard:
         (``(order, path, array)``: a float64 array's own bytes, else a uint8 buffer)."""
         values, raw = [], []
         order = itertools.count()  # one numbering across both lists: the reading order
+        f64 = _F64
         for path, a in arrays:
+            if a.dtype == f64 and a.ndim <= 2:  # the common case, read as below but faster
+                if not a.size:
+                    continue
+                tr = a.ndim == 2 and a.shape[0] > 1
+                values.append((next(order), path, a, False))
+                if tr:
+                    values.append((next(order), path + ".axis0", a.T, False))
+                raw.append((next(order), path + ".bytes@", a))
+                if tr:
+                    raw.append((next(order), path + ".axis0.bytes@", values[-1][2]))
+                continue
             kind = a.dtype.kind
             parts = [(".real", a.real), (".imag", a.imag)] if kind == "c" else [("", a)]
             native = a.dtype == np.float64
@@ -387,8 +442,11 @@ class PrivacyGuard:
         ]
         sizes = [n + (-n % 8) for n in unit] if as_bytes else unit
         offsets = np.cumsum([0, *sizes[:-1]])
-        if len(pieces) == 1 and not as_bytes and pieces[0][2].dtype == np.float64:
-            return np.ascontiguousarray(pieces[0][2]).reshape(-1), offsets
+        if not as_bytes:  # each piece flattened in C order, cast as an assignment casts
+            if len(pieces) == 1 and pieces[0][2].dtype == np.float64:
+                return np.ascontiguousarray(pieces[0][2]).reshape(-1), offsets
+            arrays = [p[2] for p in pieces]
+            return np.concatenate(arrays, axis=None, dtype=np.float64, casting="unsafe"), offsets
         vec = np.zeros(sum(sizes), np.uint8) if as_bytes else np.empty(sum(sizes))
         for at, n, p in zip(offsets.tolist(), unit, pieces):
             a = p[2]
@@ -428,8 +486,9 @@ class PrivacyGuard:
         ints = [p for p in values if p[3]]
         int_joined = self._join(ints, False) if ints else None
         found = []
+        sizes = np.array([p[2].size for p in values], dtype=np.int64)
         for wi, w in enumerate(self._widths.values()):
-            self.rows_checked += sum(max(p[2].size - w.values.d + 1, 0) for p in values)
+            self.rows_checked += int(np.maximum(sizes - (w.values.d - 1), 0).sum())
             searches = [(0, w.values, joined, values), (2, w.raw, raw_joined, raw)]
             if ints:
                 searches.append((1, w.trunc, int_joined, ints))
@@ -449,7 +508,7 @@ class PrivacyGuard:
         """``(party, path, start, distance)`` of the first near-copy in a payload or its meta,
         else None. ``start`` is where the window begins in the reading named by ``path``
         (values along an axis, or bytes). Rows of parties in ``ignore`` are not looked for."""
-        if not self._widths:
+        if not self._rows:
             return None
         skip = self._skip(ignore)
         sources = [(payload, "")] + ([(meta, "meta/")] if meta else [])
@@ -501,21 +560,14 @@ class PrivacyGuard:
         if found is not None:
             self._found(found)
 
-    def check_batch(self, envs: Sequence[Any]) -> bool:
-        """Check several envelopes in one search over all their readings (payloads, then
-        metas, each message's readings their own pieces, as :meth:`check` reads them).
-
-        Returns True when none holds a near-copy: the counters and the cache of clean payloads
-        are then exactly what :meth:`check` on each in turn leaves. Returns False, changing
-        nothing, when the batch holds one; the caller then checks them one at a time with
-        :meth:`check`, which raises or records exactly as without batching. Each message is
-        its own piece, so a window never spans two messages: batching neither finds nor misses
-        anything a check per message would not."""
+    def submit(self, envs: Sequence[Any]) -> tuple:
+        """Start checking several envelopes as one search over all their readings (payloads,
+        then metas; each message's readings are their own pieces, as :meth:`check` reads them,
+        so a window never spans two messages). On the worker process when it is running
+        (:mod:`testbed.exchange.guard_worker`): this returns at once. The answer is
+        :meth:`settle`'s; settle a batch before submitting the next."""
         t0 = time.perf_counter()
-        rows_before = self.rows_checked
         try:
-            if not self._widths:
-                return self._passed(len(envs))
             fresh: set[tuple[str, frozenset]] = set()
             parts = []
             for i, env in enumerate(envs):
@@ -526,23 +578,85 @@ class PrivacyGuard:
                         fresh.add(key)
                 if env.meta:
                     parts.append(readings(env.meta, f"{i}/meta/"))
-            if parts and self._find_in(itertools.chain.from_iterable(parts), None) is not None:
-                self.rows_checked = rows_before
-                return False
-            self._clean |= fresh
-            return self._passed(len(envs))
+            return (len(envs), fresh, self._ask(list(itertools.chain.from_iterable(parts))))
         finally:
             self.seconds += time.perf_counter() - t0
 
-    def _passed(self, n: int) -> bool:
-        self.messages_checked += n
-        return True
+    def settle(self, ticket: tuple) -> bool:
+        """The answer to :meth:`submit`. True when no envelope of the batch holds a near-copy:
+        the counters and the cache of clean payloads are then exactly what :meth:`check` on
+        each in turn leaves. False, changing nothing, when one does; the caller then checks
+        them one at a time with :meth:`check`, which raises or records exactly as without
+        batching: batching neither finds nor misses anything a check per message would not."""
+        n, fresh, asked = ticket
+        t0 = time.perf_counter()
+        try:
+            clean, rows = self._answer(asked)
+        finally:
+            self.seconds += time.perf_counter() - t0
+        if clean:
+            self.rows_checked += rows
+            self.messages_checked += n
+            self._clean |= fresh
+        return clean
+
+    @staticmethod
+    def answered(ticket: tuple) -> bool:
+        """Whether :meth:`settle` would return without waiting."""
+        asked = ticket[2]
+        if asked[0] == "here":
+            return True
+        w = asked[3]
+        return w.done(asked[1])
+
+    def check_batch(self, envs: Sequence[Any]) -> bool:
+        """:meth:`settle` of :meth:`submit`: check a batch and wait for the answer."""
+        return self.settle(self.submit(envs))
+
+    def _ask(self, leaves: list) -> tuple:
+        """Search ``(path, array)`` leaves for any near-copy: on the worker when it runs, else
+        here. ``("worker", batch id, leaves)`` or ``("here", clean, windows compared)``."""
+        if not leaves or not self._rows:
+            return ("here", True, 0)
+        w = self._worker
+        if w is not None and w.ready():
+            from testbed.exchange.guard_worker import WorkerError
+
+            try:
+                return ("worker", w.submit(self._gid, leaves), leaves, w)
+            except WorkerError:
+                self._worker = None
+        before = self.rows_checked
+        hit = self._find_in(leaves, None)
+        rows, self.rows_checked = self.rows_checked - before, before
+        return ("here", hit is None, rows)
+
+    def _answer(self, asked: tuple) -> tuple[bool, int]:
+        if asked[0] == "here":
+            return asked[1], asked[2]
+        from testbed.exchange.guard_worker import WorkerError
+
+        try:
+            return asked[3].answer(asked[1])
+        except WorkerError:  # the worker failed: search here instead
+            self._worker = None
+            return self._answer(self._ask(asked[2]))
+
+    @property
+    def worker_seconds(self) -> float:
+        """The worker process's search time so far (all its guards), 0 without one."""
+        return self._worker.seconds if self._worker is not None else 0.0
 
     def check_release(self, released: Mapping[str, Any]) -> None:
         """Check what a protocol releases (``{"estimates": ..., "outputs": ..., ...}``), each
         key as its own finding's kind."""
         t0 = time.perf_counter()
         try:
+            leaves = [x for key, value in released.items() for x in readings(value, f"{key}/")]
+            clean, rows = self._answer(self._ask(leaves))
+            if clean:
+                self.rows_checked += rows
+                return
             for key, value in released.items():
                 hit = self.find(value)
                 if hit is not None:

@@ -299,10 +299,11 @@ class ByteIndex:
 
 
 def _counts(keys: np.ndarray) -> np.ndarray:
-    """How often each 64-bit key occurs among all of them (hashed into 2**20 buckets:
-    collisions only overcount)."""
-    slots = (keys.view(np.uint64) * _FIB >> np.uint64(64 - 20)).view(np.int64)
-    return np.bincount(slots.reshape(-1), minlength=1 << 20)[slots]
+    """How often each 64-bit key occurs among all of them (hashed into about 4 buckets a key,
+    at most 2**20: collisions only overcount)."""
+    bits = int(min(max(np.ceil(np.log2(max(4 * keys.size, 1))), 8), 20))
+    slots = (keys.view(np.uint64) * _FIB >> np.uint64(64 - bits)).view(np.int64)
+    return np.bincount(slots.reshape(-1), minlength=1 << bits)[slots]
 
 
 def _stride(counts: np.ndarray, most: int) -> tuple[int, np.ndarray]:

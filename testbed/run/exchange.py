@@ -113,7 +113,10 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
         if spilling is not None:
             spilling.close()
     if guard is not None:
-        guard.check_release(released_values(result))
+        try:
+            guard.check_release(released_values(result))
+        finally:
+            guard.close()  # the worker forgets this run's rows
     elapsed = time.perf_counter() - t0
     return Exchange(
         result=result,

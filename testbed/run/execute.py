@@ -99,6 +99,10 @@ def execute(
 
 
 def _execute(rs, out_dir, progress, until, write, replay, world, finish) -> RunOutput:
+    if until != "world" and rs.scenario.guard_mode != "off":
+        from testbed.exchange.guard_worker import shared_worker
+
+        shared_worker()  # starts the guard's worker while the data loads (never waits)
     if world is None:
         world = build_world(rs)
     if until == "world":

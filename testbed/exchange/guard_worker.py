@@ -1,0 +1,350 @@
+"""The privacy guard's worker process: the bus's batches are searched on another core.
+
+The bus checks messages in batches (:meth:`~testbed.exchange.bus.Bus.flush`). With a worker,
+the guard copies a batch's readings (every array-like leaf of every payload and meta, as
+:func:`~testbed.exchange.guard.readings` gives them) into memory shared with this process and
+returns at once; the protocol goes on while the worker searches them, and the bus collects the
+answer at its next flush or when the transcript is read. The worker only answers "no private row
+in this batch" or "something in it": the guard in the bus's process decides everything else (what
+is logged, what stops the run, every finding and counter), checking a batch that is not clean
+again one message at a time, itself. A worker that fails or dies is replaced by checks in the
+bus's process; nothing goes unchecked.
+
+The worker is a fresh interpreter (``python -m testbed.exchange.guard_worker``, no re-import of
+the caller's script), started once per process and shared by every guard of that process; its
+index is built from the rows the guard sends it (the same rows, owners and thresholds, so both
+sides find the same things). The shared memory is one anonymous ``memfd`` handed over at start:
+no file name, nothing left behind. ``OT_TESTBED_GUARD_WORKER=0`` checks in the bus's process
+(as does a machine with one CPU, and a ``--jobs`` sweep's worker, whose cores are in use).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ENV", "GuardWorker", "enabled", "shared_worker"]
+
+#: ``0`` (or ``off``) checks in the bus's own process; ``1`` uses a worker even where it would
+#: not by default
+ENV = "OT_TESTBED_GUARD_WORKER"
+_ALIGN = 64  # every leaf starts at a multiple of this in the shared memory
+_KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
+
+
+def _cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def enabled() -> bool:
+    """Whether guards of this process use the worker: ``OT_TESTBED_GUARD_WORKER`` when set, else
+    yes where a second CPU is free for it (not in a ``--jobs`` sweep's worker) and the platform
+    has ``memfd_create``."""
+    if not hasattr(os, "memfd_create"):
+        return False
+    raw = os.environ.get(ENV, "").strip().lower()
+    if raw:
+        return raw not in ("0", "off", "false", "no")
+    if os.environ.get("OT_TESTBED_SWEEP_WORKER") == "1":  # engines.pool.IN_SWEEP_WORKER
+        return False
+    return _cpus() > 1
+
+
+class WorkerError(RuntimeError):
+    """The worker could not answer (it died, or failed on a batch): check in process."""
+
+
+class GuardWorker:
+    """One worker process and the shared memory batches travel in. Thread-safe; answers come
+    back in the order batches were sent."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._answers: dict[int, tuple] = {}
+        self._busy: int | None = None  # the batch whose leaves the shared memory holds
+        self._ready = False
+        self._failed: str | None = None
+        self.seconds = 0.0  # the worker's own search time, as it reports it
+        self._fd = os.memfd_create("privacy-guard-batches", os.MFD_CLOEXEC)
+        self._size = 0
+        self._map: mmap.mmap | None = None
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "testbed.exchange.guard_worker",
+                    str(to_child_r),
+                    str(from_child_w),
+                    str(self._fd),
+                ],
+                pass_fds=(to_child_r, from_child_w, self._fd),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches the bus's process, which stops this one
+            )
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self._send = Connection(to_child_w, readable=False)
+        self._recv = Connection(from_child_r, writable=False)
+
+    # -- state
+    def ready(self) -> bool:
+        """True once the worker has started (never blocks)."""
+        if self._ready or self._failed:
+            return self._ready and not self._failed
+        with self._lock:
+            try:
+                if self._recv.poll(0):
+                    self._take()
+            except (EOFError, OSError) as exc:
+                self._fail(f"the guard worker stopped: {exc!r}")
+        return self._ready and not self._failed
+
+    def wait_ready(self, timeout: float = 30.0) -> bool:
+        """Wait until the worker has started (or ``timeout`` seconds); True when it has."""
+        end = time.monotonic() + timeout
+        while not self.ready() and self.alive and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.ready()
+
+    @property
+    def alive(self) -> bool:
+        return not self._failed and self._proc.poll() is None
+
+    def _fail(self, why: str) -> None:
+        self._failed = self._failed or why
+
+    def _take(self) -> None:
+        """Receive one message from the worker (the lock is held)."""
+        msg = self._recv.recv()
+        if msg[0] == "ready":
+            self._ready = True
+        else:
+            self._answers[msg[1]] = msg
+            if self._busy == msg[1]:
+                self._busy = None
+
+    # -- guards
+    def load(self, widths: dict[int, tuple], parties: list[str]) -> int:
+        """Hand the worker one guard's rows (per width: rows, owner, threshold), from which it
+        builds the same index; returns the guard's id there."""
+        gid = next(self._ids)
+        self._call(("load", gid, {d: tuple(np.asarray(x) for x in w) for d, w in widths.items()},
+                    list(parties)))  # fmt: skip
+        return gid
+
+    def drop(self, gid: int) -> None:
+        """Forget one guard's index."""
+        if self.alive:
+            try:
+                self._call(("drop", gid))
+            except WorkerError:
+                pass
+
+    def _call(self, msg) -> None:
+        if self._failed:
+            raise WorkerError(self._failed)
+        with self._lock:
+            try:
+                self._send.send(msg)
+            except (OSError, ValueError) as exc:
+                self._fail(f"the guard worker stopped: {exc!r}")
+                raise WorkerError(self._failed) from None
+
+    # -- batches
+    def submit(self, gid: int, leaves: list[tuple[str, np.ndarray]]) -> int:
+        """Copy ``leaves`` to the shared memory and ask the worker to search them; returns the
+        batch's id for :meth:`answer`. Waits only if the previous batch is still being read."""
+        if self._failed:
+            raise WorkerError(self._failed)
+        bid = next(self._ids)
+        layout, at = [], 0
+        for path, a in leaves:
+            layout.append((path, a.dtype.str, a.shape, at))
+            at += -(-a.nbytes // _ALIGN) * _ALIGN
+        with self._lock:
+            while self._busy is not None:  # the memory still holds a batch being searched
+                self._wait_one()
+            self._reserve(at)
+            for (_, _, _, off), (_, a) in zip(layout, leaves):
+                if a.size:
+                    np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
+            try:
+                self._send.send(("check", gid, bid, self._size, layout))
+            except (OSError, ValueError) as exc:
+                self._fail(f"the guard worker stopped: {exc!r}")
+                raise WorkerError(self._failed) from None
+            self._busy = bid
+        return bid
+
+    def _reserve(self, nbytes: int) -> None:
+        if nbytes <= self._size and self._map is not None:
+            return
+        size = max(nbytes, 2 * self._size, 1 << 20)
+        size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+        if self._map is not None:
+            self._map.close()
+        os.ftruncate(self._fd, size)
+        self._map = mmap.mmap(self._fd, size)
+        self._size = size
+
+    def _wait_one(self) -> None:
+        try:
+            self._take()
+        except (EOFError, OSError) as exc:
+            self._fail(f"the guard worker stopped: {exc!r}")
+            raise WorkerError(self._failed) from None
+
+    def done(self, bid: int) -> bool:
+        """Whether the answer for batch ``bid`` is in (never blocks)."""
+        with self._lock:
+            try:
+                while bid not in self._answers and not self._failed and self._recv.poll(0):
+                    self._take()
+            except (EOFError, OSError) as exc:
+                self._fail(f"the guard worker stopped: {exc!r}")
+            return bid in self._answers or bool(self._failed)
+
+    def answer(self, bid: int) -> tuple[bool, int]:
+        """``(clean, windows compared)`` of one batch; waits for it."""
+        with self._lock:
+            while bid not in self._answers:
+                if self._failed:
+                    raise WorkerError(self._failed)
+                self._wait_one()
+            msg = self._answers.pop(bid)
+        if msg[0] == "error":
+            raise WorkerError(msg[2])
+        _, _, clean, rows, seconds = msg
+        self.seconds += seconds
+        return clean, rows
+
+    def close(self) -> None:
+        """Stop the worker and free the shared memory."""
+        try:
+            self._send.send(("close",))
+        except (OSError, ValueError):
+            pass
+        for c in (self._send, self._recv):
+            c.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        os.close(self._fd)
+        self._fail("the guard worker was closed")
+
+
+_SHARED: dict[int, GuardWorker] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_worker(start: bool = True, force: bool = False) -> GuardWorker | None:
+    """This process's worker (started on first call, without waiting for it), or None where
+    workers are off (:func:`enabled`; ``force``: on wherever the platform has them) or the
+    last one failed."""
+    if not (enabled() or (force and hasattr(os, "memfd_create"))):
+        return None
+    pid = os.getpid()  # a forked child starts its own
+    with _SHARED_LOCK:
+        w = _SHARED.get(pid)
+        if w is not None and not w.alive:
+            _SHARED.pop(pid)
+            return None  # failed once: the rest of this process checks in process
+        if w is None and start:
+            try:
+                w = _SHARED[pid] = GuardWorker()
+            except OSError:
+                return None
+            if len(_SHARED) == 1:
+                atexit.register(_close_all)
+        return w
+
+
+def _close_all() -> None:
+    with _SHARED_LOCK:
+        workers = [w for p, w in _SHARED.items() if p == os.getpid()]
+        _SHARED.clear()
+    for w in workers:
+        w.close()
+
+
+# ----------------------------------------------------------------------------- the worker side
+def _serve(recv: Connection, send: Connection, fd: int) -> None:
+    from testbed.exchange.guard import PrivacyGuard
+
+    guards: dict[int, Any] = {}
+    view, size = None, 0
+    send.send(("ready",))
+    while True:
+        try:
+            msg = recv.recv()
+        except (EOFError, OSError):
+            return
+        op = msg[0]
+        if op == "close":
+            return
+        if op == "load":
+            _, gid, widths, parties = msg
+            guards[gid] = PrivacyGuard.from_rows(widths, parties)
+            while len(guards) > _KEEP:  # the oldest first: a guard asking later checks itself
+                guards.pop(next(iter(guards)))
+            continue
+        if op == "drop":
+            guards.pop(msg[1], None)
+            continue
+        _, gid, bid, need, layout = msg
+        try:
+            t0 = time.perf_counter()
+            if need > size:
+                view = None
+                size = need
+                view = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            leaves = [
+                (path, np.ndarray(shape, np.dtype(dt), buffer=view, offset=off))
+                for path, dt, shape, off in layout
+            ]
+            guard = guards[gid]
+            before = guard.rows_checked
+            hit = guard._find_in(leaves, None)
+            del leaves
+            answer = ("checked", bid, hit is None, guard.rows_checked - before,
+                      time.perf_counter() - t0)  # fmt: skip
+        except Exception as exc:  # answered, not raised: the bus checks this batch itself
+            answer = ("error", bid, f"{type(exc).__name__}: {exc}")
+        send.send(answer)
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the bus's process decides when to stop
+    from testbed.threads import limit_blas_threads
+
+    limit_blas_threads()
+    recv_fd, send_fd, mem_fd = (int(a) for a in argv[:3])
+    _serve(Connection(recv_fd, writable=False), Connection(send_fd, readable=False), mem_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
