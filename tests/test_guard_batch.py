@@ -268,3 +268,29 @@ def test_the_worker_is_a_separate_session_and_stops_with_its_process(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail(f"guard worker {pid} still running after its process exited")
+
+
+def test_a_forked_child_holds_none_of_the_workers_pipes():
+    """The pool engine forks its workers from the bus's process: a child must not be able to
+    read the worker's answers or the batches' shared memory."""
+    if WORKER is None or not WORKER.wait_ready():
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    fds = {WORKER._send.fileno(), WORKER._recv.fileno(), WORKER._fd}
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: which of the parent's worker fds are still open here?
+        still = []
+        for fd in fds:
+            try:
+                os.fstat(fd)
+                still.append(fd)
+            except OSError:
+                pass
+        os.write(w, repr(still).encode())
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1000).decode()
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert got == "[]"
+    assert WORKER.alive and WORKER.ready()  # the parent's worker is untouched

@@ -10,7 +10,7 @@ is logged, what stops the run, every finding and counter), checking a batch that
 again one message at a time, itself. A worker that fails or dies is replaced by checks in the
 bus's process; nothing goes unchecked.
 
-The worker is a fresh interpreter (``python -m testbed.exchange.guard_worker``, no re-import of
+The worker is a fresh interpreter (``python -m testbed.exchange.guard_serve``, no re-import of
 the caller's script), started once per process and shared by every guard of that process; its
 index is built from the rows the guard sends it (the same rows, owners and thresholds, so both
 sides find the same things). The shared memory is one anonymous ``memfd`` handed over at start:
@@ -24,13 +24,11 @@ import atexit
 import itertools
 import mmap
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any
 
 import numpy as np
 
@@ -40,7 +38,6 @@ __all__ = ["ENV", "GuardWorker", "enabled", "shared_worker"]
 #: not by default
 ENV = "OT_TESTBED_GUARD_WORKER"
 _ALIGN = 64  # every leaf starts at a multiple of this in the shared memory
-_KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
 
 
 def _cpus() -> int:
@@ -89,7 +86,7 @@ class GuardWorker:
                 [
                     sys.executable,
                     "-m",
-                    "testbed.exchange.guard_worker",
+                    "testbed.exchange.guard_serve",
                     str(to_child_r),
                     str(from_child_w),
                     str(self._fd),
@@ -236,6 +233,22 @@ class GuardWorker:
         self.seconds += seconds
         return clean, rows
 
+    def _forget(self) -> None:
+        """Close this process's copies of the pipe ends and memory, telling the worker nothing."""
+        self._failed = "inherited from the parent process"
+        for c in (self._send, self._recv):
+            try:
+                c.close()
+            except OSError:
+                pass
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
     def close(self) -> None:
         """Stop the worker and free the shared memory."""
         try:
@@ -282,69 +295,23 @@ def shared_worker(start: bool = True, force: bool = False) -> GuardWorker | None
         return w
 
 
+def _forget_in_child() -> None:
+    """In a forked child (the pool engine's workers): drop the parent's worker without a word
+    to it, closing the inherited pipe ends and shared memory, so nothing in the child can read
+    the parent's answers or batches."""
+    for pid, w in list(_SHARED.items()):
+        if pid != os.getpid():
+            _SHARED.pop(pid, None)
+            w._forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def _close_all() -> None:
     with _SHARED_LOCK:
         workers = [w for p, w in _SHARED.items() if p == os.getpid()]
         _SHARED.clear()
     for w in workers:
         w.close()
-
-
-# ----------------------------------------------------------------------------- the worker side
-def _serve(recv: Connection, send: Connection, fd: int) -> None:
-    from testbed.exchange.guard import PrivacyGuard
-
-    guards: dict[int, Any] = {}
-    view, size = None, 0
-    send.send(("ready",))
-    while True:
-        try:
-            msg = recv.recv()
-        except (EOFError, OSError):
-            return
-        op = msg[0]
-        if op == "close":
-            return
-        if op == "load":
-            _, gid, widths, parties = msg
-            guards[gid] = PrivacyGuard.from_rows(widths, parties)
-            while len(guards) > _KEEP:  # the oldest first: a guard asking later checks itself
-                guards.pop(next(iter(guards)))
-            continue
-        if op == "drop":
-            guards.pop(msg[1], None)
-            continue
-        _, gid, bid, need, layout = msg
-        try:
-            t0 = time.perf_counter()
-            if need > size:
-                view = None
-                size = need
-                view = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-            leaves = [
-                (path, np.ndarray(shape, np.dtype(dt), buffer=view, offset=off))
-                for path, dt, shape, off in layout
-            ]
-            guard = guards[gid]
-            before = guard.rows_checked
-            hit = guard._find_in(leaves, None)
-            del leaves
-            answer = ("checked", bid, hit is None, guard.rows_checked - before,
-                      time.perf_counter() - t0)  # fmt: skip
-        except Exception as exc:  # answered, not raised: the bus checks this batch itself
-            answer = ("error", bid, f"{type(exc).__name__}: {exc}")
-        send.send(answer)
-
-
-def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the bus's process decides when to stop
-    from testbed.threads import limit_blas_threads
-
-    limit_blas_threads()
-    recv_fd, send_fd, mem_fd = (int(a) for a in argv[:3])
-    _serve(Connection(recv_fd, writable=False), Connection(send_fd, readable=False), mem_fd)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
