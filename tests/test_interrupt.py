@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from _scenarios import tiny
 
 SLOW = (
@@ -147,3 +148,48 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
     except OSError:
         return "Z"
+
+
+def _guard_workers_of(pid: int) -> list[int]:
+    """Live guard worker processes started by ``pid`` (their last argument is its pid)."""
+    found = []
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path("/proc", p, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"testbed.exchange.guard_serve" in argv and argv[-2:] == [str(pid).encode(), b""]:
+            if _state(p) != "Z":
+                found.append(int(p))
+    return found
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_ctrl_c_on_a_run_leaves_no_guard_worker(tmp_path, signals):
+    """A single run (no --jobs) searches the guard's batches on a worker process in a session of
+    its own (the terminal's Ctrl-C does not reach it): it must end with the run."""
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(SLOW.split("sweep:")[0].replace("interruptible", "one_run"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(scenario), "--out", str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg", "OT_TESTBED_GUARD_WORKER": "1"},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not _guard_workers_of(proc.pid):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the run started no guard worker"
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the protocol
+    for _ in range(signals):
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130), err.decode()
+    assert "Traceback" not in err.decode()
+    deadline = time.monotonic() + 30
+    while _guard_workers_of(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _guard_workers_of(proc.pid) == [], "the guard worker outlived its run"

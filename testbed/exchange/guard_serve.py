@@ -1,5 +1,5 @@
 """The guard's worker process itself (started by :class:`testbed.exchange.guard_worker.GuardWorker`
-as ``python -m testbed.exchange.guard_serve <commands fd> <answers fd> <memory fd>``).
+as ``python -m testbed.exchange.guard_serve <commands fd> <answers fd> <memory fd> <its pid>``).
 
 It holds a copy of each guard's index (:meth:`PrivacyGuard.from_rows`: the same rows, owners and
 thresholds) and answers each batch with "clean" or "something in it" and the number of windows it
@@ -26,7 +26,10 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
 
     guards: dict[int, Any] = {}
     view, size = None, 0
-    send.send(("ready",))
+    try:
+        send.send(("ready",))
+    except OSError:
+        return
     while True:
         try:
             msg = recv.recv()
@@ -63,7 +66,10 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
                       time.perf_counter() - t0)  # fmt: skip
         except Exception as exc:  # answered, not raised: the bus checks this batch itself
             answer = ("error", bid, f"{type(exc).__name__}: {exc}")
-        send.send(answer)
+        try:
+            send.send(answer)
+        except OSError:  # the bus's process is gone
+            return
 
 
 def main(argv: list[str]) -> int:

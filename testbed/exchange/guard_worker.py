@@ -90,6 +90,7 @@ class GuardWorker:
                     str(to_child_r),
                     str(from_child_w),
                     str(self._fd),
+                    str(os.getpid()),  # whose worker it is (for ps, and the tests)
                 ],
                 pass_fds=(to_child_r, from_child_w, self._fd),
                 stdin=subprocess.DEVNULL,
