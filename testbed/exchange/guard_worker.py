@@ -93,7 +93,11 @@ class GuardWorker:
                     str(os.getpid()),  # whose worker it is (for ps, and the tests)
                 ],
                 pass_fds=(to_child_r, from_child_w, self._fd),
+                # no terminal of its own: it reports through its pipe, and a caller waiting for
+                # this process's output to end does not wait for the worker too
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches the bus's process, which stops this one
             )
         finally:
@@ -251,23 +255,11 @@ class GuardWorker:
             pass
 
     def close(self) -> None:
-        """Stop the worker and free the shared memory."""
-        try:
-            self._send.send(("close",))
-        except (OSError, ValueError):
-            pass
-        for c in (self._send, self._recv):
-            c.close()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        os.close(self._fd)
-        self._fail("the guard worker was closed")
+        """Stop the worker: close this end of its pipe (it ends when it reads the end, after
+        the batch it may be searching) and the shared memory. Never waits: it may run from an
+        interrupted process's exit, where no lock or wait can be trusted."""
+        self._forget()
+        self._failed = "the guard worker was closed"
 
 
 _SHARED: dict[int, GuardWorker] = {}
@@ -311,8 +303,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _close_all() -> None:
-    with _SHARED_LOCK:
-        workers = [w for p, w in _SHARED.items() if p == os.getpid()]
-        _SHARED.clear()
+    # at exit, without the lock: an interrupt may have left it held
+    workers = [w for p, w in list(_SHARED.items()) if p == os.getpid()]
+    _SHARED.clear()
     for w in workers:
         w.close()
