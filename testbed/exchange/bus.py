@@ -1,8 +1,9 @@
 """Message bus: the only way a value crosses from one party to another.
 
 :meth:`Bus.send` runs the sender's defenses on the outgoing envelope (each returns a *new*
-envelope), checks the result with the privacy guard, appends it to the transcript and returns the
-delivered envelope to the receiver's code. Nothing in the transcript is ever edited or deleted.
+envelope) and returns the delivered envelope to the receiver's code; the privacy guard checks it
+with its batch (:meth:`Bus.flush`, on the guard's worker process where there is one) and only then
+is it appended to the transcript. Nothing in the transcript is ever edited or deleted.
 
 The pieces live in their own modules and are re-exported here, so ``from testbed.exchange.bus import X``
 keeps working: payload freezing, sizes and digests (:mod:`testbed.exchange.payload`), envelopes
