@@ -24,6 +24,7 @@ import atexit
 import itertools
 import mmap
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -105,6 +106,28 @@ class GuardWorker:
             os.close(from_child_w)
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(from_child_r, writable=False)
+        # commands go out in order through one thread: a guard's rows (megabytes, pickled) or
+        # a batch's layout never make the bus wait while the worker is busy reading
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._send_all, name="guard-worker-commands")
+        self._sender.daemon = True
+        self._sender.start()
+
+    def _send_all(self) -> None:
+        while True:
+            msg = self._outbox.get()
+            if msg is None:
+                return
+            try:
+                self._send.send(msg)
+            except (OSError, ValueError, TypeError) as exc:  # the worker is gone or closed
+                self._fail(f"the guard worker stopped: {exc!r}")
+                return
+
+    def _post(self, msg) -> None:
+        if self._failed:
+            raise WorkerError(self._failed)
+        self._outbox.put(msg)
 
     # -- state
     def ready(self) -> bool:
@@ -161,14 +184,7 @@ class GuardWorker:
                 pass
 
     def _call(self, msg) -> None:
-        if self._failed:
-            raise WorkerError(self._failed)
-        with self._lock:
-            try:
-                self._send.send(msg)
-            except (OSError, ValueError) as exc:
-                self._fail(f"the guard worker stopped: {exc!r}")
-                raise WorkerError(self._failed) from None
+        self._post(msg)
 
     # -- batches
     def submit(self, gid: int, leaves: list[tuple[str, np.ndarray]]) -> int:
@@ -188,11 +204,7 @@ class GuardWorker:
             for (_, _, _, off), (_, a) in zip(layout, leaves):
                 if a.size:
                     np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
-            try:
-                self._send.send(("check", gid, bid, self._size, layout))
-            except (OSError, ValueError) as exc:
-                self._fail(f"the guard worker stopped: {exc!r}")
-                raise WorkerError(self._failed) from None
+            self._post(("check", gid, bid, self._size, layout))
             self._busy = bid
         return bid
 
@@ -258,6 +270,7 @@ class GuardWorker:
         """Stop the worker: close this end of its pipe (it ends when it reads the end, after
         the batch it may be searching) and the shared memory. Never waits: it may run from an
         interrupted process's exit, where no lock or wait can be trusted."""
+        self._outbox.put(None)  # the command thread ends
         self._forget()
         self._failed = "the guard worker was closed"
 
