@@ -122,6 +122,8 @@ def payload_nbytes(p: Payload) -> int:
 _U64 = struct.Struct(">Q")
 _F64 = struct.Struct(">d")
 _C128 = struct.Struct(">dd")
+_MEASURE_HEAD = b"M" + _U64.pack(2)
+_FLOAT_HEAD = b"F" + _U64.pack(8)
 
 
 def _leaf(h, tag: bytes, body: bytes) -> None:
@@ -144,6 +146,15 @@ def canonical_update(h, x: Any) -> None:
     Measure (support, weights), mappings (items sorted by the encoding of their key) and
     sequences (list and tuple alike, so a value read back from JSON encodes as it was written).
     Anything else is a ``TypeError``."""
+    t = type(x)  # the types a message carries most, first (the same encoding as below)
+    if t is np.ndarray:
+        return _array_update(h, x)
+    if t is Measure:
+        h.update(_MEASURE_HEAD)
+        _array_update(h, x.support)
+        return _array_update(h, x.weights)
+    if t is float:
+        return h.update(_FLOAT_HEAD + _F64.pack(x))
     if isinstance(x, np.ndarray):
         return _array_update(h, x)
     if isinstance(x, np.generic) and not isinstance(x, np.void):
