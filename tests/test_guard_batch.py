@@ -294,3 +294,25 @@ def test_a_forked_child_holds_none_of_the_workers_pipes():
     os.close(r)
     assert got == "[]"
     assert WORKER.alive and WORKER.ready()  # the parent's worker is untouched
+
+
+def test_a_worker_that_never_starts_leaves_the_checks_here(monkeypatch):
+    """The worker's interpreter exits at once (here: /bin/false in its place): every batch is
+    searched in the bus's process and the leak is still found."""
+    if WORKER is None:
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    monkeypatch.setattr("sys.executable", "/bin/false")
+    worker = guard_worker.GuardWorker()
+    monkeypatch.undo()
+    try:
+        worker._proc.wait(timeout=30)
+        assert not worker.ready() and not worker.alive
+        guard = PrivacyGuard(PRIVATE, worker=False)
+        guard._worker, guard._gid = worker, 1
+        bus = Bus(guard=guard)
+        _many(bus, n=100, leak_at=70)
+        with pytest.raises(PrivacyGuardError, match="'bob'"):
+            bus.flush()
+        assert worker.seconds == 0
+    finally:
+        worker.close()

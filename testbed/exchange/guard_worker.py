@@ -101,6 +101,10 @@ class GuardWorker:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches the bus's process, which stops this one
             )
+        except BaseException:
+            for fd in (to_child_w, from_child_r, self._fd):
+                os.close(fd)
+            raise
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
