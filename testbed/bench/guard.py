@@ -192,7 +192,7 @@ def guard_markdown(
         "batch to the guard's worker process and collecting its answer; without a worker, the "
         "search itself and the wait for the index, which then builds on a thread here: "
         '"index build s"), against the rest of the '
-        f"run; budget {100 * BUDGET:.0f} %. \"worker s\" is the search on the worker, on the "
+        f'run; budget {100 * BUDGET:.0f} %. "worker s" is the search on the worker, on the '
         'other core; "on / off" the fastest run with the guard against the fastest without '
         "(interleaved repeats): what a user waits for in all.",
         "",
