@@ -72,7 +72,9 @@ def headline_section(doc: Doc, data: ReportData) -> None:
         lead,
         f"{lead} ({'↑' if higher else '↓'} more leakage)",
         higher,
-        "frontier: " + lead + " (worst attack and target) vs error",
+        # short enough to end before the plot's toolbar (the caption says "worst over attacks
+        # and targets")
+        "frontier: " + lead + " vs error",
     )
     fig = tradeoff_figure(data.agg, err_key, [view])
     fig.update_layout(height=520)
