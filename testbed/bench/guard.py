@@ -71,7 +71,6 @@ def _timed_run(case, parties, guard: bool, seed: int, kit, bus_factory=None) -> 
         "rows_indexed": g.rows_indexed if g is not None else 0,
         # the search on the worker process, on the other core (not in the run's time)
         "worker_seconds": worker.seconds - worker_before if worker is not None else 0.0,
-        "searched_on": "-" if g is None else ("worker" if worker is not None else "this process"),
         "workers": workers,
         "digest": bus.transcript.digest(),
     }

@@ -504,10 +504,6 @@ class PrivacyGuard:
         w = asked[3]
         return w.done(asked[1])
 
-    def check_batch(self, envs: Sequence[Any]) -> bool:
-        """:meth:`settle` of :meth:`submit`: check a batch and wait for the answer."""
-        return self.settle(self.submit(envs))
-
     def _ask(self, leaves: list) -> tuple:
         """Search ``(path, array)`` leaves for any near-copy: on the worker when it runs, else
         here. ``("worker", batch id, leaves)`` or ``("here", clean, windows compared)``."""
@@ -536,11 +532,6 @@ class PrivacyGuard:
         except WorkerError:  # the worker failed: search here instead
             self._worker = None
             return self._answer(self._ask(asked[2]))
-
-    @property
-    def worker_seconds(self) -> float:
-        """The worker process's search time so far (all its guards), 0 without one."""
-        return self._worker.seconds if self._worker is not None else 0.0
 
     def check_release(self, released: Mapping[str, Any]) -> None:
         """Check what a protocol releases (``{"estimates": ..., "outputs": ..., ...}``), each

@@ -36,8 +36,6 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
         except (EOFError, OSError):
             return
         op = msg[0]
-        if op == "close":
-            return
         if op == "load":
             _, gid, widths, parties = msg
             guards[gid] = PrivacyGuard.from_rows(widths, parties)

@@ -175,7 +175,7 @@ class GuardWorker:
         """Hand the worker one guard's rows (per width: rows, owner, threshold), from which it
         builds the same index; returns the guard's id there."""
         gid = next(self._ids)
-        self._call(("load", gid, {d: tuple(np.asarray(x) for x in w) for d, w in widths.items()},
+        self._post(("load", gid, {d: tuple(np.asarray(x) for x in w) for d, w in widths.items()},
                     list(parties)))  # fmt: skip
         return gid
 
@@ -183,12 +183,9 @@ class GuardWorker:
         """Forget one guard's index."""
         if self.alive:
             try:
-                self._call(("drop", gid))
+                self._post(("drop", gid))
             except WorkerError:
                 pass
-
-    def _call(self, msg) -> None:
-        self._post(msg)
 
     # -- batches
     def submit(self, gid: int, leaves: list[tuple[str, np.ndarray]]) -> int:
@@ -283,7 +280,7 @@ _SHARED: dict[int, GuardWorker] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_worker(start: bool = True, force: bool = False) -> GuardWorker | None:
+def shared_worker(force: bool = False) -> GuardWorker | None:
     """This process's worker (started on first call, without waiting for it), or None where
     workers are off (:func:`enabled`; ``force``: on wherever the platform has them) or the
     last one failed."""
@@ -295,7 +292,7 @@ def shared_worker(start: bool = True, force: bool = False) -> GuardWorker | None
         if w is not None and not w.alive:
             _SHARED.pop(pid)
             return None  # failed once: the rest of this process checks in process
-        if w is None and start:
+        if w is None:
             try:
                 w = _SHARED[pid] = GuardWorker()
             except OSError:

@@ -195,8 +195,9 @@ _HEADS: dict[tuple[str, tuple[int, ...]], bytes] = {}  # (dtype, shape) -> encod
 
 
 def _array_head(dt: np.dtype, shape: tuple[int, ...], nbytes: int) -> bytes:
-    """The encoding of a numeric array up to its bytes (type, dtype, shape, byte count),
-    remembered per dtype and shape: a run sends the same few shapes thousands of times."""
+    """The encoding of an array up to its contents (type, dtype, shape; for a buffer of
+    numbers or strings also its byte count), remembered per dtype and shape: a run sends the
+    same few shapes thousands of times."""
     key = (dt.str, shape)
     head = _HEADS.get(key)
     if head is None:
@@ -204,12 +205,12 @@ def _array_head(dt: np.dtype, shape: tuple[int, ...], nbytes: int) -> bytes:
         dims = [str(int(n)).encode() for n in shape]
         head = b"".join(
             [
-                b"A",
+                b"O" if dt.hasobject else b"A",
                 _U64.pack(3),
                 b"S" + _U64.pack(len(code)) + code,  # dtype, then shape: as canonical_update would
                 b"L" + _U64.pack(len(dims)),
                 *(b"I" + _U64.pack(len(d)) + d for d in dims),
-                b"Y" + _U64.pack(nbytes),
+                b"" if dt.hasobject else b"Y" + _U64.pack(nbytes),
             ]
         )
         if len(_HEADS) < 4096:
@@ -219,31 +220,14 @@ def _array_head(dt: np.dtype, shape: tuple[int, ...], nbytes: int) -> bytes:
 
 def _array_update(h, a: np.ndarray) -> None:
     dt = a.dtype
-    if dt.kind in "biufc" and dt.fields is None:  # numbers: the array's own buffer, no copy
-        if not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a)
-        h.update(_array_head(dt, a.shape, a.nbytes))
-        h.update(memoryview(a.reshape(-1)).cast("B"))
-        return
-    a = np.ascontiguousarray(a)
     if dt.fields is not None or (dt.hasobject and dt.kind != "O"):
         raise TypeError(f"no canonical encoding for arrays of dtype {dt}")
-    code = dt.str.encode()
-    dims = [str(int(n)).encode() for n in a.shape]
-    head = b"".join(
-        [
-            b"O" if dt.hasobject else b"A",
-            _U64.pack(3),
-            b"S" + _U64.pack(len(code)) + code,  # dtype, then shape: as canonical_update would
-            b"L" + _U64.pack(len(dims)),
-            *(b"I" + _U64.pack(len(d)) + d for d in dims),
-        ]
-    )
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    h.update(_array_head(dt, a.shape, a.nbytes))
     if dt.hasobject:  # element by element: the buffer holds pointers
-        h.update(head)
         canonical_update(h, a.reshape(-1).tolist())
     else:  # the array's own buffer: no copy
-        h.update(head + b"Y" + _U64.pack(a.nbytes))
         h.update(memoryview(a.reshape(-1)).cast("B"))
 
 
