@@ -182,7 +182,7 @@ def test_ctrl_c_on_a_run_leaves_no_guard_worker(tmp_path, signals):
         assert proc.poll() is None, proc.stderr.read().decode()
         assert time.monotonic() < deadline, "the run started no guard worker"
         time.sleep(0.05)
-    time.sleep(0.5)  # into the protocol
+    time.sleep(0.5)  # while it loads (imports POT and torch) or runs
     for _ in range(signals):
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.05)
@@ -193,3 +193,66 @@ def test_ctrl_c_on_a_run_leaves_no_guard_worker(tmp_path, signals):
     while _guard_workers_of(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _guard_workers_of(proc.pid) == [], "the guard worker outlived its run"
+
+
+def test_an_import_interrupted_by_ctrl_c_is_an_interrupt(capsys):
+    """A compiled module hit by Ctrl-C while it is being imported reports ``ImportError:
+    initialization failed`` raised from the KeyboardInterrupt (pybind11): that is a Ctrl-C
+    (exit 130, one line), not a fault (exit 1, "error: ImportError")."""
+    from testbed.cli._common import EXIT_INTERRUPTED, guarded
+
+    def command(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise ImportError("initialization failed") from exc
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        assert guarded(command, None, debug=False) == EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)  # guarded armed the second-Ctrl-C exit
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+_END = """\
+import atexit, os, signal, sys, time
+sys.argv = ["testbed", "plugins"]
+atexit.register(print, "teardown ran", file=sys.stderr)
+from testbed.cli.main import main
+rc = main()
+print("returned", rc, file=sys.stderr, flush=True)
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(30)))
+sys.exit(rc)
+"""
+
+
+def test_ctrl_c_during_the_teardown_ends_quietly_with_the_commands_code():
+    """Once a command has returned, its results are on disk: a Ctrl-C during the interpreter's
+    teardown (about a second with torch loaded) ends the process at once with the command's
+    exit code, no traceback and no death by the signal."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _END], capture_output=True, timeout=120, start_new_session=True
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert err == "returned 0\n", err  # neither a traceback nor the rest of the teardown
+
+
+def test_an_interrupted_command_skips_the_interpreters_teardown():
+    """Interrupted: flush and end with 130 at once, without tearing down modules a Ctrl-C may
+    have left half imported (CI saw ``Fatal Python error: PyThreadState_Get`` from there)."""
+    code = """\
+import atexit, sys
+atexit.register(print, "teardown ran", file=sys.stderr)
+from testbed.cli._common import end_process
+print("results written")
+end_process(130)
+print("not reached")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=120, start_new_session=True
+    )
+    assert proc.returncode == 130, proc.stderr.decode()
+    assert proc.stdout.decode() == "results written\n"  # flushed before the end
+    assert proc.stderr.decode() == ""

@@ -141,14 +141,14 @@ _interrupted = False
 
 
 def _ignore_late_sigint() -> None:  # pragma: no cover - runs at interpreter exit
-    """The last ``atexit`` handler: once a command was interrupted, ignore SIGINT for the rest of
-    the interpreter's exit. Late in its shutdown CPython puts every Python-level signal handler
+    """The last ``atexit`` handler: once a command has returned (or was interrupted), ignore
+    SIGINT for the rest of the interpreter's exit. Late in its shutdown CPython puts every Python-level signal handler
     back to the system default, so a second Ctrl-C landing there would kill the process by the
     signal (status -2 to a parent, not 130); nothing is left to stop by then but module teardown.
     Before this point a second Ctrl-C exits 130 at once (:mod:`testbed.run.interrupt`)."""
     import signal
 
-    if _interrupted:
+    if _interrupted or _returned:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -184,13 +184,7 @@ def guarded(fn, args, debug: bool) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        global _interrupted
-        _interrupted = True
-        from testbed.run.interrupt import second_interrupt_exits
-
-        second_interrupt_exits()  # a second Ctrl-C from here on exits 130 at once
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _on_interrupt()
     except (RecursionError, MemoryError) as exc:
         what = "input nested too deeply" if isinstance(exc, RecursionError) else "out of memory"
         _error(f"{what} ({type(exc).__name__}); rerun with --debug for details", debug)
@@ -200,6 +194,8 @@ def guarded(fn, args, debug: bool) -> int:
         _error(f"{where}{exc.strerror or one_line(exc)}", debug)
         return EXIT_FAULT
     except Exception as exc:  # a fault, not bad input: one line, traceback on --debug
+        if _from_interrupt(exc):
+            return _on_interrupt()
         _error(
             f"{type(exc).__name__}: {one_line(exc)} (rerun with --debug for the traceback)", debug
         )
@@ -209,6 +205,63 @@ def guarded(fn, args, debug: bool) -> int:
             raise
         _error(one_line(exc), debug)  # a runtime stop: finished cells are on disk
         return EXIT_FAULT
+
+
+def _on_interrupt() -> int:
+    global _interrupted
+    _interrupted = True
+    from testbed.run.interrupt import second_interrupt_exits
+
+    second_interrupt_exits()  # a second Ctrl-C from here on exits 130 at once
+    print("interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _from_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` stands for a Ctrl-C: a compiled module interrupted while it was being
+    imported reports ``ImportError: initialization failed`` (pybind11), raised from the
+    KeyboardInterrupt."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def end_process(rc: int) -> None:
+    """The command line's exit, once a command has returned ``rc`` (results and report are
+    on disk, written atomically).
+
+    - Interrupted (130): flush and end the process at once (``os._exit``), without the
+      interpreter's teardown. A Ctrl-C may have landed inside a compiled module's import (torch,
+      a pybind11 module), and tearing down a half-initialised module can abort the interpreter
+      (``Fatal Python error: PyThreadState_Get``) or make CPython kill itself by SIGINT. The
+      guard worker ends when its pipe closes with the process; sweep workers die with it
+      (``PR_SET_PDEATHSIG``); Ray is shut down by the engine's ``finally``.
+    - Otherwise the interpreter exits as usual, and a Ctrl-C during its teardown (about a second
+      with torch loaded) ends the process at once with ``rc``, without a traceback: there is
+      nothing left to stop.
+    """
+    import signal
+    import threading
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if rc == EXIT_INTERRUPTED:
+        os._exit(rc)
+    global _returned
+    _returned = True
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda signum, frame: os._exit(rc))
+
+
+#: set when the command has returned: the rest is the interpreter's teardown
+_returned = False
 
 
 def _cell_timeout(exc: BaseException) -> bool:

@@ -14,7 +14,7 @@ import importlib
 import math
 import sys
 
-from testbed.cli._common import RUN_HELP, guarded, interruptible
+from testbed.cli._common import RUN_HELP, end_process, guarded, interruptible
 
 __all__ = ["build_parser", "main"]
 
@@ -299,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse, then run the command's module under ``_common.guarded`` (one-line errors, exit
     codes 2 / 1 / 130, ``--debug`` for the traceback)."""
+    cli = argv is None  # the command line itself, not a caller in this process
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     if debug:
@@ -317,7 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"testbed.cli.{args.module}")
         return getattr(module, args.func)(args)
 
-    return guarded(command, args, debug)
+    rc = guarded(command, args, debug)
+    if cli:
+        end_process(rc)  # interrupted: ends here; otherwise a late Ctrl-C ends the teardown
+    return rc
 
 
 if __name__ == "__main__":
