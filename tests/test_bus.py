@@ -145,3 +145,17 @@ def test_bus_local_runs_at_the_party_only():
     assert bus.local("alice", lambda p, k: p.X.sum() * k, 2) == 8.0
     with pytest.raises(TestbedError, match="no party 'carol'"):
         bus.local("carol", lambda p: p)
+
+
+def test_with_digest_is_replace_without_the_constructor():
+    from dataclasses import FrozenInstanceError, replace
+
+    env = Envelope.make(seq=3, round=1, sender="a", receiver="b", kind="p.s",
+                        payload={"m": Measure(np.ones((2, 2)), [0.5, 0.5]), "x": 1.0},
+                        meta={"note": 1}, hashed=False)  # fmt: skip
+    new = env.with_digest("blake3.v2:ab")
+    assert new == replace(env, digest="blake3.v2:ab")
+    assert env.digest == "" and new.digest == "blake3.v2:ab"  # the original is untouched
+    assert new.payload is env.payload and new.meta is env.meta
+    with pytest.raises(FrozenInstanceError):
+        new.digest = "other"

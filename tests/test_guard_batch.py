@@ -316,3 +316,17 @@ def test_a_worker_that_never_starts_leaves_the_checks_here(monkeypatch):
         assert worker.seconds == 0
     finally:
         worker.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd_create on this platform")
+def test_closing_a_worker_whose_memory_is_still_viewed_does_not_raise():
+    """A view of the shared memory still alive (a caller's array) must not make ``close`` (run
+    at exit) raise ``BufferError``: the mapping goes when the view does."""
+    w = guard_worker.GuardWorker()
+    try:
+        w._reserve(1 << 16)
+        view = memoryview(w._map)
+    finally:
+        w.close()
+    assert view.nbytes >= 1 << 16
+    view.release()

@@ -260,7 +260,10 @@ class GuardWorker:
             except OSError:
                 pass
         if self._map is not None:
-            self._map.close()
+            try:
+                self._map.close()
+            except BufferError:  # a view of it is still alive: the mapping goes with it
+                pass
             self._map = None
         try:
             os.close(self._fd)
