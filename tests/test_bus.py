@@ -159,3 +159,17 @@ def test_with_digest_is_replace_without_the_constructor():
     assert new.payload is env.payload and new.meta is env.meta
     with pytest.raises(FrozenInstanceError):
         new.digest = "other"
+
+
+def test_make_sets_every_field_as_the_constructor_would():
+    from dataclasses import fields
+
+    payload = {"m": Measure(np.ones((2, 2)), [0.5, 0.5]), "x": 1.0}
+    for meta in (None, {}, {"note": 1}):
+        env = Envelope.make(seq=np.int64(3), round=1, sender="a", receiver="b", kind="p.s",
+                            payload=payload, meta=meta)  # fmt: skip
+        same = Envelope(**{f.name: getattr(env, f.name) for f in fields(Envelope)})
+        assert env == same and env.record() == same.record()
+        assert type(env.seq) is int and dict(env.meta) == dict(meta or {})
+        with pytest.raises(TypeError):
+            env.meta["new"] = 2  # read-only, also when empty

@@ -8,6 +8,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import testbed.exchange.bus as busmod
 import testbed.exchange.payload as payloadmod
@@ -167,3 +169,42 @@ def test_unknown_digest_algorithm_is_a_one_line_error(tmp_path):
     p.write_text("\n".join(lines) + "\n")
     with pytest.raises(TestbedError, match=r"envelopes.jsonl:1: .*unknown digest algorithm 'md5'"):
         Transcript.load(tmp_path)
+
+
+_LEAF = st.one_of(
+    st.floats(allow_nan=False),
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=5),
+    st.none(),
+    st.builds(
+        lambda n, k: np.arange(n, dtype=k).reshape(-1, 1)[::2],  # non-contiguous
+        st.integers(0, 40),
+        st.sampled_from(["f8", "i4", "u1"]),
+    ),  # fmt: skip
+    st.builds(
+        lambda n, d: Measure(np.ones((n, d)) / (n + d)), st.integers(1, 5), st.integers(1, 3)
+    ),
+)
+_PAYLOADS = st.recursive(
+    _LEAF,
+    lambda inner: st.one_of(
+        st.dictionaries(st.text(max_size=3), inner, max_size=3), st.lists(inner, max_size=3)
+    ),  # fmt: skip
+    max_leaves=8,
+)
+
+
+@given(_PAYLOADS, st.booleans(), st.sampled_from(["blake3", "sha256"]))
+@settings(max_examples=150, deadline=None)
+def test_payload_digest_hashes_the_canonical_encoding(payload, large, algorithm):
+    """Small payloads are hashed in one call, large ones piece by piece: both give the hash of
+    the canonical encoding (the oracle hashes :func:`canonical_bytes` itself)."""
+    import hashlib
+
+    from blake3 import blake3
+
+    if large:  # past the one-call size: the streamed path
+        payload = {"big": np.ones(payloadmod._ONE_SHOT // 8 + 1), "rest": payload}
+    data = canonical_bytes(payload)
+    want = (blake3 if algorithm == "blake3" else hashlib.sha256)(data).hexdigest()
+    assert payload_digest(payload, algorithm) == f"{algorithm}.v2:{want}"

@@ -23,6 +23,9 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- envelope
+_NO_META: Mapping[str, Any] = MappingProxyType({})  # read-only, so one serves every envelope
+
+
 @dataclass(frozen=True)
 class Envelope:
     """One message as it was sent (after the sender's defenses).
@@ -49,17 +52,21 @@ class Envelope:
         :func:`~testbed.exchange.payload.payload_digest`). ``hashed=False`` leaves ``digest`` empty for a
         caller that hashes the final payload itself (the bus, after the defenses)."""
         frozen = freeze_payload(payload)
-        return cls(
+        # the fields set directly: the frozen dataclass's constructor (one guarded setattr a
+        # field) costs half of an envelope, and the bus makes one for every message
+        env = object.__new__(cls)
+        env.__dict__.update(
             seq=int(seq),
             round=int(round),
             sender=str(sender),
             receiver=str(receiver),
             kind=str(kind),
             payload=frozen,
-            meta=MappingProxyType(dict(meta or {})),
+            meta=MappingProxyType(dict(meta)) if meta else _NO_META,
             nbytes=payload_nbytes(frozen),
             digest=payload_digest(frozen, algorithm) if hashed else "",
         )
+        return env
 
     def with_payload(self, payload: Payload, **meta) -> Envelope:
         """A new envelope with another payload (and merged meta); the original is untouched."""

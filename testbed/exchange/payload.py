@@ -309,4 +309,28 @@ def payload_digest(p: Payload, algorithm: str | None = None) -> str:
     as hard as for SHA-256, so a tampered transcript is still detected), returned as
     ``"blake3.v2:<hex>"``; ``algorithm="sha256"`` gives ``"sha256.v2:<hex>"``.
     """
-    return canonical_digest(p, algorithm)
+    if payload_nbytes(p) > _ONE_SHOT:
+        return canonical_digest(p, algorithm)
+    # a small payload's encoding is gathered (its arrays as views, joined in one copy) and
+    # hashed in one call: a fifth faster than feeding the hash piece by piece; same digest
+    parts = _Views()
+    canonical_update(parts, p)
+    h = new_hasher(algorithm)
+    h.update(b"".join(parts.parts))
+    return finish_digest(h, algorithm)
+
+
+#: payloads up to this many bytes are hashed in one call (:func:`payload_digest`)
+_ONE_SHOT = 64 << 10
+
+
+class _Views:
+    """A hash stand-in that keeps what it is fed (bytes, or views of arrays) without copying."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self):
+        self.parts: list = []
+
+    def update(self, b) -> None:
+        self.parts.append(b)
