@@ -142,9 +142,10 @@ _interrupted = False
 
 def _ignore_late_sigint() -> None:  # pragma: no cover - runs at interpreter exit
     """The last ``atexit`` handler: once a command has returned (or was interrupted), ignore
-    SIGINT for the rest of the interpreter's exit. Late in its shutdown CPython puts every Python-level signal handler
-    back to the system default, so a second Ctrl-C landing there would kill the process by the
-    signal (status -2 to a parent, not 130); nothing is left to stop by then but module teardown.
+    SIGINT for the rest of the interpreter's exit. Late in its shutdown CPython puts every
+    Python-level signal handler back to the system default, so a second Ctrl-C landing there
+    would kill the process by the signal (status -2 to a parent, not 130); nothing is left to
+    stop by then but module teardown.
     Before this point a second Ctrl-C exits 130 at once (:mod:`testbed.run.interrupt`)."""
     import signal
 
