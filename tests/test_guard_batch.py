@@ -330,3 +330,14 @@ def test_closing_a_worker_whose_memory_is_still_viewed_does_not_raise():
         w.close()
     assert view.nbytes >= 1 << 16
     view.release()
+
+
+def test_a_payload_found_clean_here_is_not_searched_again_on_the_worker():
+    """Record mode: a batch with a leak is checked again here, one message at a time; the
+    payloads found clean then are not searched again by the worker in later batches, so the
+    counters are those of a check at every send."""
+    kinds = ["repeat", "alice", "clean", "repeat", "clean", "repeat"]
+    one = _outcome(*_play(kinds, 1, "record"))
+    many = _outcome(*_play(kinds, 3, "record", where="worker"))
+    assert many == one
+    assert one[3]["violations"] == 1

@@ -183,7 +183,7 @@ class Bus:
         self._seq = len(self._transcript)
         self._pending: list[Envelope] = []  # sent, not yet checked by the guard nor logged
         self._pending_bytes = 0
-        self._inflight: tuple | None = None  # a batch the guard's worker is searching
+        self._inflight = None  # the batch the guard's worker is searching (guard._Batch)
         #: threads for :func:`parallel_safe` local calls (1 = one after another)
         if local_threads is None:
             local_threads = default_local_threads() or auto_local_threads()
@@ -264,30 +264,31 @@ class Bus:
         ``wait=False`` (a full batch, from :meth:`send`): the guard's worker process searches
         the batch while the protocol goes on, and the next flush collects the answer first; a
         leak then stops the run at most two batches after it was sent, and is never logged."""
-        if not wait and self._inflight is not None and not self.guard.answered(self._inflight[1]):
+        if not wait and self._inflight is not None and not self.guard.answered(self._inflight):
             if len(self._pending) < self.GUARD_LAG and self._pending_bytes < self.GUARD_LAG_BYTES:
                 return  # the worker is still busy: the batch grows instead of waiting
         inflight, self._inflight = self._inflight, None
         try:
             if inflight is not None:
-                self._settle(*inflight)
+                self._settle(inflight)
         except BaseException:
             self._pending, self._pending_bytes = [], 0  # sent after the leak: never logged
             raise
         pending, self._pending, self._pending_bytes = self._pending, [], 0
         if not pending:
             return
-        # the digests of a batch at once: in one tight loop they cost a third of what they
-        # cost one per send, between the protocol's own work
-        pending = [e if e.digest else e.with_digest(payload_digest(e.payload)) for e in pending]
-        ticket = self.guard.submit(pending)
+        # hashed with the batch: on the guard's worker when it runs, else here in one tight
+        # loop (a third of what one digest per send costs between the protocol's own work)
+        batch = self.guard.submit(pending)
         if wait:
-            self._settle(pending, ticket)
+            self._settle(batch)
         else:
-            self._inflight = (pending, ticket)
+            self._inflight = batch
 
-    def _settle(self, pending: list[Envelope], ticket) -> None:
-        if self.guard.settle(ticket):
+    def _settle(self, batch) -> None:
+        clean, digests = self.guard.settle(batch)
+        pending = [e if e.digest else e.with_digest(d) for e, d in zip(batch.envs, digests)]
+        if clean:
             for env in pending:
                 self._transcript._append(env)
             return

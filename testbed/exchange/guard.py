@@ -53,6 +53,7 @@ import numpy as np
 from testbed.errors import PrivacyGuardError
 from testbed.exchange.guard_index import ByteIndex, RowIndex
 from testbed.exchange.guard_readings import _axes, readings
+from testbed.exchange.payload import payload_digest
 
 __all__ = ["RELEASE", "GuardFinding", "PrivacyGuard", "readings"]
 
@@ -61,6 +62,22 @@ _F64 = np.dtype(np.float64)
 _NO_PARTIES: frozenset[str] = frozenset()  # the cache key of a check that ignores no party
 #: the route of a released value (a finding's sender and receiver)
 RELEASE = ("protocol", "released")
+
+
+class _Batch:
+    """One batch on its way through :meth:`PrivacyGuard.submit` and :meth:`~PrivacyGuard.settle`:
+    where it is searched (``worker`` and its batch id ``bid``, or here: ``worker`` None) and,
+    once answered, whether it is clean, the windows compared and the payloads' digests."""
+
+    __slots__ = ("envs", "worker", "bid", "clean", "rows", "digests")
+
+    def __init__(self, envs: Sequence[Any]):
+        self.envs = list(envs)
+        self.worker: Any = None
+        self.bid = 0
+        self.clean = False
+        self.rows = 0
+        self.digests: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -178,6 +195,7 @@ class PrivacyGuard:
         self._failed: BaseException | None = None
         self._builder: threading.Thread | None = None
         self._worker, self._gid = None, None
+        self._tell_worker: list[str] = []  # clean digests the worker has not heard of yet
         if worker is not False and rows:
             from testbed.exchange import guard_worker
 
@@ -439,7 +457,10 @@ class PrivacyGuard:
             if not (digest and key in self._clean):
                 hit = self.find(env.payload, ignore=ignore)
                 if hit is None and digest:
-                    self._clean.add(key)
+                    if ignore:
+                        self._clean.add(key)
+                    else:
+                        self._mark_clean((digest,))
             if hit is None and env.meta:
                 hit = self.find(None, env.meta, ignore=ignore)
             if hit is None:
@@ -455,83 +476,121 @@ class PrivacyGuard:
         if found is not None:
             self._found(found)
 
-    def submit(self, envs: Sequence[Any]) -> tuple:
+    def submit(self, envs: Sequence[Any]) -> _Batch:
         """Start checking several envelopes as one search over all their readings (payloads,
         then metas; each message's readings are their own pieces, as :meth:`check` reads them,
-        so a window never spans two messages). On the worker process when it is running
-        (:mod:`testbed.exchange.guard_worker`): this returns at once. The answer is
+        so a window never spans two messages), and hashing their payloads (the digests an
+        envelope without one gets: :func:`~testbed.exchange.payload.payload_digest`).
+
+        On the worker process when it is running (:mod:`testbed.exchange.guard_worker`): the
+        payloads' arrays are copied to it and this returns at once; the worker hashes and
+        searches them while the protocol goes on. Else here, at once. The answer is
         :meth:`settle`'s; settle a batch before submitting the next."""
         t0 = time.perf_counter()
         try:
-            fresh: set[tuple[str, frozenset]] = set()
-            parts = []
-            for i, env in enumerate(envs):
-                key = (env.digest, _NO_PARTIES)
-                if not (env.digest and (key in self._clean or key in fresh)):
-                    parts.append(readings(env.payload, f"{i}/"))
-                    if env.digest:
-                        fresh.add(key)
-                if env.meta:
-                    parts.append(readings(env.meta, f"{i}/meta/"))
-            return (len(envs), fresh, self._ask(list(itertools.chain.from_iterable(parts))))
+            batch = _Batch(envs)
+            w = self._worker
+            if self._rows and w is not None and w.ready():
+                from testbed.exchange.guard_worker import WorkerError
+
+                metas = [readings(e.meta, f"{i}/meta/") for i, e in enumerate(envs) if e.meta]
+                try:
+                    batch.bid = w.submit(
+                        self._gid,
+                        [e.payload for e in envs],
+                        list(itertools.chain.from_iterable(metas)),
+                        self._tell_worker,
+                    )
+                    batch.worker, self._tell_worker = w, []
+                    return batch
+                except WorkerError:
+                    self._worker = None
+            self._here(batch)
+            return batch
         finally:
             self.seconds += time.perf_counter() - t0
 
-    def settle(self, ticket: tuple) -> bool:
-        """The answer to :meth:`submit`. True when no envelope of the batch holds a near-copy:
-        the counters and the cache of clean payloads are then exactly what :meth:`check` on
-        each in turn leaves. False, changing nothing, when one does; the caller then checks
-        them one at a time with :meth:`check`, which raises or records exactly as without
-        batching: batching neither finds nor misses anything a check per message would not."""
-        n, fresh, asked = ticket
+    def _here(self, batch: _Batch) -> None:
+        """Hash and search a batch in this process (no worker, or it failed)."""
+        envs = batch.envs
+        batch.digests = [e.digest or payload_digest(e.payload) for e in envs]
+        batch.worker = None
+        fresh: set[str] = set()
+        parts = []
+        for i, (env, digest) in enumerate(zip(envs, batch.digests)):
+            if (digest, _NO_PARTIES) not in self._clean and digest not in fresh:
+                parts.append(readings(env.payload, f"{i}/"))
+                fresh.add(digest)
+            if env.meta:
+                parts.append(readings(env.meta, f"{i}/meta/"))
+        leaves = list(itertools.chain.from_iterable(parts))
+        if not leaves or not self._rows:
+            batch.clean, batch.rows = True, 0
+            return
+        before = self.rows_checked
+        batch.clean = self._find_in(leaves, None) is None
+        batch.rows, self.rows_checked = self.rows_checked - before, before
+
+    def settle(self, batch: _Batch) -> tuple[bool, list[str]]:
+        """The answer to :meth:`submit`: whether the batch is clean, and every payload's digest
+        in order. Clean means no envelope of the batch holds a near-copy: the counters and the
+        cache of clean payloads are then exactly what :meth:`check` on each in turn leaves.
+        Not clean changes nothing; the caller then checks them one at a time with
+        :meth:`check`, which raises or records exactly as without batching: batching neither
+        finds nor misses anything a check per message would not."""
         t0 = time.perf_counter()
         try:
-            clean, rows = self._answer(asked)
+            if batch.worker is not None:
+                from testbed.exchange.guard_worker import WorkerError
+
+                try:
+                    batch.clean, batch.rows, digests = batch.worker.answer(batch.bid)
+                    batch.digests = [e.digest or d for e, d in zip(batch.envs, digests)]
+                except WorkerError:  # the worker failed: hash and search here instead
+                    self._worker = None
+                    self._here(batch)
         finally:
             self.seconds += time.perf_counter() - t0
-        if clean:
-            self.rows_checked += rows
-            self.messages_checked += n
-            self._clean |= fresh
-        return clean
+        if batch.clean:
+            self.rows_checked += batch.rows
+            self.messages_checked += len(batch.envs)
+            self._mark_clean(batch.digests)
+        return batch.clean, batch.digests
 
     @staticmethod
-    def answered(ticket: tuple) -> bool:
+    def answered(batch: _Batch) -> bool:
         """Whether :meth:`settle` would return without waiting."""
-        asked = ticket[2]
-        if asked[0] == "here":
-            return True
-        w = asked[3]
-        return w.done(asked[1])
+        return batch.worker is None or batch.worker.done(batch.bid)
 
-    def _ask(self, leaves: list) -> tuple:
-        """Search ``(path, array)`` leaves for any near-copy: on the worker when it runs, else
-        here. ``("worker", batch id, leaves)`` or ``("here", clean, windows compared)``."""
+    def _mark_clean(self, digests: Iterable[str]) -> None:
+        """Remember payloads found clean (a check that ignores no party), here and, with the
+        next batch, on the worker: both skip the same payloads, so the counters are the same
+        wherever a batch was searched."""
+        new = {(d, _NO_PARTIES) for d in digests if d} - self._clean
+        if new:
+            self._clean |= new
+            if self._worker is not None:
+                self._tell_worker.extend(d for d, _ in new)
+
+    def _search_leaves(self, leaves: list) -> tuple[bool, int]:
+        """``(clean, windows compared)`` of ``(path, array)`` leaves: on the worker when it
+        runs (it is idle: the bus's last batch was settled), else here."""
         if not leaves or not self._rows:
-            return ("here", True, 0)
+            return True, 0
         w = self._worker
         if w is not None and w.ready():
             from testbed.exchange.guard_worker import WorkerError
 
             try:
-                return ("worker", w.submit(self._gid, leaves), leaves, w)
+                clean, rows, _ = w.answer(w.submit(self._gid, [], leaves, self._tell_worker))
+                self._tell_worker = []
+                return clean, rows
             except WorkerError:
                 self._worker = None
         before = self.rows_checked
-        hit = self._find_in(leaves, None)
+        clean = self._find_in(leaves, None) is None
         rows, self.rows_checked = self.rows_checked - before, before
-        return ("here", hit is None, rows)
-
-    def _answer(self, asked: tuple) -> tuple[bool, int]:
-        if asked[0] == "here":
-            return asked[1], asked[2]
-        from testbed.exchange.guard_worker import WorkerError
-
-        try:
-            return asked[3].answer(asked[1])
-        except WorkerError:  # the worker failed: search here instead
-            self._worker = None
-            return self._answer(self._ask(asked[2]))
+        return clean, rows
 
     def check_release(self, released: Mapping[str, Any]) -> None:
         """Check what a protocol releases (``{"estimates": ..., "outputs": ..., ...}``), each
@@ -539,7 +598,7 @@ class PrivacyGuard:
         t0 = time.perf_counter()
         try:
             leaves = [x for key, value in released.items() for x in readings(value, f"{key}/")]
-            clean, rows = self._answer(self._ask(leaves))
+            clean, rows = self._search_leaves(leaves)
             if clean:
                 self.rows_checked += rows
                 return

@@ -18,6 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from testbed.exchange.guard_readings import readings
+from testbed.exchange.guard_worker import unpack_payload
+from testbed.exchange.payload import payload_digest
+
 _KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
 
 
@@ -25,6 +29,7 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
     from testbed.exchange.guard import PrivacyGuard
 
     guards: dict[int, Any] = {}
+    clean: dict[int, set[str]] = {}  # per guard: digests of payloads found clean
     view, size = None, 0
     try:
         send.send(("ready",))
@@ -40,34 +45,62 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
             _, gid, widths, parties = msg
             guards[gid] = PrivacyGuard.from_rows(widths, parties)
             while len(guards) > _KEEP:  # the oldest first: a guard asking later checks itself
-                guards.pop(next(iter(guards)))
+                old = next(iter(guards))
+                guards.pop(old)
+                clean.pop(old, None)
             continue
         if op == "drop":
             guards.pop(msg[1], None)
+            clean.pop(msg[1], None)
             continue
-        _, gid, bid, need, layout = msg
+        _, gid, bid, need, layout, packed, extra, known = msg
         try:
             t0 = time.perf_counter()
             if need > size:
                 view = None
                 size = need
                 view = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-            leaves = [
-                (path, np.ndarray(shape, np.dtype(dt), buffer=view, offset=off))
-                for path, dt, shape, off in layout
+            arrays = [
+                np.ndarray(shape, np.dtype(dt), buffer=view, offset=off)
+                for dt, shape, off in layout
             ]
             guard = guards[gid]
-            before = guard.rows_checked
-            hit = guard._find_in(leaves, None)
-            del leaves
-            answer = ("checked", bid, hit is None, guard.rows_checked - before,
-                      time.perf_counter() - t0)  # fmt: skip
+            seen = clean.setdefault(gid, set())
+            seen.update(known)
+            clean_now, rows, digests = _check(guard, seen, arrays, packed, extra)
+            del arrays
+            answer = ("checked", bid, clean_now, rows, time.perf_counter() - t0, digests)
         except Exception as exc:  # answered, not raised: the bus checks this batch itself
             answer = ("error", bid, f"{type(exc).__name__}: {exc}")
         try:
             send.send(answer)
         except OSError:  # the bus's process is gone
             return
+
+
+def _check(guard, seen: set[str], arrays, packed, extra) -> tuple[bool, int, list[str]]:
+    """Hash a batch's payloads and search them, as the guard in the bus's process would
+    (:meth:`PrivacyGuard._here`): a payload already found clean is not searched again, and
+    the batch's clean payloads are remembered only when all of it is clean."""
+    digests: list[str] = []
+    fresh: set[str] = set()
+    leaves: list = []
+    for i, skeleton in enumerate(packed):
+        if type(skeleton) is tuple and skeleton[0] == "=":  # the same object as an earlier one
+            digests.append(digests[skeleton[1]])
+            continue
+        p = unpack_payload(skeleton, arrays)
+        d = payload_digest(p)
+        digests.append(d)
+        if d not in seen and d not in fresh:
+            fresh.add(d)
+            leaves.extend(readings(p, f"{i}/"))
+    leaves.extend((path, arrays[j]) for path, j in extra)
+    before = guard.rows_checked
+    hit = guard._find_in(leaves, None) if leaves else None
+    if hit is None:
+        seen |= fresh
+    return hit is None, guard.rows_checked - before, digests
 
 
 def main(argv: list[str]) -> int:

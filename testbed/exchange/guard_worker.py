@@ -29,11 +29,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
-__all__ = ["ENV", "GuardWorker", "enabled", "shared_worker"]
+from testbed.measure import Measure
+
+__all__ = ["ENV", "GuardWorker", "enabled", "pack_payloads", "shared_worker", "unpack_payload"]
 
 #: ``0`` (or ``off``) checks in the bus's own process; ``1`` uses a worker even where it would
 #: not by default
@@ -80,6 +84,7 @@ class GuardWorker:
         self._fd = os.memfd_create("privacy-guard-batches", os.MFD_CLOEXEC)
         self._size = 0
         self._map: mmap.mmap | None = None
+        self._view: np.ndarray | None = None  # the whole map, as bytes
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         try:
@@ -113,6 +118,8 @@ class GuardWorker:
         # commands go out in order through one thread: a guard's rows (megabytes, pickled) or
         # a batch's layout never make the bus wait while the worker is busy reading
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue_lock = threading.Lock()
+        self._queued = 0  # commands put in the outbox and not yet written
         self._sender = threading.Thread(target=self._send_all, name="guard-worker-commands")
         self._sender.daemon = True
         self._sender.start()
@@ -123,15 +130,37 @@ class GuardWorker:
             if msg is None:
                 return
             try:
-                self._send.send(msg)
+                if isinstance(msg, (bytes, memoryview)):
+                    self._send.send_bytes(msg)
+                else:
+                    self._send.send(msg)
             except (OSError, ValueError, TypeError) as exc:  # the worker is gone or closed
                 self._fail(f"the guard worker stopped: {exc!r}")
                 return
+            finally:
+                with self._queue_lock:
+                    self._queued -= 1
 
     def _post(self, msg) -> None:
+        """Send a command after those already queued (through the command thread)."""
         if self._failed:
             raise WorkerError(self._failed)
+        with self._queue_lock:
+            self._queued += 1
         self._outbox.put(msg)
+
+    def _post_now(self, data: bytes) -> None:
+        """Send a small command from this thread when nothing is queued before it (the worker
+        is then reading its pipe: the write does not wait), else after the queue."""
+        with self._queue_lock:
+            direct = self._queued == 0
+        if not direct:
+            return self._post(data)
+        try:
+            self._send.send_bytes(data)
+        except (OSError, ValueError) as exc:
+            self._fail(f"the guard worker stopped: {exc!r}")
+            raise WorkerError(self._failed) from None
 
     # -- state
     def ready(self) -> bool:
@@ -188,24 +217,47 @@ class GuardWorker:
                 pass
 
     # -- batches
-    def submit(self, gid: int, leaves: list[tuple[str, np.ndarray]]) -> int:
-        """Copy ``leaves`` to the shared memory and ask the worker to search them; returns the
-        batch's id for :meth:`answer`. Waits only if the previous batch is still being read."""
+    def submit(
+        self,
+        gid: int,
+        payloads: list,
+        leaves: list[tuple[str, np.ndarray]] = (),
+        clean: list[str] = (),
+    ) -> int:
+        """Copy a batch to the shared memory and ask the worker to hash and search it; returns
+        the batch's id for :meth:`answer`. ``payloads``: the messages' frozen payloads (the
+        worker rebuilds them, hashes each and reads it as the guard would); ``leaves``:
+        ``(path, array)`` readings searched as they are (metas); ``clean``: digests of payloads
+        found clean since the last batch, which the worker then skips too. Waits only if the
+        previous batch is still being read."""
         if self._failed:
             raise WorkerError(self._failed)
         bid = next(self._ids)
-        layout, at = [], 0
+        arrays: list[np.ndarray] = []
+        packed = pack_payloads(payloads, arrays)
+        extra = []
         for path, a in leaves:
-            layout.append((path, a.dtype.str, a.shape, at))
+            extra.append((path, len(arrays)))
+            arrays.append(a)
+        layout, at = [], 0
+        for a in arrays:
+            layout.append((a.dtype.str, a.shape, at))
             at += -(-a.nbytes // _ALIGN) * _ALIGN
         with self._lock:
             while self._busy is not None:  # the memory still holds a batch being searched
                 self._wait_one()
             self._reserve(at)
-            for (_, _, _, off), (_, a) in zip(layout, leaves):
-                if a.size:
+            mem = self._view
+            for (_, _, off), a in zip(layout, arrays):
+                n = a.nbytes
+                if not n:
+                    continue
+                if a.flags.c_contiguous and a.dtype.kind in "biufc":
+                    mem[off : off + n] = a.reshape(-1).view(np.uint8)
+                else:
                     np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
-            self._post(("check", gid, bid, self._size, layout))
+            # pickled here, where its time is the bus's; the command thread only writes it
+            self._post_now(_PICKLE(("check", gid, bid, self._size, layout, packed, extra, clean)))
             self._busy = bid
         return bid
 
@@ -215,9 +267,11 @@ class GuardWorker:
         size = max(nbytes, 2 * self._size, 1 << 20)
         size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
         if self._map is not None:
+            self._view = None
             self._map.close()
         os.ftruncate(self._fd, size)
         self._map = mmap.mmap(self._fd, size)
+        self._view = np.frombuffer(self._map, np.uint8)
         self._size = size
 
     def _wait_one(self) -> None:
@@ -237,8 +291,8 @@ class GuardWorker:
                 self._fail(f"the guard worker stopped: {exc!r}")
             return bid in self._answers or bool(self._failed)
 
-    def answer(self, bid: int) -> tuple[bool, int]:
-        """``(clean, windows compared)`` of one batch; waits for it."""
+    def answer(self, bid: int) -> tuple[bool, int, list[str]]:
+        """``(clean, windows compared, payload digests)`` of one batch; waits for it."""
         with self._lock:
             while bid not in self._answers:
                 if self._failed:
@@ -247,9 +301,9 @@ class GuardWorker:
             msg = self._answers.pop(bid)
         if msg[0] == "error":
             raise WorkerError(msg[2])
-        _, _, clean, rows, seconds = msg
+        _, _, clean, rows, seconds, digests = msg
         self.seconds += seconds
-        return clean, rows
+        return clean, rows, digests
 
     def _forget(self) -> None:
         """Close this process's copies of the pipe ends and memory, telling the worker nothing."""
@@ -259,6 +313,7 @@ class GuardWorker:
                 c.close()
             except OSError:
                 pass
+        self._view = None
         if self._map is not None:
             try:
                 self._map.close()
@@ -325,3 +380,58 @@ def _close_all() -> None:
     _SHARED.clear()
     for w in workers:
         w.close()
+
+
+# ----------------------------------------------------------------------------- payloads
+# A frozen payload travels as its arrays (copied to the shared memory) and a skeleton of small
+# tuples that says where each array sits: ("M", i, j) a Measure of arrays i and j, ("A", i) an
+# array, ("D", ((key, skeleton), ...)) a mapping in its own order, ("=", k) the same object as
+# the batch's payload k (a broadcast); anything else (a number, a string) is itself.
+_PICKLE = ForkingPickler.dumps
+
+
+def pack_payloads(payloads: list, arrays: list[np.ndarray]) -> list:
+    """The skeletons of a batch's payloads; their arrays are appended to ``arrays``."""
+    out: list = []
+    first: dict[int, int] = {}  # id -> index: the batch holds every payload, so ids are unique
+    for p in payloads:
+        k = first.get(id(p))
+        if k is not None:
+            out.append(("=", k))
+        else:
+            first[id(p)] = len(out)
+            out.append(_pack(p, arrays))
+    return out
+
+
+def _pack(p, arrays: list):
+    if isinstance(p, Measure):
+        arrays.append(p.support)
+        arrays.append(p.weights)
+        return ("M", len(arrays) - 2, len(arrays) - 1)
+    if isinstance(p, np.ndarray):
+        arrays.append(p)
+        return ("A", len(arrays) - 1)
+    if isinstance(p, Mapping):
+        return ("D", tuple((k, _pack(v, arrays)) for k, v in p.items()))
+    if type(p) in (bool, int, float, str):
+        return p
+    raise TypeError(f"unsupported payload type {type(p).__name__}")
+
+
+def unpack_payload(skeleton, arrays: list[np.ndarray]):
+    """A payload equal to the one :func:`pack_payloads` packed (same types, keys in the same
+    order, arrays of the same dtype, shape and bytes): it hashes and reads the same."""
+    if type(skeleton) is not tuple:
+        return skeleton
+    tag = skeleton[0]
+    if tag == "M":  # built as Measure itself does (its arrays are checked copies already)
+        m = object.__new__(Measure)
+        object.__setattr__(m, "support", arrays[skeleton[1]])
+        object.__setattr__(m, "weights", arrays[skeleton[2]])
+        return m
+    if tag == "A":
+        return arrays[skeleton[1]]
+    if tag == "D":
+        return {k: unpack_payload(v, arrays) for k, v in skeleton[1]}
+    raise ValueError(f"unknown payload skeleton {tag!r}")
