@@ -137,6 +137,22 @@ def test_a_large_payload_is_checked_before_the_batch_is_full(where):
 
 
 @WHERE
+def test_the_worker_gets_smaller_batches_than_the_search_here(where):
+    """On the worker a batch goes as soon as it holds WORKER_BATCH_BYTES (the search runs on
+    the other core while the protocol goes on); here, not before GUARD_BATCH messages or
+    GUARD_BATCH_BYTES (a search here costs the protocol's own time, mostly per batch)."""
+    bus = Bus(guard=_guard(where))
+    rows = Bus.WORKER_BATCH_BYTES // 32 + 1  # one message past the worker's batch size
+    bus.send("bob", SERVER, "p.mid", np.full((rows, 4), 100.0))
+    if where == "worker":
+        assert not bus._pending and bus._inflight is not None
+    else:
+        assert len(bus._pending) == 1 and bus._inflight is None
+    bus.flush()
+    assert len(bus.transcript) == 1
+
+
+@WHERE
 def test_a_protocol_that_fails_after_a_leak_logs_and_writes_nothing_of_it(where, tmp_path):
     """Hostile: send a row, then raise before the batch is checked, hoping the row was logged
     or spilled to the run directory unchecked."""

@@ -239,6 +239,7 @@ class Bus:
             if (
                 len(self._pending) >= self.GUARD_BATCH
                 or self._pending_bytes >= self.GUARD_BATCH_BYTES
+                or (self._pending_bytes >= self.WORKER_BATCH_BYTES and self.guard.on_worker)
             ):
                 self.flush(wait=False)
         if self._on_send is not None:
@@ -250,6 +251,10 @@ class Bus:
     GUARD_BATCH = 64
     #: or fewer, once their payloads hold this many bytes
     GUARD_BATCH_BYTES = 8 << 20
+    #: or this many, when the guard's worker searches them (on the other core, while the
+    #: protocol goes on): the batch left when the protocol ends, which the run waits for, stays
+    #: small (measured: docs/benchmarks.md)
+    WORKER_BATCH_BYTES = 256 << 10
     #: while the worker searches the last batch the next one grows, up to this many messages
     #: or bytes; then the bus waits for the worker
     GUARD_LAG = 1024

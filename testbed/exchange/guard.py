@@ -51,14 +51,13 @@ from typing import Any
 import numpy as np
 
 from testbed.errors import PrivacyGuardError
-from testbed.exchange.guard_index import ByteIndex, RowIndex
-from testbed.exchange.guard_readings import _axes, readings
+from testbed.exchange.guard_index import ByteIndex, RowIndex, join_pieces, search_joined
+from testbed.exchange.guard_readings import read_pieces, readings
 from testbed.exchange.payload import payload_digest
 
 __all__ = ["RELEASE", "GuardFinding", "PrivacyGuard", "readings"]
 
 _MAX_FINDINGS = 100
-_F64 = np.dtype(np.float64)
 _NO_PARTIES: frozenset[str] = frozenset()  # the cache key of a check that ignores no party
 #: the route of a released value (a finding's sender and receiver)
 RELEASE = ("protocol", "released")
@@ -307,87 +306,14 @@ class PrivacyGuard:
             return None
         return np.array([p in ignore for p in self._parties], dtype=bool)
 
-    @staticmethod
-    def _pieces(arrays) -> tuple[list, list]:
-        """The readings of ``(path, array)`` leaves, in the order they are read: by value
-        (``(order, path, array, integer?)``, each read as float64 in C order) and by bytes
-        (``(order, path, array)``: a float64 array's own bytes, else a uint8 buffer)."""
-        values, raw = [], []
-        order = itertools.count()  # one numbering across both lists: the reading order
-        f64 = _F64
-        for path, a in arrays:
-            if a.dtype == f64 and a.ndim <= 2:  # the common case, read as below but faster
-                if not a.size:
-                    continue
-                tr = a.ndim == 2 and a.shape[0] > 1
-                values.append((next(order), path, a, False))
-                if tr:
-                    values.append((next(order), path + ".axis0", a.T, False))
-                raw.append((next(order), path + ".bytes@", a))
-                if tr:
-                    raw.append((next(order), path + ".axis0.bytes@", values[-1][2]))
-                continue
-            kind = a.dtype.kind
-            parts = [(".real", a.real), (".imag", a.imag)] if kind == "c" else [("", a)]
-            native = a.dtype == np.float64
-            same: dict[str, np.ndarray] = {}  # a float64 array's readings double as its bytes
-            for part, v in parts:
-                for axis, b in _axes(v):
-                    same[axis] = b
-                    values.append((next(order), path + part + axis, b, kind in "iub"))
-            for axis, b in _axes(a):
-                if native:
-                    raw.append((next(order), path + axis + ".bytes@", same[axis]))
-                    continue
-                buf = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
-                if buf.size >= 8:
-                    f = buf[: buf.size // 8 * 8].view(np.float64)
-                    values.append((next(order), path + axis + ".bytes", f, False))
-                raw.append((next(order), path + axis + ".bytes@", buf))
-        return values, raw
-
-    @staticmethod
-    def _join(pieces, as_bytes: bool) -> tuple[np.ndarray, np.ndarray]:
-        """One vector of every piece in turn (float64 values, or bytes with every piece
-        starting at a multiple of 8) and where each piece starts in it."""
-        unit = [
-            8 * p[2].size if as_bytes and p[2].dtype == np.float64 else p[2].size for p in pieces
-        ]
-        sizes = [n + (-n % 8) for n in unit] if as_bytes else unit
-        offsets = np.cumsum([0, *sizes[:-1]])
-        if not as_bytes:  # each piece flattened in C order, cast as an assignment casts
-            if len(pieces) == 1 and pieces[0][2].dtype == np.float64:
-                return np.ascontiguousarray(pieces[0][2]).reshape(-1), offsets
-            arrays = [p[2] for p in pieces]
-            return np.concatenate(arrays, axis=None, dtype=np.float64, casting="unsafe"), offsets
-        vec = np.zeros(sum(sizes), np.uint8) if as_bytes else np.empty(sum(sizes))
-        for at, n, p in zip(offsets.tolist(), unit, pieces):
-            a = p[2]
-            if as_bytes and a.dtype == np.float64:
-                vec[at : at + n].view(np.float64).reshape(a.shape)[...] = a
-            else:
-                vec[at : at + n].reshape(a.shape)[...] = a
-        return vec, offsets
-
-    @staticmethod
-    def _search(index, vec, offsets, pieces, skip) -> tuple | None:
-        """``(piece, start, row, distance)`` of the first hit of ``index`` in ``vec``, the
-        joined ``pieces`` starting at ``offsets`` (values, or bytes)."""
-        hit = index.search(vec, skip, offsets if len(pieces) > 1 else None)
-        if hit is None:
-            return None
-        start, row, dist = hit
-        i = int(np.searchsorted(offsets, start, "right")) - 1
-        return pieces[i], start - int(offsets[i]), row, dist
-
     def _find_in(self, arrays, skip) -> tuple | None:
         """``(party, path, start, distance)`` of the first near-copy among ``(path, array)``
         leaves: the earliest reading with one (for a reading, the first width, values before
         their truncation), the earliest window in it."""
-        values, raw = self._pieces(arrays)
+        values, raw = read_pieces(arrays)
         if not values and not raw:
             return None
-        joined = self._join(values, False) if values else None
+        joined = join_pieces(values, False) if values else None
         if (
             joined is not None
             and len(raw) == len(values)
@@ -395,9 +321,9 @@ class PrivacyGuard:
         ):  # every reading is float64: its bytes are the values' bytes
             raw_joined = (joined[0].view(np.uint8), 8 * joined[1])
         else:
-            raw_joined = self._join(raw, True) if raw else None
+            raw_joined = join_pieces(raw, True) if raw else None
         ints = [p for p in values if p[3]]
-        int_joined = self._join(ints, False) if ints else None
+        int_joined = join_pieces(ints, False) if ints else None
         found = []
         sizes = np.array([p[2].size for p in values], dtype=np.int64)
         for wi, w in enumerate(self._widths.values()):
@@ -408,7 +334,7 @@ class PrivacyGuard:
             for kind, index, vec, pieces in searches:
                 if vec is None:
                     continue
-                hit = self._search(index, *vec, pieces, skip)
+                hit = search_joined(index, *vec, pieces, skip)
                 if hit is not None:
                     piece, start, row, dist = hit
                     found.append(((piece[0], wi, kind), index, piece[1], start, row, dist))
@@ -490,7 +416,7 @@ class PrivacyGuard:
         try:
             batch = _Batch(envs)
             w = self._worker
-            if self._rows and w is not None and w.ready():
+            if self.on_worker:
                 from testbed.exchange.guard_worker import WorkerError
 
                 metas = [readings(e.meta, f"{i}/meta/") for i, e in enumerate(envs) if e.meta]
@@ -556,6 +482,12 @@ class PrivacyGuard:
             self.messages_checked += len(batch.envs)
             self._mark_clean(batch.digests)
         return batch.clean, batch.digests
+
+    @property
+    def on_worker(self) -> bool:
+        """Whether the next batch goes to the worker process."""
+        w = self._worker
+        return bool(self._rows) and w is not None and w.ready()
 
     @staticmethod
     def answered(batch: _Batch) -> bool:

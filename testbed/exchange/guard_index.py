@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ByteIndex", "Hit", "RowIndex"]
+__all__ = ["ByteIndex", "Hit", "RowIndex", "join_pieces", "search_joined"]
 
 _EPS = np.finfo(np.float64).eps
 _MIX = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # odd 64-bit constants (wrapping arithmetic)
@@ -357,3 +357,35 @@ class _Bitmap:
         """Positions of ``slots`` that are members."""
         byte = self.packed[slots >> 3]
         return np.flatnonzero(byte >> (slots & 7).astype(np.uint8) & 1)
+
+
+def join_pieces(pieces, as_bytes: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One vector of every piece in turn (float64 values, or bytes with every piece
+    starting at a multiple of 8) and where each piece starts in it."""
+    unit = [8 * p[2].size if as_bytes and p[2].dtype == np.float64 else p[2].size for p in pieces]
+    sizes = [n + (-n % 8) for n in unit] if as_bytes else unit
+    offsets = np.cumsum([0, *sizes[:-1]])
+    if not as_bytes:  # each piece flattened in C order, cast as an assignment casts
+        if len(pieces) == 1 and pieces[0][2].dtype == np.float64:
+            return np.ascontiguousarray(pieces[0][2]).reshape(-1), offsets
+        arrays = [p[2] for p in pieces]
+        return np.concatenate(arrays, axis=None, dtype=np.float64, casting="unsafe"), offsets
+    vec = np.zeros(sum(sizes), np.uint8) if as_bytes else np.empty(sum(sizes))
+    for at, n, p in zip(offsets.tolist(), unit, pieces):
+        a = p[2]
+        if as_bytes and a.dtype == np.float64:
+            vec[at : at + n].view(np.float64).reshape(a.shape)[...] = a
+        else:
+            vec[at : at + n].reshape(a.shape)[...] = a
+    return vec, offsets
+
+
+def search_joined(index, vec, offsets, pieces, skip) -> tuple | None:
+    """``(piece, start, row, distance)`` of the first hit of ``index`` in ``vec``, the
+    joined ``pieces`` starting at ``offsets`` (values, or bytes)."""
+    hit = index.search(vec, skip, offsets if len(pieces) > 1 else None)
+    if hit is None:
+        return None
+    start, row, dist = hit
+    i = int(np.searchsorted(offsets, start, "right")) - 1
+    return pieces[i], start - int(offsets[i]), row, dist

@@ -5,6 +5,7 @@ order as one vector; and each array along each of its axes."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -13,7 +14,7 @@ import numpy as np
 
 from testbed.measure import Measure
 
-__all__ = ["readings"]
+__all__ = ["read_pieces", "readings"]
 
 _MAX_DEPTH = 64
 _LOOSE_MAX = 1024  # short lists also join the loose numbers, in order
@@ -118,3 +119,42 @@ def _axes(a: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:
     for ax in range(last):
         if a.shape[ax] > 1:
             yield f".axis{ax}", a.transpose([*range(ax), *range(ax + 1, a.ndim), ax])
+
+
+def read_pieces(arrays) -> tuple[list, list]:
+    """The readings of ``(path, array)`` leaves, in the order they are read: by value
+    (``(order, path, array, integer?)``, each read as float64 in C order) and by bytes
+    (``(order, path, array)``: a float64 array's own bytes, else a uint8 buffer)."""
+    values, raw = [], []
+    order = itertools.count()  # one numbering across both lists: the reading order
+    f64 = np.dtype(np.float64)
+    for path, a in arrays:
+        if a.dtype == f64 and a.ndim <= 2:  # the common case, read as below but faster
+            if not a.size:
+                continue
+            tr = a.ndim == 2 and a.shape[0] > 1
+            values.append((next(order), path, a, False))
+            if tr:
+                values.append((next(order), path + ".axis0", a.T, False))
+            raw.append((next(order), path + ".bytes@", a))
+            if tr:
+                raw.append((next(order), path + ".axis0.bytes@", values[-1][2]))
+            continue
+        kind = a.dtype.kind
+        parts = [(".real", a.real), (".imag", a.imag)] if kind == "c" else [("", a)]
+        native = a.dtype == np.float64
+        same: dict[str, np.ndarray] = {}  # a float64 array's readings double as its bytes
+        for part, v in parts:
+            for axis, b in _axes(v):
+                same[axis] = b
+                values.append((next(order), path + part + axis, b, kind in "iub"))
+        for axis, b in _axes(a):
+            if native:
+                raw.append((next(order), path + axis + ".bytes@", same[axis]))
+                continue
+            buf = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
+            if buf.size >= 8:
+                f = buf[: buf.size // 8 * 8].view(np.float64)
+                values.append((next(order), path + axis + ".bytes", f, False))
+            raw.append((next(order), path + axis + ".bytes@", buf))
+    return values, raw

@@ -84,7 +84,7 @@ class GuardWorker:
         self._fd = os.memfd_create("privacy-guard-batches", os.MFD_CLOEXEC)
         self._size = 0
         self._map: mmap.mmap | None = None
-        self._view: np.ndarray | None = None  # the whole map, as bytes
+        self._view: memoryview | None = None  # the whole map
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         try:
@@ -252,8 +252,8 @@ class GuardWorker:
                 n = a.nbytes
                 if not n:
                     continue
-                if a.flags.c_contiguous and a.dtype.kind in "biufc":
-                    mem[off : off + n] = a.reshape(-1).view(np.uint8)
+                if a.flags.c_contiguous and a.dtype.kind in "biufc":  # a plain buffer
+                    mem[off : off + n] = memoryview(a).cast("B")
                 else:
                     np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
             # pickled here, where its time is the bus's; the command thread only writes it
@@ -267,11 +267,11 @@ class GuardWorker:
         size = max(nbytes, 2 * self._size, 1 << 20)
         size = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
         if self._map is not None:
-            self._view = None
+            self._view.release()
             self._map.close()
         os.ftruncate(self._fd, size)
         self._map = mmap.mmap(self._fd, size)
-        self._view = np.frombuffer(self._map, np.uint8)
+        self._view = memoryview(self._map)
         self._size = size
 
     def _wait_one(self) -> None:
@@ -313,7 +313,9 @@ class GuardWorker:
                 c.close()
             except OSError:
                 pass
-        self._view = None
+        if self._view is not None:
+            self._view.release()
+            self._view = None
         if self._map is not None:
             try:
                 self._map.close()
