@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from testbed.exchange import guard_worker
 from testbed.exchange.bus import SERVER, Bus, PrivacyGuard
-from testbed.exchange.guard_worker import pack_payloads, unpack_payload
+from testbed.exchange.guard_worker import ArrayReader, pack_payloads, unpack_payload
 from testbed.exchange.payload import canonical_bytes, freeze_payload, payload_digest
 from testbed.measure import Measure
 
@@ -67,17 +67,27 @@ _PAYLOADS = st.recursive(
 @given(st.lists(_PAYLOADS, min_size=1, max_size=4))
 @settings(max_examples=200, deadline=None)
 def test_an_unpacked_payload_encodes_as_the_payload(payloads):
-    """The skeleton and the arrays (here not copied) give back a payload with the same
-    canonical encoding, hence the same digest and the same readings."""
+    """The templates, values and arrays (copied here as the bus copies them, one after
+    another at aligned offsets) give back payloads with the same canonical encoding, hence the
+    same digests and the same readings."""
     payloads = [freeze_payload(p) for p in payloads]
     arrays: list = []
-    packed = pack_payloads(payloads + payloads[:1], arrays)  # the last one: a broadcast repeat
-    assert packed[-1] == ("=", 0)
-    for p, s in zip(payloads, packed):
-        if isinstance(s, tuple) and s[0] == "=":  # an earlier payload (small ints are shared)
-            assert payloads[s[1]] is p
-            s = packed[s[1]]
-        assert canonical_bytes(unpack_payload(s, arrays)) == canonical_bytes(p)
+    values: list = []
+    templates = pack_payloads(payloads + payloads[:1], arrays, values)  # last: a broadcast
+    assert templates[-1] == 0
+    size = sum(-(-a.nbytes // 64) * 64 for a in arrays)
+    buf = bytearray(size + 64)
+    at = 0
+    for a in arrays:
+        buf[at : at + a.nbytes] = np.ascontiguousarray(a).tobytes()
+        at += -(-a.nbytes // 64) * 64
+    read, vals = ArrayReader(memoryview(buf)), iter(values)
+    for p, t in zip(payloads, templates):
+        if type(t) is int:  # an earlier payload (small ints are shared)
+            assert payloads[t] is p
+            continue
+        assert canonical_bytes(unpack_payload(t, read, vals)) == canonical_bytes(p)
+    assert read.at == at and next(vals, None) is None  # everything taken, in order
 
 
 @given(st.lists(_PAYLOADS, min_size=1, max_size=6), st.booleans())

@@ -16,10 +16,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-import numpy as np
-
 from testbed.exchange.guard_readings import readings
-from testbed.exchange.guard_worker import unpack_payload
+from testbed.exchange.guard_worker import ArrayReader, unpack_payload
 from testbed.exchange.payload import payload_digest
 
 _KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
@@ -53,22 +51,17 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
             guards.pop(msg[1], None)
             clean.pop(msg[1], None)
             continue
-        _, gid, bid, need, layout, packed, extra, known = msg
+        _, gid, bid, need, templates, values, extra, known = msg
         try:
             t0 = time.perf_counter()
             if need > size:
                 view = None
                 size = need
                 view = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-            arrays = [
-                np.ndarray(shape, np.dtype(dt), buffer=view, offset=off)
-                for dt, shape, off in layout
-            ]
             guard = guards[gid]
             seen = clean.setdefault(gid, set())
             seen.update(known)
-            clean_now, rows, digests = _check(guard, seen, arrays, packed, extra)
-            del arrays
+            clean_now, rows, digests = _check(guard, seen, view, templates, values, extra)
             answer = ("checked", bid, clean_now, rows, time.perf_counter() - t0, digests)
         except Exception as exc:  # answered, not raised: the bus checks this batch itself
             answer = ("error", bid, f"{type(exc).__name__}: {exc}")
@@ -78,24 +71,25 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
             return
 
 
-def _check(guard, seen: set[str], arrays, packed, extra) -> tuple[bool, int, list[str]]:
+def _check(guard, seen: set[str], view, templates, values, extra) -> tuple[bool, int, list]:
     """Hash a batch's payloads and search them, as the guard in the bus's process would
     (:meth:`PrivacyGuard._here`): a payload already found clean is not searched again, and
     the batch's clean payloads are remembered only when all of it is clean."""
+    read, values = ArrayReader(view), iter(values)
     digests: list[str] = []
     fresh: set[str] = set()
     leaves: list = []
-    for i, skeleton in enumerate(packed):
-        if type(skeleton) is tuple and skeleton[0] == "=":  # the same object as an earlier one
-            digests.append(digests[skeleton[1]])
+    for i, template in enumerate(templates):
+        if type(template) is int:  # the same object as an earlier payload of the batch
+            digests.append(digests[template])
             continue
-        p = unpack_payload(skeleton, arrays)
+        p = unpack_payload(template, read, values)
         d = payload_digest(p)
         digests.append(d)
         if d not in seen and d not in fresh:
             fresh.add(d)
             leaves.extend(readings(p, f"{i}/"))
-    leaves.extend((path, arrays[j]) for path, j in extra)
+    leaves.extend((path, read.next(dt, shape)) for path, dt, shape in extra)
     before = guard.rows_checked
     hit = guard._find_in(leaves, None) if leaves else None
     if hit is None:

@@ -24,6 +24,7 @@ import atexit
 import itertools
 import mmap
 import os
+import pickle
 import queue
 import subprocess
 import sys
@@ -31,13 +32,22 @@ import threading
 import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
 from testbed.measure import Measure
 
-__all__ = ["ENV", "GuardWorker", "enabled", "pack_payloads", "shared_worker", "unpack_payload"]
+__all__ = [
+    "ENV",
+    "ArrayReader",
+    "GuardWorker",
+    "enabled",
+    "pack_payloads",
+    "shared_worker",
+    "unpack_payload",
+]
 
 #: ``0`` (or ``off``) checks in the bus's own process; ``1`` uses a worker even where it would
 #: not by default
@@ -149,19 +159,6 @@ class GuardWorker:
             self._queued += 1
         self._outbox.put(msg)
 
-    def _post_now(self, data: bytes) -> None:
-        """Send a small command from this thread when nothing is queued before it (the worker
-        is then reading its pipe: the write does not wait), else after the queue."""
-        with self._queue_lock:
-            direct = self._queued == 0
-        if not direct:
-            return self._post(data)
-        try:
-            self._send.send_bytes(data)
-        except (OSError, ValueError) as exc:
-            self._fail(f"the guard worker stopped: {exc!r}")
-            raise WorkerError(self._failed) from None
-
     # -- state
     def ready(self) -> bool:
         """True once the worker has started (never blocks)."""
@@ -234,21 +231,22 @@ class GuardWorker:
             raise WorkerError(self._failed)
         bid = next(self._ids)
         arrays: list[np.ndarray] = []
-        packed = pack_payloads(payloads, arrays)
+        values: list = []
+        templates = pack_payloads(payloads, arrays, values)
         extra = []
         for path, a in leaves:
-            extra.append((path, len(arrays)))
+            extra.append((path, a.dtype.str, a.shape))
             arrays.append(a)
-        layout, at = [], 0
-        for a in arrays:
-            layout.append((a.dtype.str, a.shape, at))
+        at, places = 0, []
+        for a in arrays:  # where the worker reads them (array_places)
+            places.append(at)
             at += -(-a.nbytes // _ALIGN) * _ALIGN
         with self._lock:
             while self._busy is not None:  # the memory still holds a batch being searched
                 self._wait_one()
             self._reserve(at)
             mem = self._view
-            for (_, _, off), a in zip(layout, arrays):
+            for off, a in zip(places, arrays):
                 n = a.nbytes
                 if not n:
                     continue
@@ -256,8 +254,10 @@ class GuardWorker:
                     mem[off : off + n] = memoryview(a).cast("B")
                 else:
                     np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
-            # pickled here, where its time is the bus's; the command thread only writes it
-            self._post_now(_PICKLE(("check", gid, bid, self._size, layout, packed, extra, clean)))
+            # pickled here, where its time is the bus's (a batch's templates are a few shared
+            # tuples, pickled once each); the command thread only writes it
+            msg = ("check", gid, bid, self._size, templates, values, extra, clean)
+            self._post(_PICKLE(msg))
             self._busy = bid
         return bid
 
@@ -385,55 +385,109 @@ def _close_all() -> None:
 
 
 # ----------------------------------------------------------------------------- payloads
-# A frozen payload travels as its arrays (copied to the shared memory) and a skeleton of small
-# tuples that says where each array sits: ("M", i, j) a Measure of arrays i and j, ("A", i) an
-# array, ("D", ((key, skeleton), ...)) a mapping in its own order, ("=", k) the same object as
-# the batch's payload k (a broadcast); anything else (a number, a string) is itself.
-_PICKLE = ForkingPickler.dumps
+# A frozen payload travels as its arrays, copied one after another into the shared memory (each
+# at a multiple of _ALIGN), its numbers and strings (a batch's list of values) and a template
+# that says how they fit: ("M", dtype, shape, dtype, shape) a Measure of the next two arrays,
+# ("A", dtype, shape) the next array, ("D", ((key, template), ...)) a mapping in its own order,
+# "v" the next value; an int k: the same object as the batch's payload k (a broadcast). A run
+# sends the same few shapes thousands of times: each template is one shared tuple, which a
+# batch's pickle writes once and refers to after.
+def _PICKLE(msg) -> bytes:  # numbers, strings and tuples only: plain pickle (ForkingPickler
+    return pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)  # copies its reducer table on every call)
 
 
-def pack_payloads(payloads: list, arrays: list[np.ndarray]) -> list:
-    """The skeletons of a batch's payloads; their arrays are appended to ``arrays``."""
+_F8 = np.dtype(np.float64)
+_MEASURES: dict[tuple, tuple] = {}  # (support shape, weights shape) -> template, float64 both
+_TEMPLATES: dict[tuple, tuple] = {}
+_SCALARS = (bool, int, float, str)
+
+
+def _shared(template: tuple) -> tuple:
+    got = _TEMPLATES.get(template)
+    if got is None:
+        got = template
+        if len(_TEMPLATES) < 4096:
+            _TEMPLATES[template] = template
+    return got
+
+
+def pack_payloads(payloads: list, arrays: list[np.ndarray], values: list) -> list:
+    """The templates of a batch's payloads; their arrays are appended to ``arrays`` and their
+    numbers and strings to ``values``, in the order :func:`unpack_payload` takes them."""
     out: list = []
     first: dict[int, int] = {}  # id -> index: the batch holds every payload, so ids are unique
     for p in payloads:
         k = first.get(id(p))
         if k is not None:
-            out.append(("=", k))
+            out.append(k)
         else:
             first[id(p)] = len(out)
-            out.append(_pack(p, arrays))
+            out.append(_pack(p, arrays, values))
     return out
 
 
-def _pack(p, arrays: list):
+def _pack(p, arrays: list, values: list):
+    t = type(p)
+    if t is Measure:  # the common case first: float64 arrays, a few shapes per run
+        s, w = p.support, p.weights
+        if s.dtype is _F8 and w.dtype is _F8:
+            arrays.append(s)
+            arrays.append(w)
+            got = _MEASURES.get((s.shape, w.shape))
+            if got is None:
+                got = _shared(("M", _F8.str, s.shape, _F8.str, w.shape))
+                if len(_MEASURES) < 4096:
+                    _MEASURES[(s.shape, w.shape)] = got
+            return got
+    elif t is float:
+        values.append(p)
+        return "v"
+    elif t is MappingProxyType:
+        return _shared(("D", tuple((k, _pack(v, arrays, values)) for k, v in p.items())))
     if isinstance(p, Measure):
-        arrays.append(p.support)
-        arrays.append(p.weights)
-        return ("M", len(arrays) - 2, len(arrays) - 1)
+        s, w = p.support, p.weights
+        arrays.append(s)
+        arrays.append(w)
+        return _shared(("M", s.dtype.str, s.shape, w.dtype.str, w.shape))
     if isinstance(p, np.ndarray):
         arrays.append(p)
-        return ("A", len(arrays) - 1)
+        return _shared(("A", p.dtype.str, p.shape))
     if isinstance(p, Mapping):
-        return ("D", tuple((k, _pack(v, arrays)) for k, v in p.items()))
-    if type(p) in (bool, int, float, str):
-        return p
+        return _shared(("D", tuple((k, _pack(v, arrays, values)) for k, v in p.items())))
+    if type(p) in _SCALARS:
+        values.append(p)
+        return "v"
     raise TypeError(f"unsupported payload type {type(p).__name__}")
 
 
-def unpack_payload(skeleton, arrays: list[np.ndarray]):
+class ArrayReader:
+    """The arrays of a batch, read in order from ``buffer`` where the bus copied them (the
+    next one at the next multiple of _ALIGN)."""
+
+    def __init__(self, buffer):
+        self.buffer, self.at = buffer, 0
+
+    def next(self, dtype: str, shape: tuple) -> np.ndarray:
+        dt = np.dtype(dtype)
+        a = np.ndarray(shape, dt, buffer=self.buffer, offset=self.at)
+        self.at += -(-a.nbytes // _ALIGN) * _ALIGN
+        return a
+
+
+def unpack_payload(template, read: ArrayReader, values) -> Any:
     """A payload equal to the one :func:`pack_payloads` packed (same types, keys in the same
-    order, arrays of the same dtype, shape and bytes): it hashes and reads the same."""
-    if type(skeleton) is not tuple:
-        return skeleton
-    tag = skeleton[0]
+    order, arrays of the same dtype, shape and bytes): it hashes and reads the same.
+    ``values``: an iterator over the batch's values."""
+    if template == "v":
+        return next(values)
+    tag = template[0]
     if tag == "M":  # built as Measure itself does (its arrays are checked copies already)
         m = object.__new__(Measure)
-        object.__setattr__(m, "support", arrays[skeleton[1]])
-        object.__setattr__(m, "weights", arrays[skeleton[2]])
+        object.__setattr__(m, "support", read.next(template[1], template[2]))
+        object.__setattr__(m, "weights", read.next(template[3], template[4]))
         return m
     if tag == "A":
-        return arrays[skeleton[1]]
+        return read.next(template[1], template[2])
     if tag == "D":
-        return {k: unpack_payload(v, arrays) for k, v in skeleton[1]}
-    raise ValueError(f"unknown payload skeleton {tag!r}")
+        return {k: unpack_payload(v, read, values) for k, v in template[1]}
+    raise ValueError(f"unknown payload template {tag!r}")
