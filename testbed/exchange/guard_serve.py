@@ -1,5 +1,5 @@
 """The guard's worker process itself (started by :class:`testbed.exchange.guard_worker.GuardWorker`
-as ``python -m testbed.exchange.guard_serve <commands fd> <answers fd> <memory fd> <its pid>``).
+as ``python -m testbed.exchange.guard_serve <commands fd> <answers fd> <memory fd> <status fd> <its pid>``).
 
 It holds a copy of each guard's index (:meth:`PrivacyGuard.from_rows`: the same rows, owners and
 thresholds) and answers each batch with "clean" or "something in it" and the number of windows it
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import signal
+import struct
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -20,10 +21,11 @@ from testbed.exchange.guard_readings import readings
 from testbed.exchange.guard_worker import ArrayReader, unpack_payload
 from testbed.exchange.payload import payload_digest
 
+_U64 = struct.Struct("=Q")  # guard_worker's status word
 _KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
 
 
-def _serve(recv: Connection, send: Connection, fd: int) -> None:
+def _serve(recv: Connection, send: Connection, fd: int, status: mmap.mmap) -> None:
     from testbed.exchange.guard import PrivacyGuard
 
     guards: dict[int, Any] = {}
@@ -69,6 +71,7 @@ def _serve(recv: Connection, send: Connection, fd: int) -> None:
             send.send(answer)
         except OSError:  # the bus's process is gone
             return
+        status[:8] = _U64.pack(bid)  # after the answer is in the pipe: reading it won't wait
 
 
 def _check(guard, seen: set[str], view, templates, values, extra) -> tuple[bool, int, list]:
@@ -102,8 +105,9 @@ def main(argv: list[str]) -> int:
     from testbed.threads import limit_blas_threads
 
     limit_blas_threads()
-    recv_fd, send_fd, mem_fd = (int(a) for a in argv[:3])
-    _serve(Connection(recv_fd, writable=False), Connection(send_fd, readable=False), mem_fd)
+    recv_fd, send_fd, mem_fd, status_fd = (int(a) for a in argv[:4])
+    status = mmap.mmap(status_fd, mmap.PAGESIZE)
+    _serve(Connection(recv_fd, writable=False), Connection(send_fd, readable=False), mem_fd, status)
     return 0
 
 
