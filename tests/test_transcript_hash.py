@@ -210,3 +210,26 @@ def test_payload_digest_hashes_the_canonical_encoding(payload, large, algorithm)
     assert payload_digest(payload, algorithm) == f"{algorithm}.v2:{want}"
     # and the hash fed piece by piece, which shares no collector with either
     assert payload_digest(payload, algorithm) == payloadmod.canonical_digest(payload, algorithm)
+
+
+@pytest.mark.parametrize(
+    "support",
+    [
+        np.arange(12.0).reshape(4, 3),  # the fast path: float64, C order
+        np.arange(12.0).reshape(3, 4).T,  # not C-contiguous
+        np.arange(12, dtype=np.float32).reshape(4, 3),  # not float64
+        np.arange(12.0).astype(">f8").reshape(4, 3),  # not this machine's byte order
+        np.arange(3 * 9000.0).reshape(9000, 3),  # past the one-call size
+    ],
+)
+def test_a_measure_hashes_its_canonical_encoding_whatever_its_arrays(support):
+    """A Measure is hashed by its own short path when its arrays are float64 in C order, and
+    by the general one otherwise (one built around the constructor, as hostile code could):
+    every one gives the hash of its canonical encoding."""
+    from blake3 import blake3
+
+    m = object.__new__(Measure)
+    object.__setattr__(m, "support", support)
+    object.__setattr__(m, "weights", np.full(len(support), 1 / len(support)))
+    want = f"blake3.v2:{blake3(canonical_bytes(m)).hexdigest()}"
+    assert payload_digest(m) == want

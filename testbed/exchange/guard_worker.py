@@ -476,14 +476,13 @@ def _pack(p, arrays: list, values: list):
 
 class ArrayReader:
     """The arrays of a batch, read in order from ``buffer`` where the bus copied them (the
-    next one at the next multiple of _ALIGN)."""
+    next one at the next multiple of _ALIGN): views, no copy."""
 
     def __init__(self, buffer):
         self.buffer, self.at = buffer, 0
 
     def next(self, dtype: str, shape: tuple) -> np.ndarray:
-        dt = np.dtype(dtype)
-        a = np.ndarray(shape, dt, buffer=self.buffer, offset=self.at)
+        a = np.ndarray(shape, np.dtype(dtype), buffer=self.buffer, offset=self.at)
         self.at += -(-a.nbytes // _ALIGN) * _ALIGN
         return a
 
