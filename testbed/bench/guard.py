@@ -2,8 +2,9 @@
 
 Each case runs once per repeat on a :class:`~testbed.bench.main.TimedBus` carrying the testbed's
 own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside ``Bus.send``
-(freezing, digests, transcript, guard) and the guard's own time are measured in the same run as
-the protocol's work; shares are against the rest of that run (robust to machine load). The
+and ``Bus.flush`` (freezing, transcript, guard; the digests, on the guard's worker when it runs)
+and the guard's own time are measured in the same run as the protocol's work; shares are
+against the rest of that run (robust to machine load). The
 fastest repeat is kept. FedBary at the issue's size (100 x 500, d = 64) runs once with its default
 settings on the bus ``testbed run`` opens by default (worker processes), guard on; with
 ``--targets`` also with the guard off, for the end-to-end comparison.
@@ -187,13 +188,13 @@ def guard_markdown(
         "## Privacy guard and transcript",
         "",
         "The testbed's guard (every party's rows in one index) on every message, in the same run "
-        "as the protocol: time in `Bus.send` and `Bus.flush` (envelopes, digests, handing each "
-        "batch to the guard's worker process and collecting its answer; without a worker, the "
-        "search itself and the wait for the index, which then builds on a thread here: "
-        '"index build s"), against the rest of the '
-        f'run; budget {100 * BUDGET:.0f} %. "worker s" is the search on the worker, on the '
-        'other core; "on / off" the fastest run with the guard against the fastest without '
-        "(interleaved repeats): what a user waits for in all.",
+        "as the protocol: time in `Bus.send` and `Bus.flush` (envelopes; handing each batch to "
+        "the guard's worker process, which hashes and searches it, and collecting its answer and "
+        "digests; without a worker, the digests, the search itself and the wait for the index, "
+        'which then builds on a thread here: "index build s"), against the rest of the '
+        f'run; budget {100 * BUDGET:.0f} %. "worker s" is the hashing and search on the worker, '
+        'on the other core; "on / off" the fastest run with the guard against the fastest '
+        "without (interleaved repeats): what a user waits for in all.",
         "",
     ]
     lines += md_table(
