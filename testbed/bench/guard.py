@@ -38,6 +38,7 @@ BUDGET = 0.05
 
 def _timed_run(case, parties, guard: bool, seed: int, kit, bus_factory=None) -> dict[str, Any]:
     from testbed.exchange.guard import PrivacyGuard
+    from testbed.run.exchange import frozen_heap
 
     t0 = time.perf_counter()
     g = PrivacyGuard.for_parties(parties) if guard else None
@@ -48,8 +49,9 @@ def _timed_run(case, parties, guard: bool, seed: int, kit, bus_factory=None) -> 
     workers = len(getattr(bus, "_procs", ())) or 1
     t0 = time.perf_counter()
     try:
-        kit.protocol(case).run(parties, bus, np.random.default_rng(seed))
-        bus.flush()  # the guard's last batch, as testbed run checks it
+        with frozen_heap():  # as testbed run runs a protocol
+            kit.protocol(case).run(parties, bus, np.random.default_rng(seed))
+            bus.flush()  # the guard's last batch, as testbed run checks it
         total = time.perf_counter() - t0
     finally:
         if bus_factory is not None:
