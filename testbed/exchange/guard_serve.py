@@ -2,8 +2,9 @@
 as ``python -m testbed.exchange.guard_serve <commands fd> <answers fd> <memory fd> <status fd> <its pid>``).
 
 It holds a copy of each guard's index (:meth:`PrivacyGuard.from_rows`: the same rows, owners and
-thresholds) and answers each batch with "clean" or "something in it" and the number of windows it
-compared; it decides nothing else. It ignores Ctrl-C (the bus's process stops it) and ends when
+thresholds) and its cache of clean payloads, rebuilds each batch's payloads, and answers with
+"clean" or "something in it", the number of windows it compared and the payloads' digests; it
+decides nothing else. It ignores Ctrl-C (the bus's process stops it) and ends when
 its command pipe closes.
 """
 
@@ -11,17 +12,15 @@ from __future__ import annotations
 
 import mmap
 import signal
-import struct
 import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 from testbed.exchange.guard_readings import readings
-from testbed.exchange.guard_worker import ArrayReader, unpack_payload
+from testbed.exchange.guard_worker import _U64, ArrayReader, unpack_payload
 from testbed.exchange.payload import payload_digest
 
-_U64 = struct.Struct("=Q")  # guard_worker's status word
 _KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
 
 
