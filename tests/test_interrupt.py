@@ -215,6 +215,54 @@ def test_an_import_interrupted_by_ctrl_c_is_an_interrupt(capsys):
     assert capsys.readouterr().err == "interrupted\n"
 
 
+class _DropsTheInterrupt:
+    """An object whose finaliser is where the Ctrl-C lands: CPython prints "Exception ignored"
+    for a KeyboardInterrupt raised there and goes on."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+
+
+# the dropped exception is what the test plays; pytest reports it as unraisable
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_that_python_dropped_still_ends_the_command_130(capsys):
+    """Hostile timing: the first Ctrl-C's KeyboardInterrupt lands in a finaliser (a weakref
+    callback in the sweep that showed it), CPython drops it and the command finishes; the
+    command line still reports it: exit 130, one line."""
+    from testbed import sigint as interrupt
+    from testbed.cli._common import EXIT_INTERRUPTED, guarded, interruptible
+
+    def command(args):
+        _DropsTheInterrupt()  # freed at once: the signal arrives inside __del__
+        return 0
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        interruptible()  # the command line's handler, as main() installs it
+        assert guarded(command, None, debug=False) == EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        interrupt._seen[0] = False
+    assert capsys.readouterr().err.endswith("interrupted\n")
+
+
+def test_a_sweep_stops_at_the_next_cell_after_a_dropped_ctrl_c(tmp_path):
+    """The same in a sweep run one cell after another: the cells after the dropped Ctrl-C do
+    not start, and the finished ones stay on disk."""
+    from testbed import sigint as interrupt
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.loading import parse_scenario
+
+    sc = parse_scenario(tiny("dropped", "sweep:\n  protocol.params.iterations: [2, 3, 4]\n"))
+    interrupt._seen[0] = True  # as the handler leaves it when its exception was dropped
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(sc, tmp_path / "sweep")
+    finally:
+        interrupt._seen[0] = False
+    assert not list((tmp_path / "sweep").glob("cells/*/results.json"))
+
+
 _END = """\
 import atexit, os, signal, sys, time
 sys.argv = ["testbed", "plugins"]

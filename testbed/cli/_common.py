@@ -128,11 +128,12 @@ def interruptible() -> None:
     (a background job of a non-interactive shell inherits that, and Python then leaves it
     ignored), so that `kill -INT` and Ctrl-C always end a run quietly with its results kept."""
     import atexit
-    import signal
     import threading
 
+    from testbed.sigint import install_first_interrupt
+
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        install_first_interrupt()  # raises KeyboardInterrupt, and remembers the signal
         atexit.register(_ignore_late_sigint)  # registered first, so it runs last
 
 
@@ -167,6 +168,8 @@ def guarded(fn, args, debug: bool) -> int:
         with attack_tracebacks(debug):
             rc = fn(args)
         sys.stdout.flush()  # inside the try: a closed pipe is handled below, not at exit
+        if _signal_dropped():  # a Ctrl-C whose KeyboardInterrupt CPython dropped on the way
+            return _on_interrupt()
         return rc
     except BrokenPipeError:
         # the reader stopped early (`testbed transcript RUN | head`): end quietly; stdout goes
@@ -206,6 +209,15 @@ def guarded(fn, args, debug: bool) -> int:
             raise
         _error(one_line(exc), debug)  # a runtime stop: finished cells are on disk
         return EXIT_FAULT
+
+
+def _signal_dropped() -> bool:
+    """Whether a SIGINT came during the command although it returned (its KeyboardInterrupt
+    landed in a weakref callback or a ``__del__``, where CPython prints "Exception ignored" and
+    goes on)."""
+    from testbed.sigint import was_interrupted
+
+    return was_interrupted()
 
 
 def _on_interrupt() -> int:

@@ -285,7 +285,10 @@ def run_sweep(
 
         try:
             if jobs <= 1:
+                from testbed.sigint import raise_if_interrupted
+
                 for c in todo.values():
+                    raise_if_interrupted()  # a Ctrl-C whose exception CPython dropped
                     finished(c, _run_cell(*_args_of(c, out)[1:]))
             else:
                 _run_parallel(todo, out, jobs, finished)

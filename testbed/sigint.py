@@ -1,0 +1,44 @@
+"""The command line's first Ctrl-C, remembered.
+
+The first SIGINT raises :class:`KeyboardInterrupt` in the main thread, as Python's default
+handler does (:mod:`testbed.run.interrupt` handles what follows). It is also remembered: an
+exception raised inside a weakref callback or a ``__del__`` is printed as "Exception ignored" and
+dropped by CPython, and the command would then go on as if no Ctrl-C had come. A sweep checks
+between cells (:func:`raise_if_interrupted`) and the command line when a command returns
+(:func:`was_interrupted`), so a dropped Ctrl-C still stops the run at the next clean point and
+exits 130. Only the command line installs the handler: library callers keep their own.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+__all__ = ["install_first_interrupt", "raise_if_interrupted", "was_interrupted"]
+
+_seen = [False]  # a SIGINT reached the handler below
+
+
+def _first_interrupt(signum, frame) -> None:
+    _seen[0] = True
+    raise KeyboardInterrupt
+
+
+def install_first_interrupt() -> None:
+    """The command line's SIGINT handler (main thread only), with nothing seen yet."""
+    _seen[0] = False
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _first_interrupt)
+
+
+def was_interrupted() -> bool:
+    """Whether a SIGINT reached the command line's handler, even if its KeyboardInterrupt was
+    dropped where it landed."""
+    return _seen[0]
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if a SIGINT came, at a point where stopping is clean (between a
+    sweep's cells): one whose exception CPython dropped is honoured there."""
+    if _seen[0]:
+        raise KeyboardInterrupt
