@@ -12,6 +12,7 @@ exits 130. Only the command line installs the handler: library callers keep thei
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 __all__ = ["install_first_interrupt", "raise_if_interrupted", "was_interrupted"]
@@ -25,10 +26,24 @@ def _first_interrupt(signum, frame) -> None:
 
 
 def install_first_interrupt() -> None:
-    """The command line's SIGINT handler (main thread only), with nothing seen yet."""
+    """The command line's SIGINT handler (main thread only), with nothing seen yet; and a hook
+    that keeps a dropped KeyboardInterrupt off the screen (no "Exception ignored" traceback:
+    the Ctrl-C is honoured at the next clean point), passing every other such error on."""
     _seen[0] = False
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _first_interrupt)
+        if sys.unraisablehook is not _quiet_interrupts:
+            _quiet_interrupts.passed_on = sys.unraisablehook
+            sys.unraisablehook = _quiet_interrupts
+
+
+def _quiet_interrupts(unraisable) -> None:
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _seen[0]:
+        return
+    _quiet_interrupts.passed_on(unraisable)
+
+
+_quiet_interrupts.passed_on = sys.__unraisablehook__
 
 
 def was_interrupted() -> bool:
