@@ -449,13 +449,7 @@ class PrivacyGuard:
                 fresh.add(digest)
             if env.meta:
                 parts.append(readings(env.meta, f"{i}/meta/"))
-        leaves = list(itertools.chain.from_iterable(parts))
-        if not leaves or not self._rows:
-            batch.clean, batch.rows = True, 0
-            return
-        before = self.rows_checked
-        batch.clean = self._find_in(leaves, None) is None
-        batch.rows, self.rows_checked = self.rows_checked - before, before
+        batch.clean, batch.rows = self._search_here(list(itertools.chain.from_iterable(parts)))
 
     def settle(self, batch: _Batch) -> tuple[bool, list[str]]:
         """The answer to :meth:`submit`: whether the batch is clean, and every payload's digest
@@ -507,10 +501,8 @@ class PrivacyGuard:
     def _search_leaves(self, leaves: list) -> tuple[bool, int]:
         """``(clean, windows compared)`` of ``(path, array)`` leaves: on the worker when it
         runs (it is idle: the bus's last batch was settled), else here."""
-        if not leaves or not self._rows:
-            return True, 0
-        w = self._worker
-        if w is not None and w.ready():
+        if self.on_worker and leaves:
+            w = self._worker
             from testbed.exchange.guard_worker import WorkerError
 
             try:
@@ -519,6 +511,13 @@ class PrivacyGuard:
                 return clean, rows
             except WorkerError:
                 self._worker = None
+        return self._search_here(leaves)
+
+    def _search_here(self, leaves: list) -> tuple[bool, int]:
+        """``(clean, windows compared)`` of ``(path, array)`` leaves, searched in this process;
+        the counters are left to the caller (a batch counts only once it is clean)."""
+        if not leaves or not self._rows:
+            return True, 0
         before = self.rows_checked
         clean = self._find_in(leaves, None) is None
         rows, self.rows_checked = self.rows_checked - before, before
