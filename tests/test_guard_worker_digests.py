@@ -147,3 +147,20 @@ def test_a_transcript_is_the_same_wherever_it_was_hashed():
         guard.close()
     assert out[0] == out[1]
     assert all(out[0][1])
+
+
+@pytest.mark.parametrize("dtype", ["<f8", "<f4", ">f8"])
+def test_a_measure_built_around_its_constructor_hashes_the_same_on_the_worker(dtype):
+    """Hostile: a protocol builds a Measure without its constructor (object.__new__), with
+    arrays that are not float64; the worker rebuilds them with their own dtypes, so its digest
+    is the bus process's."""
+    w = _worker()
+    guard = PrivacyGuard(PRIVATE, worker=True)
+    m = object.__new__(Measure)
+    object.__setattr__(m, "support", (np.arange(12.0).reshape(4, 3) / 7).astype(dtype))
+    object.__setattr__(m, "weights", np.full(4, 0.25).astype(dtype))
+    try:
+        clean, _, digests = w.answer(w.submit(guard._gid, [m]))
+    finally:
+        guard.close()
+    assert digests == [payload_digest(m)]
