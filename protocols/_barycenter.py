@@ -65,10 +65,13 @@ def fixed_point_steps(
     return Measure(X)
 
 
-def _plan_from(X: np.ndarray, b: np.ndarray, m: Measure, assignment: bool) -> np.ndarray:
+def _plan_from(
+    X: np.ndarray, b: np.ndarray, m: Measure, assignment: bool
+) -> np.ndarray | tot.Assignment:
     """Optimal plan from the atoms ``X`` with weights ``b`` as POT's barycenter passes them (not
-    renormalised by :class:`Measure`, which moves 1/k by an ulp for some k) to ``m``."""
-    T, _ = tot.emd_plan(b, m.weights, tot.cost_matrix(X, m.support), assignment)
+    renormalised by :class:`Measure`, which moves 1/k by an ulp for some k) to ``m`` (an
+    :class:`~testbed.ot.Assignment` when ``assignment`` solved it: only its product is used)."""
+    T, _ = tot.emd_plan(b, m.weights, tot.cost_matrix(X, m.support), assignment, dense=False)
     return T
 
 
@@ -114,7 +117,7 @@ def _pushforward(party: PartyData, X: np.ndarray, b: np.ndarray, assignment: boo
     """Testbed side, at the worker holding ``party``: :math:`T Y` for the optimal plan :math:`T`
     between ``Measure(X, b)`` and the party's rows :math:`Y` (one client solve of a central
     barycenter step)."""
-    own = Measure(party.X)
+    own = party.measure
     return tot.plan_product(_plan_from(X, b, own, assignment), own.support)
 
 

@@ -147,7 +147,7 @@ def _client_step(
 ) -> tuple[Measure, float]:
     """Client: eta_Pi = Interp(P_i, gamma_i, t) and W(P_i, gamma_i)."""
     eta, _, cost = fedwad_round_interp(
-        Measure(party.X), gamma, t, cfg.interpolation, assignment=cfg.assignment_solver
+        party.measure, gamma, t, cfg.interpolation, assignment=cfg.assignment_solver, dense=False
     )
     return eta, float(np.sqrt(cost))
 
@@ -157,7 +157,7 @@ def _gamma_step(
 ) -> Measure:
     """Client (step 7): gamma_i = Interp(eta_Pi, eta_Qi, t); uses no private rows."""
     gamma, _, _ = fedwad_round_interp(
-        eta_p, eta_q, t, cfg.interpolation, assignment=cfg.assignment_solver
+        eta_p, eta_q, t, cfg.interpolation, assignment=cfg.assignment_solver, dense=False
     )
     return gamma
 
@@ -169,14 +169,14 @@ def _server_interp(
     gamma_i's support (the first product of the server's barycenter step: S x d, where the plan
     is S x S) and W(Q, gamma_i)."""
     eta_q, P, cost = fedwad_round_interp(
-        Q, gamma, t, cfg.interpolation, assignment=cfg.assignment_solver
+        Q, gamma, t, cfg.interpolation, assignment=cfg.assignment_solver, dense=False
     )
     return eta_q, tot.plan_product(P, gamma.support), float(np.sqrt(cost))
 
 
 def _first_product(Q: Measure, gamma: Measure, assignment: bool) -> tuple[np.ndarray, float]:
     """Server: the optimal plan Q -> gamma_i applied to gamma_i's support, and its cost."""
-    P, cost = tot.plan(Q, gamma, assignment=assignment)
+    P, cost = tot.plan(Q, gamma, assignment=assignment, dense=False)
     return tot.plan_product(P, gamma.support), cost
 
 

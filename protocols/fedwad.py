@@ -118,14 +118,16 @@ def fedwad_round_interp(
     interpolation: str,
     prune: float = 1e-12,
     assignment: bool = False,
-) -> tuple[Measure, np.ndarray, float]:
+    dense: bool = True,
+) -> tuple[Measure, np.ndarray | tot.Assignment, float]:
     """One ``InterpMeas(a, b, t)`` of Algorithm 1; returns the measure, the plan and W^2(a, b).
 
-    ``interpolation`` is ``"exact"`` (eq. 5) or ``"barycentric"`` (eq. 10); ``assignment``: see
+    ``interpolation`` is ``"exact"`` (eq. 5) or ``"barycentric"`` (eq. 10); ``assignment`` and
+    ``dense`` (the plan as an :class:`~testbed.ot.Assignment` when it is one): see
     :func:`testbed.ot.emd_plan`."""
     if interpolation not in ("exact", "barycentric"):
         raise ValueError(f"interpolation must be 'exact' or 'barycentric', got {interpolation!r}")
-    P, cost = tot.plan(a, b, assignment=assignment)
+    P, cost = tot.plan(a, b, assignment=assignment, dense=dense)
     if interpolation == "exact":
         return tot.interpolate_exact(a, b, t, P=P, prune=prune), P, cost
     return tot.interpolate_barycentric(a, b, t, side="smallest", P=P), P, cost

@@ -27,6 +27,7 @@ __all__ = [
     "calibrated_gradient",
     "cost_matrix",
     "emd_duals",
+    "Assignment",
     "assignment_plan",
     "emd_plan",
     "exact_solver",
@@ -38,6 +39,7 @@ __all__ = [
     "plan",
     "plan_product",
     "reduced_costs",
+    "solve_assignment",
     "sq_wasserstein",
     "wasserstein",
 ]
@@ -61,12 +63,31 @@ ot = _POT()
 NUM_ITERMAX = 10_000_000
 
 
+def _sq_dist(X: np.ndarray, Y: np.ndarray, x2: np.ndarray, y2: np.ndarray) -> np.ndarray:
+    """POT's ``euclidean_distances(X, Y, squared=True)`` given the rows' squared norms ``x2``
+    and ``y2``: the same operations in the same order (``-2 X Y^T``, plus ``x2``, then ``y2``,
+    clipped at 0, a zero diagonal when ``X`` is ``Y``), each done in place in one n x m buffer
+    instead of a new array per step; then clipped at 0 again as :func:`cost_matrix` always did.
+    Multiplying by -2 and adding in place round exactly as the out-of-place operations do, so
+    the matrix is POT's bit for bit (tests/test_ot.py)."""
+    c = np.dot(X, np.transpose(Y))
+    c *= -2
+    c += x2[:, None]
+    c += y2[None, :]
+    np.maximum(c, 0, out=c)
+    if X is Y:
+        c *= 1 - np.eye(X.shape[0], dtype=c.dtype)
+    np.maximum(c, 0.0, out=c)
+    return c
+
+
 def cost_matrix(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Squared Euclidean cost :math:`M_{ij} = \\|x_i - y_j\\|^2` (``ot.dist``), clipped at 0."""
-    M = ot.dist(
-        np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), metric="sqeuclidean"
-    )
-    return np.maximum(M, 0.0)
+    """Squared Euclidean cost :math:`M_{ij} = \\|x_i - y_j\\|^2`, clipped at 0: POT's
+    ``ot.dist(X, Y, "sqeuclidean")`` bit for bit, computed in place (:func:`_sq_dist`)."""
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    x2 = np.einsum("ij,ij->i", X, X)
+    return _sq_dist(X, Y, x2, x2 if Y is X else np.einsum("ij,ij->i", Y, Y))
 
 
 #: ``ot.emd``'s own marginal check (``numpy.testing.assert_almost_equal(a.sum(), b.sum(),
@@ -96,14 +117,7 @@ def measure_cost(mu: Measure, nu: Measure) -> np.ndarray:
     ``-2 X Y^T``, plus the squared row norms of X, then of Y, clipped at 0, a zero diagonal when
     X is Y), with each measure's squared norms taken from :func:`_sq_norms` instead of being
     recomputed (0.8 of the 3.0 ms of one 2000 x 10 matrix at d = 784)."""
-    X, Y = mu.support, nu.support
-    c = -2 * np.dot(X, np.transpose(Y))
-    c += _sq_norms(mu)[:, None]
-    c += _sq_norms(nu)[None, :]
-    c = np.maximum(c, 0)
-    if X is Y:
-        c = c * (1 - np.eye(X.shape[0], dtype=c.dtype))
-    return np.maximum(c, 0.0)
+    return _sq_dist(mu.support, nu.support, _sq_norms(mu), _sq_norms(nu))
 
 
 def _solve(fn, a, b, M, what: str):
@@ -181,37 +195,93 @@ def reduced_costs(M: np.ndarray) -> np.ndarray:
     return R
 
 
-def assignment_plan(a: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, float]:
-    """Exact OT between two uniform measures of the same size n: an optimal plan is a
-    permutation with mass ``a[i]`` on ``(i, sigma(i))`` (Birkhoff), found by
-    ``scipy.optimize.linear_sum_assignment``. The cost is summed in the order POT's network
-    simplex sums it (rows from last to first), so when the optimal permutation is unique the plan
-    and the cost equal ``ot.emd``'s bit for bit (tests/test_fast_paths.py checks this); with ties
-    (e.g. duplicated rows) another optimal permutation may be returned. When the two uniform
-    weights differ by a few ulps (an interpolated measure's 1/n after rounding), the plan
-    carries ``a``'s mass and is the exact optimum of the problem with equal weights; the network
-    simplex would instead route the rounding residue (~1e-19) along extra arcs, so the two
-    results then agree to rounding, not bit for bit."""
+class Assignment:
+    """An optimal plan between two uniform measures of ``n`` atoms each that is a permutation:
+    mass ``mass[i]`` from atom ``i`` of the first to atom ``cols[i]`` of the second, zero
+    elsewhere (what :func:`solve_assignment` finds), kept as the permutation instead of the
+    n x n matrix. :func:`plan_product`, :func:`barycentric_map` and the interpolations take it
+    where they take a plan and return what they return for :meth:`dense` bit for bit
+    (tests/test_assignment.py); building the matrix and scanning it for its nonzeros cost as
+    much as the rest of a solve's own arithmetic on FedBary's 500 x 500 problems."""
+
+    __slots__ = ("cols", "mass", "shape")
+
+    def __init__(self, mass: np.ndarray, cols: np.ndarray):
+        self.mass = np.asarray(mass, dtype=np.float64)
+        self.cols = np.asarray(cols, dtype=np.intp)
+        n = self.mass.shape[0]
+        self.shape = (n, n)
+
+    def dense(self) -> np.ndarray:
+        """The plan as an n x n matrix."""
+        P = np.zeros(self.shape, dtype=np.float64)
+        P[np.arange(self.shape[0]), self.cols] = self.mass
+        return P
+
+    @property
+    def T(self) -> Assignment:
+        """The transposed plan (from the second measure to the first)."""
+        inv = np.empty_like(self.cols)
+        inv[self.cols] = np.arange(self.cols.shape[0])
+        return Assignment(self.mass[inv], inv)
+
+    def product(self, Y: np.ndarray) -> np.ndarray:
+        """``dense() @ Y``, as :func:`plan_product` computes it for the matrix (one term per
+        row plus exact zeros)."""
+        return self.mass[:, None] * np.asarray(Y, dtype=np.float64)[self.cols] + 0.0
+
+    def cost(self, M: np.ndarray) -> float:
+        """:math:`\\langle P, M \\rangle`, summed from 0 over the rows from last to first, the
+        order POT's network simplex sums its cost in (a sequential ``cumsum``: the same
+        additions as a loop), clipped at 0."""
+        n = self.shape[0]
+        terms = np.empty(n + 1, dtype=np.float64)
+        terms[0] = 0.0
+        terms[1:] = (self.mass * M[np.arange(n), self.cols])[::-1]
+        return float(max(float(np.cumsum(terms)[-1]), 0.0))
+
+
+def solve_assignment(a: np.ndarray, M: np.ndarray) -> Assignment:
+    """Exact OT between two uniform measures of the same size n (``a``: the first's weights),
+    as an :class:`Assignment` found by ``scipy.optimize.linear_sum_assignment`` on
+    :func:`reduced_costs`; see :func:`assignment_plan`."""
     from scipy.optimize import linear_sum_assignment
 
     rows, cols = linear_sum_assignment(reduced_costs(M))
-    P = np.zeros(M.shape, dtype=np.float64)
-    P[rows, cols] = a[rows]
-    cost = 0.0
-    for i in range(len(rows) - 1, -1, -1):
-        cost += float(a[rows[i]]) * float(M[rows[i], cols[i]])
-    return P, float(max(cost, 0.0))
+    a = np.asarray(a, dtype=np.float64)
+    perm = np.empty(M.shape[0], dtype=np.intp)
+    perm[rows] = cols  # rows come back as 0..n-1 for a square matrix; placed by index anyway
+    return Assignment(a, perm)
+
+
+def assignment_plan(a: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, float]:
+    """Exact OT between two uniform measures of the same size n: an optimal plan is a
+    permutation with mass ``a[i]`` on ``(i, sigma(i))`` (Birkhoff), found by
+    ``scipy.optimize.linear_sum_assignment`` (:func:`solve_assignment`). The cost is summed in
+    the order POT's network simplex sums it (rows from last to first), so when the optimal
+    permutation is unique the plan and the cost equal ``ot.emd``'s bit for bit
+    (tests/test_fast_paths.py checks this); with ties (e.g. duplicated rows) another optimal
+    permutation may be returned. When the two uniform weights differ by a few ulps (an
+    interpolated measure's 1/n after rounding), the plan carries ``a``'s mass and is the exact
+    optimum of the problem with equal weights; the network simplex would instead route the
+    rounding residue (~1e-19) along extra arcs, so the two results then agree to rounding, not
+    bit for bit."""
+    A = solve_assignment(a, M)
+    return A.dense(), A.cost(M)
 
 
 def emd_plan(
-    a: np.ndarray, b: np.ndarray, M: np.ndarray, assignment: bool = False
-) -> tuple[np.ndarray, float]:
+    a: np.ndarray, b: np.ndarray, M: np.ndarray, assignment: bool = False, dense: bool = True
+) -> tuple[np.ndarray | Assignment, float]:
     """Exact OT plan and cost with ``ot.emd``; raises :class:`OTSolverError` if not optimal.
 
     ``assignment``: solve a problem between uniform measures of the same size n (n <=
-    :data:`ASSIGNMENT_MAX_N`) with :func:`assignment_plan` instead (2-3x faster at n = 500)."""
+    :data:`ASSIGNMENT_MAX_N`) with :func:`assignment_plan` instead (2-3x faster at n = 500);
+    with ``dense=False`` that plan is returned as an :class:`Assignment` (the network simplex's
+    plan is always a matrix)."""
     if assignment and _uniform_square(a, b, M):
-        return assignment_plan(a, M)
+        A = solve_assignment(a, M)
+        return (A.dense() if dense else A), A.cost(M)
     P, log = _solve(ot.emd, a, b, M, "ot.emd")
     return P, float(max(log["cost"], 0.0))
 
@@ -243,15 +313,19 @@ def calibrated_gradient(f: np.ndarray) -> np.ndarray:
 
 
 def plan(
-    mu: Measure, nu: Measure, M: np.ndarray | None = None, assignment: bool = False
-) -> tuple[np.ndarray, float]:
-    """Optimal plan between two measures and its squared-Euclidean cost (``assignment``: see
-    :func:`emd_plan`)."""
+    mu: Measure,
+    nu: Measure,
+    M: np.ndarray | None = None,
+    assignment: bool = False,
+    dense: bool = True,
+) -> tuple[np.ndarray | Assignment, float]:
+    """Optimal plan between two measures and its squared-Euclidean cost (``assignment`` and
+    ``dense``: see :func:`emd_plan`)."""
     if mu.d != nu.d:
         raise OTSolverError(f"dimension mismatch: {mu.d} vs {nu.d}")
     if M is None:
         M = measure_cost(mu, nu)
-    return emd_plan(mu.weights, nu.weights, M, assignment)
+    return emd_plan(mu.weights, nu.weights, M, assignment, dense)
 
 
 def sq_wasserstein(
@@ -264,7 +338,7 @@ def sq_wasserstein(
     if M is None:
         M = measure_cost(mu, nu)
     if assignment and _uniform_square(mu.weights, nu.weights, M):
-        return assignment_plan(mu.weights, M)[1]
+        return solve_assignment(mu.weights, M).cost(M)
     cost, _ = _solve(ot.emd2, mu.weights, nu.weights, M, "ot.emd2")
     return float(max(cost, 0.0))
 
@@ -276,12 +350,14 @@ def wasserstein(
     return float(np.sqrt(sq_wasserstein(mu, nu, M, assignment)))
 
 
-def plan_product(P: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """``P @ Y`` for a transport plan ``P``. A plan with at most one nonzero entry per row (an
-    assignment's permutation, or the network simplex's plan between uniform measures of equal
-    size) is applied by indexing, in O(n d) instead of a dense O(n m d) product: each row of the
+def plan_product(P: np.ndarray | Assignment, Y: np.ndarray) -> np.ndarray:
+    """``P @ Y`` for a transport plan ``P`` (an :class:`Assignment`: its own product). A matrix
+    with at most one nonzero entry per row (an assignment's permutation, or the network simplex's
+    plan between uniform measures of equal size) is applied by indexing, in O(n d) instead of a dense O(n m d) product: each row of the
     product is then the one term ``P[i, j] * Y[j]`` plus exact zeros, so the result is the same
     bit for bit (tests/test_fast_paths.py; an exact zero is +0, as the dense sum gives)."""
+    if isinstance(P, Assignment):
+        return P.product(Y)
     # at most one nonzero per row needs at most as many nonzeros as rows (a cheap test that
     # turns away the usual dense plan before the row scan)
     if P.ndim == 2 and P.shape[1] > 1 and np.count_nonzero(P) <= P.shape[0]:
@@ -293,7 +369,7 @@ def plan_product(P: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return P @ Y
 
 
-def barycentric_map(P: np.ndarray, a: np.ndarray, Y: np.ndarray) -> np.ndarray:
+def barycentric_map(P: np.ndarray | Assignment, a: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """General-weight barycentric projection :math:`\\mathrm{diag}(1/a) P Y`
     (``P Y`` by :func:`plan_product`).
 
@@ -307,7 +383,11 @@ def barycentric_map(P: np.ndarray, a: np.ndarray, Y: np.ndarray) -> np.ndarray:
 
 
 def interpolate_exact(
-    mu: Measure, nu: Measure, t: float, P: np.ndarray | None = None, prune: float = 1e-12
+    mu: Measure,
+    nu: Measure,
+    t: float,
+    P: np.ndarray | Assignment | None = None,
+    prune: float = 1e-12,
 ) -> Measure:
     """Exact interpolating measure (McCann), eq. 5 of [2]:
 
@@ -319,6 +399,8 @@ def interpolate_exact(
     """
     if P is None:
         P, _ = plan(mu, nu)
+    elif isinstance(P, Assignment):
+        P = P.dense()
     rows, cols = np.nonzero(P > prune * P.max())
     w = P[rows, cols]
     support = (1.0 - t) * mu.support[rows] + t * nu.support[cols]
@@ -330,7 +412,7 @@ def interpolate_barycentric(
     nu: Measure,
     t: float,
     side: Literal["smallest", "first", "second"] = "smallest",
-    P: np.ndarray | None = None,
+    P: np.ndarray | Assignment | None = None,
 ) -> Measure:
     """Barycentric approximation of the interpolating measure, eq. 10 of [2], general weights.
 
