@@ -69,7 +69,7 @@ def _sq_dist(X: np.ndarray, Y: np.ndarray, x2: np.ndarray, y2: np.ndarray) -> np
     clipped at 0, a zero diagonal when ``X`` is ``Y``), each done in place in one n x m buffer
     instead of a new array per step; then clipped at 0 again as :func:`cost_matrix` always did.
     Multiplying by -2 and adding in place round exactly as the out-of-place operations do, so
-    the matrix is POT's bit for bit (tests/test_ot.py)."""
+    the matrix is POT's bit for bit (tests/test_assignment.py)."""
     c = np.dot(X, np.transpose(Y))
     c *= -2
     c += x2[:, None]
@@ -238,7 +238,7 @@ class Assignment:
         terms = np.empty(n + 1, dtype=np.float64)
         terms[0] = 0.0
         terms[1:] = (self.mass * M[np.arange(n), self.cols])[::-1]
-        return float(max(float(np.cumsum(terms)[-1]), 0.0))
+        return max(float(np.cumsum(terms)[-1]), 0.0)
 
 
 def solve_assignment(a: np.ndarray, M: np.ndarray) -> Assignment:
