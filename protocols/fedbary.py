@@ -192,12 +192,12 @@ def _validation_step(
 
 
 def _distance_to(party: PartyData, m: Measure, assignment: bool = False) -> float:
-    return tot.wasserstein(Measure(party.X), m, assignment=assignment)
+    return tot.wasserstein(party.measure, m, assignment=assignment)
 
 
 def _detect(party: PartyData, target: Measure) -> np.ndarray:
     """Client: calibrated dual gradient of W(P_i, target) for each of its rows (eq. 10)."""
-    own = Measure(party.X)
+    own = party.measure
     M = tot.cost_matrix(own.support, target.support)
     _, _, u, _ = tot.emd_duals(own.weights, target.weights, M)
     return tot.calibrated_gradient(u)
