@@ -357,3 +357,83 @@ def test_a_payload_found_clean_here_is_not_searched_again_on_the_worker():
     many = _outcome(*_play(kinds, 3, "record", where="worker"))
     assert many == one
     assert one[3]["violations"] == 1
+
+
+# ----------------------------------------------------------------------------- the protocol's end
+RELEASED = {
+    "clean": lambda: {"estimates": {"w": 0.5, "path": np.full((3, 4), 9.0)}},
+    "alice_estimate": lambda: {"estimates": {"rows": PRIVATE["alice"][[1, 4]]}},
+    "bob_output": lambda: {"estimates": {"w": 0.5}, "outputs": [PRIVATE["bob"][2].tolist()]},
+    "none": lambda: {},
+}
+
+
+def _end(kinds, released: str, mode: str, where: str, finish: bool):
+    """Send the messages (batches of 3), then end as ``testbed run`` does (``finish``) or with
+    the two separate checks it replaces (flush, then check_release)."""
+    guard = _guard(where, mode=mode)
+    bus = Bus(guard=guard)
+    bus.GUARD_BATCH = 3
+    rng = np.random.default_rng(1)
+    error = None
+    try:
+        for i, kind in enumerate(kinds):
+            payload, meta = _message(kind, i, rng)
+            bus.send("alice" if i % 2 else "bob", SERVER, f"p.{kind}", payload, round=i, meta=meta)
+        if finish:
+            bus.finish(RELEASED[released]())
+        else:
+            bus.flush()
+            guard.check_release(RELEASED[released]())
+    except PrivacyGuardError as exc:
+        error = str(exc)
+    return _outcome(bus, guard, error)
+
+
+@WHERE
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kinds=st.lists(
+        st.sampled_from(["clean", "clean", "repeat", "alice", "meta_alice"]), max_size=9
+    ),
+    released=st.sampled_from(sorted(RELEASED)),
+    mode=st.sampled_from(["stop", "record"]),
+)
+def test_finish_gives_what_a_flush_then_a_release_check_give(where, kinds, released, mode):
+    # Execute: the same run ended by Bus.finish (one search for the last batch and the released
+    # values) and by the two checks one after the other
+    one = _end(kinds, released, mode, where, finish=False)
+    both = _end(kinds, released, mode, where, finish=True)
+    # Assert: the same error (a message's leak before a released one), logged messages,
+    # counters (windows compared included) and findings
+    assert both == one
+    if released not in ("clean", "none") and mode == "record":
+        assert one[3]["findings"][-1]["sender"] == "protocol"
+
+
+def test_finish_waits_for_the_worker_once(monkeypatch):
+    guard = _guard("worker")
+    bus = Bus(guard=guard)
+    calls = []
+    real = guard_worker.GuardWorker.submit
+    monkeypatch.setattr(
+        guard_worker.GuardWorker, "submit", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    for i in range(5):
+        bus.send("alice", SERVER, "p.ok", np.full((3, 4), 50.0 + i))
+    bus.finish(RELEASED["clean"]())
+    assert len(calls) == 1 and len(bus.transcript) == 5
+    assert guard.messages_checked == 5 and guard.rows_checked > 0
+
+
+def test_a_message_is_logged_with_its_digest_as_sent():
+    """The digest filled in after the batch's search is the envelope's own: the object send()
+    returned is the one logged, and its digest is the payload's."""
+    from testbed.exchange.payload import payload_digest
+
+    for guard in (None, _guard("here")):
+        bus = Bus(guard=guard)
+        env = bus.send("alice", SERVER, "p.ok", np.full((3, 4), 5.0))
+        bus.flush()
+        (logged,) = list(bus.transcript)
+        assert logged is env and env.digest == payload_digest(np.full((3, 4), 5.0))

@@ -1,9 +1,10 @@
 """``testbed bench`` section: what the privacy guard and the transcript cost, case by case.
 
 Each case runs once per repeat on a :class:`~testbed.bench.main.TimedBus` carrying the testbed's
-own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside ``Bus.send``
-and ``Bus.flush`` (freezing, transcript, guard; the digests, on the guard's worker when it runs)
-and the guard's own time are measured in the same run as the protocol's work; shares are
+own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside ``Bus.send``,
+``Bus.flush`` and ``Bus.finish`` (freezing, transcript, guard; the digests, on the guard's worker
+when it runs; at the end the last batch with the protocol's released values, as ``testbed run``
+checks them) and the guard's own time are measured in the same run as the protocol's work; shares are
 against the rest of that run (robust to machine load). The
 fastest repeat is kept. FedBary at the issue's size (100 x 500, d = 64) runs once with its default
 settings on the bus ``testbed run`` opens by default (worker processes), guard on; with
@@ -38,7 +39,7 @@ BUDGET = 0.05
 
 def _timed_run(case, parties, guard: bool, seed: int, kit, bus_factory=None) -> dict[str, Any]:
     from testbed.exchange.guard import PrivacyGuard
-    from testbed.run.exchange import frozen_heap
+    from testbed.run.exchange import frozen_heap, released_values
 
     t0 = time.perf_counter()
     g = PrivacyGuard.for_parties(parties) if guard else None
@@ -50,8 +51,9 @@ def _timed_run(case, parties, guard: bool, seed: int, kit, bus_factory=None) -> 
     t0 = time.perf_counter()
     try:
         with frozen_heap():  # as testbed run runs a protocol
-            kit.protocol(case).run(parties, bus, np.random.default_rng(seed))
-            bus.flush()  # the guard's last batch, as testbed run checks it
+            result = kit.protocol(case).run(parties, bus, np.random.default_rng(seed))
+            # the guard's last batch and the released values, as testbed run checks them
+            bus.finish(released_values(result) if g is not None else None)
         total = time.perf_counter() - t0
     finally:
         if bus_factory is not None:
@@ -190,10 +192,12 @@ def guard_markdown(
         "## Privacy guard and transcript",
         "",
         "The testbed's guard (every party's rows in one index) on every message, in the same run "
-        "as the protocol: time in `Bus.send` and `Bus.flush` (envelopes; handing each batch to "
-        "the guard's worker process, which hashes and searches it, and collecting its answer and "
-        "digests; without a worker, the digests, the search itself and the wait for the index, "
-        'which then builds on a thread here: "index build s"), against the rest of the '
+        "as the protocol: time in `Bus.send`, `Bus.flush` and `Bus.finish` (envelopes; handing "
+        "each batch to the guard's worker process, which hashes and searches it, and collecting "
+        "its answer and digests; at the end the last batch with the protocol's released values, "
+        "as `testbed run` checks them; without a worker, the digests, the search itself and the "
+        'wait for the index, which then builds on a thread here: "index build s"), against the '
+        "rest of the "
         f'run; budget {100 * BUDGET:.0f} %. "worker s" is the hashing and search on the worker, '
         'on the other core; "on / off" the fastest run with the guard against the fastest '
         "without (interleaved repeats): what a user waits for in all.",

@@ -59,8 +59,8 @@ class BareBus(Bus):
 
 
 class _SendTimer:
-    """Mixin for a bus class: ``send_seconds`` is the wall time spent inside :meth:`send` and
-    :meth:`flush` (freezing, sizing, hashing, defenses, guard, logging)."""
+    """Mixin for a bus class: ``send_seconds`` is the wall time spent inside :meth:`send`,
+    :meth:`flush` and :meth:`finish` (freezing, sizing, hashing, defenses, guard, logging)."""
 
     send_seconds = 0.0
     _timing = False
@@ -81,6 +81,9 @@ class _SendTimer:
 
     def flush(self, wait: bool = True) -> None:
         return self._timed(super().flush, wait)
+
+    def finish(self, released=None) -> None:
+        return self._timed(super().finish, released)
 
 
 class TimedBus(_SendTimer, Bus):

@@ -68,10 +68,11 @@ class _Batch:
     where it is searched (``worker`` and its batch id ``bid``, or here: ``worker`` None) and,
     once answered, whether it is clean, the windows compared and the payloads' digests."""
 
-    __slots__ = ("envs", "worker", "bid", "clean", "rows", "digests")
+    __slots__ = ("envs", "extra", "worker", "bid", "clean", "rows", "digests")
 
-    def __init__(self, envs: Sequence[Any]):
+    def __init__(self, envs: Sequence[Any], extra: Sequence[tuple[str, Any]] = ()):
         self.envs = list(envs)
+        self.extra = list(extra)  # (path, array) readings searched with the batch (released values)
         self.worker: Any = None
         self.bid = 0
         self.clean = False
@@ -402,11 +403,13 @@ class PrivacyGuard:
         if found is not None:
             self._found(found)
 
-    def submit(self, envs: Sequence[Any]) -> _Batch:
+    def submit(self, envs: Sequence[Any], extra: Sequence[tuple[str, Any]] = ()) -> _Batch:
         """Start checking several envelopes as one search over all their readings (payloads,
         then metas; each message's readings are their own pieces, as :meth:`check` reads them,
         so a window never spans two messages), and hashing their payloads (the digests an
         envelope without one gets: :func:`~testbed.exchange.payload.payload_digest`).
+        ``extra``: more ``(path, array)`` readings searched in the same search (what the
+        protocol releases, :meth:`release_readings`); the batch is clean only if they are too.
 
         On the worker process when it is running (:mod:`testbed.exchange.guard_worker`): the
         payloads' arrays are copied to it and this returns at once; the worker hashes and
@@ -414,7 +417,7 @@ class PrivacyGuard:
         :meth:`settle`'s; settle a batch before submitting the next."""
         t0 = time.perf_counter()
         try:
-            batch = _Batch(envs)
+            batch = _Batch(envs, extra)
             w = self._worker
             if self.on_worker:
                 from testbed.exchange.guard_worker import WorkerError
@@ -424,7 +427,7 @@ class PrivacyGuard:
                     batch.bid = w.submit(
                         self._gid,
                         [e.payload for e in envs],
-                        list(itertools.chain.from_iterable(metas)),
+                        [*itertools.chain.from_iterable(metas), *batch.extra],
                         self._tell_worker,
                     )
                     batch.worker, self._tell_worker = w, []
@@ -449,6 +452,7 @@ class PrivacyGuard:
                 fresh.add(digest)
             if env.meta:
                 parts.append(readings(env.meta, f"{i}/meta/"))
+        parts.append(batch.extra)
         batch.clean, batch.rows = self._search_here(list(itertools.chain.from_iterable(parts)))
 
     def settle(self, batch: _Batch) -> tuple[bool, list[str]]:
@@ -523,16 +527,23 @@ class PrivacyGuard:
         rows, self.rows_checked = self.rows_checked - before, before
         return clean, rows
 
-    def check_release(self, released: Mapping[str, Any]) -> None:
+    @staticmethod
+    def release_readings(released: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """The ``(path, array)`` readings of what a protocol releases, key by key."""
+        return [x for key, value in released.items() for x in readings(value, f"{key}/")]
+
+    def check_release(self, released: Mapping[str, Any], searched: bool = False) -> None:
         """Check what a protocol releases (``{"estimates": ..., "outputs": ..., ...}``), each
-        key as its own finding's kind."""
+        key as its own finding's kind. ``searched``: its readings were already in a batch that
+        was not clean (:meth:`Bus.finish <testbed.exchange.bus.Bus.finish>`), so look key by
+        key at once."""
         t0 = time.perf_counter()
         try:
-            leaves = [x for key, value in released.items() for x in readings(value, f"{key}/")]
-            clean, rows = self._search_leaves(leaves)
-            if clean:
-                self.rows_checked += rows
-                return
+            if not searched:
+                clean, rows = self._search_leaves(self.release_readings(released))
+                if clean:
+                    self.rows_checked += rows
+                    return
             for key, value in released.items():
                 hit = self.find(value)
                 if hit is not None:

@@ -137,15 +137,14 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
         ):
             with plugin_phase("protocol", world.protocol.name, "run"):
                 result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
-            bus.flush()  # the guard checks what it has not yet, before the transcript closes
+            # the guard checks what it has not yet, before the transcript closes, and what the
+            # protocol releases, in one search
+            bus.finish(released_values(result) if guard is not None else None)
     finally:
         bar.close()
         if spilling is not None:
             spilling.close()
-    if guard is not None:
-        try:
-            guard.check_release(released_values(result))
-        finally:
+        if guard is not None:
             guard.close()  # the worker forgets this run's rows
     elapsed = time.perf_counter() - t0
     return Exchange(
