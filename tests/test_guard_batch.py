@@ -359,6 +359,30 @@ def test_a_payload_found_clean_here_is_not_searched_again_on_the_worker():
     assert one[3]["violations"] == 1
 
 
+def test_the_worker_is_told_only_what_it_did_not_find_itself(monkeypatch):
+    """Payloads of a batch the worker found clean are in its own cache: the next batch's
+    command does not carry their digests back; those found clean here do (a batch searched
+    here before the worker was ready, or a message checked again after a leak)."""
+    guard = _guard("worker", mode="record")
+    bus = Bus(guard=guard)
+    bus.GUARD_BATCH = 2
+    with monkeypatch.context() as m:
+        m.setattr(guard_worker.GuardWorker, "ready", lambda self: False)  # still starting
+        bus.send("bob", SERVER, "p.ok", np.full((2, 4), 58.0))
+        bus.send("bob", SERVER, "p.ok", np.full((2, 4), 59.0))
+        bus.flush()
+    assert len(guard._tell_worker) == 2
+    guard._tell_worker.clear()
+    bus.send("bob", SERVER, "p.ok", np.full((2, 4), 60.0))
+    bus.send("bob", SERVER, "p.ok", np.full((2, 4), 61.0))  # a batch, on the worker
+    bus.flush()
+    assert guard.messages_checked == 4 and guard._tell_worker == []
+    bus.send("bob", SERVER, "p.leak", PRIVATE["alice"][0])  # a leak: checked again here...
+    bus.send("bob", SERVER, "p.ok", np.full((2, 4), 62.0))  # ...with this one, found clean
+    bus.flush()
+    assert guard.violations == 1 and len(guard._tell_worker) == 1
+
+
 # ----------------------------------------------------------------------------- the protocol's end
 RELEASED = {
     "clean": lambda: {"estimates": {"w": 0.5, "path": np.full((3, 4), 9.0)}},

@@ -478,7 +478,8 @@ class PrivacyGuard:
         if batch.clean:
             self.rows_checked += batch.rows
             self.messages_checked += len(batch.envs)
-            self._mark_clean(batch.digests)
+            # the worker remembered the payloads of a batch it found clean itself
+            self._mark_clean(batch.digests, tell=batch.worker is None)
         return batch.clean, batch.digests
 
     @property
@@ -492,14 +493,15 @@ class PrivacyGuard:
         """Whether :meth:`settle` would return without waiting."""
         return batch.worker is None or batch.worker.done(batch.bid)
 
-    def _mark_clean(self, digests: Iterable[str]) -> None:
+    def _mark_clean(self, digests: Iterable[str], tell: bool = True) -> None:
         """Remember payloads found clean (a check that ignores no party), here and, with the
-        next batch, on the worker: both skip the same payloads, so the counters are the same
+        next batch, on the worker (``tell``; not for a batch the worker searched, whose clean
+        payloads it keeps itself): both skip the same payloads, so the counters are the same
         wherever a batch was searched."""
         new = {(d, _NO_PARTIES) for d in digests if d} - self._clean
         if new:
             self._clean |= new
-            if self._worker is not None:
+            if tell and self._worker is not None:
                 self._tell_worker.extend(d for d, _ in new)
 
     def _search_leaves(self, leaves: list) -> tuple[bool, int]:
