@@ -3,7 +3,9 @@
 :meth:`Bus.send` runs the sender's defenses on the outgoing envelope (each returns a *new*
 envelope) and returns the delivered envelope to the receiver's code; the privacy guard checks it
 with its batch (:meth:`Bus.flush`, on the guard's worker process where there is one) and only then
-is it appended to the transcript. Nothing in the transcript is ever edited or deleted.
+is it appended to the transcript, its digest filled in. Nothing in the transcript is ever edited
+or deleted. When the protocol returns, :meth:`Bus.finish` checks the last batch together with
+what the protocol releases.
 
 The pieces live in their own modules and are re-exported here, so ``from testbed.exchange.bus import X``
 keeps working: payload freezing, sizes and digests (:mod:`testbed.exchange.payload`), envelopes
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from testbed.errors import PrivacyGuardError, TestbedError
 from testbed.exchange.envelope import EAVESDROPPER, SERVER, Envelope, visible_to
@@ -260,7 +263,7 @@ class Bus:
     GUARD_LAG = 1024
     GUARD_LAG_BYTES = 64 << 20
 
-    def finish(self, released=None) -> None:
+    def finish(self, released: Mapping[str, Any] | None = None) -> None:
         """The protocol's end: check and log every message not checked yet (:meth:`flush`) and,
         with a guard, what the protocol releases (``{"estimates": ..., ...}``) in the same
         search, so a run waits for the guard's worker once instead of twice. Findings come as
