@@ -353,9 +353,10 @@ def wasserstein(
 def plan_product(P: np.ndarray | Assignment, Y: np.ndarray) -> np.ndarray:
     """``P @ Y`` for a transport plan ``P`` (an :class:`Assignment`: its own product). A matrix
     with at most one nonzero entry per row (an assignment's permutation, or the network simplex's
-    plan between uniform measures of equal size) is applied by indexing, in O(n d) instead of a dense O(n m d) product: each row of the
-    product is then the one term ``P[i, j] * Y[j]`` plus exact zeros, so the result is the same
-    bit for bit (tests/test_fast_paths.py; an exact zero is +0, as the dense sum gives)."""
+    plan between uniform measures of equal size) is applied by indexing, in O(n d) instead of a
+    dense O(n m d) product: each row of the product is then the one term ``P[i, j] * Y[j]`` plus
+    exact zeros, so the result is the same bit for bit (tests/test_fast_paths.py; an exact zero
+    is +0, as the dense sum gives)."""
     if isinstance(P, Assignment):
         return P.product(Y)
     # at most one nonzero per row needs at most as many nonzeros as rows (a cheap test that

@@ -1,12 +1,12 @@
 """``testbed bench`` section: what the privacy guard and the transcript cost, case by case.
 
 Each case runs once per repeat on a :class:`~testbed.bench.main.TimedBus` carrying the testbed's
-own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside ``Bus.send``,
-``Bus.flush`` and ``Bus.finish`` (freezing, transcript, guard; the digests, on the guard's worker
-when it runs; at the end the last batch with the protocol's released values, as ``testbed run``
-checks them) and the guard's own time are measured in the same run as the protocol's work; shares are
-against the rest of that run (robust to machine load). The
-fastest repeat is kept. FedBary at the issue's size (100 x 500, d = 64) runs once with its default
+own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside
+``Bus.send``, ``Bus.flush`` and ``Bus.finish`` (freezing, transcript, guard; the digests, on the
+guard's worker when it runs; at the end the last batch with the protocol's released values, as
+``testbed run`` checks them) and the guard's own time are measured in the same run as the
+protocol's work; shares are against the rest of that run (robust to machine load). The fastest
+repeat is kept. FedBary at the issue's size (100 x 500, d = 64) runs once with its default
 settings on the bus ``testbed run`` opens by default (worker processes), guard on; with
 ``--targets`` also with the guard off, for the end-to-end comparison.
 """
