@@ -268,9 +268,24 @@ def test_the_rng_an_attack_gets_does_not_carry_the_seed(obs):
     assert (a == b).all() and not (a == c).any()
 
 
+def _outside_the_hidden_directories() -> Path:
+    """The project's folder or, for a checkout under /tmp (hidden from attacks), the home
+    folder: where a run directory is not hidden by a tmpfs."""
+    from testbed.sandbox.confine import HIDDEN
+
+    hidden = [os.path.realpath(h) for h in HIDDEN]
+    for base in (Path(__file__).resolve().parents[1], Path.home()):
+        real = os.path.realpath(base)
+        if not any(real == h or real.startswith(h + os.sep) for h in hidden):
+            return base
+    pytest.skip("the project and the home folder are both under a directory attacks never see")
+
+
 def test_a_run_directory_outside_the_hidden_directories_is_denied_by_landlock(obs):
     """Landlock alone, where no tmpfs hides the file: a run directory under the project."""
-    run_dir = Path(__file__).resolve().parents[1] / "runs" / f"sandbox-test-{os.getpid()}"
+    runs = _outside_the_hidden_directories() / "runs"
+    made = not runs.exists()
+    run_dir = runs / f"sandbox-test-{os.getpid()}"
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         (run_dir / "resolved.yaml").write_bytes(MARK)
@@ -282,36 +297,26 @@ def test_a_run_directory_outside_the_hidden_directories_is_denied_by_landlock(ob
     finally:
         (run_dir / "resolved.yaml").unlink(missing_ok=True)
         run_dir.rmdir()
+        if made:
+            runs.rmdir()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
-def test_an_unprivileged_user_gets_the_same_sandbox(tmp_path):
-    """Without root the namespaces come from a user namespace (ids mapped to themselves)."""
+def _in_a_child(body, nobody: bool) -> dict:
+    """Run ``body(out)`` in a forked child (as ``nobody``, dumpable again as a real user's
+    process is, when asked) and return what it put in ``out`` (``error``: what it raised)."""
     import json
-    import tempfile
 
-    from testbed.sandbox.confine import Policy, confine, python_paths
-
-    scratch = tempfile.mkdtemp(prefix="testbed-attack-")
-    os.chown(scratch, 65534, 65534)
-    secret = tmp_path / "secret"
-    secret.write_bytes(MARK)
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: becomes nobody (dumpable again, as a real user's process is)
+    if pid == 0:
         out = {}
         try:
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
-            out["level"] = confine(Policy(read=python_paths(), tmp=scratch))
-            Path("scratch").write_text("ok")
-            out["scratch"] = True
-            try:
-                out["secret"] = Path(secret).read_text()
-            except OSError:
-                out["secret"] = ""
+            if nobody:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+            body(out)
         except BaseException as exc:
             out["error"] = repr(exc)
         os.write(w, json.dumps(out).encode())
@@ -320,6 +325,93 @@ def test_an_unprivileged_user_gets_the_same_sandbox(tmp_path):
     os.waitpid(pid, 0)
     out = json.loads(os.read(r, 10000) or b"{}")
     os.close(r)
+    return out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
+def test_an_unprivileged_user_gets_the_same_sandbox(tmp_path):
+    """Without root the namespaces come from a user namespace (ids mapped to themselves)."""
+    import tempfile
+
+    from testbed.sandbox.confine import Policy, confine, python_paths
+
+    scratch = tempfile.mkdtemp(prefix="testbed-attack-")
+    os.chown(scratch, 65534, 65534)
+    secret = tmp_path / "secret"
+    secret.write_bytes(MARK)
+
+    def body(out):
+        out["level"] = confine(Policy(read=python_paths(), tmp=scratch))
+        Path("scratch").write_text("ok")
+        out["scratch"] = True
+        try:
+            out["secret"] = Path(secret).read_text()
+        except OSError:
+            out["secret"] = ""
+
+    out = _in_a_child(body, nobody=True)
     assert "error" not in out, out
     assert out["level"].startswith("landlock") and "netns" in out["level"], out
     assert "nocaps" not in out["level"] and out["scratch"] and out["secret"] == ""
+
+
+@pytest.mark.parametrize("nobody", [False, True], ids=["this_user", "nobody"])
+def test_a_kept_path_under_tmp_is_mounted_back_read_only_and_nothing_else(nobody):
+    """A checkout or virtual environment under /tmp (the attack must import from it) does not
+    keep /tmp visible: the new /tmp holds that path, read-only, and nothing of its neighbours
+    (a unix socket, another file)."""
+    import tempfile
+
+    from testbed.sandbox.confine import Policy, confine, python_paths
+
+    if nobody and os.geteuid() != 0:
+        pytest.skip("needs root to become an unprivileged user")
+    base = Path(tempfile.mkdtemp(prefix="testbed-kept-", dir="/tmp"))
+    kept = base / "venv" / "pkg"
+    kept.mkdir(parents=True)
+    (kept / "mod.py").write_text("x = 1\n")
+    (base / "secret").write_bytes(MARK)
+    for p in (base, base / "venv", kept):
+        p.chmod(0o755)
+    scratch = tempfile.mkdtemp(prefix="testbed-attack-")
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(base / "s.sock"))
+    srv.listen(1)
+    os.chmod(base / "s.sock", 0o777)
+    if nobody:
+        os.chown(scratch, 65534, 65534)
+
+    def body(out):
+        out["level"] = confine(Policy(read=(*python_paths(), str(kept)), tmp=scratch))
+        out["tmpdir"] = os.environ.get("TMPDIR", "")
+        Path("scratch-file").write_text("ok")
+        out["scratch"] = True
+        out["module"] = (kept / "mod.py").read_text()
+        out["read_only"] = bool(os.statvfs(kept).f_flag & os.ST_RDONLY)
+        # stat is not a Landlock right: a neighbour that exists here is visible
+        out["neighbours"] = [n for n in ("secret", "s.sock") if (base / n).exists()]
+        for name, attempt in (
+            ("write", lambda: (kept / "new.py").write_text("y = 2\n")),
+            ("secret", lambda: (base / "secret").read_bytes()),
+            ("connect", lambda: socket.socket(socket.AF_UNIX).connect(str(base / "s.sock"))),
+        ):
+            try:
+                attempt()
+                out[name] = "done"
+            except OSError as exc:
+                out[name] = type(exc).__name__
+
+    out = _in_a_child(body, nobody=nobody)
+    srv.close()
+    try:
+        assert "error" not in out, out
+        assert "mountns" in out["level"], out
+        assert out["module"] == "x = 1\n" and out["neighbours"] == [], out
+        assert out["read_only"] and out["write"] != "done" and not (kept / "new.py").exists()
+        assert out["secret"] == out["connect"] == "FileNotFoundError", out
+        assert out["scratch"] and out["tmpdir"] == "/tmp/scratch", out
+    finally:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -10,7 +10,8 @@ held the driver's data). In order:
    process it started, detached grandchildren included (the process that called ``confine``
    stays outside and only waits; ``PR_SET_PDEATHSIG`` kills the attack if that process dies);
    an empty tmpfs over ``/run``, ``/tmp``, ``/var/tmp`` and ``/dev/shm`` hides the unix sockets
-   there (the new ``/tmp`` is its scratch space);
+   there (the new ``/tmp`` is its scratch space; a path it must read beneath one of them, such
+   as a checkout under /tmp, is mounted back read-only);
 3. every capability dropped (a root attack keeps uid 0 but may no longer load modules, change
    sysctls, ``ptrace`` others, ...), core dumps off, resource limits (address space, CPU
    seconds, file size, open files, processes);
@@ -24,6 +25,7 @@ It returns the isolation level reached, a short string that results.json records
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import resource
@@ -135,34 +137,114 @@ _CAP_LAST = _cap_last()  # read once, in the forkserver, not in every attack
 
 
 _CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 1 << 14, 1 << 18
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+# open_tree(2) and move_mount(2) (Linux >= 5.2; the same numbers on every architecture)
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT = 428, 429
+_OPEN_TREE_CLONE, _AT_RECURSIVE, _MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, 4
+_AT_FDCWD = -100
 #: directories where unix sockets and shared scratch live (docker, dbus, X11, databases, the
 #: forkserver's own socket): Landlock up to ABI 7 does not stop ``connect`` to a socket file
 HIDDEN = ("/run", "/tmp", "/var/tmp", "/dev/shm")
 TMPFS_BYTES = 256 << 20  # the attack's scratch space (memory-backed)
+SCRATCH = "scratch"  # the attack's temporary directory in a new /tmp that holds kept paths
 
 
-def _private_mounts(keep: tuple[str, ...]) -> list[str]:
+def _outermost(paths) -> list[str]:
+    """The paths not beneath another of them, sorted."""
+    out: list[str] = []
+    for p in sorted(set(paths)):
+        if not any(p.startswith(q + os.sep) for q in out):
+            out.append(p)
+    return out
+
+
+def _clone_tree(path: str) -> int:
+    """A detached copy of the mount tree at ``path`` (``open_tree(OPEN_TREE_CLONE)``): the file
+    descriptor, or -1 where the kernel has no ``open_tree``."""
+    lib = _libc()
+    flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC
+    fd = lib.syscall(
+        ctypes.c_long(_SYS_OPEN_TREE), ctypes.c_int(_AT_FDCWD), path.encode(), ctypes.c_uint(flags)
+    )
+    if fd < 0:
+        if ctypes.get_errno() == errno.ENOSYS:
+            return -1
+        _check(-1, f"open_tree {path}")
+    return fd
+
+
+def _attach_read_only(fd: int, path: str, is_dir: bool) -> None:
+    """Mount the detached tree ``fd`` at ``path`` (made first, in the new tmpfs) and make it
+    read-only there: a kept path the attack may read but not change."""
+    lib = _libc()
+    if is_dir:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        with open(path, "x"):
+            pass
+    ret = lib.syscall(
+        ctypes.c_long(_SYS_MOVE_MOUNT), ctypes.c_int(fd), b"", ctypes.c_int(_AT_FDCWD),
+        path.encode(), ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
+    )  # fmt: skip
+    _check(0 if ret == 0 else -1, f"move_mount {path}")
+    # a remount keeps the flags a user namespace may not clear (nosuid, nodev, noexec, atime)
+    st = os.statvfs(path).f_flag
+    keep = 0
+    for st_flag, ms_flag in (
+        (os.ST_NOSUID, _MS_NOSUID),
+        (os.ST_NODEV, _MS_NODEV),
+        (os.ST_NOEXEC, _MS_NOEXEC),
+        (os.ST_NOATIME, _MS_NOATIME),
+        (os.ST_NODIRATIME, _MS_NODIRATIME),
+        (os.ST_RELATIME, _MS_RELATIME),
+    ):
+        if st & st_flag:
+            keep |= ms_flag
+    flags = ctypes.c_ulong(_MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep)
+    _check(lib.mount(None, path.encode(), None, flags, None), f"remount {path} read-only")
+
+
+def _private_mounts(keep: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """A mount namespace of its own in which an empty tmpfs hides each directory of
-    :data:`HIDDEN` that holds none of the paths in ``keep`` (a plugin installed under /tmp
-    keeps /tmp visible); the directories hidden. Nothing when the kernel refuses (no
-    CAP_SYS_ADMIN in a user namespace); raises if it refuses halfway."""
+    :data:`HIDDEN`; the paths of ``keep`` beneath one (a checkout or virtual environment under
+    /tmp) are mounted back into it, read-only, and nothing else of it. Returns the directories
+    hidden and the paths mounted back. Nothing when the kernel refuses (no CAP_SYS_ADMIN in a
+    user namespace); raises if it refuses halfway. A kernel without ``open_tree`` (before 5.2)
+    leaves a directory holding a kept path visible, as it is."""
     lib = _libc()
     if lib.unshare(ctypes.c_int(_CLONE_NEWNS)) != 0:
-        return []
+        return [], []
     _check(lib.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None), "mount")
     opts = f"size={TMPFS_BYTES},mode=1777".encode()
-    hidden = []
+    hidden: list[str] = []
+    bound: list[str] = []
     for d in HIDDEN:
         real = os.path.realpath(d)
         if os.path.islink(d) or not os.path.isdir(d):
             continue
-        if any(os.path.realpath(p).startswith(real + os.sep) for p in keep):
-            continue
-        flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
-        _check(lib.mount(b"tmpfs", d.encode(), b"tmpfs", flags, opts), f"mount {d}")
-        hidden.append(d)
-    return hidden
+        inside = _outermost(r for r in map(os.path.realpath, keep) if r.startswith(real + os.sep))
+        trees: list[tuple[int, str, bool]] = []
+        try:
+            for p in inside:  # copies of the kept trees, taken before the tmpfs covers them
+                fd = _clone_tree(p)
+                if fd < 0:
+                    break
+                trees.append((fd, p, os.path.isdir(p)))
+            if len(trees) < len(inside):  # no open_tree: this directory stays visible
+                continue
+            flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
+            _check(lib.mount(b"tmpfs", d.encode(), b"tmpfs", flags, opts), f"mount {d}")
+            hidden.append(d)
+            for fd, p, is_dir in trees:
+                _attach_read_only(fd, p, is_dir)
+                bound.append(p)
+        finally:
+            for fd, _, _ in trees:
+                os.close(fd)
+    return hidden, bound
 
 
 def _drop_capabilities() -> None:
@@ -220,11 +302,14 @@ def confine(policy: Policy) -> str:
         _become_pid1_of_namespace()
     tmp = policy.tmp
     if reached:
-        hidden = _private_mounts(policy.read)
+        hidden, bound = _private_mounts(policy.read)
         if hidden:
             reached.append("mountns")
         if "/tmp" in hidden:
             tmp = "/tmp"  # a fresh tmpfs of its own
+            if any(p.startswith("/tmp/") for p in bound):  # not the kept paths mounted in it
+                tmp = os.path.join("/tmp", SCRATCH)
+                os.mkdir(tmp, 0o700)
     os.chdir(tmp)
     _plain_environment(tmp)
     if os.geteuid() == 0:
