@@ -9,11 +9,16 @@ JOBS ?= 2
 
 .PHONY: demo test test-slow test-ray bench lint install clean docs-check mutation
 
+# pip -qq: errors only. From pip 24 on, -q still shows the build backend's warnings, and
+# setuptools warns on every editable install of a project of several top-level packages
+# ("Editable installation ... be careful with folders ... of the same name"), which a user can
+# do nothing about; a failed install still prints its error and stops make.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip
+	@echo "installing the testbed and its dependencies into $(VENV) (first run only)"
+	@$(PY) -m pip install -qq --upgrade pip
 	@# plain pip finds the local CPU torch wheel; never let it pull a CUDA build
-	@$(PY) -m pip install -q -e '.[dev]'
+	@$(PY) -m pip install -qq -e '.[dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -31,7 +36,7 @@ test-slow: $(STAMP)
 # The Ray engine's own tests (start and stop local Ray clusters bound to 127.0.0.1; no usage
 # statistics; session files under the run directory or /tmp, removed after each run):
 test-ray: $(STAMP)
-	@$(PY) -m pip install -q -e '.[ray]'
+	@$(PY) -m pip install -qq -e '.[ray]'
 	@$(PY) -m pytest -m ray tests/test_engine_ray.py $(PYTEST_ARGS)
 
 # pytest-benchmark smoke timings + the quick `testbed bench` subset (BENCH_ARGS=--full for docs)
