@@ -367,43 +367,42 @@ def test_a_kept_path_under_tmp_is_mounted_back_read_only_and_nothing_else(nobody
     if nobody and os.geteuid() != 0:
         pytest.skip("needs root to become an unprivileged user")
     base = Path(tempfile.mkdtemp(prefix="testbed-kept-", dir="/tmp"))
-    kept = base / "venv" / "pkg"
-    kept.mkdir(parents=True)
-    (kept / "mod.py").write_text("x = 1\n")
-    (base / "secret").write_bytes(MARK)
-    for p in (base, base / "venv", kept):
-        p.chmod(0o755)
     scratch = tempfile.mkdtemp(prefix="testbed-attack-")
     srv = socket.socket(socket.AF_UNIX)
-    srv.bind(str(base / "s.sock"))
-    srv.listen(1)
-    os.chmod(base / "s.sock", 0o777)
-    if nobody:
-        os.chown(scratch, 65534, 65534)
-
-    def body(out):
-        out["level"] = confine(Policy(read=(*python_paths(), str(kept)), tmp=scratch))
-        out["tmpdir"] = os.environ.get("TMPDIR", "")
-        Path("scratch-file").write_text("ok")
-        out["scratch"] = True
-        out["module"] = (kept / "mod.py").read_text()
-        out["read_only"] = bool(os.statvfs(kept).f_flag & os.ST_RDONLY)
-        # stat is not a Landlock right: a neighbour that exists here is visible
-        out["neighbours"] = [n for n in ("secret", "s.sock") if (base / n).exists()]
-        for name, attempt in (
-            ("write", lambda: (kept / "new.py").write_text("y = 2\n")),
-            ("secret", lambda: (base / "secret").read_bytes()),
-            ("connect", lambda: socket.socket(socket.AF_UNIX).connect(str(base / "s.sock"))),
-        ):
-            try:
-                attempt()
-                out[name] = "done"
-            except OSError as exc:
-                out[name] = type(exc).__name__
-
-    out = _in_a_child(body, nobody=nobody)
-    srv.close()
     try:
+        kept = base / "venv" / "pkg"
+        kept.mkdir(parents=True)
+        (kept / "mod.py").write_text("x = 1\n")
+        (base / "secret").write_bytes(MARK)
+        for p in (base, base / "venv", kept):
+            p.chmod(0o755)
+        srv.bind(str(base / "s.sock"))
+        srv.listen(1)
+        os.chmod(base / "s.sock", 0o777)
+        if nobody:
+            os.chown(scratch, 65534, 65534)
+
+        def body(out):
+            out["level"] = confine(Policy(read=(*python_paths(), str(kept)), tmp=scratch))
+            out["tmpdir"] = os.environ.get("TMPDIR", "")
+            Path("scratch-file").write_text("ok")
+            out["scratch"] = True
+            out["module"] = (kept / "mod.py").read_text()
+            out["read_only"] = bool(os.statvfs(kept).f_flag & os.ST_RDONLY)
+            # stat is not a Landlock right: a neighbour that exists here is visible
+            out["neighbours"] = [n for n in ("secret", "s.sock") if (base / n).exists()]
+            for name, attempt in (
+                ("write", lambda: (kept / "new.py").write_text("y = 2\n")),
+                ("secret", lambda: (base / "secret").read_bytes()),
+                ("connect", lambda: socket.socket(socket.AF_UNIX).connect(str(base / "s.sock"))),
+            ):
+                try:
+                    attempt()
+                    out[name] = "done"
+                except OSError as exc:
+                    out[name] = type(exc).__name__
+
+        out = _in_a_child(body, nobody=nobody)
         assert "error" not in out, out
         assert "mountns" in out["level"], out
         assert out["module"] == "x = 1\n" and out["neighbours"] == [], out
@@ -413,5 +412,6 @@ def test_a_kept_path_under_tmp_is_mounted_back_read_only_and_nothing_else(nobody
     finally:
         import shutil
 
+        srv.close()
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

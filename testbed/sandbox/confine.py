@@ -189,7 +189,7 @@ def _attach_read_only(fd: int, path: str, is_dir: bool) -> None:
         ctypes.c_long(_SYS_MOVE_MOUNT), ctypes.c_int(fd), b"", ctypes.c_int(_AT_FDCWD),
         path.encode(), ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH),
     )  # fmt: skip
-    _check(0 if ret == 0 else -1, f"move_mount {path}")
+    _check(ret, f"move_mount {path}")
     # a remount keeps the flags a user namespace may not clear (nosuid, nodev, noexec, atime)
     st = os.statvfs(path).f_flag
     keep = 0
@@ -221,11 +221,12 @@ def _private_mounts(keep: tuple[str, ...]) -> tuple[list[str], list[str]]:
     opts = f"size={TMPFS_BYTES},mode=1777".encode()
     hidden: list[str] = []
     bound: list[str] = []
+    kept = [os.path.realpath(p) for p in keep]
     for d in HIDDEN:
         real = os.path.realpath(d)
         if os.path.islink(d) or not os.path.isdir(d):
             continue
-        inside = _outermost(r for r in map(os.path.realpath, keep) if r.startswith(real + os.sep))
+        inside = _outermost(r for r in kept if r.startswith(real + os.sep))
         trees: list[tuple[int, str, bool]] = []
         try:
             for p in inside:  # copies of the kept trees, taken before the tmpfs covers them
