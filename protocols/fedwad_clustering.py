@@ -77,11 +77,16 @@ def spectral_clusters(D: np.ndarray, cfg: FedWADClusteringConfig, seed: int) -> 
     from sklearn.cluster import SpectralClustering
 
     D = np.asarray(D, dtype=np.float64)
+    # as many clusters as clients: ARPACK cannot return k >= N eigenvectors. scikit-learn then
+    # solves densely with a RuntimeWarning for a dense affinity and fails (TypeError) for the
+    # sparse graph; its "lobpcg" solver goes straight to the same dense solve for so few nodes
+    solver = "lobpcg" if cfg.n_clusters >= D.shape[0] else None
     if cfg.setting == "sparse_graph":
         model = SpectralClustering(
             n_clusters=cfg.n_clusters,
             affinity="precomputed_nearest_neighbors",
             n_neighbors=min(cfg.n_neighbors, D.shape[0] - 1),
+            eigen_solver=solver,
             random_state=seed,
         )
         return model.fit_predict(D)
@@ -91,7 +96,9 @@ def spectral_clusters(D: np.ndarray, cfg: FedWADClusteringConfig, seed: int) -> 
         off = D[~np.eye(D.shape[0], dtype=bool)]
         scale = np.median(off) if off.size and np.median(off) > 0 else 1.0
         A = np.exp(-((D / scale) ** 2))
-    model = SpectralClustering(n_clusters=cfg.n_clusters, affinity="precomputed", random_state=seed)
+    model = SpectralClustering(
+        n_clusters=cfg.n_clusters, affinity="precomputed", eigen_solver=solver, random_state=seed
+    )
     return model.fit_predict(A)
 
 

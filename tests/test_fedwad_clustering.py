@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -91,8 +92,24 @@ def test_planted_labels_and_clusters_of_a_block_matrix():
     truth = planted_labels({"a": frozenset({0, 1}), "b": frozenset({2}), "c": frozenset({0, 1})})
     assert truth.tolist() == [0, 1, 0]
     D = np.array([[0, 9, 1, 9], [9, 0, 9, 1], [1, 9, 0, 9], [9, 1, 9, 0]], float)
-    labels = spectral_clusters(D, FedWADClusteringConfig(n_clusters=2), 0)
+    # the linear kernel gives the farthest pairs affinity 0: two components, as scikit-learn says
+    with pytest.warns(UserWarning, match="not fully connected"):
+        labels = spectral_clusters(D, FedWADClusteringConfig(n_clusters=2), 0)
     assert labels[0] == labels[2] != labels[1] == labels[3]
+
+
+@pytest.mark.parametrize("setting", ["affinity", "sparse_graph"])
+def test_as_many_clusters_as_clients_cluster_each_alone_without_a_warning(setting):
+    # ARPACK cannot give k >= N eigenvectors: scikit-learn warned (affinity) or raised a
+    # TypeError (sparse graph) before the solver was chosen for it
+    rng = np.random.default_rng(0)
+    P = rng.normal(size=(5, 3))
+    D = np.linalg.norm(P[:, None] - P[None], axis=2)
+    cfg = FedWADClusteringConfig(n_clusters=5, setting=setting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        labels = spectral_clusters(D, cfg, 0)
+    assert sorted(labels.tolist()) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -188,16 +188,6 @@ def registered(name: str) -> bool:
     from testbed.registry import PROTOCOLS
 
     return name in dict(PROTOCOLS.items())
-
-
-def fit_clusters(case: BenchCase, n_clients: int) -> BenchCase:
-    """Spectral clustering of N clients into at most N - 1 clusters: asking for as many
-    clusters as clients (5 planted groups, N = 5) makes scikit-learn's spectral embedding ask
-    ARPACK for k >= N eigenvectors, which warns ("k >= N") and solves densely instead."""
-    if case.protocol != "fedwad_clustering":
-        return case
-    k = min(int(case.params.get("n_clusters", 5)), n_clients - 1)
-    return replace(case, params={**case.params, "n_clusters": k})
 
 
 def make_protocol(case: BenchCase):

@@ -16,7 +16,6 @@ from testbed.bench.cases import (
     BenchOptions,
     emd_baseline,
     fedwad_public_algorithm,
-    fit_clusters,
     make_protocol,
     measure_against,
     pick,
@@ -143,7 +142,6 @@ def bench_clients(
                     )
                     continue
                 parties = make_clients(N, c.points_per_client, c.dim, opts.seed)
-                c = fit_clusters(c, N)
                 names = list(parties)
                 base = emd_baseline(parties[names[0]].X, parties[names[1]].X)
                 opts.log(f"clients[{engine}]: {c.key} N={N}")
