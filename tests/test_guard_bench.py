@@ -13,13 +13,15 @@ def test_guard_rows_measure_the_guard_inside_the_same_run():
     )
     rows = guard_rows(opts, guard_kit(opts))
     assert [(r["case"], r["clients"]) for r in rows] == [("triangle_wad", 2), ("fedbary", 3)]
+    assert [r["repeats"] for r in rows] == [3, 3]  # small cases: the fastest of 3
     for r in rows:
         assert r["messages"] > 0 and r["rows_indexed"] == r["clients"] * r["n"]
         assert 0.0 < r["guard_seconds"] <= r["send_seconds"] < r["run_seconds"]
         assert r["guard_transcript_share"] >= r["guard_share"] + r["transcript_share"]
         assert r["within_budget"] == (r["guard_transcript_share"] <= BUDGET)
     text = "\n".join(guard_markdown(rows, None, _md_table))
-    assert "Privacy guard and transcript" in text and "| triangle_wad | 2 | 40 | 4 |" in text
+    assert "Privacy guard and transcript" in text and "| triangle_wad | 2 | 40 | 4 | " in text
+    assert "| messages | runs |" in text
 
 
 def test_fedbary_row_runs_on_the_default_engine_with_its_guard_and_transcript_share(monkeypatch):
