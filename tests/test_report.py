@@ -216,6 +216,48 @@ def test_audit_above_claim_is_flagged(sweep_dir, tmp_path):
     assert "VIOLATION: audited &gt; claimed" in html
 
 
+def _eps_table(html: str) -> list[list[str]]:
+    """The rows of the "Claimed vs audited ε" table, as the cells' text."""
+    part = html.split("Claimed vs audited ε", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", part, re.S)
+    return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)]
+            for r in rows if "<td" in r]  # fmt: skip
+
+
+def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tmp_path):
+    # Prepare: one run of 12 clients, the same claim for all but client_7
+    rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    r = next(x for x in rows if x["setting"]["defenses"])
+    clients = [f"client_{i}" for i in range(12)]
+    res = r["results"]
+    res["parties"] = {c: res["parties"][next(iter(res["parties"]))] for c in clients}
+    res["privacy"] = {c: {"epsilon": 2.0, "delta": 1e-5} for c in clients}
+    res["attacks"], res["privacy_assumptions"] = [], []
+    work = tmp_path / "many"
+    work.mkdir()
+    (work / "results.jsonl").write_text(json.dumps(r) + "\n")
+    # Execute, Assert: every party alike: one row and one claimed-ε column for all of them
+    html = write_report(work).read_text().replace("<wbr>", "")
+    table = _eps_table(html)
+    assert [row[3] for row in table] == ["all 12 parties (client_0 … client_11)"]
+    assert "<th>eps_claimed[all 12 parties (client_0 … client_11)]</th>" in html
+    assert "eps_claimed[client_3]" not in html  # no column, menu entry or hover line of its own
+    # one party differs: its own row where it sorts (client_7 after client_6, before client_10),
+    # the others by name, and a column per party again
+    res["privacy"]["client_7"]["epsilon"] = 5.0
+    (work / "results.jsonl").write_text(json.dumps(r) + "\n")
+    html = write_report(work).read_text().replace("<wbr>", "")
+    table = _eps_table(html)
+    others = ", ".join(c for c in clients if c != "client_7")
+    assert [(row[3], row[4]) for row in table] == [
+        (f"11 parties: {others}", "2"),
+        ("client_7", "5"),
+    ]
+    assert f"<th>eps_claimed[11 parties: {others}]</th><th>eps_claimed[client_7]</th>" in html
+    menu = re.findall(r'"label":\s*"(eps_claimed\[[^"]*)"', html)
+    assert menu == [f"eps_claimed[11 parties: {others}]", "eps_claimed[client_7]"]
+
+
 def test_single_run_report_and_cli(tmp_path, capsys):
     # `testbed run` writes the report for a single run too
     scenario = tmp_path / "one.yaml"

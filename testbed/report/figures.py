@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
 from testbed.report.fmt import ci, fmt
-from testbed.report.model import ANY_ATTACK, UNIT_METRICS, pareto_front, point_id
+from testbed.report.model import ANY_ATTACK, UNIT_METRICS, eps_groups, pareto_front, point_id
 
 __all__ = ["PALETTE", "View", "error_by_setting_figure", "tradeoff_figure"]
 
@@ -24,9 +24,14 @@ def hover(agg, key, err_key: str, y_key: str) -> str:
         f"{html.escape(err_key)}: {ci(a[err_key])}",
         f"{html.escape(y_key)}: {ci(a[y_key])}",
     ]
-    for k in sorted(a):  # the cell's other headline numbers
-        if k.startswith(("eps_claimed[", ANY_ATTACK + ".")) and k != y_key:
+    # the cell's other headline numbers: the worst attack's figures, then claimed ε (parties
+    # alike in every cell on one line)
+    for k in sorted(a):
+        if k.startswith(ANY_ATTACK + ".") and k != y_key:
             lines.append(f"{html.escape(k)}: {ci(a[k])}")
+    for label, k in eps_groups(agg):
+        if k in a and k != y_key:
+            lines.append(f"{html.escape(label)}: {ci(a[k])}")
     if "bytes" in a:
         lines.append(f"observer bytes: {fmt(a.get('observer_bytes', (math.nan,))[0])}")
     return "<br>".join(lines)
@@ -44,6 +49,8 @@ class View:
     y_label: str
     higher_leaks: bool
     title: str
+    #: its entry in the figure's menu (default ``y_key``)
+    name: str = ""
 
 
 def _keys(agg, err_key: str, y_key: str) -> list:
@@ -193,7 +200,7 @@ def tradeoff_figure(agg, err_key: str, views: list[View], selector: str = ""):
     if len(views) > 1:
         buttons = [
             {
-                "label": html.escape(v.y_key),
+                "label": html.escape(v.name or v.y_key),
                 "method": "update",
                 "args": [{"visible": [a <= i < b for i in range(n)]}, layouts[j]],
             }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +187,52 @@ def attack_measurements(res: dict) -> list[Measurement]:
         if xs:
             x = max(xs) if LEAKAGE_METRICS.get(metric, True) else min(xs)
             out.append(Measurement(f"{col}.{metric}", col, "worst", metric, x))
+    return out
+
+
+#: parties whose claimed ε is the same in every setting are shown as one row, column, view or
+#: hover line once there are this many (a 100-client run listed 100 identical rows of "∞")
+GROUP_PARTIES = 4
+_EPS = "eps_claimed["
+
+
+def natural(name: str) -> tuple:
+    """Sort key that puts client_2 before client_10."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def parties_label(parties, every: bool) -> str:
+    """Several parties in one cell: ``all 100 parties (client_0 … client_99)`` when they are
+    every party there is (``every``), else each of them by name."""
+    parties = sorted(parties, key=natural)
+    if every:
+        return f"all {len(parties)} parties ({parties[0]} … {parties[-1]})"
+    return f"{len(parties)} parties: " + ", ".join(parties)
+
+
+def eps_groups(agg: dict, keys=None) -> list[tuple[str, str]]:
+    """The claimed-ε columns of ``agg`` (over the settings ``keys``, default all) as
+    ``(label, column)``: one per party, in natural order, except that at least
+    :data:`GROUP_PARTIES` parties whose column is the same in every setting share one, labelled
+    ``eps_claimed[all 100 parties (client_0 … client_99)]`` (or with their names), where the
+    first of them is."""
+    keys = list(agg) if keys is None else list(keys)
+    cols = sorted(
+        {c for k in keys for c in agg[k] if c.startswith(_EPS)},
+        key=lambda c: natural(c[len(_EPS) : -1]),
+    )
+    same: dict[tuple, list[str]] = {}
+    for c in cols:
+        same.setdefault(tuple(tuple(agg[k].get(c, ())) for k in keys), []).append(c)
+    out, done = [], set()
+    for c in cols:
+        group = next(g for g in same.values() if c in g)
+        if len(group) < GROUP_PARTIES:
+            out.append((c, c))
+        elif group[0] not in done:
+            done.add(group[0])
+            names = [g[len(_EPS) : -1] for g in group]
+            out.append((f"{_EPS}{parties_label(names, len(group) == len(cols))}]", group[0]))
     return out
 
 

@@ -11,10 +11,14 @@ from testbed.report.doc import Doc
 from testbed.report.fmt import ci, fmt
 from testbed.report.model import (
     ANY_ATTACK,
+    GROUP_PARTIES,
     ReportData,
     claimed_eps,
+    eps_groups,
     front_membership,
+    natural,
     num,
+    parties_label,
     point_id,
     point_of,
     series_of,
@@ -51,12 +55,12 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
         doc.h(3, s)
         keys = sorted(k for k in agg if k[0] == s)
         cols = ([err_key] if err_key else []) + main
-        eps_cols = sorted({c for k in keys for c in agg[k] if c.startswith("eps_claimed[")})
+        eps = eps_groups(agg, keys)
         doc.table(
-            ["#", "setting", "seeds", *cols, *eps_cols, "Pareto-optimal for"],
+            ["#", "setting", "seeds", *cols, *(h for h, _ in eps), "Pareto-optimal for"],
             [
                 [point_id(agg, k), k[1], agg[k]["n"]]
-                + [ci(agg[k][c]) if c in agg[k] else "–" for c in cols + eps_cols]
+                + [ci(agg[k][c]) if c in agg[k] else "–" for c in cols + [c for _, c in eps]]
                 + [", ".join(m for m in on_front.get(k, []) if m in main) or "–"]
                 for k in keys
             ],
@@ -149,28 +153,34 @@ def epsilon_section(doc: Doc, data: ReportData) -> None:
         "Audited ε: the largest empirical lower bound (eps_lower) reported by an attack on that "
         "party; an audited bound above the claim means the claim is wrong or its assumption fails."
     )
-    eps_rows = []
-    for (series, point, p), e in sorted(_epsilon_by_party(data.rows).items()):
+    # parties with the same figures in a setting share a row once there are several of them
+    by_party = _epsilon_by_party(data.rows)
+    entries = []  # (series, setting, party, figures) in the order the table lists them
+    for series, point, p in sorted(by_party, key=lambda k: (k[0], k[1], natural(k[2]))):
+        e = by_party[(series, point, p)]
         if math.isnan(e["aud"]):
             status = "no audit"
         elif e["aud"] > e["claim"]:
             status = "VIOLATION: audited > claimed"
         else:
             status = "consistent"
-        holds = e["holds"]
-        eps_rows.append(
-            [
-                series,
-                point,
-                e["seeds"],
-                p,
-                fmt(e["claim"]),
-                e["delta"],
-                fmt(e["aud"]),
-                "–" if not holds else ("yes" if all(holds) else "NO"),
-                status,
-            ]
-        )
+        holds = "–" if not e["holds"] else ("yes" if all(e["holds"]) else "NO")
+        figures = (fmt(e["claim"]), e["delta"], fmt(e["aud"]), holds, status)
+        entries.append((series, point, p, (e["seeds"], *figures)))
+    groups: dict[tuple, list[str]] = {}
+    count: dict[tuple, int] = {}  # parties per setting
+    for series, point, p, figures in entries:
+        groups.setdefault((series, point, figures), []).append(p)
+        count[(series, point)] = count.get((series, point), 0) + 1
+    eps_rows, listed = [], set()
+    for series, point, p, figures in entries:
+        parties = groups[(series, point, figures)]
+        if len(parties) >= GROUP_PARTIES:  # the group's row, where its first party would be
+            if (series, point, figures) in listed:
+                continue
+            listed.add((series, point, figures))
+            p = parties_label(parties, every=len(parties) == count[(series, point)])
+        eps_rows.append([series, point, figures[0], p, *figures[1:]])
     doc.table(
         [
             "protocol",

@@ -17,6 +17,7 @@ from testbed.report.model import (
     LEAKAGE_METRICS,
     NOT_PLOTTED,
     ReportData,
+    eps_groups,
     family_of,
 )
 from testbed.report.static_figures import error_by_setting_png, tradeoff_png
@@ -97,14 +98,17 @@ def tradeoff_section(doc: Doc, data: ReportData) -> None:
 def _epsilon_plot(doc: Doc, data: ReportData) -> None:
     """Claimed epsilon of each party some setting protects against error, a view per party."""
     agg, err_key = data.agg, data.err_key
-    eps_keys = sorted({k for a in agg.values() for k in a if k.startswith("eps_claimed[")})
+    # parties with the same claim in every setting share a view (eps_groups)
     finite = [
-        k for k in eps_keys if any(math.isfinite(a.get(k, (math.inf,))[0]) for a in agg.values())
+        (label, k)
+        for label, k in eps_groups(agg)
+        if any(math.isfinite(a.get(k, (math.inf,))[0]) for a in agg.values())
     ]
     if not finite:
         return
     views = [
-        View(k, f"{k} (↑ weaker guarantee)", True, f"claimed ε vs error ({k})") for k in finite
+        View(k, f"{label} (↑ weaker guarantee)", True, f"claimed ε vs error ({label})", label)
+        for label, k in finite
     ]
     fig = tradeoff_figure(agg, err_key, views, selector="party:")
     doc.plot(
