@@ -232,7 +232,12 @@ def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tm
     res = r["results"]
     res["parties"] = {c: res["parties"][next(iter(res["parties"]))] for c in clients}
     res["privacy"] = {c: {"epsilon": 2.0, "delta": 1e-5} for c in clients}
-    res["attacks"], res["privacy_assumptions"] = [], []
+    res["attacks"] = []
+    res["privacy_assumptions"] = [
+        {"party": c, "assumption": a, "holds": True, "detail": detail}
+        for i, c in enumerate(clients)
+        for a, detail in (("rows >= 1", "100 rows"), ("norm <= 9", f"max norm {i}"))
+    ]
     work = tmp_path / "many"
     work.mkdir()
     (work / "results.jsonl").write_text(json.dumps(r) + "\n")
@@ -242,6 +247,10 @@ def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tm
     assert [row[3] for row in table] == ["all 12 parties (client_0 … client_11)"]
     assert "<th>eps_claimed[all 12 parties (client_0 … client_11)]</th>" in html
     assert "eps_claimed[client_3]" not in html  # no column, menu entry or hover line of its own
+    # the assumptions: the one every party shares in one row, the one that differs per party
+    assumptions = html.split("Assumptions behind the claims", 1)[1].split("</table>", 1)[0]
+    assert assumptions.count("rows &gt;= 1") == 1 and assumptions.count("norm &lt;= 9") == 12
+    assert "<td>all 12 parties (client_0 … client_11)</td><td>rows &gt;= 1</td>" in assumptions
     # one party differs: its own row where it sorts (client_7 after client_6, before client_10),
     # the others by name, and a column per party again
     res["privacy"]["client_7"]["epsilon"] = 5.0

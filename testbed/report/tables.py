@@ -117,30 +117,30 @@ def _epsilon_by_party(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, 
 
 
 def _assumption_rows(rows: list[dict]) -> list[list[Any]]:
-    """Each distinct (setting, party, assumption, verdict, detail) once."""
-    out, seen = [], set()
+    """Each distinct (setting, party, assumption, verdict, detail) once; four or more parties
+    with the same assumption, verdict and detail in a setting share one row, where the first of
+    them is (``all 100 parties (client_0 … client_99)``)."""
+    # (series, setting, party, (assumption, holds, detail)), each once, in the order first seen
+    entries: dict[tuple, None] = {}
     for r in rows:
         for x in r["results"].get("privacy_assumptions") or []:
-            key = (
-                series_of(r),
-                point_of(r),
-                x.get("party"),
-                x.get("assumption"),
-                x.get("holds"),
-                x.get("detail"),
-            )
-            if key not in seen:
-                seen.add(key)
-                out.append(
-                    [
-                        key[0],
-                        key[1],
-                        x.get("party"),
-                        x.get("assumption"),
-                        "yes" if x.get("holds") else "NO",
-                        x.get("detail", ""),
-                    ]
-                )
+            what = (x.get("assumption"), "yes" if x.get("holds") else "NO", x.get("detail", ""))
+            entries.setdefault((series_of(r), point_of(r), x.get("party"), what))
+    groups: dict[tuple, list] = {}
+    parties: dict[tuple, set] = {}  # per setting, by name ("*": an assumption about all)
+    for series, point, p, what in entries:
+        groups.setdefault((series, point, what), []).append(p)
+        if p != "*":
+            parties.setdefault((series, point), set()).add(p)
+    out, listed = [], set()
+    for series, point, p, what in entries:
+        same = groups[(series, point, what)]
+        if len(same) >= GROUP_PARTIES and all(isinstance(q, str) and q != "*" for q in same):
+            if (series, point, what) in listed:
+                continue
+            listed.add((series, point, what))
+            p = parties_label(same, every=len(same) == len(parties[(series, point)]))
+        out.append([series, point, p, *what])
     return out
 
 
