@@ -15,7 +15,9 @@ from testbed.report.model import ANY_ATTACK, UNIT_METRICS, eps_groups, pareto_fr
 __all__ = ["PALETTE", "View", "error_by_setting_figure", "tradeoff_figure"]
 
 
-def hover(agg, key, err_key: str, y_key: str) -> str:
+def hover(agg, key, err_key: str, y_key: str, eps: list | None = None) -> str:
+    """One point's hover text. ``eps``: :func:`~testbed.report.model.eps_groups` of ``agg``,
+    when the caller has it (it is the same for every point of a figure)."""
     a = agg[key]
     lines = [
         f"<b>{html.escape(key[0])}</b> #{point_id(agg, key)}",
@@ -29,7 +31,7 @@ def hover(agg, key, err_key: str, y_key: str) -> str:
     for k in sorted(a):
         if k.startswith(ANY_ATTACK + ".") and k != y_key:
             lines.append(f"{html.escape(k)}: {ci(a[k])}")
-    for label, k in eps_groups(agg):
+    for label, k in eps_groups(agg) if eps is None else eps:
         if k in a and k != y_key:
             lines.append(f"{html.escape(label)}: {ci(a[k])}")
     if "bytes" in a:
@@ -64,7 +66,9 @@ def _keys(agg, err_key: str, y_key: str) -> list:
     ]
 
 
-def _series_trace(agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis) -> dict:
+def _series_trace(
+    agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis, eps: list | None = None
+) -> dict:
     """Marker trace of one protocol series: exact estimates as a star labelled "exact" at the
     error axis' floor, values below a log axis' floor as triangles at the floor."""
     tr: dict[str, list] = defaultdict(list)
@@ -85,7 +89,7 @@ def _series_trace(agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis) -
             note = "<br><i>below the axis floor: drawn at the floor</i>"
         else:
             note = ""
-        tr["text"].append(hover(agg, k, err_key, y_key) + note)
+        tr["text"].append(hover(agg, k, err_key, y_key, eps) + note)
         tr["label"].append("exact" if exact else "")
         tr["sym"].append(
             "star" if exact else ("triangle-left" if cx else ("triangle-down" if cy else "circle"))
@@ -93,7 +97,9 @@ def _series_trace(agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis) -
     return tr
 
 
-def _view_traces(go, agg, err_key: str, view: View, colors: dict) -> tuple[list, dict]:
+def _view_traces(
+    go, agg, err_key: str, view: View, colors: dict, eps: list | None = None
+) -> tuple[list, dict]:
     """The traces of one view and the axis settings that go with it."""
     keys = _keys(agg, err_key, view.y_key)
     xa = error_axis([agg[k][err_key][0] for k in keys])
@@ -101,7 +107,8 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict) -> tuple[list,
     ya = value_axis([agg[k][view.y_key][0] for k in keys], unit=metric in UNIT_METRICS)
     traces = []
     for s in sorted({k[0] for k in keys}):
-        tr = _series_trace(agg, err_key, view.y_key, sorted(k for k in keys if k[0] == s), xa, ya)
+        ks = sorted(k for k in keys if k[0] == s)
+        tr = _series_trace(agg, err_key, view.y_key, ks, xa, ya, eps)
         err_x = {
             "type": "data",
             "symmetric": False,
@@ -170,10 +177,11 @@ def tradeoff_figure(agg, err_key: str, views: list[View], selector: str = ""):
 
     series = sorted({k[0] for k in agg})
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
+    eps = eps_groups(agg)  # the hover's claimed-ε lines, the same for every point
     fig = go.Figure()
     spans, layouts = [], []
     for view in views:
-        traces, layout = _view_traces(go, agg, err_key, view, colors)
+        traces, layout = _view_traces(go, agg, err_key, view, colors, eps)
         spans.append((len(fig.data), len(fig.data) + len(traces)))
         layouts.append(layout)
         fig.add_traces(traces)
@@ -254,6 +262,7 @@ def error_by_setting_figure(agg, err_key: str):
     keys = sorted(k for k in agg if err_key in agg[k] and math.isfinite(agg[k][err_key][0]))
     xa = error_axis([agg[k][err_key][0] for k in keys])
     xtype, xfloor = xa.type, xa.floor
+    eps = eps_groups(agg)
     fig = go.Figure()
     for s in sorted({k[0] for k in keys}):
         ks = [k for k in keys if k[0] == s]
@@ -274,7 +283,7 @@ def error_by_setting_figure(agg, err_key: str):
                         for k in ks
                     ],
                 },
-                hovertext=[hover(agg, k, err_key, err_key) for k in ks],
+                hovertext=[hover(agg, k, err_key, err_key, eps) for k in ks],
                 hoverinfo="text",
             )
         )

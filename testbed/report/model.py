@@ -224,9 +224,10 @@ def eps_groups(agg: dict, keys=None) -> list[tuple[str, str]]:
     same: dict[tuple, list[str]] = {}
     for c in cols:
         same.setdefault(tuple(tuple(agg[k].get(c, ())) for k in keys), []).append(c)
+    group_of = {c: g for g in same.values() for c in g}
     out, done = [], set()
     for c in cols:
-        group = next(g for g in same.values() if c in g)
+        group = group_of[c]
         if len(group) < GROUP_PARTIES:
             out.append((c, c))
         elif group[0] not in done:
