@@ -34,6 +34,18 @@ def test_word2vec_is_deterministic_and_cached(tmp_path, monkeypatch, wv):
     np.testing.assert_array_equal(fresh["police"], wv["police"])
 
 
+def test_a_model_cached_by_another_gensim_is_not_reused(tmp_path, monkeypatch):
+    import gensim
+
+    from testbed.data import text
+
+    monkeypatch.setenv("OT_TESTBED_CACHE", str(tmp_path))
+    key = '{"epochs": 20, "min_count": 2, "seed": 1, "vector_size": 50, "window": 5}'
+    here = text._cache_path(key)
+    monkeypatch.setattr(gensim, "__version__", "0.0-another")
+    assert text._cache_path(key) != here and here.parent == tmp_path / "word2vec"
+
+
 def test_fedwad_xi_leaks_words(scenarios_dir, tmp_path):
     # Execute: the scenario's server retrieves a word for every atom of xi^K
     from testbed.run.execute import execute

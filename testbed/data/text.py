@@ -65,13 +65,22 @@ def lee_corpus() -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(simple_preprocess(line)) for line in f)
 
 
+def _cache_path(key: str) -> Path:
+    """Where the model for ``key`` is cached: named by its parameters and by gensim's version,
+    since the vectors depend on gensim's training code too (a model an older install left in the
+    cache gave figures a fresh machine did not reproduce: docs/findings.md)."""
+    import gensim
+
+    digest = hashlib.sha256(f"{key} gensim {gensim.__version__}".encode()).hexdigest()[:16]
+    return cache_dir() / "word2vec" / f"lee-{digest}.kv"
+
+
 @functools.lru_cache(maxsize=4)
 def _word2vec(key: str):
     from gensim.models import KeyedVectors, Word2Vec
 
     params = Word2VecParams(**json.loads(key))
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    path = cache_dir() / "word2vec" / f"lee-{digest}.kv"
+    path = _cache_path(key)
     if path.exists():
         return KeyedVectors.load(str(path))
     model = Word2Vec(
