@@ -6,9 +6,10 @@ own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time in
 guard's worker when it runs; at the end the last batch with the protocol's released values, as
 ``testbed run`` checks them) and the guard's own time are measured in the same run as the
 protocol's work; shares are against the rest of that run (robust to machine load). The fastest
-of 3 runs is kept (of 1 for client cases of more than ``SMALL_CLIENTS`` clients). FedBary at the issue's size (100 x 500, d = 64) runs once with its default
-settings on the bus ``testbed run`` opens by default (worker processes), guard on; with
-``--targets`` also with the guard off, for the end-to-end comparison.
+of 3 runs is kept (of 1 for client cases of more than ``SMALL_CLIENTS`` clients). FedBary at
+the issue's size (100 x 500, d = 64) runs once with its default settings on the bus ``testbed
+run`` opens by default (worker processes), guard on; with ``--targets`` also with the guard off,
+for the end-to-end comparison.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from testbed.report.model import ANY_ATTACK, UNIT_METRICS, eps_groups, pareto_fr
 __all__ = ["PALETTE", "View", "error_by_setting_figure", "tradeoff_figure"]
 
 
-def hover(agg, key, err_key: str, y_key: str, eps: list | None = None) -> str:
+def hover(agg, key, err_key: str, y_key: str, eps: list) -> str:
     """One point's hover text. ``eps``: :func:`~testbed.report.model.eps_groups` of ``agg``,
-    when the caller has it (it is the same for every point of a figure)."""
+    computed once per figure (it is the same for every point)."""
     a = agg[key]
     lines = [
         f"<b>{html.escape(key[0])}</b> #{point_id(agg, key)}",
@@ -31,7 +31,7 @@ def hover(agg, key, err_key: str, y_key: str, eps: list | None = None) -> str:
     for k in sorted(a):
         if k.startswith(ANY_ATTACK + ".") and k != y_key:
             lines.append(f"{html.escape(k)}: {ci(a[k])}")
-    for label, k in eps_groups(agg) if eps is None else eps:
+    for label, k in eps:
         if k in a and k != y_key:
             lines.append(f"{html.escape(label)}: {ci(a[k])}")
     if "bytes" in a:
@@ -66,9 +66,7 @@ def _keys(agg, err_key: str, y_key: str) -> list:
     ]
 
 
-def _series_trace(
-    agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis, eps: list | None = None
-) -> dict:
+def _series_trace(agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis, eps: list) -> dict:
     """Marker trace of one protocol series: exact estimates as a star labelled "exact" at the
     error axis' floor, values below a log axis' floor as triangles at the floor."""
     tr: dict[str, list] = defaultdict(list)
@@ -97,9 +95,7 @@ def _series_trace(
     return tr
 
 
-def _view_traces(
-    go, agg, err_key: str, view: View, colors: dict, eps: list | None = None
-) -> tuple[list, dict]:
+def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> tuple[list, dict]:
     """The traces of one view and the axis settings that go with it."""
     keys = _keys(agg, err_key, view.y_key)
     xa = error_axis([agg[k][err_key][0] for k in keys])

@@ -116,6 +116,29 @@ def _epsilon_by_party(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, 
     return eps_acc
 
 
+def _group_parties(entries) -> list[tuple]:
+    """``(series, setting, party, figures)`` entries, in order, except that four or more parties
+    of a setting with the same ``figures`` share one entry, where the first of them is, its
+    party cell naming them (:func:`~testbed.report.model.parties_label`). ``"*"`` (an entry about
+    every party) is neither folded nor counted as a party."""
+    groups: dict[tuple, list] = {}
+    named: dict[tuple, set] = {}  # the parties of each setting
+    for series, point, p, figures in entries:
+        groups.setdefault((series, point, figures), []).append(p)
+        if p != "*":
+            named.setdefault((series, point), set()).add(p)
+    out, listed = [], set()
+    for series, point, p, figures in entries:
+        same = groups[(series, point, figures)]
+        if len(same) >= GROUP_PARTIES and all(isinstance(q, str) and q != "*" for q in same):
+            if (series, point, figures) in listed:
+                continue
+            listed.add((series, point, figures))
+            p = parties_label(same, every=len(same) == len(named[(series, point)]))
+        out.append((series, point, p, figures))
+    return out
+
+
 def _assumption_rows(rows: list[dict]) -> list[list[Any]]:
     """Each distinct (setting, party, assumption, verdict, detail) once; four or more parties
     with the same assumption, verdict and detail in a setting share one row, where the first of
@@ -126,22 +149,7 @@ def _assumption_rows(rows: list[dict]) -> list[list[Any]]:
         for x in r["results"].get("privacy_assumptions") or []:
             what = (x.get("assumption"), "yes" if x.get("holds") else "NO", x.get("detail", ""))
             entries.setdefault((series_of(r), point_of(r), x.get("party"), what))
-    groups: dict[tuple, list] = {}
-    parties: dict[tuple, set] = {}  # per setting, by name ("*": an assumption about all)
-    for series, point, p, what in entries:
-        groups.setdefault((series, point, what), []).append(p)
-        if p != "*":
-            parties.setdefault((series, point), set()).add(p)
-    out, listed = [], set()
-    for series, point, p, what in entries:
-        same = groups[(series, point, what)]
-        if len(same) >= GROUP_PARTIES and all(isinstance(q, str) and q != "*" for q in same):
-            if (series, point, what) in listed:
-                continue
-            listed.add((series, point, what))
-            p = parties_label(same, every=len(same) == len(parties[(series, point)]))
-        out.append([series, point, p, *what])
-    return out
+    return [[series, point, p, *what] for series, point, p, what in _group_parties(entries)]
 
 
 def epsilon_section(doc: Doc, data: ReportData) -> None:
@@ -167,20 +175,10 @@ def epsilon_section(doc: Doc, data: ReportData) -> None:
         holds = "–" if not e["holds"] else ("yes" if all(e["holds"]) else "NO")
         figures = (fmt(e["claim"]), e["delta"], fmt(e["aud"]), holds, status)
         entries.append((series, point, p, (e["seeds"], *figures)))
-    groups: dict[tuple, list[str]] = {}
-    count: dict[tuple, int] = {}  # parties per setting
-    for series, point, p, figures in entries:
-        groups.setdefault((series, point, figures), []).append(p)
-        count[(series, point)] = count.get((series, point), 0) + 1
-    eps_rows, listed = [], set()
-    for series, point, p, figures in entries:
-        parties = groups[(series, point, figures)]
-        if len(parties) >= GROUP_PARTIES:  # the group's row, where its first party would be
-            if (series, point, figures) in listed:
-                continue
-            listed.add((series, point, figures))
-            p = parties_label(parties, every=len(parties) == count[(series, point)])
-        eps_rows.append([series, point, figures[0], p, *figures[1:]])
+    eps_rows = [
+        [series, point, figures[0], p, *figures[1:]]
+        for series, point, p, figures in _group_parties(entries)
+    ]
     doc.table(
         [
             "protocol",
