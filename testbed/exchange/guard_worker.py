@@ -9,7 +9,10 @@ transcript is read. The worker only answers "no private row in this batch" or "s
 it": the guard in the bus's process decides everything else (what
 is logged, what stops the run, every finding and counter), checking a batch that is not clean
 again one message at a time, itself. A worker that fails or dies is replaced by checks in the
-bus's process; nothing goes unchecked.
+bus's process; nothing goes unchecked. A run stopped by an exception from outside while a batch
+or an answer was half handed over (Ctrl-C in a notebook, ``limits.cell_seconds`` in a sweep)
+gives its worker up, and the process's next guard starts a fresh one: the old one's pipe may
+hold half an answer, and it may still be reading memory the next batch would overwrite.
 
 The worker is a fresh interpreter (``python -m testbed.exchange.guard_serve``, no re-import of
 the caller's script), started once per process and shared by every guard of that process; its
@@ -28,6 +31,7 @@ import mmap
 import os
 import pickle
 import queue
+import select
 import struct
 import subprocess
 import sys
@@ -57,6 +61,7 @@ __all__ = [
 ENV = "OT_TESTBED_GUARD_WORKER"
 _ALIGN = 64  # every leaf starts at a multiple of this in the shared memory
 _U64 = struct.Struct("=Q")  # the status word: the last batch answered
+_ALIVE_EVERY = 1.0  # seconds between checks that the worker still lives, while awaiting an answer
 
 
 def _cpus() -> int:
@@ -94,6 +99,9 @@ class GuardWorker:
         self._busy: int | None = None  # the batch whose leaves the shared memory holds
         self._ready = False
         self._failed: str | None = None
+        #: True once an exception from outside (Ctrl-C, ``limits.cell_seconds``) came while a
+        #: batch or an answer was half handed over: :func:`shared_worker` then starts another
+        self.interrupted = False
         self.seconds = 0.0  # the worker's own search time, as it reports it
         self._fd = os.memfd_create("privacy-guard-batches", os.MFD_CLOEXEC)
         self._size = 0
@@ -147,7 +155,7 @@ class GuardWorker:
         while True:
             msg = self._outbox.get()
             if msg is None:
-                return
+                break
             try:
                 if isinstance(msg, (bytes, memoryview)):
                     self._send.send_bytes(msg)
@@ -155,7 +163,11 @@ class GuardWorker:
                     self._send.send(msg)
             except (OSError, ValueError, TypeError) as exc:  # the worker is gone or closed
                 self._fail(f"the guard worker stopped: {exc!r}")
-                return
+                break
+        try:  # after the last whole command: the worker reads the end of its pipe and ends
+            self._send.close()
+        except OSError:
+            pass
 
     def _post(self, msg) -> None:
         """Send a command (or its pickled bytes) after those already queued, through the
@@ -173,8 +185,11 @@ class GuardWorker:
             try:
                 if self._recv.poll(0):
                     self._take()
-            except (EOFError, OSError) as exc:
+            except Exception as exc:  # EOF, a closed pipe, an unreadable message
                 self._fail(f"the guard worker stopped: {exc!r}")
+            except BaseException:  # Ctrl-C or limits.cell_seconds, maybe half a message read
+                self._give_up()
+                raise
         return self._ready and not self._failed
 
     def wait_ready(self, timeout: float = 30.0) -> bool:
@@ -190,6 +205,23 @@ class GuardWorker:
 
     def _fail(self, why: str) -> None:
         self._failed = self._failed or why
+
+    def _give_up(self) -> None:
+        """Use this worker no more: an exception from outside (Ctrl-C, ``limits.cell_seconds``)
+        came while a batch or an answer was half handed over, so the pipe may hold half an
+        answer, or the worker may still be reading memory the next batch would overwrite. The
+        command thread closes the command pipe after the command it may be writing, and this
+        end of the answers' pipe closes now: the worker then ends (a worker answering meets a
+        closed pipe, an idle one reads the end of its commands). Never waits; the lock may be
+        held. The next guard gets a fresh worker (:func:`shared_worker`)."""
+        self.interrupted = True
+        self._fail("interrupted while a batch or an answer was half handed over")
+        self._outbox.put(None)
+        try:
+            self._recv.close()
+        except OSError:
+            pass
+        self._release_memory()
 
     def _take(self) -> None:
         """Receive one message from the worker (the lock is held)."""
@@ -249,21 +281,26 @@ class GuardWorker:
         with self._lock:
             while self._busy is not None:  # the memory still holds a batch being searched
                 self._wait_one()
-            self._reserve(at)
-            mem = self._view
-            for off, a in zip(places, arrays):
-                n = a.nbytes
-                if not n:
-                    continue
-                if a.flags.c_contiguous and a.dtype.kind in "biufc":  # a plain buffer
-                    mem[off : off + n] = memoryview(a).cast("B")
-                else:
-                    np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
-            # pickled here, where its time is the bus's (a batch's templates are a few shared
-            # tuples, pickled once each); the command thread only writes it
-            msg = ("check", gid, bid, self._size, templates, values, extra, clean)
-            self._post(_dumps(msg))
-            self._busy = bid
+            try:
+                self._reserve(at)
+                mem = self._view
+                for off, a in zip(places, arrays):
+                    n = a.nbytes
+                    if not n:
+                        continue
+                    if a.flags.c_contiguous and a.dtype.kind in "biufc":  # a plain buffer
+                        mem[off : off + n] = memoryview(a).cast("B")
+                    else:
+                        np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
+                # pickled here, where its time is the bus's (a batch's templates are a few
+                # shared tuples, pickled once each); the command thread only writes it
+                msg = ("check", gid, bid, self._size, templates, values, extra, clean)
+                self._post(_dumps(msg))
+                self._busy = bid
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # Ctrl-C or limits.cell_seconds: maybe
+                    self._give_up()  # posted and not marked busy, or half copied
+                raise
         return bid
 
     def _reserve(self, nbytes: int) -> None:
@@ -280,11 +317,20 @@ class GuardWorker:
         self._size = size
 
     def _wait_one(self) -> None:
+        """Take the worker's next answer (the lock is held), waiting while its process lives: a
+        worker that dies is found even where another process still holds its end of the pipe."""
         try:
+            fd = self._recv.fileno()
+            while not select.select([fd], [], [], _ALIVE_EVERY)[0]:
+                if self._proc.poll() is not None:
+                    raise EOFError(f"its process ended (exit code {self._proc.returncode})")
             self._take()
-        except (EOFError, OSError) as exc:
+        except Exception as exc:  # EOF, a closed pipe, an unreadable answer
             self._fail(f"the guard worker stopped: {exc!r}")
             raise WorkerError(self._failed) from None
+        except BaseException:  # Ctrl-C or limits.cell_seconds, maybe half an answer read
+            self._give_up()
+            raise
 
     def done(self, bid: int) -> bool:
         """Whether the answer for batch ``bid`` is in (never blocks, no system call). A worker
@@ -310,16 +356,25 @@ class GuardWorker:
         self.seconds += seconds
         return clean, rows, digests
 
-    def _forget(self) -> None:
-        """Close this process's copies of the pipe ends and memory, telling the worker nothing."""
+    def _forget(self, sending: bool = False) -> None:
+        """Close this process's copies of the pipe ends and memory, telling the worker nothing.
+        ``sending``: the command thread still runs and closes the command pipe itself (two
+        threads closing one descriptor could close a file opened in between)."""
         self._failed = "inherited from the parent process"
-        for c in (self._send, self._recv):
+        for c in (self._recv,) if sending else (self._send, self._recv):
             try:
                 c.close()
             except OSError:
                 pass
+        self._release_memory()
+
+    def _release_memory(self) -> None:
+        """Unmap this process's view of the shared memory and close its file descriptors."""
         if self._view is not None:
-            self._view.release()
+            try:
+                self._view.release()
+            except BufferError:
+                pass
             self._view = None
         if self._map is not None:
             try:
@@ -336,13 +391,14 @@ class GuardWorker:
                 os.close(fd)
             except OSError:
                 pass
+        self._fd = self._status_fd = -1  # closed once: the numbers may be another file's next
 
     def close(self) -> None:
         """Stop the worker: close this end of its pipe (it ends when it reads the end, after
         the batch it may be searching) and the shared memory. Never waits: it may run from an
         interrupted process's exit, where no lock or wait can be trusted."""
-        self._outbox.put(None)  # the command thread ends
-        self._forget()
+        self._outbox.put(None)  # the command thread ends, closing the command pipe
+        self._forget(sending=self._sender.is_alive())
         self._failed = "the guard worker was closed"
 
 
@@ -361,7 +417,9 @@ def shared_worker(force: bool = False) -> GuardWorker | None:
         w = _SHARED.get(pid)
         if w is not None and not w.alive:
             _SHARED.pop(pid)
-            return None  # failed once: the rest of this process checks in process
+            if not w.interrupted:
+                return None  # failed once: the rest of this process checks in process
+            w = None  # given up after an interrupt (it works): the next guard gets a fresh one
         if w is None:
             try:
                 w = _SHARED[pid] = GuardWorker()
