@@ -184,6 +184,25 @@ def test_run_writes_run_directory_and_transcript_command(tmp_path, capsys):
     assert "fedwad" in capsys.readouterr().out
 
 
+def test_run_prints_the_tasks_own_metrics(tmp_path, capsys):
+    """FedBary's pinned task metrics (contribution Spearman, detection AUC) are printed under
+    the quantities, as results.json has them; a distance protocol prints no such line (its
+    distance_accuracy is only 1 - the error above it)."""
+    import json
+
+    scenario = Path(__file__).parents[1] / "scenarios" / "contract_tiny_fedbary.yaml"
+    assert main(["run", str(scenario), "--out", str(tmp_path / "fb"), "-q"]) == 0
+    out = capsys.readouterr().out
+    util = json.loads((tmp_path / "fb" / "results.json").read_text())["utility"]
+    line = next(x for x in out.splitlines() if x.startswith("task utility:"))
+    assert line == (
+        f"task utility: contribution_spearman {util['contribution_spearman']:.3f}, "
+        f"detection_auc {util['detection_auc']:.3f}"
+    )
+    code, out, err = _run(tmp_path, GOOD, capsys, "--out", str(tmp_path / "w"), "-q", command="run")
+    assert code == 0 and "task utility" not in out, err
+
+
 def _modules_after(code: str) -> set[str]:
     """The heavy modules a fresh interpreter has loaded after running ``code``."""
     names = ("torch", "ot", "matplotlib", "testbed.report.writer", "testbed.run.execute")

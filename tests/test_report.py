@@ -267,6 +267,41 @@ def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tm
     assert menu == [f"eps_claimed[11 parties: {others}]", "eps_claimed[client_7]"]
 
 
+def test_the_tasks_own_metrics_stand_beside_the_error(sweep_dir, tmp_path):
+    """A protocol's pinned task metric (FedBary: contribution Spearman against the central
+    ranking, detection AUC) is in the results table next to the error, in summary.csv and in the
+    sweep's printed summary; ``distance_accuracy``, only 1 - the error, is not repeated."""
+    from testbed.cli.summary import sweep_rows
+
+    # Prepare: the sweep's rows, each seed given a Spearman and an AUC of its own
+    rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    for i, r in enumerate(rows):
+        r["results"]["utility"] = {
+            "distance_accuracy": 0.9,
+            "contribution_spearman": 0.5 + 0.1 * (i % 5),
+            "detection_auc": 0.75,
+        }
+    work = tmp_path / "utility"
+    work.mkdir()
+    (work / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # Execute
+    html = write_report(work).read_text().replace("<wbr>", "")
+    header, table, _ = sweep_rows(rows)
+    # Assert: the columns, right after the error, in the results table of every setting
+    results = html.split("Results per protocol", 1)[1].split("</table>", 1)[0]
+    heads = re.findall(r"<th>([^<]*)</th>", results)
+    at = heads.index("utility.contribution_spearman")
+    assert heads[at - 1].endswith(".relative_error") and heads[at + 1] == "utility.detection_auc"
+    assert "utility.distance_accuracy" not in html.split("Results per protocol", 1)[1]
+    assert results.count("0.7 [") >= 4  # five seeds of 0.5 ... 0.9 in each setting: mean 0.7
+    with open(work / "summary.csv") as f:
+        util = [r for r in csv.DictReader(f) if r["source"] == "utility"]
+    spearman = [r for r in util if r["metric"] == "contribution_spearman"]
+    assert len(spearman) == 4 and all(float(r["mean"]) == pytest.approx(0.7) for r in spearman)
+    assert header[3:6] == ["rel. error", "contribution_spearman", "detection_auc"]
+    assert all(t[4] == "0.7" for t in table)
+
+
 def test_single_run_report_and_cli(tmp_path, capsys):
     # `testbed run` writes the report for a single run too
     scenario = tmp_path / "one.yaml"

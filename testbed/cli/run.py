@@ -51,6 +51,9 @@ def run(args) -> int:
             ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
         )
     )
+    util = {k: v for k, v in (r.get("utility") or {}).items() if k != "distance_accuracy"}
+    if util:  # the task's own metrics (FedBary's contribution Spearman, detection AUC, ...)
+        print("task utility: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(util.items())))
     print_attack_rows(r.get("attacks", []))
     for line in skipped:
         print(line)

@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.report.fmt import fmt, pct
-from testbed.report.model import ANY_ATTACK, aggregate, error_key, point_of, series_of
+from testbed.report.model import (
+    ANY_ATTACK,
+    aggregate,
+    error_key,
+    point_of,
+    series_of,
+    utility_columns,
+)
 from testbed.scenario.cells import parse_path
 
 __all__ = ["setting_label", "sweep_rows"]
@@ -52,6 +59,7 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
     err_q = error_key(rows)
     cols = [
         (f"{err_q}.relative_error", "rel. error", pct),
+        *((u, u.split(".", 1)[1], fmt) for u in utility_columns(agg, agg)),  # the task's own
         (f"{ANY_ATTACK}.leakage", "leakage", fmt),
         (f"{ANY_ATTACK}.coverage", "coverage", fmt),
     ]

@@ -44,7 +44,17 @@ UNIT_METRICS = {
     "exact_recovery_similarity",
     "coverage_affine",
     "exact_recovery_affine",
+    # task utility (testbed.scoring.utility) that lives in [0, 1]
+    "distance_accuracy",
+    "detection_auc",
+    "student_accuracy",
+    "coreset_quality",
+    "nn_accuracy",
+    "fl_accuracy",
 }
+#: task utility shown beside the error in the results tables: the pinned task metrics (FedBary's
+#: contribution Spearman, detection AUC, ...); ``distance_accuracy`` is only 1 - the error there
+UTILITY_SHOWN_EXCEPT = ("utility.distance_accuracy",)
 #: the trade-off figure a leakage metric is drawn in (one figure per family, a view per metric
 #: and attack); a metric of no family goes to "other leakage"
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -245,12 +255,14 @@ def claimed_eps(res: dict) -> dict[str, float]:
 
 
 def measurements(res: dict) -> list[Measurement]:
-    """Every scalar number of one cell's results: accuracy, transcript sizes, the observer's
-    share, claimed epsilon per party, the attacks' metrics."""
+    """Every scalar number of one cell's results: accuracy, task utility, transcript sizes, the
+    observer's share, claimed epsilon per party, the attacks' metrics."""
     out = []
     for q, acc in (res.get("accuracy") or {}).items():
         for m in ("estimate", "exact", "relative_error"):
             out.append(Measurement(f"{q}.{m}", q, "", m, num(acc.get(m))))
+    for k, v in sorted((res.get("utility") or {}).items()):
+        out.append(Measurement(f"utility.{k}", "utility", "", k, num(v)))
     tr = res.get("transcript") or {}
     ov = res.get("observer_view") or {}
     for source, prefix, part in (("transcript", "", tr), ("observer", "observer_", ov)):
@@ -276,6 +288,19 @@ def flatten(row: dict) -> dict[str, Any]:
     }
     out.update({m.column: m.value for m in measurements(res)})
     return out
+
+
+def utility_columns(agg, keys) -> list[str]:
+    """The task-utility columns (``utility.<name>``) the settings ``keys`` of ``agg`` have, but
+    the ones the error column already says (:data:`UTILITY_SHOWN_EXCEPT`)."""
+    return sorted(
+        {
+            c
+            for k in keys
+            for c in agg[k]
+            if c.startswith("utility.") and c not in UTILITY_SHOWN_EXCEPT
+        }
+    )
 
 
 def error_key(rows: list[dict]) -> str | None:

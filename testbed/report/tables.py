@@ -22,6 +22,7 @@ from testbed.report.model import (
     point_id,
     point_of,
     series_of,
+    utility_columns,
 )
 
 __all__ = [
@@ -41,7 +42,8 @@ _FOLD_COLUMNS = 9
 
 
 def protocol_tables(doc: Doc, data: ReportData) -> None:
-    """Per protocol one row per setting: error, the worst leak over every attack per metric
+    """Per protocol one row per setting: error, task utility (FedBary's contribution Spearman,
+    detection AUC, ...), the worst leak over every attack per metric
     (transform-aware variants folded), claimed epsilon, the fronts it is on; each attack's own
     columns and the transcript sizes folded below, a few columns per table, so every table fits
     a 1400 px screen."""
@@ -54,7 +56,7 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
     for s in data.protocols:
         doc.h(3, s)
         keys = sorted(k for k in agg if k[0] == s)
-        cols = ([err_key] if err_key else []) + main
+        cols = ([err_key] if err_key else []) + utility_columns(agg, keys) + main
         eps = eps_groups(agg, keys)
         doc.table(
             ["#", "setting", "seeds", *cols, *(h for h, _ in eps), "Pareto-optimal for"],
