@@ -534,6 +534,28 @@ def test_wide_errors_take_a_log_axis_with_the_exact_point_at_its_floor():
     assert ax.get_xscale() == "log" and ax.get_xlim()[0] > 1e-3
 
 
+def test_an_error_axis_never_shows_negative_errors():
+    """One setting (a single run): plotly would centre its point, showing errors from -0.5; a
+    relative error is never negative, so every error axis starts at 0, static ones too."""
+    from testbed.report.figures import View, error_by_setting_figure, tradeoff_figure
+    from testbed.report.static_figures import error_by_setting_fig, tradeoff_fig
+
+    agg = {("fedbary", "base"): {"n": 1, "e.relative_error": (0.05,) * 3, "a.leakage": (0.4,) * 3}}
+    view = View("a.leakage", "leakage", True, "t")
+    assert error_by_setting_figure(agg, "e.relative_error").layout.xaxis.rangemode == "nonnegative"
+    assert tradeoff_figure(agg, "e.relative_error", [view]).layout.xaxis.rangemode == "nonnegative"
+    for ax in (
+        tradeoff_fig(agg, "e.relative_error", view).axes[0],
+        error_by_setting_fig(agg, "e.relative_error").axes[0],
+    ):
+        lo, hi = ax.get_xlim()
+        assert lo == 0.0 and hi > 0.05
+    # a log axis (errors over more than 50x) is left as it was
+    agg[("fedbary", "noisy")] = {"n": 1, "e.relative_error": (9.0,) * 3, "a.leakage": (0.1,) * 3}
+    fig = error_by_setting_figure(agg, "e.relative_error")
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.rangemode == "normal"
+
+
 def test_static_point_labels_do_not_overlap():
     from testbed.report.figures import View
     from testbed.report.static_figures import tradeoff_fig

@@ -21,6 +21,7 @@ class Axis:
     type: str  # "log" or "linear"
     floor: float | None = None  # values below are drawn at the floor (log axes only)
     range: tuple[float, float] | None = None  # fixed range in data units (linear axes only)
+    nonnegative: bool = False  # a linear axis of values that are never negative starts at 0
 
     def place(self, x: float) -> tuple[float, bool]:
         """Where a value is drawn, and whether it was moved up to the floor."""
@@ -44,8 +45,8 @@ def error_axis(errs: list[float]) -> Axis:
     """The relative-error axis: exact estimates neither choose the scale nor stretch it — on a
     log axis they sit at the floor (half a decade below the smallest inexact error)."""
     inexact = [x for x in errs if math.isfinite(x) and not is_exact(x)]
-    if not _log(inexact):
-        return Axis("linear")
+    if not _log(inexact):  # autoscaled, but never to negative errors (one point: plotly centres it)
+        return Axis("linear", nonnegative=True)
     top, low = max(inexact), min(inexact)
     floor = max(low, top / 10**LOG_DECADES)
     if any(is_exact(x) for x in errs):

@@ -155,6 +155,7 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
     layout = {
         "title.text": html.escape(view.title),
         "xaxis.type": xa.type,
+        "xaxis.rangemode": "nonnegative" if xa.nonnegative else "normal",
         "yaxis.type": ya.type,
         "yaxis.title.text": html.escape(view.y_label),
     }
@@ -288,6 +289,7 @@ def error_by_setting_figure(agg, err_key: str):
         xaxis={
             "title": f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)",
             "type": xtype,
+            "rangemode": "nonnegative" if xa.nonnegative else "normal",
         },
         yaxis={"automargin": True, "tickfont": {"size": 10}},
         height=max(300, 22 * len(keys) + 120),

@@ -15,6 +15,7 @@ from testbed.report.model import UNIT_METRICS, pareto_front, point_id
 
 __all__ = [
     "DPI",
+    "error_by_setting_fig",
     "error_by_setting_png",
     "place_labels",
     "render",
@@ -103,6 +104,8 @@ def _set_axis(ax, which: str, a: Axis) -> None:
         getattr(ax, f"set_{which}scale")("log")
     if a.range:
         getattr(ax, f"set_{which}lim")(*a.range)
+    elif a.nonnegative and a.type == "linear":  # after the points: the far end stays autoscaled
+        getattr(ax, f"set_{which}lim")(0.0, None)
 
 
 def tradeoff_fig(agg, err_key: str, view):
@@ -180,6 +183,11 @@ def tradeoff_png(agg, err_key: str, view) -> dict[str, bytes]:
 
 
 def error_by_setting_png(agg, err_key: str) -> dict[str, bytes]:
+    """:func:`error_by_setting_fig` rendered (PNG, PDF, SVG)."""
+    return render(error_by_setting_fig(agg, err_key))
+
+
+def error_by_setting_fig(agg, err_key: str):
     """Relative error per setting with its interval; long setting names wrap, never truncated."""
     plt = _plt()
     keys = sorted(k for k in agg if err_key in agg[k])
@@ -213,4 +221,4 @@ def error_by_setting_png(agg, err_key: str) -> dict[str, bytes]:
     ax.set_title("accuracy by setting", fontsize=10)
     _set_axis(ax, "x", xa)
     ax.grid(alpha=0.3)
-    return render(fig)
+    return fig
