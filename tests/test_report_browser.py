@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -90,7 +91,11 @@ def browser():
             "to run the headless report test; CI (.ci/run) installs it"
         )
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="testbed-chromium-") as profile:
+    # chromium's helper processes may still write to the profile as the directory goes: a
+    # failed clean-up of a temporary directory is no failure of the report
+    with tempfile.TemporaryDirectory(
+        prefix="testbed-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         proc = subprocess.Popen(
             [
                 CHROMIUM,
@@ -101,6 +106,7 @@ def browser():
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helpers in its process group, which the end stops
         )
         try:
             url = None
@@ -129,6 +135,10 @@ def browser():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            try:  # the renderer, GPU and zygote helpers too
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _open(cdp: _CDP, path: Path) -> dict:
