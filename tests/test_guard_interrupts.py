@@ -211,3 +211,26 @@ def test_a_dead_worker_is_found_while_a_child_it_left_holds_its_pipe(monkeypatch
         except OSError:
             pass
         w.close()
+
+
+@pytest.mark.parametrize("answered_first", [False, True])
+def test_a_batch_a_stopped_run_never_settled_leaves_no_answer_behind(answered_first):
+    """A run stopped in its protocol (not in the exchange) closes its guard with a batch still
+    out: the worker keeps no answer for it, whether it came before the close or after."""
+    w = _worker()
+    try:
+        guard = PrivacyGuard(ROWS, worker=False)
+        guard._worker, guard._gid = w, w.load(guard._rows, list(ROWS))
+        env = Bus().send("alice", SERVER, "p.ok", np.full((3, 4), 50.0))
+        assert guard.settle(guard.submit([env]))[0]  # one settled as usual: nothing to forget
+        batch = guard.submit([Bus().send("bob", SERVER, "p.ok", np.full((3, 4), 49.0))])
+        assert batch.worker is w  # out on the worker, never settled
+        other = w.load(guard._rows, list(ROWS))
+        if answered_first:  # the next batch waits for it: its answer is kept, then closed
+            w.answer(_batch(w, other, 51.0))
+            assert batch.bid in w._answers
+        guard.close()
+        w.answer(_batch(w, other, 52.0))  # the worker's answers all read
+        assert w._answers == {} and w._unwanted == set()
+    finally:
+        w.close()

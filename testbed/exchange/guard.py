@@ -196,6 +196,7 @@ class PrivacyGuard:
         self._builder: threading.Thread | None = None
         self._worker, self._gid = None, None
         self._tell_worker: list[str] = []  # clean digests the worker has not heard of yet
+        self._out: set[int] = set()  # batches on the worker not yet settled
         if worker is not False and rows:
             from testbed.exchange import guard_worker
 
@@ -295,10 +296,13 @@ class PrivacyGuard:
         return sum(len(parts[0]) for parts in self._rows.values())
 
     def close(self) -> None:
-        """Let the worker forget this guard's index (the guard still checks, in process)."""
+        """Let the worker forget this guard's index and the answers to batches never settled
+        (a stopped run's), the guard still checking in process."""
         w, self._worker = self._worker, None
         if w is not None:
+            w.discard(self._out)
             w.drop(self._gid)
+        self._out = set()
 
     # -- searching
     def _skip(self, ignore: Iterable[str]) -> np.ndarray | None:
@@ -431,6 +435,7 @@ class PrivacyGuard:
                         self._tell_worker,
                     )
                     batch.worker, self._tell_worker = w, []
+                    self._out.add(batch.bid)
                     return batch
                 except WorkerError:
                     self._worker = None
@@ -469,8 +474,10 @@ class PrivacyGuard:
 
                 try:
                     batch.clean, batch.rows, digests = batch.worker.answer(batch.bid)
+                    self._out.discard(batch.bid)
                     batch.digests = [e.digest or d for e, d in zip(batch.envs, digests)]
                 except WorkerError:  # the worker failed: hash and search here instead
+                    self._out.discard(batch.bid)
                     self._worker = None
                     self._here(batch)
         finally:

@@ -96,6 +96,7 @@ class GuardWorker:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._answers: dict[int, tuple] = {}
+        self._unwanted: set[int] = set()  # batches whose guard closed before asking: not kept
         self._busy: int | None = None  # the batch whose leaves the shared memory holds
         self._ready = False
         self._failed: str | None = None
@@ -229,7 +230,10 @@ class GuardWorker:
         if msg[0] == "ready":
             self._ready = True
         else:
-            self._answers[msg[1]] = msg
+            if msg[1] in self._unwanted:
+                self._unwanted.discard(msg[1])
+            else:
+                self._answers[msg[1]] = msg
             if self._busy == msg[1]:
                 self._busy = None
 
@@ -241,6 +245,14 @@ class GuardWorker:
         self._post(("load", gid, {d: tuple(np.asarray(x) for x in w) for d, w in widths.items()},
                     list(parties)))  # fmt: skip
         return gid
+
+    def discard(self, bids) -> None:
+        """Keep no answer for the batches ``bids``: their guard closed without asking (its run
+        was stopped with a batch out), and nothing else will ever ask."""
+        with self._lock:
+            for bid in bids:
+                if self._answers.pop(bid, None) is None:
+                    self._unwanted.add(bid)
 
     def drop(self, gid: int) -> None:
         """Forget one guard's index."""
