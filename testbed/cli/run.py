@@ -14,6 +14,7 @@ from testbed.cli._common import (
 )
 from testbed.cli.summary import sweep_rows
 from testbed.report.fmt import pct
+from testbed.report.model import UTILITY_SHOWN_EXCEPT
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
@@ -51,7 +52,11 @@ def run(args) -> int:
             ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
         )
     )
-    util = {k: v for k, v in (r.get("utility") or {}).items() if k != "distance_accuracy"}
+    util = {
+        k: v
+        for k, v in (r.get("utility") or {}).items()
+        if f"utility.{k}" not in UTILITY_SHOWN_EXCEPT
+    }
     if util:  # the task's own metrics (FedBary's contribution Spearman, detection AUC, ...)
         print("task utility: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(util.items())))
     print_attack_rows(r.get("attacks", []))

@@ -474,12 +474,11 @@ class PrivacyGuard:
 
                 try:
                     batch.clean, batch.rows, digests = batch.worker.answer(batch.bid)
-                    self._out.discard(batch.bid)
                     batch.digests = [e.digest or d for e, d in zip(batch.envs, digests)]
                 except WorkerError:  # the worker failed: hash and search here instead
-                    self._out.discard(batch.bid)
                     self._worker = None
                     self._here(batch)
+                self._out.discard(batch.bid)  # settled: close() has nothing to forget of it
         finally:
             self.seconds += time.perf_counter() - t0
         if batch.clean:
