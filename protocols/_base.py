@@ -67,6 +67,11 @@ class Protocol(Plugin):
     #: every compared key, or ``{key: tolerance}`` (keys left out are not compared). ``None`` =
     #: not declared (the contract kit fails). Measured values of the built-ins: docs/plugins.md.
     reference_tolerance: ClassVar[float | Mapping[str, float] | None] = None
+    #: the accuracy quantity that is the run's one error (the x-axis of leakage against accuracy
+    #: in reports and sweep summaries), as globs tried in order; a glob matching several
+    #: quantities scores them as one vector (relative error in the Euclidean norm). Empty: the
+    #: first accuracy quantity (:func:`testbed.run.evaluate.headline_accuracy`)
+    headline_accuracy: ClassVar[tuple[str, ...]] = ()
     #: scenario the contract kit runs it on (file name in scenarios/, or a path); default:
     #: scenarios/contract_tiny_<name>.yaml when it exists, else a two-party Gaussian scenario
     contract_scenario: ClassVar[str | None] = None

@@ -182,6 +182,8 @@ class DPClientsBase(Protocol):
     """Shared by the one-release DP protocols: the client list and the noise multiplier."""
 
     role: str = "client (releases noisy projections)"
+    #: the N x N distances when more than two clients release (the dataset-distance task)
+    headline_accuracy = ("distance_matrix", "wasserstein")
 
     def multiplier(self) -> float:
         c = self.config

@@ -174,6 +174,7 @@ class FedWAD(Protocol):
     Config = FedWADConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.25
+    headline_accuracy = ("wasserstein",)
 
     # -- roles
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:

@@ -228,6 +228,7 @@ class FedWADClusteredFL(Protocol):
     Config = FedWADClusteredFLConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_matrix": 0.35, "ari": 0.1}
+    headline_accuracy = ("distance_matrix",)
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config

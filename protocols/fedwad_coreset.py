@@ -190,6 +190,7 @@ class FedWADCoreset(Protocol):
     Config = FedWADCoresetConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"coreset_wasserstein": 2.6, "nn_accuracy": 0.1}
+    headline_accuracy = ("coreset_wasserstein",)
 
     def _clients(self, parties) -> list[str]:
         cfg = self.config

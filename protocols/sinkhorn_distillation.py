@@ -169,6 +169,8 @@ class SinkhornDistillation(Protocol):
     Config = SinkhornDistillationConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"macro_f1": 1.0, "accuracy": 0.7, "semantic_distance": 0.6}
+    #: the student's test accuracy against the centrally distilled student's
+    headline_accuracy = ("accuracy",)
 
     # -- roles
     def _server_parties(self) -> list[str]:

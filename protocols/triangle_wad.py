@@ -216,6 +216,8 @@ def _known_t_diagnostic(party: PartyData, gamma: Measure, eta_buyer: Measure, t0
 
 # ----------------------------------------------------------------------------- shared logic
 class _TriangleBase(Protocol):
+    headline_accuracy = ("wasserstein",)
+
     def _gamma(
         self, bus: Bus, rng: np.random.Generator, announcer: str, receivers: Sequence[str], d: int
     ) -> Measure:

@@ -52,6 +52,10 @@ def run(args) -> int:
             ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
         )
     )
+    head = r.get("accuracy_headline") or {}
+    if len(head.get("keys") or ()) > 1:  # one error over several quantities (FedBary's distances)
+        n = len(head["keys"])
+        print(f"headline error ({head['quantity']}, {n} values): {pct(head['relative_error'])}")
     util = {
         k: v
         for k, v in (r.get("utility") or {}).items()

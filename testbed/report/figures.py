@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
 from testbed.report.fmt import ci, fmt
-from testbed.report.model import ANY_ATTACK, UNIT_METRICS, eps_groups, pareto_front, point_id
+from testbed.report.model import (
+    ANY_ATTACK,
+    UNIT_METRICS,
+    eps_groups,
+    error_title,
+    pareto_front,
+    point_id,
+)
 
 __all__ = ["PALETTE", "View", "error_by_setting_figure", "tradeoff_figure"]
 
@@ -166,7 +173,9 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
     return traces, layout
 
 
-def tradeoff_figure(agg, err_key: str, views: list[View], selector: str = ""):
+def tradeoff_figure(
+    agg, err_key: str, views: list[View], selector: str = "", err_label: str | None = None
+):
     """Leakage (or claimed epsilon) against error, one or more views: with several, a dropdown
     (``selector`` its caption) switches between them. Hover = the cell, the legend toggles
     protocols, the Pareto front is dashed."""
@@ -187,7 +196,7 @@ def tradeoff_figure(agg, err_key: str, views: list[View], selector: str = ""):
         tr.visible = spans[0][0] <= i < spans[0][1]
     fig.update_layout(
         title={"font": {"size": 13}, "x": 0.01, "y": 0.99},
-        xaxis={"title": f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)"},
+        xaxis={"title": error_title(err_key, err_label)},
         yaxis={"automargin": True},
         height=430,
         margin={"l": 60, "r": 10, "t": 60 if len(views) == 1 else 90, "b": 50},
@@ -253,7 +262,7 @@ def _nested(flat: dict) -> dict:
     return out
 
 
-def error_by_setting_figure(agg, err_key: str):
+def error_by_setting_figure(agg, err_key: str, err_label: str | None = None):
     import plotly.graph_objects as go
 
     keys = sorted(k for k in agg if err_key in agg[k] and math.isfinite(agg[k][err_key][0]))
@@ -287,7 +296,7 @@ def error_by_setting_figure(agg, err_key: str):
     fig.update_layout(
         title={"text": "accuracy by setting", "font": {"size": 14}},
         xaxis={
-            "title": f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)",
+            "title": error_title(err_key, err_label),
             "type": xtype,
             "rangemode": "nonnegative" if xa.nonnegative else "normal",
         },

@@ -63,7 +63,7 @@ def attack_status(rows: list[dict]) -> list[str]:
 def headline_section(doc: Doc, data: ReportData) -> None:
     """The headline beside the frontier of its leakage metric (the first screen)."""
     lead, err_key = data.lead, data.err_key
-    head_html, head_md = headline(data.rows, data.agg, err_key, lead)
+    head_html, head_md = headline(data.rows, data.agg, err_key, lead, data.err_label)
     if not (lead and err_key):
         doc.raw(f'<div class="headline">{head_html}</div>', head_md)
         return
@@ -76,7 +76,7 @@ def headline_section(doc: Doc, data: ReportData) -> None:
         # and targets")
         "frontier: " + lead + " vs error",
     )
-    fig = tradeoff_figure(data.agg, err_key, [view])
+    fig = tradeoff_figure(data.agg, err_key, [view], err_label=data.err_label)
     fig.update_layout(height=520)
     div = fig.to_html(
         full_html=False,
@@ -152,7 +152,9 @@ def _best_at(agg, keys, err_key, lead, higher: bool, level: float):
     return min(ok, key=lambda k: agg[k][err_key][0]) if ok else None
 
 
-def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
+def headline(
+    rows: list[dict], agg, err_key: str | None, lead: str | None, err_label: str | None = None
+):
     """Per protocol: worst leak (what, to whom, at what accuracy), best error per leakage level,
     one verdict sentence. Returns (HTML, Markdown)."""
     e = html.escape
@@ -212,7 +214,8 @@ def headline(rows: list[dict], agg, err_key: str | None, lead: str | None):
         )
         caption = (
             f"{e(metric)}: {e(MEANING[metric])}; worst over attacks and targets, mean over "
-            f"seeds. Error: relative error of {e((err_key or '?').split('.')[0])} against the "
+            f"seeds. Error: relative error of {e(err_label or (err_key or '?').split('.')[0])} "
+            "against the "
             "central exact reference."
         )
     else:

@@ -261,6 +261,10 @@ def measurements(res: dict) -> list[Measurement]:
     for q, acc in (res.get("accuracy") or {}).items():
         for m in ("estimate", "exact", "relative_error"):
             out.append(Measurement(f"{q}.{m}", q, "", m, num(acc.get(m))))
+    head = res.get(HEADLINE) or {}
+    if head:
+        q = f"{HEADLINE}.relative_error"
+        out.append(Measurement(q, HEADLINE, "", "relative_error", num(head.get("relative_error"))))
     for k, v in sorted((res.get("utility") or {}).items()):
         out.append(Measurement(f"utility.{k}", "utility", "", k, num(v)))
     tr = res.get("transcript") or {}
@@ -303,12 +307,42 @@ def utility_columns(agg, keys) -> list[str]:
     )
 
 
+#: results.json's one error of a run (testbed.run.evaluate.headline_accuracy)
+HEADLINE = "accuracy_headline"
+
+
 def error_key(rows: list[dict]) -> str | None:
+    """The accuracy quantity of the report's error axis: each run's headline error when every
+    row has one (so protocols with different quantities share the axis), else (results written
+    before it existed) the first row's first accuracy quantity."""
+    if rows and all(r["results"].get(HEADLINE) for r in rows):
+        return HEADLINE
     for r in rows:
         acc = r["results"].get("accuracy") or {}
         if acc:
             return next(iter(acc))
     return None
+
+
+def error_label(rows: list[dict], err_q: str | None) -> str | None:
+    """What the error axis is the relative error of, in words: the quantity, or each protocol's
+    (``fedwad: wasserstein; fedbary: distance_* (5 values)``) when they differ."""
+    if err_q != HEADLINE:
+        return err_q
+    named: dict[str, str] = {}
+    for r in rows:
+        h = r["results"][HEADLINE]
+        n = len(h.get("keys") or ())
+        what = str(h.get("quantity", "?")) + (f" ({n} values)" if n > 1 else "")
+        named.setdefault(str((r["results"].get("protocol") or {}).get("name", "?")), what)
+    if len(set(named.values())) == 1:
+        return next(iter(named.values()))
+    return "; ".join(f"{p}: {q}" for p, q in named.items())
+
+
+def error_title(err_key: str, label: str | None = None) -> str:
+    """The error axis' title: ``label`` (:func:`error_label`) or the column's quantity."""
+    return f"relative error of {label or err_key.split('.')[0]} (mean, 95 % CI)"
 
 
 def aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -471,8 +505,10 @@ class ReportData:
     """Everything a report section reads: the rows as the files hold them and their aggregation.
 
     ``agg`` maps (protocol series, setting) to ``{"n": seeds, "seeds": [...], column: (mean, lo,
-    hi)}``; ``err_key`` is the accuracy column (``<quantity>.relative_error``), ``lead`` the
-    headline's leakage column, ``best`` each (protocol, threat)'s largest leak (:func:`best_rows`).
+    hi)}``; ``err_key`` is the accuracy column (``<quantity>.relative_error``; normally the
+    runs' headline error, ``accuracy_headline.relative_error``) and ``err_label`` what it is the
+    error of in words, ``lead`` the headline's leakage column, ``best`` each (protocol,
+    threat)'s largest leak (:func:`best_rows`).
     """
 
     run_dir: Path
@@ -483,6 +519,7 @@ class ReportData:
     metric_keys: list[str]
     lead: str | None
     best: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    err_label: str | None = None
 
     @property
     def first(self) -> dict:
@@ -524,6 +561,7 @@ def gather(run_dir: str | Path) -> ReportData:
         metric_keys=metric_keys,
         lead=headline_metric(metric_keys),
         best=best_rows(rows, agg),
+        err_label=error_label(rows, err_q),
     )
 
 

@@ -11,7 +11,7 @@ import textwrap
 from typing import Any
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
-from testbed.report.model import UNIT_METRICS, pareto_front, point_id
+from testbed.report.model import UNIT_METRICS, error_title, pareto_front, point_id
 
 __all__ = [
     "DPI",
@@ -108,7 +108,7 @@ def _set_axis(ax, which: str, a: Axis) -> None:
         getattr(ax, f"set_{which}lim")(0.0, None)
 
 
-def tradeoff_fig(agg, err_key: str, view):
+def tradeoff_fig(agg, err_key: str, view, err_label: str | None = None):
     """Scatter with 95 % interval bars, protocols as series, the Pareto front dashed, exact
     estimates as stars labelled "exact" at the error axis' floor."""
     plt = _plt()
@@ -165,7 +165,7 @@ def tradeoff_fig(agg, err_key: str, view):
         fx = [xa.place(agg[keys[i]][err_key][0])[0] for i in front]
         fy = [ya.place(agg[keys[i]][y_key][0])[0] for i in front]
         ax.plot(fx, fy, "--", color="black", lw=1, zorder=0, label="Pareto front")
-    ax.set_xlabel(f"relative error of {err_key.split('.')[0]} (mean, 95 % CI)")
+    ax.set_xlabel("\n".join(textwrap.wrap(error_title(err_key, err_label), 90)))
     ax.set_ylabel(view.y_label)
     ax.set_title("\n".join(textwrap.wrap(view.title, 70)), fontsize=9)
     _set_axis(ax, "x", xa)
@@ -177,17 +177,17 @@ def tradeoff_fig(agg, err_key: str, view):
     return fig
 
 
-def tradeoff_png(agg, err_key: str, view) -> dict[str, bytes]:
+def tradeoff_png(agg, err_key: str, view, err_label: str | None = None) -> dict[str, bytes]:
     """:func:`tradeoff_fig` rendered (PNG, PDF, SVG)."""
-    return render(tradeoff_fig(agg, err_key, view))
+    return render(tradeoff_fig(agg, err_key, view, err_label))
 
 
-def error_by_setting_png(agg, err_key: str) -> dict[str, bytes]:
+def error_by_setting_png(agg, err_key: str, err_label: str | None = None) -> dict[str, bytes]:
     """:func:`error_by_setting_fig` rendered (PNG, PDF, SVG)."""
-    return render(error_by_setting_fig(agg, err_key))
+    return render(error_by_setting_fig(agg, err_key, err_label))
 
 
-def error_by_setting_fig(agg, err_key: str):
+def error_by_setting_fig(agg, err_key: str, err_label: str | None = None):
     """Relative error per setting with its interval; long setting names wrap, never truncated."""
     plt = _plt()
     keys = sorted(k for k in agg if err_key in agg[k])
@@ -217,7 +217,8 @@ def error_by_setting_fig(agg, err_key: str):
     ax.set_yticks(range(len(keys)))
     ax.set_yticklabels(names, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel(f"relative error of {err_key.split('.')[0]} (mean, 95 % CI over seeds; ★ exact)")
+    title = error_title(err_key, err_label).replace("95 % CI)", "95 % CI over seeds; ★ exact)")
+    ax.set_xlabel("\n".join(textwrap.wrap(title, 90)))
     ax.set_title("accuracy by setting", fontsize=10)
     _set_axis(ax, "x", xa)
     ax.grid(alpha=0.3)

@@ -58,8 +58,9 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
         keys = sorted(k for k in agg if k[0] == s)
         cols = ([err_key] if err_key else []) + utility_columns(agg, keys) + main
         eps = eps_groups(agg, keys)
+        shown = [f"relative error of {data.err_label}" if c == err_key else c for c in cols]
         doc.table(
-            ["#", "setting", "seeds", *cols, *(h for h, _ in eps), "Pareto-optimal for"],
+            ["#", "setting", "seeds", *shown, *(h for h, _ in eps), "Pareto-optimal for"],
             [
                 [point_id(agg, k), k[1], agg[k]["n"]]
                 + [ci(agg[k][c]) if c in agg[k] else "–" for c in cols + [c for _, c in eps]]

@@ -68,24 +68,24 @@ def _slug(key: str) -> str:
 
 def tradeoff_section(doc: Doc, data: ReportData) -> None:
     doc.h(2, "Leakage against accuracy")
-    agg, err_key = data.agg, data.err_key
+    agg, err_key, label = data.agg, data.err_key, data.err_label
     if err_key:
         for fam, views in family_views(data.metric_keys).items():
-            fig = tradeoff_figure(agg, err_key, views, selector="metric, attack:")
+            fig = tradeoff_figure(agg, err_key, views, selector="metric, attack:", err_label=label)
             statics = [v for v in views if v.y_key.startswith(ANY_ATTACK + ".")] or views[:1]
             name = f"tradeoff_{_slug(statics[0].y_key)}"
             caption = (
                 f"{fam} against relative error — {len(views)} view(s), chosen in the figure's "
                 "menu; the static figures in plots/ show the worst over every attack"
             )
-            doc.plot(name, tradeoff_png(agg, err_key, statics[0]), fig, caption)
+            doc.plot(name, tradeoff_png(agg, err_key, statics[0], label), fig, caption)
             for v in statics[1:]:
-                doc.static(f"tradeoff_{_slug(v.y_key)}", tradeoff_png(agg, err_key, v))
+                doc.static(f"tradeoff_{_slug(v.y_key)}", tradeoff_png(agg, err_key, v, label))
         _epsilon_plot(doc, data)
         doc.plot(
             "error_by_setting",
-            error_by_setting_png(agg, err_key),
-            error_by_setting_figure(agg, err_key),
+            error_by_setting_png(agg, err_key, label),
+            error_by_setting_figure(agg, err_key, label),
             "accuracy by setting",
         )
     if not data.metric_keys:
@@ -97,7 +97,7 @@ def tradeoff_section(doc: Doc, data: ReportData) -> None:
 
 def _epsilon_plot(doc: Doc, data: ReportData) -> None:
     """Claimed epsilon of each party some setting protects against error, a view per party."""
-    agg, err_key = data.agg, data.err_key
+    agg, err_key, label = data.agg, data.err_key, data.err_label
     # parties with the same claim in every setting share a view (eps_groups)
     finite = [
         (label, k)
@@ -110,12 +110,12 @@ def _epsilon_plot(doc: Doc, data: ReportData) -> None:
         View(k, f"{label} (↑ weaker guarantee)", True, f"claimed ε vs error ({label})", label)
         for label, k in finite
     ]
-    fig = tradeoff_figure(agg, err_key, views, selector="party:")
+    fig = tradeoff_figure(agg, err_key, views, selector="party:", err_label=label)
     doc.plot(
         "tradeoff_claimed_epsilon",
-        tradeoff_png(agg, err_key, views[0]),
+        tradeoff_png(agg, err_key, views[0], label),
         fig,
         "claimed ε of each protected party against relative error (party chosen in the menu)",
     )
     for v in views[1:]:
-        doc.static(f"tradeoff_{_slug(v.y_key)}", tradeoff_png(agg, err_key, v))
+        doc.static(f"tradeoff_{_slug(v.y_key)}", tradeoff_png(agg, err_key, v, label))

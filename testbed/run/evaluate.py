@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from testbed.run.roster import World
 from testbed.scoring.metrics import detection_metrics, relative_error
 from testbed.scoring.utility import task_utility
 
-__all__ = ["Evaluation", "accuracy_of", "evaluate", "score_detection"]
+__all__ = ["Evaluation", "accuracy_of", "evaluate", "headline_accuracy", "score_detection"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Evaluation:
     utility: dict[str, Any]
     evaluation: dict[str, Any]  # protocol.evaluate(): run quantities that need pooled data
     assumptions: list  # defenses' privacy assumptions, checked against the data
+    headline: dict[str, Any] | None = field(default=None)  # headline_accuracy()
 
 
 _REFERENCE_CACHE: dict[str, dict] = {}
@@ -80,6 +82,45 @@ def accuracy_of(estimate, exact) -> dict:
         "relative_error": relative_error(estimate, exact),
         # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
         "signed_relative_error": (estimate - exact) / exact if exact != 0 else math.nan,
+    }
+
+
+def headline_accuracy(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's one error, the x-axis of leakage against accuracy.
+
+    ``protocol.headline_accuracy`` names the quantity it is about, as globs tried in order (the
+    first that matches an accuracy quantity wins); a glob matching several quantities (FedBary's
+    ``distance_*``, one distance per client) scores them as one vector, with the rule
+    :func:`accuracy_of` applies to arrays: ``||est - exact||_2 / ||exact||_2``. A protocol
+    that names none (or none that matches) is scored on its first accuracy quantity, as before
+    the attribute existed. ``None`` when the run has no accuracy at all."""
+    keys: list[str] = []
+    name = ""
+    for pattern in tuple(getattr(protocol, "headline_accuracy", ()) or ()):
+        keys = sorted(k for k in accuracy if fnmatchcase(k, pattern))
+        if keys:
+            name = pattern
+            break
+    if not keys:
+        keys = list(accuracy)[:1]
+        name = keys[0] if keys else ""
+    if not keys:
+        return None
+    if len(keys) == 1:
+        acc = accuracy[keys[0]]
+    else:  # one vector of every matched quantity (arrays flattened into it)
+
+        def flat(part):
+            return np.concatenate(
+                [np.ravel(np.asarray(accuracy[k][part], dtype=np.float64)) for k in keys]
+            )
+
+        acc = accuracy_of(flat("estimate"), flat("exact"))
+    return {
+        "quantity": name,
+        "keys": keys,
+        "relative_error": float(acc["relative_error"]),
+        "signed_relative_error": float(acc["signed_relative_error"]),
     }
 
 
@@ -131,4 +172,5 @@ def evaluate(world: World, exchange: Exchange) -> Evaluation:
                 )
             )
     utility = task_utility(world.protocol, scored, ref, result.outputs, detection)
-    return Evaluation(ref, accuracy, detection, utility, extra, assumptions)
+    headline = headline_accuracy(world.protocol, accuracy)
+    return Evaluation(ref, accuracy, detection, utility, extra, assumptions, headline)

@@ -160,6 +160,7 @@ def results_row(world: World, exchange: Exchange, ev: Evaluation) -> dict[str, A
         "estimates": dict(result.estimates),
         "reference": ev.reference,
         "accuracy": ev.accuracy,
+        **({"accuracy_headline": ev.headline} if ev.headline else {}),
         "history": {k: list(v) for k, v in result.history.items()},
         "outputs": dict(result.outputs),
         "diagnostics": dict(result.diagnostics),

@@ -1,0 +1,200 @@
+"""A run's one error, the x-axis of leakage against accuracy: the quantity each protocol names
+(``Protocol.headline_accuracy``), several quantities scored as one vector, and the report and
+CLI that read it. Before it, a FedBary report plotted client_1's contribution error, and a report
+of FedBary beside FedWAD left FedBary's points out of every trade-off figure."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from testbed.cli.main import main
+from testbed.registry import PROTOCOLS
+from testbed.report.model import HEADLINE, gather
+from testbed.report.writer import write_report
+from testbed.run.evaluate import accuracy_of, headline_accuracy
+from testbed.run.execute import execute
+from testbed.scenario.loading import load_scenario
+
+
+class _Proto:
+    headline_accuracy: tuple[str, ...] = ()
+
+
+def _named(*patterns):
+    p = _Proto()
+    p.headline_accuracy = patterns
+    return p
+
+
+def _acc(est: dict, ref: dict) -> dict:
+    return {k: accuracy_of(est[k], ref[k]) for k in est}
+
+
+def test_one_named_quantity_is_scored_alone():
+    acc = _acc({"ari": 0.5, "wasserstein": 1.1}, {"ari": 1.0, "wasserstein": 1.0})
+    head = headline_accuracy(_named("wasserstein"), acc)
+    assert head["keys"] == ["wasserstein"] and head["quantity"] == "wasserstein"
+    assert head["relative_error"] == acc["wasserstein"]["relative_error"]
+    assert head["signed_relative_error"] == acc["wasserstein"]["signed_relative_error"]
+
+
+def test_a_glob_scores_its_quantities_as_one_vector():
+    est = {"distance_b": 2.0, "distance_a": 1.0, "contribution_a": 0.9}
+    ref = {"distance_b": 1.0, "distance_a": 2.0, "contribution_a": 0.1}
+    head = headline_accuracy(_named("distance_*"), _acc(est, ref))
+    assert head["keys"] == ["distance_a", "distance_b"]
+    # ||(1, 2) - (2, 1)|| / ||(2, 1)||; the signed error is that of the sums (3 against 3)
+    assert head["relative_error"] == pytest.approx(math.sqrt(2) / math.sqrt(5), rel=1e-12)
+    assert head["signed_relative_error"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_first_glob_that_matches_wins_and_arrays_join_the_vector():
+    D = np.array([[0.0, 1.0], [1.0, 0.0]])
+    acc = _acc(
+        {"wasserstein": 1.0, "distance_matrix": 2 * D}, {"wasserstein": 2.0, "distance_matrix": D}
+    )
+    assert headline_accuracy(_named("distance_matrix", "wasserstein"), acc)["keys"] == [
+        "distance_matrix"
+    ]
+    assert headline_accuracy(_named("nothing_*", "wasserstein"), acc)["relative_error"] == 0.5
+    head = headline_accuracy(_named("*"), acc)  # both: the matrix flattened into the vector
+    flat_e, flat_x = np.r_[2 * D.ravel(), 1.0], np.r_[D.ravel(), 2.0]
+    assert head["relative_error"] == pytest.approx(
+        np.linalg.norm(flat_e - flat_x) / np.linalg.norm(flat_x), rel=1e-12
+    )
+
+
+def test_a_protocol_that_names_nothing_keeps_its_first_quantity():
+    acc = _acc({"b": 3.0, "a": 1.0}, {"b": 2.0, "a": 1.0})
+    for proto in (_Proto(), _named("missing")):
+        head = headline_accuracy(proto, acc)
+        assert head["keys"] == ["b"] and head["relative_error"] == 0.5
+    assert headline_accuracy(_Proto(), {}) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.01, 100, allow_nan=False), st.floats(0.01, 100, allow_nan=False)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.floats(1e-3, 1e3),
+)
+def test_the_vector_error_is_the_norm_rule_and_ignores_scale(pairs, c):
+    est = {f"distance_{i}": e for i, (e, _) in enumerate(pairs)}
+    ref = {f"distance_{i}": x for i, (_, x) in enumerate(pairs)}
+    head = headline_accuracy(_named("distance_*"), _acc(est, ref))
+    e, x = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    assert head["relative_error"] == pytest.approx(
+        np.linalg.norm(e - x) / np.linalg.norm(x), rel=1e-9
+    )
+    if len(pairs) == 1:  # one quantity: its own relative error
+        assert head["relative_error"] == pytest.approx(abs(e[0] - x[0]) / x[0], rel=1e-12)
+    scaled = headline_accuracy(
+        _named("distance_*"),
+        _acc({k: c * v for k, v in est.items()}, {k: c * v for k, v in ref.items()}),
+    )
+    assert scaled["relative_error"] == pytest.approx(head["relative_error"], rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, keys",
+    [
+        ("fedwad", {"wasserstein"}),
+        ("triangle_wad", {"wasserstein"}),
+        ("triangle_wad_marketplace", {"wasserstein"}),
+        ("fedbary", {"distance_*"}),
+        ("fedwad_clustering", {"distance_matrix"}),
+        ("fedwad_clustered_fl", {"distance_matrix"}),
+        ("fedwad_coreset", {"coreset_wasserstein"}),
+        ("sinkhorn_distillation", {"accuracy"}),
+        ("dp_jl_ot", {"distance_matrix", "wasserstein"}),
+        ("dp_sliced_wasserstein", {"distance_matrix", "wasserstein"}),
+        ("dp_gaussian_moments", {"distance_matrix", "wasserstein"}),
+    ],
+)
+def test_every_built_in_protocol_names_its_distance(name, keys):
+    assert set(PROTOCOLS.get(name).headline_accuracy) == keys
+
+
+@pytest.fixture(scope="module")
+def two_protocols(tmp_path_factory):
+    """A FedWAD run and a FedBary run, and a directory whose results.jsonl holds both, as a
+    sweep over protocols writes it."""
+    base = tmp_path_factory.mktemp("headline")
+    rows = []
+    for i, name in enumerate(("contract_tiny", "contract_tiny_fedbary")):
+        out = execute(load_scenario(f"scenarios/{name}.yaml"), out_dir=base / name, progress=False)
+        r = out.results
+        rows.append(
+            {
+                "cell": f"c{i}",
+                "seed": r["seed"],
+                "setting": {},
+                "labels": {},
+                "label": name,
+                "results": r,
+            }
+        )
+    both = base / "both"
+    both.mkdir()
+    (both / "results.jsonl").write_text("".join(json.dumps(r, default=float) + "\n" for r in rows))
+    return base, rows
+
+
+def test_fedbarys_error_is_its_clients_distances(two_protocols):
+    _, rows = two_protocols
+    r = rows[1]["results"]
+    head = r[HEADLINE]
+    dist = sorted(k for k in r["accuracy"] if k.startswith("distance_"))
+    assert head["quantity"] == "distance_*" and head["keys"] == dist and len(dist) == 3
+    e = np.array([r["estimates"][k] for k in dist])
+    x = np.array([r["reference"][k] for k in dist])
+    assert head["relative_error"] == pytest.approx(np.linalg.norm(e - x) / np.linalg.norm(x))
+    fedwad = rows[0]["results"]
+    assert fedwad[HEADLINE]["relative_error"] == fedwad["accuracy"]["wasserstein"]["relative_error"]
+
+
+def test_a_report_of_two_protocols_puts_both_on_the_error_axis(two_protocols):
+    base, rows = two_protocols
+    data = gather(base / "both")
+    assert data.err_key == f"{HEADLINE}.relative_error"
+    assert data.err_label == "fedwad: wasserstein; fedbary: distance_* (3 values)"
+    assert {k[0] for k in data.agg if data.err_key in data.agg[k]} == {"fedwad", "fedbary"}
+    fedbary = next(k for k in data.agg if k[0] == "fedbary")
+    assert data.agg[fedbary][data.err_key][0] == rows[1]["results"][HEADLINE]["relative_error"]
+    html = write_report(base / "both").read_text().replace("<wbr>", "")
+    assert "relative error of fedwad: wasserstein; fedbary: distance_* (3 values)" in html
+    results = html.split("Results per protocol", 1)[1]
+    assert results.count("<th>relative error of fedwad: wasserstein; fedbary: distance_*") == 2
+    # the accuracy-by-setting figure has a point of each protocol
+    fig = html.split('id="plot-error_by_setting"', 1)[1].split("</script>", 1)[0]
+    assert '"name":"fedbary"' in fig and '"name":"fedwad"' in fig
+
+
+def test_results_written_before_the_headline_keep_the_first_quantity(two_protocols, tmp_path):
+    _, rows = two_protocols
+    old = json.loads(json.dumps(rows[1], default=float))
+    del old["results"][HEADLINE]
+    (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n")
+    data = gather(tmp_path)
+    first = next(iter(old["results"]["accuracy"]))  # a client's distance or contribution
+    assert first.endswith("_client_1")
+    assert data.err_key == f"{first}.relative_error" and data.err_label == first
+
+
+def test_testbed_run_prints_an_error_over_several_quantities(tmp_path, capsys):
+    code = main(["run", "scenarios/contract_tiny_fedbary.yaml", "--out", str(tmp_path / "r"), "-q"])
+    assert code == 0
+    out = capsys.readouterr().out
+    head = json.loads((tmp_path / "r" / "results.json").read_text())[HEADLINE]
+    line = next(x for x in out.splitlines() if x.startswith("headline error"))
+    assert line.startswith("headline error (distance_*, 3 values): ")
+    assert f"{100 * head['relative_error']:.3g}" in line
