@@ -522,6 +522,11 @@ class ReportData:
     err_label: str | None = None
 
     @property
+    def err_q(self) -> str | None:
+        """The quantity of ``err_key`` (:func:`error_key`)."""
+        return self.err_key.rsplit(".", 1)[0] if self.err_key else None
+
+    @property
     def first(self) -> dict:
         """The first cell's results (scenario name, config hash of a single run)."""
         return self.rows[0]["results"]

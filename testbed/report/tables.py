@@ -15,6 +15,7 @@ from testbed.report.model import (
     ReportData,
     claimed_eps,
     eps_groups,
+    error_label,
     front_membership,
     natural,
     num,
@@ -58,7 +59,9 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
         keys = sorted(k for k in agg if k[0] == s)
         cols = ([err_key] if err_key else []) + utility_columns(agg, keys) + main
         eps = eps_groups(agg, keys)
-        shown = [f"relative error of {data.err_label}" if c == err_key else c for c in cols]
+        # this protocol's own quantity (the figures' axis names every protocol's)
+        label = error_label([r for r in data.rows if series_of(r) == s], data.err_q)
+        shown = [f"relative error of {label}" if c == err_key else c for c in cols]
         doc.table(
             ["#", "setting", "seeds", *shown, *(h for h, _ in eps), "Pareto-optimal for"],
             [
