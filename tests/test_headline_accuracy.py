@@ -25,6 +25,11 @@ from testbed.scenario.loading import load_scenario
 class _Proto:
     headline_accuracy: tuple[str, ...] = ()
 
+    def _as_str(self):
+        """The same declaration as one string (``headline_accuracy = "wasserstein"``)."""
+        self.headline_accuracy = self.headline_accuracy[0]
+        return self
+
 
 def _named(*patterns):
     p = _Proto()
@@ -76,6 +81,17 @@ def test_a_protocol_that_names_nothing_keeps_its_first_quantity():
         head = headline_accuracy(proto, acc)
         assert head["keys"] == ["b"] and head["relative_error"] == 0.5
     assert headline_accuracy(_Proto(), {}) is None
+
+
+def test_a_bad_declaration_is_named_not_a_traceback():
+    from testbed.errors import TestbedError
+
+    acc = _acc({"wasserstein": 1.0}, {"wasserstein": 2.0})
+    assert headline_accuracy(_named("wasserstein")._as_str(), acc)["keys"] == ["wasserstein"]
+    bad = _named(3)
+    bad.name = "hostile"
+    with pytest.raises(TestbedError, match="protocol 'hostile': headline_accuracy must be"):
+        headline_accuracy(bad, acc)
 
 
 @settings(max_examples=60, deadline=None)

@@ -94,9 +94,17 @@ def headline_accuracy(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | No
     :func:`accuracy_of` applies to arrays: ``||est - exact||_2 / ||exact||_2``. A protocol
     that names none (or none that matches) is scored on its first accuracy quantity, as before
     the attribute existed. ``None`` when the run has no accuracy at all."""
+    patterns = getattr(protocol, "headline_accuracy", ()) or ()
+    if isinstance(patterns, str):
+        patterns = (patterns,)
+    if not isinstance(patterns, (tuple, list)) or not all(isinstance(p, str) for p in patterns):
+        raise TestbedError(
+            f"protocol {getattr(protocol, 'name', type(protocol).__name__)!r}: "
+            f"headline_accuracy must be a tuple of glob strings, got {patterns!r}"
+        )
     keys: list[str] = []
     name = ""
-    for pattern in tuple(getattr(protocol, "headline_accuracy", ()) or ()):
+    for pattern in patterns:
         keys = sorted(k for k in accuracy if fnmatchcase(k, pattern))
         if keys:
             name = pattern
