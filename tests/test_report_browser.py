@@ -9,6 +9,7 @@ Skipped with a message when no chromium is installed (``apt-get install chromium
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -83,13 +84,41 @@ class _CDP:
         self.ws.close()
 
 
-@pytest.fixture(scope="module")
-def browser():
+def _need_chromium() -> None:
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(
             f"no chromium at {CHROMIUM}: install Debian's browser (apt-get install -y chromium) "
             "to run the headless report test; CI (.ci/run) installs it"
         )
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _need_chromium()
+    with _chromium() as cdp:
+        yield cdp
+
+
+def test_the_browser_leaves_nothing_behind(monkeypatch):
+    """Stopped, chromium leaves its profile lock's socket directory in the temporary directory
+    (one ``org.chromium.Chromium.*`` a test session, in /tmp before this): it has nothing to
+    leave there now."""
+    _need_chromium()
+    # a short path of its own: the lock is a unix socket below it (at most 107 bytes)
+    tmp = Path(tempfile.mkdtemp(prefix="tb-"))
+    try:
+        monkeypatch.setenv("TMPDIR", str(tmp))
+        monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+        with _chromium() as cdp:
+            assert cdp.call("Runtime.evaluate", expression="1 + 1")["result"]["value"] == 2
+        assert [p.name for p in tmp.iterdir()] == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _chromium():
+    """Headless chromium with a fresh profile, driven over the DevTools protocol."""
     port = _free_port()
     # chromium's helper processes may still write to the profile as the directory goes: a
     # failed clean-up of a temporary directory is no failure of the report
@@ -107,6 +136,9 @@ def browser():
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # its helpers in its process group, which the end stops
+            # its own temporary files (the profile lock's socket directory, which it leaves
+            # behind when stopped) inside the profile, which goes with the fixture
+            env={**os.environ, "TMPDIR": profile},
         )
         try:
             url = None
