@@ -307,3 +307,33 @@ def test_sweep_summary_names_fields_and_puts_the_baseline_first(tmp_path, capsys
     assert all(re.fullmatch(r"\d{1,3}(\.\d+)? %|over 1000 % \(.+×\)", e) for e in errors)
     assert errors[1].startswith("over 1000 %")  # sigma = 1 on 20 points: the estimate is lost
     assert all(re.fullmatch(r"\d{1,3}(\.\d+)?|∞", c[4]) for c in cols[2:]), cols
+
+
+def test_run_summary_folds_long_per_party_groups():
+    """One quantity per party and kind (FedBary with 100 clients: 200 rows) would fill a screen:
+    a group of more than five shows its first three, in natural order, and one row with how many
+    more and the largest error among them; short groups and single quantities stay whole."""
+    from testbed.cli.run import quantity_rows
+    from testbed.run.evaluate import accuracy_of
+
+    parties = {f"client_{i}": {} for i in range(12)} | {"server": {}}
+    acc = {}
+    for i in reversed(range(12)):  # the stored order is not the natural one
+        acc[f"distance_client_{i}"] = accuracy_of(1.0 + i / 100, 1.0)
+    acc["contribution_client_1"] = accuracy_of(0.5, 0.5)
+    acc["contribution_client_2"] = accuracy_of(0.5, 0.4)
+    acc["wasserstein"] = accuracy_of(2.0, 1.0)
+    rows, hidden = quantity_rows(acc, parties)
+    names = [r[0] for r in rows]
+    assert names == [
+        "distance_client_0",
+        "distance_client_1",
+        "distance_client_2",
+        "... 9 more distance_*",
+        "contribution_client_1",
+        "contribution_client_2",
+        "wasserstein",
+    ]
+    assert hidden == 9
+    assert rows[3][3] == "max 11 %"  # client_11's error, the largest of those folded
+    assert rows[1][3] == "1 %" and rows[-1][3] == "100 %"

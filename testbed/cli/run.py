@@ -14,7 +14,7 @@ from testbed.cli._common import (
 )
 from testbed.cli.summary import sweep_rows
 from testbed.report.fmt import pct
-from testbed.report.model import UTILITY_SHOWN_EXCEPT
+from testbed.report.model import UTILITY_SHOWN_EXCEPT, natural
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
@@ -31,20 +31,14 @@ def run(args) -> int:
         return _run_sweep(sc, args, out_dir, skipped, finish)
     out = execute(sc, out_dir=out_dir, progress=not args.quiet, finish=finish)
     r = out.results
-    rows = []
-    for k, acc in r["accuracy"].items():
-        rows.append(
-            [
-                k,
-                fmt_value(acc["estimate"]),
-                fmt_value(acc["exact"]),
-                pct(acc["relative_error"]),
-                r["transcript"]["rounds"],
-                r["transcript"]["messages"],
-                fmt_bytes(r["transcript"]["bytes"]),
-                f"{out.elapsed:.2f} s",
-            ]
-        )
+    run_cols = [
+        r["transcript"]["rounds"],
+        r["transcript"]["messages"],
+        fmt_bytes(r["transcript"]["bytes"]),
+        f"{out.elapsed:.2f} s",
+    ]
+    rows, hidden = quantity_rows(r["accuracy"], r.get("parties") or {})
+    rows = [row + run_cols for row in rows]
     print(f"{sc.name}: protocol {r['protocol']['name']} ({r['protocol']['mode']}), seed {sc.seed}")
     print(
         table(
@@ -52,6 +46,8 @@ def run(args) -> int:
             ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
         )
     )
+    if hidden:
+        print(f"({hidden} more quantities in results.json and results.csv)")
     head = r.get("accuracy_headline") or {}
     if len(head.get("keys") or ()) > 1:  # one error over several quantities (FedBary's distances)
         n = len(head["keys"])
@@ -71,6 +67,45 @@ def run(args) -> int:
     if report.exists():
         print(f"report:  {report}")
     return failed_attacks(r.get("attacks", []))
+
+
+#: a group of per-party quantities (``distance_client_1``, ...) longer than this shows its
+#: first :data:`SHOWN_PER_GROUP` rows and one row for the rest
+GROUP_ROWS = 5
+SHOWN_PER_GROUP = 3
+
+
+def quantity_rows(accuracy: dict, parties) -> tuple[list[list[str]], int]:
+    """The quantity table's rows (quantity, estimate, exact, rel. error) and how many quantities
+    it leaves out: a run with many parties has one quantity per party and kind (FedBary with 100
+    clients: 200), so each such group longer than :data:`GROUP_ROWS` shows its first
+    :data:`SHOWN_PER_GROUP` and a row ``... 97 more distance_*`` with the largest error of
+    those it leaves out."""
+    groups: dict[str, list[str]] = {}
+    for k in accuracy:
+        owner = next((p for p in parties if k.endswith("_" + p)), None)
+        stem = f"{k[: -len(owner) - 1]}_*" if owner else k
+        groups.setdefault(stem, []).append(k)
+    rows, hidden = [], 0
+    for stem, keys in groups.items():
+        keys = sorted(keys, key=natural) if len(keys) > 1 else keys  # client_2 before client_10
+        shown = keys if len(keys) <= GROUP_ROWS else keys[:SHOWN_PER_GROUP]
+        for k in shown:
+            acc = accuracy[k]
+            rows.append(
+                [
+                    k,
+                    fmt_value(acc["estimate"]),
+                    fmt_value(acc["exact"]),
+                    pct(acc["relative_error"]),
+                ]
+            )
+        rest = keys[len(shown) :]
+        if rest:
+            worst = max((accuracy[k]["relative_error"] for k in rest), default=float("nan"))
+            rows.append([f"... {len(rest)} more {stem}", "", "", f"max {pct(worst)}"])
+            hidden += len(rest)
+    return rows, hidden
 
 
 def _finisher(sign_key):
