@@ -307,6 +307,7 @@ def test_sweep_summary_names_fields_and_puts_the_baseline_first(tmp_path, capsys
     assert all(re.fullmatch(r"\d{1,3}(\.\d+)? %|over 1000 % \(.+×\)", e) for e in errors)
     assert errors[1].startswith("over 1000 %")  # sigma = 1 on 20 points: the estimate is lost
     assert all(re.fullmatch(r"\d{1,3}(\.\d+)?|∞", c[4]) for c in cols[2:]), cols
+    assert "rel. error: relative error of wasserstein, mean over seeds" in lines
 
 
 def test_run_summary_folds_long_per_party_groups():

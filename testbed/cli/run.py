@@ -14,7 +14,7 @@ from testbed.cli._common import (
 )
 from testbed.cli.summary import sweep_rows
 from testbed.report.fmt import pct
-from testbed.report.model import UTILITY_SHOWN_EXCEPT, natural
+from testbed.report.model import UTILITY_SHOWN_EXCEPT, error_key, error_label, natural
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.sweep import run_sweep
@@ -131,6 +131,9 @@ def _run_sweep(sc, args, out_dir, skipped: list[str], finish) -> int:
         f"{sc.name}: sweep of {len(out.rows)} cells ({out.computed} computed, {out.cached} cached)"
     )
     print(table(rows, header))
+    if "rel. error" in header:
+        label = error_label(out.rows, error_key(out.rows))
+        print(f"rel. error: relative error of {label}, mean over seeds")
     if attacks:
         print(
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
