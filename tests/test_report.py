@@ -89,6 +89,10 @@ def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir)
     assert sweep_hash in html
     assert "fedwad.xi_mu" in html and "paper/barycentric" in html
     assert "opacus" in html and "POT" in html
+    # every figure's error axis names the quantity (results.json's accuracy_headline)
+    for fig in ("plot-tradeoff_claimed_epsilon", "plot-error_by_setting"):
+        part = html.split(f'id="{fig}"', 1)[1].split("</script>", 1)[0]
+        assert '"title":{"text":"relative error of wasserstein (mean, 95 % CI)"}' in part, fig
     # claimed epsilon of a cell as the ledger wrote it
     eps = rows[-1]["results"]["privacy"]["alice"]["epsilon"]
     assert fmt(eps) in html

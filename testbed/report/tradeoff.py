@@ -97,7 +97,7 @@ def tradeoff_section(doc: Doc, data: ReportData) -> None:
 
 def _epsilon_plot(doc: Doc, data: ReportData) -> None:
     """Claimed epsilon of each party some setting protects against error, a view per party."""
-    agg, err_key, label = data.agg, data.err_key, data.err_label
+    agg, err_key, err_label = data.agg, data.err_key, data.err_label
     # parties with the same claim in every setting share a view (eps_groups)
     finite = [
         (label, k)
@@ -110,12 +110,12 @@ def _epsilon_plot(doc: Doc, data: ReportData) -> None:
         View(k, f"{label} (↑ weaker guarantee)", True, f"claimed ε vs error ({label})", label)
         for label, k in finite
     ]
-    fig = tradeoff_figure(agg, err_key, views, selector="party:", err_label=label)
+    fig = tradeoff_figure(agg, err_key, views, selector="party:", err_label=err_label)
     doc.plot(
         "tradeoff_claimed_epsilon",
-        tradeoff_png(agg, err_key, views[0], label),
+        tradeoff_png(agg, err_key, views[0], err_label),
         fig,
         "claimed ε of each protected party against relative error (party chosen in the menu)",
     )
     for v in views[1:]:
-        doc.static(f"tradeoff_{_slug(v.y_key)}", tradeoff_png(agg, err_key, v, label))
+        doc.static(f"tradeoff_{_slug(v.y_key)}", tradeoff_png(agg, err_key, v, err_label))
