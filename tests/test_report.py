@@ -632,3 +632,24 @@ def test_every_plotted_leakage_metric_has_a_named_family():
     } == {}
     assert family_of("coverage_affine") == family_of("coverage") == "reconstruction"
     assert len({m for ms in FAMILIES.values() for m in ms}) == sum(map(len, FAMILIES.values()))
+
+
+def test_the_observer_section_writes_sizes_as_the_command_line_does(sweep_dir):
+    """Sizes in binary units (``9.5 KiB``), the same as ``testbed run`` and ``testbed
+    transcript`` print, not a raw byte count (a 100-client FedBary run: 546008800 bytes)."""
+    from testbed.report.fmt import fmt_bytes
+
+    html = write_report(sweep_dir).read_text()
+    part = html.split(">What the observer saw</h", 1)[1].split("<h2", 1)[0]
+    row = json.loads((sweep_dir / "results.jsonl").read_text().splitlines()[0])["results"]
+    ov, tr = row["observer_view"], row["transcript"]
+    assert f"({fmt_bytes(ov['bytes'])} of {fmt_bytes(tr['bytes'])})" in part
+    kind, n = next(iter(ov["by_kind"].items()))
+    assert f"<td>{kind}</td><td>{n['messages']}</td><td>{fmt_bytes(n['bytes'])}</td>" in part
+    assert f"{tr['bytes']} bytes" not in part
+    assert [fmt_bytes(x) for x in (1000, 9720, 546008800, 3 * 2**30)] == [
+        "1000 B",
+        "9.5 KiB",
+        "520.7 MiB",
+        "3.0 GiB",
+    ]

@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 
 from testbed.errors import TestbedError
+from testbed.report.fmt import fmt_bytes  # noqa: F401  (the commands import it from here)
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/trust.md)
@@ -25,14 +26,6 @@ ATTACK_KEYS = (
     "auc",
     "tv",
 )
-
-
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def fmt_value(v) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "pct"]
+__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "fmt_bytes", "pct"]
 
 #: a relative error below this is an exact estimate (what is left is floating-point rounding)
 EXACT_BELOW = 1e-9
@@ -50,3 +50,12 @@ def pct(x: float) -> str:
     if abs(v) >= PCT_CAP:
         return f"over {PCT_CAP} % ({fmt(x)}×)"
     return f"{fmt(v)} %"
+
+
+def fmt_bytes(n: float) -> str:
+    """A size in bytes, KiB, MiB or GiB (binary units, one decimal above bytes)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from testbed.report.doc import Doc
-from testbed.report.fmt import ci, fmt
+from testbed.report.fmt import ci, fmt, fmt_bytes
 from testbed.report.model import (
     ANY_ATTACK,
     GROUP_PARTIES,
@@ -218,16 +218,21 @@ def observer_section(doc: Doc, data: ReportData) -> None:
         doc.h(3, f"{k[0]} — {k[1]}")
         doc.p(
             f"Observer {ov.get('observer', '?')} saw {ov.get('messages', '?')} of "
-            f"{tr.get('messages', '?')} messages ({ov.get('bytes', '?')} of {tr.get('bytes', '?')} "
-            f"bytes) over {tr.get('rounds', '?')} rounds (seed {r.get('seed')}; transcript digest "
-            f"{str(tr.get('digest', ''))[:16]})."
+            f"{tr.get('messages', '?')} messages ({_size(ov.get('bytes'))} of "
+            f"{_size(tr.get('bytes'))}) over {tr.get('rounds', '?')} rounds (seed "
+            f"{r.get('seed')}; transcript digest {str(tr.get('digest', ''))[:16]})."
         )
         by = ov.get("by_kind") or tr.get("by_kind") or {}
         if by:
             doc.table(
-                ["message kind", "messages", "bytes"],
-                [[kind, v.get("messages"), v.get("bytes")] for kind, v in by.items()],
+                ["message kind", "messages", "size"],
+                [[kind, v.get("messages"), _size(v.get("bytes"))] for kind, v in by.items()],
             )
+
+
+def _size(n) -> str:
+    """A byte count as the command line writes it (``520.7 MiB``; exact below 1 KiB)."""
+    return fmt_bytes(n) if isinstance(n, (int, float)) else "?"
 
 
 def deviations_section(doc: Doc, data: ReportData) -> None:
