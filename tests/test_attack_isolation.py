@@ -5,6 +5,7 @@ private row and changes nothing another attack sees."""
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 import warnings
 
@@ -211,3 +212,32 @@ def test_results_from_the_attack_process_are_decoded_without_unpickling():
     assert back["ok"][0][0].words == ("x", "y") and back["ok"][0][0].meta["s"] == 1.5
     with pytest.raises(TypeError):
         encode_result({"ok": [[object()], []]})
+
+
+def test_a_killed_attack_never_reaped_does_not_hang_the_run(monkeypatch):
+    """After SIGKILL the driver waits a bounded time for the attack process: one the kernel
+    holds in an uninterruptible wait is not reaped by any signal, and the run must go on."""
+    from testbed.sandbox import isolation
+
+    killed = []
+    monkeypatch.setattr(isolation.os, "killpg", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setattr(isolation, "REAP_SECONDS", 0.01)
+
+    class Unreaped:
+        pid = 4321
+        waits: list = []
+
+        def join(self, timeout=None):
+            assert timeout is not None, "an unbounded wait for a process no signal ends"
+            self.waits.append(timeout)
+
+        def kill(self):
+            killed.append("kill")
+
+        def is_alive(self):
+            return True
+
+    proc = Unreaped()
+    isolation._end(proc, 0.5)
+    assert proc.waits == [0.5, 0.01]
+    assert killed == [(4321, signal.SIGKILL), "kill"]

@@ -270,16 +270,22 @@ def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
     return msg
 
 
+#: how long the driver waits for a killed attack process to be reaped: at once, unless the
+#: kernel holds it in an uninterruptible wait (a hung file system), which no signal ends
+REAP_SECONDS = 10.0
+
+
 def _end(proc, grace: float) -> None:
     """Kill the attack's process group (and, through its PID namespace, every process it
-    started) unless it ends within ``grace`` seconds."""
+    started) unless it ends within ``grace`` seconds. The run goes on even if the killed
+    process is not reaped within :data:`REAP_SECONDS` (it is a daemon child, reaped later)."""
     proc.join(grace)
     for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
         try:
             kill()
         except (ProcessLookupError, PermissionError, OSError):
             pass
-    proc.join()
+    proc.join(REAP_SECONDS)
 
 
 def run_isolated(
