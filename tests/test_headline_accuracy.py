@@ -216,3 +216,24 @@ def test_testbed_run_prints_an_error_over_several_quantities(tmp_path, capsys):
     line = next(x for x in out.splitlines() if x.startswith("headline error"))
     assert line.startswith("headline error (distance_*, 3 values): ")
     assert f"{100 * head['relative_error']:.3g}" in line
+
+
+def test_the_findings_page_quotes_this_run(two_protocols):
+    """docs/findings.md ("What FedBary's error axis measured") quotes contract_tiny_fedbary's
+    old axis (client_1's contribution error) and its headline error, in the report's format."""
+    from pathlib import Path
+
+    from testbed.report.fmt import pct
+
+    text = (Path(__file__).resolve().parents[1] / "docs/findings.md").read_text()
+    part = text.split("## What FedBary's error axis measured", 1)[1]
+    r = two_protocols[1][1]["results"]
+    old = r["accuracy"]["contribution_client_1"]["relative_error"]
+    dist = [r["accuracy"][f"distance_client_{i}"]["relative_error"] for i in (1, 2, 3)]
+    assert (
+        f"plotted client_1's contribution error alone: on `contract_tiny_fedbary` {pct(old)}"
+        in (" ".join(part.split()))
+    )
+    assert f"{pct(r[HEADLINE]['relative_error'])} on that scenario" in " ".join(part.split())
+    lo, hi = min(dist), max(dist)
+    assert f"distances are {round(100 * lo)}–{round(100 * hi)} % off" in " ".join(part.split())
