@@ -88,7 +88,7 @@ def quantity_rows(accuracy: dict, parties) -> tuple[list[list[str]], int]:
         groups.setdefault(stem, []).append(k)
     rows, hidden = [], 0
     for stem, keys in groups.items():
-        keys = sorted(keys, key=natural) if len(keys) > 1 else keys  # client_2 before client_10
+        keys = sorted(keys, key=natural)  # client_2 before client_10
         shown = keys if len(keys) <= GROUP_ROWS else keys[:SHOWN_PER_GROUP]
         for k in shown:
             acc = accuracy[k]
@@ -102,7 +102,7 @@ def quantity_rows(accuracy: dict, parties) -> tuple[list[list[str]], int]:
             )
         rest = keys[len(shown) :]
         if rest:
-            worst = max((accuracy[k]["relative_error"] for k in rest), default=float("nan"))
+            worst = max(accuracy[k]["relative_error"] for k in rest)
             rows.append([f"... {len(rest)} more {stem}", "", "", f"max {pct(worst)}"])
             hidden += len(rest)
     return rows, hidden

@@ -340,9 +340,10 @@ def error_label(rows: list[dict], err_q: str | None) -> str | None:
     return "; ".join(f"{p}: {q}" for p, q in named.items())
 
 
-def error_title(err_key: str, label: str | None = None) -> str:
-    """The error axis' title: ``label`` (:func:`error_label`) or the column's quantity."""
-    return f"relative error of {label or err_key.split('.')[0]} (mean, 95 % CI)"
+def error_title(err_key: str, label: str | None = None, interval: str = "95 % CI") -> str:
+    """The error axis' title: ``label`` (:func:`error_label`) or the column's quantity, and
+    what the error bars are (``interval``)."""
+    return f"relative error of {label or err_key.split('.')[0]} (mean, {interval})"
 
 
 def aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -217,7 +217,7 @@ def error_by_setting_fig(agg, err_key: str, err_label: str | None = None):
     ax.set_yticks(range(len(keys)))
     ax.set_yticklabels(names, fontsize=7)
     ax.invert_yaxis()
-    title = error_title(err_key, err_label).replace("95 % CI)", "95 % CI over seeds; ★ exact)")
+    title = error_title(err_key, err_label, interval="95 % CI over seeds; ★ exact")
     ax.set_xlabel("\n".join(textwrap.wrap(title, 90)))
     ax.set_title("accuracy by setting", fontsize=10)
     _set_axis(ax, "x", xa)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -35,7 +35,7 @@ class Evaluation:
     utility: dict[str, Any]
     evaluation: dict[str, Any]  # protocol.evaluate(): run quantities that need pooled data
     assumptions: list  # defenses' privacy assumptions, checked against the data
-    headline: dict[str, Any] | None = field(default=None)  # headline_accuracy()
+    headline: dict[str, Any] | None = None  # headline_accuracy()
 
 
 _REFERENCE_CACHE: dict[str, dict] = {}
