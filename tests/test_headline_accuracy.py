@@ -237,3 +237,18 @@ def test_the_findings_page_quotes_this_run(two_protocols):
     assert f"{pct(r[HEADLINE]['relative_error'])} on that scenario" in " ".join(part.split())
     lo, hi = min(dist), max(dist)
     assert f"distances are {round(100 * lo)}–{round(100 * hi)} % off" in " ".join(part.split())
+
+
+def test_a_bad_declaration_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    """``testbed validate`` and ``testbed run`` read the declaration in their preflight: one
+    line, exit 2, and no run directory, instead of an error after the protocol ran."""
+    monkeypatch.setattr(PROTOCOLS.get("fedwad"), "headline_accuracy", (3,))
+    assert main(["validate", "scenarios/contract_tiny.yaml"]) == 2
+    assert main(["run", "scenarios/contract_tiny.yaml", "--out", str(tmp_path / "r"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    want = (
+        "error: scenarios/contract_tiny.yaml: protocol 'fedwad': headline_accuracy must be a "
+        "tuple of glob strings, got (3,)"
+    )
+    assert err == [want, want]
+    assert not (tmp_path / "r").exists()

@@ -19,6 +19,7 @@ from testbed.exchange.engines import reference_engine
 from testbed.registry import plugin_phase
 from testbed.run.exchange import Exchange
 from testbed.run.roster import World
+from testbed.scenario.headline import headline_patterns
 from testbed.scoring.metrics import detection_metrics, relative_error
 from testbed.scoring.utility import task_utility
 
@@ -94,17 +95,9 @@ def headline_accuracy(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | No
     :func:`accuracy_of` applies to arrays: ``||est - exact||_2 / ||exact||_2``. A protocol
     that names none (or none that matches) is scored on its first accuracy quantity, as before
     the attribute existed. ``None`` when the run has no accuracy at all."""
-    patterns = getattr(protocol, "headline_accuracy", ()) or ()
-    if isinstance(patterns, str):
-        patterns = (patterns,)
-    if not isinstance(patterns, (tuple, list)) or not all(isinstance(p, str) for p in patterns):
-        raise TestbedError(
-            f"protocol {getattr(protocol, 'name', type(protocol).__name__)!r}: "
-            f"headline_accuracy must be a tuple of glob strings, got {patterns!r}"
-        )
     keys: list[str] = []
     name = ""
-    for pattern in patterns:
+    for pattern in headline_patterns(protocol):
         keys = sorted(k for k in accuracy if fnmatchcase(k, pattern))
         if keys:
             name = pattern

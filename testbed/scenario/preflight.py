@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.errors import TestbedError
-from testbed.registry import ATTACKS
+from testbed.registry import ATTACKS, PROTOCOLS
+from testbed.scenario.headline import headline_patterns
 from testbed.scenario.labels import attack_labels
 
 __all__ = ["inapplicable", "preflight", "skipped_attacks", "without_output"]
@@ -37,6 +38,10 @@ def preflight(sc) -> list[str]:
     )
     skipped: dict[str, None] = {}
     for cell, resolved in cells:
+        try:  # the scorer reads it after the protocol ran: refuse a bad one before
+            headline_patterns(PROTOCOLS.get(cell.protocol.name))
+        except TestbedError as exc:
+            raise TestbedError(f"{sc._fname}: {exc}") from None
         try:
             attack_labels(
                 [

@@ -1,0 +1,24 @@
+"""A protocol's ``headline_accuracy`` declaration, read and checked by the testbed (the scorer
+and ``testbed validate``/``run``'s preflight), never by the protocol's own code. Imports nothing
+heavy: ``testbed validate`` calls it."""
+
+from __future__ import annotations
+
+from testbed.errors import TestbedError
+
+__all__ = ["headline_patterns"]
+
+
+def headline_patterns(protocol) -> tuple[str, ...]:
+    """The globs a protocol (class or instance) names as its headline accuracy quantity; a
+    single string is one glob. Anything but glob strings is a :class:`TestbedError` naming the
+    protocol."""
+    patterns = getattr(protocol, "headline_accuracy", ()) or ()
+    if isinstance(patterns, str):
+        patterns = (patterns,)
+    if not isinstance(patterns, (tuple, list)) or not all(isinstance(p, str) for p in patterns):
+        raise TestbedError(
+            f"protocol {getattr(protocol, 'name', getattr(protocol, '__name__', '?'))!r}: "
+            f"headline_accuracy must be a tuple of glob strings, got {patterns!r}"
+        )
+    return tuple(patterns)
