@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from multiprocessing import connection as mp_connection
+from multiprocessing.reduction import ForkingPickler as _ForkingPickler
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -44,6 +48,45 @@ AUTO_MIN_ROWS = 20_000
 #: set in a sweep's ``--jobs`` worker processes: their cores are already in use, so ``auto``
 #: is one worker there
 IN_SWEEP_WORKER = "OT_TESTBED_SWEEP_WORKER"
+
+
+#: after a worker's death is seen, how long the driver waits to collect its exit status
+REAP_SECONDS = 10
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3: _recv polls instead
+        return None
+
+
+def _exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited, without reaping it (``WNOWAIT``)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
+        return True
+
+
+def _end_group(proc, seconds: float) -> str:
+    """Wait up to ``seconds`` for worker ``proc`` to exit, kill what is left in its process
+    group (whatever a party's code forked there: it holds a copy of the party's data), then
+    reap it; returns how it ended. The group is killed before the worker is reaped, while its
+    process id (the group's id) is still reserved, so no other process can be hit. Its
+    sentinel cannot tell when it exits: a forked process may hold the sentinel's pipe."""
+    deadline = time.monotonic() + seconds
+    delay = 0.0005
+    while not _exited(proc.pid) and time.monotonic() < deadline:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the worker too, if it is still running
+    except OSError:
+        pass
+    proc.join(timeout=5)
+    code = proc.exitcode
+    return f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
 
 
 class InProcessEngineConfig(PluginConfig):
@@ -80,12 +123,18 @@ def resolve_workers(workers: int | str, parties: Mapping[str, Any] | None) -> in
 def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     """Worker loop: receive a batch of ``(party | None, fn, args, kwargs)``, run it in order,
     send back ``(ok, value)`` per call; ``None`` stops the worker. Ctrl-C reaches the whole
-    process group: the driver stops its workers itself, so a worker ignores it."""
+    process group: the driver stops its workers itself, so a worker ignores it. The worker
+    leads a process group of its own, so that :meth:`PoolBus.close` can end whatever a party's
+    code forked in it (a forked process holds a copy of the party's data)."""
     import signal
 
     from testbed.exchange.engines._lifetime import tie_to_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     tie_to_parent()  # a killed driver leaves no worker behind
     if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
         from testbed.threads import limit_blas_threads  # workers do not each start a pool
@@ -142,15 +191,23 @@ class PoolBus(Bus):
         self._procs = []
         self._where: dict[str, int] = {}
         self._next = 0
+        self._pidfds: list[int | None] = []  # to see a worker's death (os.pidfd_open, Linux)
+        self._dead: dict[int, str] = {}  # worker -> how it died
+        self._broken: str | None = None
         try:
             for w in range(k):
                 group = {p: parties[p] for p in names[w::k]}
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_serve, args=(child, group, threads), daemon=True)
                 proc.start()
+                try:  # as the worker does itself: whichever comes first
+                    os.setpgid(proc.pid, proc.pid)
+                except OSError:
+                    pass
                 child.close()
                 self._conns.append(parent)
                 self._procs.append(proc)
+                self._pidfds.append(_pidfd(proc.pid))
                 self._where.update(dict.fromkeys(group, w))
         except BaseException:
             self.close()
@@ -161,27 +218,86 @@ class PoolBus(Bus):
         return list(self._where)
 
     def _worker(self, party: str) -> int:
+        if not self._conns:
+            raise TestbedError("pool engine: the bus is closed")
         try:
-            return self._where[party]
+            w = self._where[party]
         except KeyError:
             known = ", ".join(self._where) or "(none)"
             raise TestbedError(f"no party {party!r} on this bus; parties: {known}") from None
+        if w in self._dead:
+            raise TestbedError(
+                f"pool engine: the worker process holding party {party!r} died ({self._dead[w]})"
+            )
+        return w
+
+    def _recv(self, w: int):
+        """Worker ``w``'s reply. Its death is seen by a pidfd of the worker (Linux; elsewhere
+        by polling its status), not by the end of its pipe or its process sentinel: a process
+        forked by a party's code inherits both and keeps them open after the worker died, and a
+        read would wait for ever."""
+        conn, proc, pidfd = self._conns[w], self._procs[w], self._pidfds[w]
+        while True:
+            ready = mp_connection.wait(
+                [conn] if pidfd is None else [conn, pidfd], timeout=1.0 if pidfd is None else None
+            )
+            if conn in ready or conn.poll(0):  # a reply first, even from a worker that just ended
+                try:
+                    return conn.recv()
+                except EOFError:
+                    break
+            if _exited(proc.pid):
+                break
+        self._dead[w] = _end_group(proc, REAP_SECONDS)
+        names = [p for p, i in self._where.items() if i == w]
+        raise TestbedError(
+            f"pool engine: the worker process holding {', '.join(map(repr, names)) or 'no party'} "
+            f"died ({self._dead[w]})"
+        )
 
     def _run(self, calls: list[tuple[int, tuple]]) -> list[Any]:
-        """Send each worker its calls (in order), then collect; results in call order."""
+        """Send each worker its calls (in order), then collect; results in call order.
+
+        Every worker that was sent calls is read before anything is raised, so no reply is left
+        in a pipe to be taken for the answer to a later call (a protocol may catch the error and
+        go on): a batch that cannot be pickled fails before any worker gets its share, a dead
+        worker fails the calls of its parties (now and later) and not the others', and a call
+        interrupted between sending and reading leaves the bus unusable, saying why."""
         if not self._conns:
             raise TestbedError("pool engine: the bus is closed")
+        if self._broken:
+            raise TestbedError(f"pool engine: the bus is unusable: {self._broken}")
         by_worker: dict[int, list[int]] = {}
         for i, (w, _) in enumerate(calls):
             by_worker.setdefault(w, []).append(i)
+        batches = {}
         for w, idx in by_worker.items():
-            self._conns[w].send([calls[i][1] for i in idx])
-        replies = []
-        for w, idx in by_worker.items():
-            try:
-                replies.append((idx, self._conns[w].recv()))
-            except EOFError:
-                raise TestbedError(f"pool engine: worker {w} died") from None
+            try:  # all of them before any is sent
+                batches[w] = _ForkingPickler.dumps([calls[i][1] for i in idx])
+            except Exception as exc:
+                raise TestbedError(f"pool engine: cannot send a call to a worker ({exc})") from None
+        replies, failure, sent = [], None, []
+        self._broken = "a call was interrupted before its replies were read"
+        try:
+            for w in by_worker:
+                try:
+                    self._conns[w].send_bytes(batches[w])
+                    sent.append(w)
+                except OSError:  # its end of the pipe is gone: it died
+                    try:
+                        self._recv(w)
+                    except TestbedError as exc:
+                        failure = failure or exc
+            for w in sent:
+                try:
+                    replies.append((by_worker[w], self._recv(w)))
+                except TestbedError as exc:
+                    failure = failure or exc
+        finally:
+            if failure is not None or len(replies) == len(sent):
+                self._broken = None
+        if failure is not None:
+            raise failure
         return in_call_order(len(calls), replies)
 
     def local(self, party: str, fn, /, *args, **kwargs):
@@ -193,16 +309,26 @@ class PoolBus(Bus):
         return self._run([(self._worker(c[0]), (c[0], c[1], tuple(c[2:]), {})) for c in calls])
 
     def map_pure(self, calls: Iterable[Sequence[Any]]) -> list[Any]:
-        """Run ``(fn, *args)`` calls that read no party's data, spread over the workers."""
+        """Run ``(fn, *args)`` calls that read no party's data, spread over the live workers."""
+        live = [w for w in range(len(self._conns)) if w not in self._dead]
+        calls = list(calls)
+        if calls and not live:
+            raise TestbedError(
+                "pool engine: no live worker left"
+                if self._conns
+                else "pool engine: the bus is closed"
+            )
         out = []
         for c in calls:
-            out.append((self._next % len(self._conns), (None, c[0], tuple(c[1:]), {})))
+            out.append((live[self._next % len(live)], (None, c[0], tuple(c[1:]), {})))
             self._next += 1
         return self._run(out) if out else []
 
     def close(self, now: bool = False) -> None:
         """Stop the workers: ask them to finish (their current batch first), or with ``now``
-        (the run was interrupted or failed) end them at once."""
+        (the run was interrupted or failed) end them at once. Then every process left in a
+        worker's process group (forked by a party's code) is killed, while the worker's own
+        process id is still reserved (it is reaped after), so no other process can be hit."""
         for conn in self._conns if not now else ():
             try:
                 conn.send(None)
@@ -211,13 +337,13 @@ class PoolBus(Bus):
         for proc in self._procs:
             if now:
                 proc.terminate()
-            proc.join(timeout=10 if not now else 2)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5)
+            _end_group(proc, 10 if not now else 2)
         for conn in self._conns:
             conn.close()
-        self._conns, self._procs, self._where = [], [], {}
+        for fd in self._pidfds:
+            if fd is not None:
+                os.close(fd)
+        self._conns, self._procs, self._pidfds, self._where, self._dead = [], [], [], {}, {}
 
     def __enter__(self) -> PoolBus:
         return self
