@@ -1,5 +1,6 @@
 """Error types. Every user-facing error is a :class:`TestbedError`; the CLI prints its message
-on one line and exits with code 2."""
+on one line and exits with code 2 (bad input), or 1 for a :class:`PluginFault` (a plugin's own
+fault at run time)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ class TestbedError(Exception):
     """A user-facing error: bad input, unknown plugin, invalid data. One line, no traceback."""
 
     __test__ = False  # not a pytest test class
+
+
+class PluginFault(TestbedError):
+    """A plugin failed at run time (raised, exited, returned what the testbed cannot use): not
+    bad input, so the command exits 1 (:attr:`exit_code`)."""
+
+    exit_code = 1
 
 
 class ScenarioError(TestbedError):

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from testbed.errors import TestbedError, UnknownPluginError
+from testbed.errors import PluginFault, TestbedError, UnknownPluginError
 
 __all__ = [
     "ATTACKS",
@@ -119,9 +119,10 @@ BUILTIN: dict[str, dict[str, str]] = {
 }
 
 
-class PluginRuntimeError(TestbedError):
+class PluginRuntimeError(PluginFault):
     """An exception raised inside a plugin: one line naming the plugin and the phase; the
-    original exception is its ``__cause__`` (``--debug`` prints its traceback)."""
+    original exception is its ``__cause__`` (``--debug`` prints its traceback). A fault of
+    the plugin, not bad input: the command exits 1."""
 
     def __init__(self, kind: str, name: str, phase: str, exc: BaseException):
         self.kind, self.plugin, self.phase = kind, name, phase
@@ -131,7 +132,8 @@ class PluginRuntimeError(TestbedError):
 
 class plugin_phase:  # noqa: N801 - used as a context manager, reads like a statement
     """``with plugin_phase("attack", name, "run"):`` turns any exception other than a
-    TestbedError into a :class:`PluginRuntimeError` naming the plugin and the phase."""
+    TestbedError or a Ctrl-C (``SystemExit`` included) into a :class:`PluginRuntimeError`
+    naming the plugin and the phase."""
 
     def __init__(self, kind: str, name: str, phase: str):
         self.kind, self.name, self.phase = kind, name, phase
@@ -140,8 +142,13 @@ class plugin_phase:  # noqa: N801 - used as a context manager, reads like a stat
         return self
 
     def __exit__(self, et, exc, tb):
-        if exc is None or isinstance(exc, TestbedError) or not isinstance(exc, Exception):
-            return False  # user-facing errors already say what is wrong; Ctrl-C passes
+        if exc is None or isinstance(exc, TestbedError):
+            return False  # user-facing errors already say what is wrong
+        if not isinstance(exc, (Exception, SystemExit, GeneratorExit)):
+            return False  # Ctrl-C passes
+        # a plugin's sys.exit() (in the driver, or in a party's call on a worker, re-raised
+        # here) is a failure of that plugin: it must not end the command with its exit code,
+        # 0 included, and nothing written
         raise PluginRuntimeError(self.kind, self.name, self.phase, exc) from exc
 
 

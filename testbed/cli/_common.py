@@ -179,7 +179,7 @@ def guarded(fn, args, debug: bool) -> int:
             if details:
                 print(f"--- traceback in the attack's process ---\n{details}", file=sys.stderr)
         print(f"error: {one_line(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return getattr(exc, "exit_code", EXIT_BAD_INPUT)  # a plugin's own fault: 1
     except KeyboardInterrupt:
         return _on_interrupt()
     except (RecursionError, MemoryError) as exc:

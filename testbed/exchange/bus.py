@@ -187,6 +187,7 @@ class Bus:
         self._pending: list[Envelope] = []  # sent, not yet checked by the guard nor logged
         self._pending_bytes = 0
         self._inflight = None  # the batch the guard's worker is searching (guard._Batch)
+        self._finished = False  # finish() was called: the protocol's run has returned
         #: threads for :func:`parallel_safe` local calls (1 = one after another)
         if local_threads is None:
             local_threads = default_local_threads() or auto_local_threads()
@@ -213,7 +214,13 @@ class Bus:
         batches of :attr:`GUARD_BATCH` messages or :attr:`GUARD_BATCH_BYTES` bytes, and at the
         latest when the transcript is read (:meth:`flush`): a message carrying a private row
         stops the run there (guard mode ``stop``), and neither it nor anything sent after it
-        is ever logged."""
+        is ever logged. After :meth:`finish` (the protocol's run returned) a send is refused:
+        a thread the protocol left running cannot add to a transcript that was checked."""
+        if self._finished:
+            raise TestbedError(
+                f"bus: message {kind!r} from {sender!r} sent after the protocol's run returned; "
+                "it is not delivered"
+            )
         env = Envelope.make(
             seq=self._seq,
             round=round,
@@ -268,7 +275,9 @@ class Bus:
         with a guard, what the protocol releases (``{"estimates": ..., ...}``) in the same
         search, so a run waits for the guard's worker once instead of twice. Findings come as
         separate checks give them: the messages in order (a leak in one stops the run there,
-        guard mode ``stop``), then the released values key by key."""
+        guard mode ``stop``), then the released values key by key. No message is accepted
+        after it."""
+        self._finished = True
         if self.guard is None or not released:
             self.flush()
             if self.guard is not None and released is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.errors import TestbedError
+from testbed.errors import PluginFault, TestbedError
 from testbed.exchange.engines import reference_engine
 from testbed.registry import plugin_phase
 from testbed.run.exchange import Exchange
@@ -159,9 +159,20 @@ def evaluate(world: World, exchange: Exchange) -> Evaluation:
         with reference_engine(sc.engine, sc.engine_params):  # its solves on the run's workers
             ref = reference(world.protocol, world.parties)
     # scoring side, like the reference: quantities of the run that need the pooled data
-    extra = world.protocol.evaluate(result, world.parties)
+    with plugin_phase("protocol", world.protocol.name, "evaluate"):
+        extra = world.protocol.evaluate(result, world.parties)
     scored = {**result.estimates, **extra}
-    accuracy = {k: accuracy_of(scored[k], ref[k]) for k in scored if k in ref}
+    accuracy = {}
+    for k in scored:
+        if k in ref:
+            try:
+                accuracy[k] = accuracy_of(scored[k], ref[k])
+            except (TypeError, ValueError) as exc:
+                raise PluginFault(
+                    f"protocol {world.protocol.name!r}: its estimate {k!r} "
+                    f"({type(scored[k]).__name__}) cannot be compared with the reference "
+                    f"({type(ref[k]).__name__}): {exc}"
+                ) from None
     detection = score_detection(result.detection, world.noise_masks)
     assumptions = []
     for dfn in world.defenses:

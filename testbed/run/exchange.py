@@ -15,10 +15,12 @@ import contextlib
 import gc
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.errors import PluginFault
 from testbed.exchange.bus import PrivacyGuard, Transcript
 from testbed.exchange.engines import open_bus
 from testbed.exchange.ledger import PrivacyLedger
@@ -83,6 +85,19 @@ def released_values(result: Any) -> dict[str, Any]:
     return {f: getattr(result, f) for f in fields if hasattr(result, f)}
 
 
+def _check_result(name: str, result: Any) -> None:
+    """A protocol's ``run`` returns a ProtocolResult (its ``estimates`` a mapping); anything
+    else is one line naming the protocol, not an AttributeError from the scorer."""
+    estimates = getattr(result, "estimates", None)
+    if not isinstance(estimates, Mapping):
+        got = (
+            type(result).__name__
+            if estimates is None
+            else f"estimates of {type(estimates).__name__}"
+        )
+        raise PluginFault(f"protocol {name!r}: run() must return a ProtocolResult, got {got}")
+
+
 _FROZEN = [0]  # nesting depth of frozen_heap
 _FROZEN_LOCK = threading.Lock()
 
@@ -137,6 +152,7 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
         ):
             with plugin_phase("protocol", world.protocol.name, "run"):
                 result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
+            _check_result(world.protocol.name, result)
             # the guard checks what it has not yet, before the transcript closes, and what the
             # protocol releases, in one search
             bus.finish(released_values(result) if guard is not None else None)
