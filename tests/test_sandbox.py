@@ -243,6 +243,14 @@ def test_an_honest_import_works_inside(obs):
     assert got["got"] and not got["error"]
 
 
+def test_scikit_learns_core_count_gives_no_warning_inside(obs):
+    """loky counts physical cores with lscpu, which sees no CPU in the sandbox: it warned on the
+    user's screen at every attack using scikit-learn's neighbours, until the forkserver asked
+    first (testbed/sandbox/warm.py)."""
+    n, caught = _attack(obs, "physical_cores")["got"].split(" ", 1)
+    assert int(n) >= 1 and caught == "[]", caught
+
+
 def test_no_landlock_is_said_once(monkeypatch, tmp_path):
     """Where the kernel offers no Landlock the run warns once (and records the level reached)."""
     import testbed.sandbox.isolation as iso

@@ -191,6 +191,7 @@ def _context():
                 *ATTACKS.modules(),
                 *PROTOCOLS.modules(),
                 *DEFENSES.modules(),
+                "testbed.sandbox.warm",  # last: answers what the sandbox hides (its docstring)
             ]
         )
         _CTX = ctx
