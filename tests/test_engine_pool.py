@@ -149,9 +149,12 @@ def _gone(pid: int, seconds: float = 10.0) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        with open(f"/proc/{pid}/stat") as f:  # a zombie until init reaps it: gone all the same
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
+        try:  # a zombie until init reaps it: gone all the same
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:  # reaped between the two looks
+            return True
         time.sleep(0.05)
     return False
 
