@@ -308,6 +308,12 @@ def test_sweep_summary_names_fields_and_puts_the_baseline_first(tmp_path, capsys
     assert errors[1].startswith("over 1000 %")  # sigma = 1 on 20 points: the estimate is lost
     assert all(re.fullmatch(r"\d{1,3}(\.\d+)?|∞", c[4]) for c in cols[2:]), cols
     assert "rel. error: relative error of wasserstein, mean over seeds" in lines
+    # a sweep has one transcript per cell: `testbed transcript SWEEP` says so and names one
+    assert main(["transcript", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a sweep of 3 cells" in err[0], err
+    cell = err[0].rsplit("testbed transcript ", 1)[1]
+    assert main(["transcript", cell, "--limit", "1"]) == 0
 
 
 def test_run_summary_folds_long_per_party_groups():

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from testbed.cli._common import find_run_dir, fmt_bytes, table
+from testbed.errors import TestbedError
 from testbed.exchange.bus import Transcript
 from testbed.measure import Measure
 
@@ -29,6 +30,12 @@ def run(args) -> int:
     from testbed.run.rundir import run_dir_lock
 
     run_dir = find_run_dir(args.run_dir, "transcript")
+    cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "envelopes.jsonl").is_file())
+    if cells and not (run_dir / "envelopes.jsonl").exists():  # a sweep: one transcript per cell
+        raise TestbedError(
+            f"{run_dir} is a sweep of {len(cells)} cells, each with its own transcript: "
+            f"give one cell, e.g. testbed transcript {cells[0]}"
+        )
     with run_dir_lock(run_dir, write=False):  # held for the whole read
         return _show(args, Transcript.load(run_dir))
 
