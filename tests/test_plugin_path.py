@@ -147,7 +147,9 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
     assert main(["run", str(sc), "--out", str(out)]) == 0
     # Execute: re-run an attack under another threat model on every cell
     assert main(["attack", str(out), "--attack", "fedwad_distributional"]) == 0
-    assert "2 cells" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "2 cells" in said
+    assert "no row" not in said  # its rows are labelled name@server: they are its rows
     assert main(["report", str(out)]) == 0
     # Assert: each cell's row carries the re-run's rows, keyed by their own label
     rows, _ = load_rows(out)

@@ -218,7 +218,9 @@ def why_no_rows(sc, rows: list[dict[str, Any]]) -> list[str]:
             for i, a in enumerate(sc.attacks)
         ]
     )
-    have = {r.get("label") or r.get("attack") for r in rows}
+    # rows of `testbed attack` carry the observer in their label (attack_saved_run)
+    rerun = f"@{sc.threat_model.observer}"
+    have = {(r.get("label") or r.get("attack") or "").removesuffix(rerun) for r in rows}
     observer = "+".join((sc.threat_model.observer, *sc.threat_model.colluders))
     out = []
     for i, (spec, label) in enumerate(zip(sc.attacks, labels)):
