@@ -131,9 +131,9 @@ class PluginRuntimeError(PluginFault):
 
 
 class plugin_phase:  # noqa: N801 - used as a context manager, reads like a statement
-    """``with plugin_phase("attack", name, "run"):`` turns any exception other than a
-    TestbedError or a Ctrl-C (``SystemExit`` included) into a :class:`PluginRuntimeError`
-    naming the plugin and the phase."""
+    """``with plugin_phase("attack", name, "run"):`` turns any exception but a TestbedError
+    or a Ctrl-C into a :class:`PluginRuntimeError` naming the plugin and the phase; a
+    ``SystemExit`` is turned too."""
 
     def __init__(self, kind: str, name: str, phase: str):
         self.kind, self.name, self.phase = kind, name, phase

@@ -126,8 +126,6 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     process group: the driver stops its workers itself, so a worker ignores it. The worker
     leads a process group of its own, so that :meth:`PoolBus.close` can end whatever a party's
     code forked in it (a forked process holds a copy of the party's data)."""
-    import signal
-
     from testbed.exchange.engines._lifetime import tie_to_parent
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -277,25 +275,24 @@ class PoolBus(Bus):
             except Exception as exc:
                 raise TestbedError(f"pool engine: cannot send a call to a worker ({exc})") from None
         replies, failure, sent = [], None, []
+        # set until every worker sent calls was read: a Ctrl-C (or any exception but a dead
+        # worker's) on the way leaves replies in the pipes, and the bus says so from then on
         self._broken = "a call was interrupted before its replies were read"
-        try:
-            for w in by_worker:
+        for w in by_worker:
+            try:
+                self._conns[w].send_bytes(batches[w])
+                sent.append(w)
+            except OSError:  # its end of the pipe is gone: it died
                 try:
-                    self._conns[w].send_bytes(batches[w])
-                    sent.append(w)
-                except OSError:  # its end of the pipe is gone: it died
-                    try:
-                        self._recv(w)
-                    except TestbedError as exc:
-                        failure = failure or exc
-            for w in sent:
-                try:
-                    replies.append((by_worker[w], self._recv(w)))
+                    self._recv(w)
                 except TestbedError as exc:
                     failure = failure or exc
-        finally:
-            if failure is not None or len(replies) == len(sent):
-                self._broken = None
+        for w in sent:
+            try:
+                replies.append((by_worker[w], self._recv(w)))
+            except TestbedError as exc:
+                failure = failure or exc
+        self._broken = None
         if failure is not None:
             raise failure
         return in_call_order(len(calls), replies)
