@@ -150,6 +150,22 @@ def _disguised(how: str, name: str, doc: str, **extra):
     )
 
 
+def two_gaussians(name: str, protocol: str, extra: str = "") -> str:
+    """A scenario's text: alice holds 30 points near 0, bob 20 near 2 (d = 3), and ``protocol``
+    runs between them; ``extra``: more top-level YAML lines."""
+    return f"""\
+name: {name}
+seed: 7
+data:
+  dataset:
+    name: gaussians
+    params: {{d: 3, components: [{{n: 30, mean: 0.0}}, {{n: 20, mean: 2.0}}]}}
+  partition: {{name: class_subsets, params: {{classes: [[0], [1]]}}}}
+  parties: [alice, bob]
+protocol: {{name: {protocol}}}
+{extra}"""
+
+
 TWO_ROWS = Path(__file__).parent / "_toy_two_rows.yaml"
 IID = Path(__file__).parent / "_toy_iid.yaml"
 

@@ -18,7 +18,7 @@ from testbed.exchange.bus import SERVER
 from testbed.run.execute import Replay, execute
 from testbed.scenario.loading import parse_scenario
 from testbed.testing import protocol_checks
-from tests._toy_protocols import PrivateMean, registered
+from tests._toy_protocols import PrivateMean, registered, two_gaussians
 
 NOISE = np.random.default_rng(11).normal(size=(5, 4))
 
@@ -154,19 +154,6 @@ HOSTILE = (
     ComplexView,
 )
 
-SCENARIO = """\
-name: hostile
-seed: 7
-data:
-  dataset:
-    name: gaussians
-    params: {{d: 3, components: [{{n: 30, mean: 0.0}}, {{n: 20, mean: 2.0}}]}}
-  partition: {{name: class_subsets, params: {{classes: [[0], [1]]}}}}
-  parties: [alice, bob]
-protocol: {{name: {name}}}
-guard: {mode}
-"""
-
 
 @pytest.fixture(scope="module")
 def hostile():
@@ -175,7 +162,7 @@ def hostile():
 
 
 def _scenario(cls, mode):
-    return parse_scenario(SCENARIO.format(name=cls.name, mode=mode))
+    return parse_scenario(two_gaussians("hostile", cls.name, f"guard: {mode}\n"))
 
 
 @pytest.mark.parametrize("cls", HOSTILE, ids=lambda c: c.__name__)

@@ -14,20 +14,11 @@ from protocols import ProtocolResult
 from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.exchange.bus import SERVER
-from tests._toy_protocols import PrivateMean, registered
+from tests._toy_protocols import PrivateMean, registered, two_gaussians
 
-SCENARIO = """\
-name: faults
-seed: 7
-data:
-  dataset:
-    name: gaussians
-    params: {{d: 3, components: [{{n: 30, mean: 0.0}}, {{n: 20, mean: 2.0}}]}}
-  partition: {{name: class_subsets, params: {{classes: [[0], [1]]}}}}
-  parties: [alice, bob]
-protocol: {{name: {name}}}
-engine_params: {{workers: {workers}}}
-"""
+
+def _scenario(protocol: str, workers: int) -> str:
+    return two_gaussians("faults", protocol, f"engine_params: {{workers: {workers}}}\n")
 
 
 def _exit0(party):
@@ -91,7 +82,7 @@ FAULTS = {
 @pytest.mark.parametrize("cls", list(FAULTS), ids=lambda c: c.name)
 def test_a_protocol_fault_is_one_line_exit_1_naming_the_protocol(cls, workers, tmp_path, capsys):
     sc = tmp_path / "s.yaml"
-    sc.write_text(SCENARIO.format(name=cls.name, workers=workers))
+    sc.write_text(_scenario(cls.name, workers))
     with registered(cls):
         rc = main(["run", str(sc), "--out", str(tmp_path / "r"), "-q"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -132,7 +123,7 @@ def test_a_message_sent_after_the_run_returned_is_refused(tmp_path):
     _ping.refused = None
     with registered(LateSender):
         out = execute(
-            parse_scenario(SCENARIO.format(name=LateSender.name, workers=1)),
+            parse_scenario(_scenario(LateSender.name, 1)),
             until="results",
             write=False,
         )

@@ -27,11 +27,12 @@ def payload_summary(p) -> str:
 
 
 def run(args) -> int:
-    from testbed.run.rundir import run_dir_lock
+    from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
 
     run_dir = find_run_dir(args.run_dir, "transcript")
-    cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "envelopes.jsonl").is_file())
-    if cells and not (run_dir / "envelopes.jsonl").exists():  # a sweep: one transcript per cell
+    if is_sweep(run_dir) and (
+        cells := [c for c in finished_cells(run_dir) if (c / "envelopes.jsonl").is_file()]
+    ):  # one transcript per cell
         raise TestbedError(
             f"{run_dir} is a sweep of {len(cells)} cells, each with its own transcript: "
             f"give one cell, e.g. testbed transcript {cells[0]}"

@@ -10,7 +10,7 @@ from typing import Any
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Transcript
 from testbed.run.execute import Replay, execute
-from testbed.run.rundir import run_dir_lock
+from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
 
 __all__ = [
     "attack_run_or_sweep",
@@ -94,7 +94,7 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
     from testbed.run.manifest import is_signed, write_manifest
 
     run_dir = Path(run_dir)
-    if not (run_dir / "results.jsonl").is_file():
+    if not is_sweep(run_dir):
         return [attack_saved_run(run_dir, attacks, observer, colluders, sign_key)]
     with run_dir_lock(run_dir, write=True):
         if sign_key is None and is_signed(run_dir):
@@ -102,7 +102,7 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
                 f"{run_dir}: the sweep is signed; pass --sign KEYFILE to sign it again with the "
                 "new rows (or attack a copy)"
             )
-        cells = sorted(d for d in (run_dir / "cells").glob("*") if (d / "results.json").is_file())
+        cells = finished_cells(run_dir)
         if not cells:
             raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
         from testbed.run.verify import verify_run

@@ -33,13 +33,25 @@ __all__ = [
     "RunDirLockedError",
     "RunDirWriter",
     "check_replaceable",
+    "finished_cells",
     "fresh_run_dir",
+    "is_sweep",
     "run_dir_lock",
 ]
 
 
 class RunDirLockedError(TestbedError):
     """Another process holds the run directory."""
+
+
+def is_sweep(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` is a sweep's directory (its ``results.jsonl`` lists the cells)."""
+    return (Path(run_dir) / "results.jsonl").is_file()
+
+
+def finished_cells(run_dir: str | Path) -> list[Path]:
+    """A sweep directory's finished cells (those with a ``results.json``), in name order."""
+    return sorted(d for d in (Path(run_dir) / "cells").glob("*") if (d / "results.json").is_file())
 
 
 @contextlib.contextmanager

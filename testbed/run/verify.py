@@ -38,6 +38,7 @@ from testbed.exchange.spill import HEADER_NAME, SPILL_NAME
 from testbed.exchange.transcript import Transcript, read_spilled, records_digest
 from testbed.run.manifest import MANIFEST_NAME, check_manifest
 from testbed.run.results import RESULTS_DIGESTS, evidence_digest, json_form, results_digests
+from testbed.run.rundir import finished_cells, is_sweep
 
 __all__ = ["ATTACKS_DIGESTS", "attack_file_digests", "rerun_compare", "verify_run"]
 
@@ -53,7 +54,7 @@ def verify_run(run_dir: str | Path, pubkey: str | Path | None = None) -> list[st
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise TestbedError(f"{run_dir}: run directory not found")
-    if (run_dir / "results.jsonl").is_file():
+    if is_sweep(run_dir):
         return _verify_sweep(run_dir, pubkey)
     return _verify_single(run_dir, pubkey)
 
@@ -245,9 +246,7 @@ def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
     from testbed.scenario.loading import parse_scenario
 
     run_dir = Path(run_dir)
-    dirs = [run_dir]
-    if (run_dir / "results.jsonl").is_file():
-        dirs = sorted(p.parent for p in (run_dir / "cells").glob("*/results.json"))
+    dirs = finished_cells(run_dir) if is_sweep(run_dir) else [run_dir]
     for d in dirs:
         sc = parse_scenario((d / "resolved.yaml").read_text(), str(d / "resolved.yaml"), str(d))
         with tempfile.TemporaryDirectory(prefix="testbed-rerun-") as tmp:
