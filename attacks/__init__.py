@@ -11,6 +11,8 @@ _EXPORTS = {
             "AttackConfig",
             "AttackOutput",
             "AttackOutputError",
+            "chance_scores",
+            "membership_candidates",
             "observed",
             "prior_points",
             "validate_outputs",

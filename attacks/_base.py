@@ -55,6 +55,8 @@ __all__ = [
     "AttackConfig",
     "AttackOutput",
     "AttackOutputError",
+    "chance_scores",
+    "membership_candidates",
     "observed",
     "prior_points",
     "validate_outputs",
@@ -102,8 +104,10 @@ class Attack(Plugin):
     protocols: ClassVar[tuple[str, ...]] = ("*",)
     #: kinds of AttackOutput it returns
     output_kinds: ClassVar[tuple[str, ...]] = ("points",)
-    #: scenario the contract kit runs it on (file name in scenarios/, or a path); default: the
-    #: tiny scenario of its first protocol (scenarios/contract_tiny[_<protocol>].yaml)
+    #: scenario the contract kit runs it on. A relative path is looked up next to the module
+    #: defining the class and up to its package root, then in the current directory, then in
+    #: the testbed's scenarios/ (testbed.testing.checks.resolve_contract_scenario).
+    #: Default: the tiny scenario of its first protocol (scenarios/contract_tiny[_<protocol>].yaml).
     contract_scenario: ClassVar[str | None] = None
 
     def applies_to(self, protocol: str) -> bool:
@@ -118,16 +122,20 @@ class Attack(Plugin):
         self, view: View, public: PublicInfo, rng: np.random.Generator
     ) -> list[AttackOutput]:
         """Prior-only attacker for the same targets: public information and the observer's own
-        data only, no message. Default for point attacks: :func:`prior_points` per target."""
-        if "points" not in self.output_kinds:
-            return []
-        guess = prior_points(view, public)
-        if guess is None:
-            return []
-        return [
-            AttackOutput(kind="points", target=t, points=guess, meta={"baseline": "prior"})
-            for t in _targets(view, public)
-        ]
+        data only, no message. Default for point attacks: :func:`prior_points` per target; for
+        score attacks: :func:`chance_scores` (every candidate scores the same, AUC 0.5). Other
+        kinds have no default: override it to compare against a prior-only attacker."""
+        if "points" in self.output_kinds:
+            guess = prior_points(view, public)
+            if guess is None:
+                return []
+            return [
+                AttackOutput(kind="points", target=t, points=guess, meta={"baseline": "prior"})
+                for t in _targets(view, public)
+            ]
+        if "scores" in self.output_kinds:
+            return chance_scores(view, public)
+        return []
 
 
 def observed(view: View, kind: str = "*") -> list:
@@ -143,6 +151,37 @@ def _targets(view: View, public: PublicInfo) -> list[str]:
     """Parties other than the observer, its colluders and the server."""
     me = {view.observer, *view.colluders, SERVER}
     return [p for p in public.parties if p not in me]
+
+
+def membership_candidates(public: PublicInfo, target: str) -> np.ndarray | None:
+    """The membership-candidate rows of ``target`` (``public.extra["candidates"]``: one array for
+    every target, or a mapping target -> rows, as the scenario's ``membership:`` pool gives), or
+    None when there are none."""
+    cand = public.extra.get("candidates")
+    if isinstance(cand, Mapping):
+        cand = cand.get(target)
+    if cand is None:
+        return None
+    cand = np.asarray(cand, dtype=np.float64)
+    return cand if cand.ndim == 2 and cand.shape[0] > 0 else None
+
+
+def chance_scores(view: View, public: PublicInfo) -> list[AttackOutput]:
+    """The prior-only membership baseline: every candidate of every target other than the
+    observer and its colluders scores the same (no message read, chance)."""
+    out = []
+    for t in public.parties:
+        cand = membership_candidates(public, t)
+        if cand is not None and t != view.observer and t not in view.colluders:
+            out.append(
+                AttackOutput(
+                    kind="scores",
+                    target=t,
+                    scores=np.zeros(cand.shape[0]),
+                    meta={"candidates": cand, "baseline": "prior"},
+                )
+            )
+    return out
 
 
 def prior_points(view: View, public: PublicInfo) -> np.ndarray | None:

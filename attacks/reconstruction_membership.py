@@ -15,13 +15,19 @@ infinity). Dividing by the prior distance calibrates away candidates that are cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from attacks._base import Attack, AttackConfig, AttackOutput
+from attacks._base import (
+    Attack,
+    AttackConfig,
+    AttackOutput,
+)
+from attacks._base import (
+    membership_candidates as _candidates,
+)
 from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
@@ -70,16 +76,6 @@ class ReconstructionMembershipConfig(AttackConfig):
         return self
 
 
-def _candidates(public: PublicInfo, target: str) -> np.ndarray | None:
-    cand = public.extra.get("candidates")
-    if isinstance(cand, Mapping):
-        cand = cand.get(target)
-    if cand is None:
-        return None
-    cand = np.asarray(cand, dtype=np.float64)
-    return cand if cand.ndim == 2 and cand.shape[0] > 0 else None
-
-
 @ATTACKS.register
 class ReconstructionMembership(Attack):
     """Membership scores of public candidates: closer to a reconstruction than to the prior."""
@@ -122,25 +118,3 @@ class ReconstructionMembership(Attack):
                 )
             )
         return out
-
-    def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        """Prior only: every candidate scores the same (chance)."""
-        return chance_scores(view, public)
-
-
-def chance_scores(view: View, public: PublicInfo) -> list[AttackOutput]:
-    """The prior-only membership baseline: every candidate of every target other than the
-    observer and its colluders scores the same (no message read, chance)."""
-    out = []
-    for t in public.parties:
-        cand = _candidates(public, t)
-        if cand is not None and t != view.observer and t not in view.colluders:
-            out.append(
-                AttackOutput(
-                    kind="scores",
-                    target=t,
-                    scores=np.zeros(cand.shape[0]),
-                    meta={"candidates": cand, "baseline": "prior"},
-                )
-            )
-    return out

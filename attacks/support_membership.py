@@ -20,7 +20,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
-from attacks.reconstruction_membership import _candidates, chance_scores, membership_scores
+from attacks._base import membership_candidates as _candidates
+from attacks.reconstruction_membership import membership_scores
 from testbed.exchange.bus import PublicInfo, View
 from testbed.exchange.payload import iter_arrays
 from testbed.registry import ATTACKS
@@ -82,7 +83,3 @@ class SupportMembership(Attack):
                 )
             )
         return out
-
-    def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        """Prior only: every candidate scores the same (chance)."""
-        return chance_scores(view, public)

@@ -72,8 +72,10 @@ class Protocol(Plugin):
     #: quantities scores them as one vector (relative error in the Euclidean norm). Empty: the
     #: first accuracy quantity (:func:`testbed.run.evaluate.headline_accuracy`)
     headline_accuracy: ClassVar[tuple[str, ...]] = ()
-    #: scenario the contract kit runs it on (file name in scenarios/, or a path); default:
-    #: scenarios/contract_tiny_<name>.yaml when it exists, else a two-party Gaussian scenario
+    #: scenario the contract kit runs it on. A relative path is looked up next to the module
+    #: defining the class and up to its package root, then in the current directory, then in
+    #: the testbed's scenarios/ (testbed.testing.checks.resolve_contract_scenario).
+    #: Default: scenarios/contract_tiny_<name>.yaml when it exists, else a two-party Gaussian.
     contract_scenario: ClassVar[str | None] = None
 
     @abstractmethod

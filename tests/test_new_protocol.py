@@ -5,7 +5,6 @@ scenario, passes its own contract kit and appears in the report with its own col
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import sys
 
@@ -15,6 +14,7 @@ from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.plugins.scaffold import new_protocol
 from testbed.registry import PROTOCOLS
+from tests._outside import outside_package
 
 NAME = "probe_anchor_sketch"
 
@@ -24,17 +24,8 @@ def package(tmp_path_factory):
     """The scaffolded package on sys.path, its protocol registered, for this module only."""
     root = tmp_path_factory.mktemp("plugin") / NAME
     assert main(["new-protocol", NAME, str(root)]) == 0
-    sys.path.insert(0, str(root))
-    try:
-        mod = importlib.import_module(f"{NAME}.protocol")
-        cls = PROTOCOLS.register(mod.ProbeAnchorSketch)
+    with outside_package(root, f"{NAME}.protocol", "ProbeAnchorSketch", PROTOCOLS) as cls:
         yield root, cls
-    finally:
-        PROTOCOLS._items.pop(NAME, None)
-        PROTOCOLS._origins.pop(NAME, None)
-        sys.path.remove(str(root))
-        for m in [m for m in sys.modules if m == NAME or m.startswith(NAME + ".")]:
-            del sys.modules[m]
 
 
 def test_scaffold_has_entry_point_example_kit_test_and_scenario(package):

@@ -108,13 +108,47 @@ def attack_fixture(protocol: str = "fedwad", scenario: str | Path | None = None)
     return _fixture_from_path(str(scenario or contract_scenario(protocol)))
 
 
+def resolve_contract_scenario(cls, path: str | Path, explicit: bool = False) -> Path:
+    """The file a plugin's contract scenario names. An absolute path is taken as it is. A
+    relative one is looked up, first match wins: for the class's own ``contract_scenario``, next
+    to the module that defines ``cls`` and in its parent directories up to the one holding a
+    ``pyproject.toml`` (the plugin's package), then the current directory; for a ``scenario=``
+    argument (``explicit``), the current directory first; last, the testbed's ``scenarios/``."""
+    import inspect
+
+    path = Path(path)
+    if path.is_absolute():
+        if not path.is_file():
+            raise TestbedError(f"contract scenario {path} of {cls.__name__} not found")
+        return path
+    package: list[Path] = []
+    try:
+        here = Path(inspect.getfile(cls)).resolve().parent
+    except (TypeError, OSError):  # a class defined in an interactive session
+        here = None
+    while here is not None:
+        package.append(here)
+        if (here / "pyproject.toml").is_file() or here.parent == here:
+            break
+        here = here.parent
+    cwd = [Path.cwd()]
+    dirs = [*cwd, *package] if explicit else [*package, *cwd]
+    dirs.append(SCENARIO_DIR)
+    for d in dirs:
+        if (d / path).is_file():
+            return d / path
+    looked = ", ".join(str(d) for d in dict.fromkeys(dirs))
+    raise TestbedError(
+        f"contract scenario {str(path)!r} of {cls.__name__} not found (looked in {looked})"
+    )
+
+
 def _fixture_for(cls, fixture: PluginFixture | None) -> PluginFixture:
     if fixture is not None:
         return fixture
     own = getattr(cls, "contract_scenario", None)
     if own:
-        path = Path(own) if Path(own).is_absolute() else SCENARIO_DIR / own
-        return attack_fixture(scenario=path)
+        return attack_fixture(scenario=resolve_contract_scenario(cls, own))
     protos = [p for p in getattr(cls, "protocols", ("*",)) if p != "*"]
     return attack_fixture(protos[0] if protos else "fedwad")
 

@@ -40,7 +40,7 @@ import yaml
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import EAVESDROPPER, SERVER, Transcript
-from testbed.testing.checks import COMMON_CHECKS, SCENARIO_DIR
+from testbed.testing.checks import COMMON_CHECKS
 
 __all__ = [
     "PROTOCOL_CHECKS",
@@ -84,21 +84,19 @@ class ProtocolRun:
 
 def _scenario_source(cls, scenario) -> tuple[dict, str, str]:
     """(raw scenario dict, where it came from, base dir)."""
-    from testbed.testing.checks import contract_scenario
+    from testbed.testing.checks import contract_scenario, resolve_contract_scenario
 
     if isinstance(scenario, Mapping):
         return dict(scenario), f"<{cls.name} contract scenario>", "."
-    path = scenario if scenario is not None else getattr(cls, "contract_scenario", None)
-    if path is None:
+    if scenario is not None:
+        path = resolve_contract_scenario(cls, scenario, explicit=True)
+    elif getattr(cls, "contract_scenario", None):
+        path = resolve_contract_scenario(cls, cls.contract_scenario)
+    else:
         try:
             path = contract_scenario(cls.name)
         except TestbedError:
             return dict(DEFAULT_SCENARIO), "<default two-party Gaussian scenario>", "."
-    path = Path(path)
-    if not path.is_absolute() and not path.exists():
-        path = SCENARIO_DIR / path
-    if not path.is_file():
-        raise TestbedError(f"contract scenario {path} not found")
     return yaml.safe_load(path.read_text()), str(path), str(path.parent)
 
 
