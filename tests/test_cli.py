@@ -252,13 +252,27 @@ def test_a_scenario_elsewhere_announces_its_run_directory(tmp_path, monkeypatch,
     capsys.readouterr()
     (run2,) = set((work / "runs").iterdir()) - {run1}
     os.utime(run1 / "results.json", (1, 1))  # run1 finished long ago
-    for target in (str(scenario), "tiny"):
-        assert main(["transcript", target, "--limit", "1"]) == 0
-        out = capsys.readouterr().out
-        assert out.splitlines()[0] == (
-            f"using runs/{run2.name}/ (the latest of 2 runs of scenario 'tiny')"
-        )
-        assert out.count("using ") == 1
+    # a name: its latest run; the file: the run of its settings as they are now, said on stderr
+    assert main(["transcript", "tiny", "--limit", "1"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err.splitlines() == [
+        f"using runs/{run2.name}/ (the latest of 2 runs of scenario 'tiny')"
+    ]
+    assert "using" not in cap.out
+    os.utime(run2 / "results.json", (1, 1))  # now run1 is the latest, but not the file's
+    os.utime(run1 / "results.json", (2, 2))
+    assert main(["transcript", str(scenario), "--limit", "1"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"using runs/{run2.name}/ (the run of {scenario} as it is now, one of 2 runs)"
+    ]
+    scenario.write_text(GOOD.replace("seed: 3", "seed: 5"))  # edited, not run again
+    assert main(["transcript", str(scenario), "--limit", "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"using runs/{run1.name}/ (the latest of 2 runs of scenario 'tiny'; none was made with "
+        f"{scenario} as it is now ("
+    )
+    assert err[0].endswith(f"`testbed run {scenario}` makes one)")
     # what the README's old glob gave: two run directories
     assert main(["report", "runs/" + run1.name, "runs/" + run2.name]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -266,10 +280,31 @@ def test_a_scenario_elsewhere_announces_its_run_directory(tmp_path, monkeypatch,
     assert "testbed report SCENARIO.yaml" in err[0] and "unrecognized" not in err[0]
     # a run directory given as such is used without a word
     assert main(["transcript", str(run1), "--limit", "1"]) == 0
-    assert "using" not in capsys.readouterr().out
+    assert "using" not in str(capsys.readouterr())
     # nothing to use: one line, exit 2
     assert main(["attack", "no_such_scenario"]) == 2
     assert "no finished run of scenario 'no_such_scenario'" in capsys.readouterr().err
+
+
+def test_out_onto_another_scenarios_run_is_refused_before_running(tmp_path, capsys):
+    """`--out` onto a directory holding another scenario's run: one line, exit 2, that run kept
+    (a rerun of the same scenario with other settings replaces its own run)."""
+    (tmp_path / "tiny.yaml").write_text(GOOD)
+    (tmp_path / "other.yaml").write_text(GOOD.replace("name: tiny", "name: other"))
+    out = str(tmp_path / "here")
+    assert main(["run", str(tmp_path / "tiny.yaml"), "-q", "--out", out]) == 0
+    before = (tmp_path / "here" / "results.json").read_bytes()
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "other.yaml"), "-q", "--out", out]) == 2
+    cap = capsys.readouterr()
+    assert cap.err.strip() == (
+        f"error: {out}: holds a run of scenario 'tiny', not 'other'; choose another --out, "
+        "or delete that directory to replace it"
+    )
+    assert cap.out == "" and (tmp_path / "here" / "results.json").read_bytes() == before
+    (tmp_path / "tiny.yaml").write_text(GOOD.replace("seed: 3", "seed: 4"))
+    assert main(["run", str(tmp_path / "tiny.yaml"), "-q", "--out", out]) == 0
+    assert (tmp_path / "here" / "results.json").read_bytes() != before
 
 
 def test_a_scenario_in_the_current_directory_is_announced_plainly(tmp_path, monkeypatch, capsys):

@@ -402,5 +402,30 @@ def find_run_dir(targets: list[str], command: str) -> Path:
         )
     run = max(finished)[1]
     more = f"the latest of {len(finished)} runs" if len(finished) > 1 else "its only run"
-    print(f"using {run}/ ({more} of scenario {name!r})")
+    more += f" of scenario {name!r}"
+    planned = _planned_for_file(target) if out is None else None
+    if planned is not None:
+        if any(d == planned for _, d in finished):
+            run = planned
+            more = f"the run of {target} as it is now, one of {len(finished)} runs"
+            more = more if len(finished) > 1 else f"the run of {target} as it is now"
+        else:
+            more += (
+                f"; none was made with {target} as it is now ({planned.name[-8:]}): "
+                f"`testbed run {target}` makes one"
+            )
+    print(f"using {run}/ ({more})", file=sys.stderr)
     return run
+
+
+def _planned_for_file(target: str) -> Path | None:
+    """The run directory ``testbed run TARGET`` would write when TARGET is a valid scenario file
+    (by its config hash), else None (a bare name, or a file that does not validate)."""
+    if not Path(target).is_file():
+        return None
+    from testbed.scenario.loading import load_scenario
+
+    try:
+        return planned_run_dir(load_scenario(target), None)
+    except TestbedError:  # an invalid file still names its scenario: its latest run is used
+        return None

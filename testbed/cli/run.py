@@ -17,6 +17,7 @@ from testbed.report.fmt import pct
 from testbed.report.model import UTILITY_SHOWN_EXCEPT, error_key, error_label, natural
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
+from testbed.run.rundir import check_replaceable
 from testbed.run.sweep import run_sweep
 from testbed.scenario.preflight import preflight
 
@@ -25,6 +26,7 @@ def run(args) -> int:
     sc = load_checked(args)
     skipped = preflight(sc)  # refuse before running what a cell would refuse
     out_dir = planned_run_dir(sc, args.out)
+    check_replaceable(out_dir, scenario=sc.name)  # before anything is computed
     announce_run_dir(out_dir, args.scenario)
     finish = _finisher(args.sign)
     if sc.is_sweep:

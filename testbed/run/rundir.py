@@ -37,6 +37,7 @@ __all__ = [
     "fresh_run_dir",
     "is_sweep",
     "run_dir_lock",
+    "scenario_of",
 ]
 
 
@@ -157,10 +158,33 @@ def _exchange(a: Path, b: Path) -> bool:
     return rc == 0
 
 
-def check_replaceable(out: str | Path) -> None:
+def scenario_of(run_dir: str | Path) -> str | None:
+    """The name of the scenario whose run (``resolved.yaml``) or sweep (``scenario.yaml``)
+    ``run_dir`` holds; None when it holds neither or they do not say."""
+    import yaml
+
+    for f in ("resolved.yaml", "scenario.yaml"):
+        try:
+            raw = yaml.safe_load((Path(run_dir) / f).read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+            return raw["name"]
+    return None
+
+
+def check_replaceable(out: str | Path, scenario: str | None = None) -> None:
     """Refuse (one line) an ``--out`` that exists, is not empty and is not a testbed run
-    directory: a run replaces a previous run whole, never a folder of other files."""
+    directory: a run replaces a previous run whole, never a folder of other files. With
+    ``scenario``, also a run directory that holds another scenario's run (a rerun of the same
+    scenario, with other settings, replaces its run)."""
     out = Path(out)
+    held = scenario_of(out) if scenario is not None and out.is_dir() else None
+    if held is not None and held != scenario:
+        raise TestbedError(
+            f"{out}: holds a run of scenario {held!r}, not {scenario!r}; choose another --out, "
+            "or delete that directory to replace it"
+        )
     if out.exists() and not out.is_dir():
         raise TestbedError(f"{out}: exists and is not a directory; choose another --out")
     if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in _RUN_MARKERS):
