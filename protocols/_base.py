@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from testbed.data.datasets import PartyData
+from testbed.data.datasets import PartyData, PartyRows, Side
 from testbed.exchange.bus import SERVER, Bus
 from testbed.registry import Plugin
 
@@ -122,6 +122,15 @@ class Protocol(Plugin):
         target -> (candidate rows, member flags), decided by dataset row indices, never by
         comparing row values (default: none; the scenario's ``membership:`` pool is separate)."""
         return {}
+
+    def exact_ot_pairs(self, rows: PartyRows) -> list[tuple[Side, Side]] | None:
+        """The exact OT problems a run and its :meth:`reference` solve, for the memory preflight
+        (:mod:`testbed.scenario.resources`, which counts the largest): pairs of sides, each a
+        party name, a tuple of party names (their rows pooled) or an int (that many atoms, e.g.
+        a support size). ``rows``: each party's rows as known before the data is loaded
+        (:class:`~testbed.data.datasets.PartyRows`). ``None`` (default): an OT between any two
+        parties, each with its own rows."""
+        return None
 
 
 # ----------------------------------------------------------------------------- step generators

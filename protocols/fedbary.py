@@ -247,6 +247,25 @@ class FedBary(Protocol):
             )
         return list(clients), val
 
+    def exact_ot_pairs(self, rows):
+        """Each client against its S-atom measure (and Q's S atoms), and in the reference
+        against the validation set or the S-atom central barycenter."""
+        cfg = self.config
+        val = cfg.validation
+        clients = cfg.clients or [p for p in rows.rows if p != val]
+        if not clients:
+            return None
+        if cfg.support_size is not None:
+            S = cfg.support_size
+        elif val is not None:
+            S = rows.pooled(val)
+        else:  # the mean client size, rounded up
+            S = -(-rows.pooled(tuple(clients)) // len(clients))
+        pairs: list = [(c, S) for c in clients]
+        if val is not None:
+            pairs += [(c, val) for c in clients]
+        return pairs
+
     def roles(self, parties):
         clients, val = self._roles(parties)
         out = {c: "client" for c in clients}

@@ -189,6 +189,12 @@ class FedWAD(Protocol):
         a, b = self._clients(parties)
         return {a: "client (mu)", b: "client (nu)"}
 
+    def exact_ot_pairs(self, rows):
+        """W(mu, nu) between the two clients (the reference); the support terms are counted
+        apart, from ``support_size``."""
+        names = self.config.clients or list(rows.rows)[:2]
+        return [(names[0], names[1])] if len(names) == 2 else None
+
     def _t(self, rng: np.random.Generator) -> float:
         if self.config.t == "random":
             return float(rng.uniform(*self.config.t_range))

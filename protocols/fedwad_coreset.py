@@ -204,6 +204,13 @@ class FedWADCoreset(Protocol):
             )
         return names
 
+    def exact_ot_pairs(self, rows):
+        """The reference's (and evaluate's) W between the K-atom coreset and the pooled clients;
+        no OT between two clients."""
+        cfg = self.config
+        clients = tuple(cfg.clients or [p for p in rows.rows if p != cfg.test])
+        return [(clients, cfg.coreset_size)] if clients else None
+
     def roles(self, parties):
         out = {p: "client" for p in self._clients(parties)}
         if self.config.test is not None:

@@ -46,6 +46,7 @@ References
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
@@ -282,6 +283,12 @@ class TriangleWad(_TriangleBase):
             )
         return names
 
+    def exact_ot_pairs(self, rows):
+        """W between the clients' pushes (one atom per row) and in the reference: every pair of
+        clients (two unless ``known_t`` lists more)."""
+        names = list(self.config.clients or list(rows.rows)[:2])
+        return list(combinations(names, 2)) or None
+
     def roles(self, parties):
         a, b = self._clients(parties)
         if self.config.setting == "known_t":
@@ -412,6 +419,14 @@ class TriangleWadMarketplace(_TriangleBase):
         if not sellers:
             raise DataError("triangle_wad_marketplace needs at least one seller party")
         return buyer, sellers
+
+    def exact_ot_pairs(self, rows):
+        """The buyer's OT on the sellers' concatenated cost matrices, and the reference: the
+        pooled sellers against the buyer."""
+        names = list(rows.rows)
+        buyer = self.config.buyer or (names[0] if names else None)
+        sellers = tuple(n for n in names if n != buyer)
+        return [(sellers, buyer)] if buyer is not None and sellers else None
 
     def roles(self, parties):
         buyer, sellers = self._split(parties)

@@ -613,6 +613,203 @@ def test_memory_overrides(tmp_path):
     check_scenario(parse_scenario(BASE))  # the tiny scenario fits
 
 
+def _rows_csv(tmp_path, n: int) -> Path:
+    """A CSV of ``n`` rows (no header), 3 columns, the last the label: its rows are counted,
+    never parsed, by the memory estimate."""
+    data = tmp_path / "rows.csv"
+    data.write_text("0.1,0.2,1\n" * n)
+    return data
+
+
+def _sized(data, parties: str, partition: str = "", protocol: str = "fedwad", params=None) -> str:
+    params = params or "{support_size: 5, iterations: 2}"
+    part = f"  partition: {partition}\n" if partition else ""
+    return (
+        f"name: sized\nseed: 1\ndata:\n  dataset: {{name: csv, params: {{path: '{data}', "
+        f"label_column: 2}}}}\n{part}  parties: {parties}\nprotocol:\n  name: {protocol}\n"
+        f"  params: {params}\nlimits: {{memory_gb: 4}}\n"
+    )
+
+
+def _estimate(text: str):
+    from testbed.scenario.loading import parse_scenario
+    from testbed.scenario.resources import estimate_memory
+
+    est = estimate_memory(parse_scenario(text))
+    return sum(e.nbytes for e in est), est
+
+
+def test_memory_estimate_unequal_parties_is_not_refused(tmp_path):
+    """300 000 rows split 299 800 / 200: the reference's OT is 299 800 x 200 (about 1.4 GB),
+    not the 150 000 x 150 000 (about 500 GiB) an equal split would need."""
+    from testbed.scenario.loading import parse_scenario
+    from testbed.scenario.resources import check_scenario
+
+    n, d, big, small, S = 300_000, 3, 299_800, 200, 5
+    text = _sized(
+        _rows_csv(tmp_path, n),
+        "[alice, bob]",
+        f"{{name: iid, params: {{sizes: [{big}, {small}]}}}}",
+    )
+    check_scenario(parse_scenario(text))  # 4 GiB budget: not refused
+    total, est = _estimate(text)
+    expected = 8.0 * (
+        4 * n * d  # the rows, 4 copies
+        + 3 * big * small  # cost matrix and plan of the one pair solved
+        + (3 * S * big + S * d)  # the larger party against the support, and its atoms
+        + 4 * d * d  # covariance
+    )
+    assert total == pytest.approx(expected, rel=1e-9)
+    assert 1.2e9 < total < 1.6e9  # about 1.4 GB
+    assert est[0].formula.startswith(f"{big} x {small} pairwise cost matrix")
+
+
+def test_memory_estimate_equal_split_unchanged(tmp_path):
+    """An equal split (iid by default, or the same sizes given) keeps the estimate it had with
+    ceil(N / k) rows per party: 24 504 408 bytes for 4000 rows, 4 parties, S = 5."""
+    data = _rows_csv(tmp_path, 4000)
+    n_party = 4000 // 4
+    previous = 8.0 * (4 * 4000 * 3 + 3 * n_party**2 + 3 * 5 * n_party + 5 * 3 + 4 * 3 * 3)
+    assert previous == 24_504_408
+    for partition in ("", "{name: iid, params: {sizes: [1000, 1000, 1000, 1000]}}"):
+        total, est = _estimate(_sized(data, "[a, b, c, d]", partition))
+        assert total == previous
+        assert est[0].formula.startswith("1000 x 1000 pairwise")
+
+
+@pytest.mark.parametrize(
+    "parties,partition,protocol,params,pair",
+    [
+        # FedWAD solves its two clients only, not the larger holdout party
+        (
+            "[a, b, v]",
+            "{name: iid, params: {sizes: [3000, 1000, 6000]}}",
+            "fedwad",
+            None,
+            "3000 x 1000",
+        ),
+        # shared_base: the parties outside holdout hold the same base_size rows
+        (
+            "[a, b, v]",
+            "{name: shared_base, params: {base_size: 4000, holdout: {v: 5000}}}",
+            "fedwad",
+            None,
+            "4000 x 4000",
+        ),
+        # FedBary: each client against the validation set (and its S = |validation| atoms)
+        (
+            "[v, c1, c2]",
+            "{name: iid, params: {sizes: [6000, 3000, 1000]}}",
+            "fedbary",
+            "{validation: v}",
+            "3000 x 6000",
+        ),
+        # the coreset against the pooled clients
+        (
+            "[c1, c2, test]",
+            "{name: iid, params: {sizes: [4000, 4000, 2000]}}",
+            "fedwad_coreset",
+            "{test: test, coreset_size: 10}",
+            "8000 x 10",
+        ),
+    ],
+    ids=["fedwad-two-clients", "shared-base", "fedbary-validation", "coreset-pooled"],
+)
+def test_memory_estimate_pair_follows_partition_and_protocol(
+    tmp_path, parties, partition, protocol, params, pair
+):
+    _, est = _estimate(_sized(_rows_csv(tmp_path, 10_000), parties, partition, protocol, params))
+    pairs = [e.formula for e in est if "pairwise" in e.formula]
+    assert pairs == [f"{pair} pairwise cost matrix and plan x 8 B x 3"]
+
+
+def test_memory_estimate_class_subsets_of_known_classes():
+    """Gaussians fix each class's rows: class_subsets [[0], [1]] on 40 + 30 rows is 40 x 30."""
+    _, est = _estimate(BASE)
+    assert [e.formula for e in est if "pairwise" in e.formula] == [
+        "40 x 30 pairwise cost matrix and plan x 8 B x 3"
+    ]
+
+
+@pytest.mark.parametrize(
+    "parties,partition,protocol,params,pair",
+    [
+        # an unbalanced three-way split: the two large parties are solved against each other
+        # (an equal-split estimate said 100000 x 100000)
+        (
+            "[a, b, c]",
+            "{name: iid, params: {sizes: [149900, 149900, 200]}}",
+            "triangle_wad",
+            "{setting: known_t, clients: [a, b, c]}",
+            "149900 x 149900",
+        ),
+        # a random split: any two parties may hold all rows between them
+        ("[a, b, c, d]", "{name: quantity_skew}", "fedwad", None, "150000 x 150000"),
+        ("[a, b, c, d]", "{name: dirichlet}", "fedwad", None, "150000 x 150000"),
+        # the marketplace's buyer against the pooled sellers
+        ("[buyer, s1, s2, s3]", "", "triangle_wad_marketplace", "{}", "225000 x 75000"),
+    ],
+    ids=["unbalanced-3", "quantity-skew", "dirichlet", "marketplace"],
+)
+def test_memory_estimate_too_large_is_refused(
+    tmp_path, capsys, parties, partition, protocol, params, pair
+):
+    f = tmp_path / "s.yaml"
+    f.write_text(_sized(_rows_csv(tmp_path, 300_000), parties, partition, protocol, params))
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: {f}:") and "data.dataset.params.path" in err
+    assert f"largest: {pair} pairwise cost matrix" in err and "--allow-large" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "name,params,parties,exact",
+    [
+        ("iid", {}, ["a", "b", "c"], True),
+        ("iid", {"sizes": [100, 200, 250]}, ["a", "b", "c"], True),
+        ("quantity_skew", {"fractions": [0.5, 0.3, 0.2]}, ["a", "b", "c"], True),
+        ("quantity_skew", {}, ["a", "b", "c"], False),
+        ("dirichlet", {"alpha": 0.3}, ["a", "b", "c"], False),
+        ("class_subsets", {"classes": [[0], [1], [1, 2]]}, ["a", "b", "c"], True),
+        ("class_subsets", {"classes": [[0], [1, 2], [2]], "sizes": [50]}, ["a", "b", "c"], True),
+        ("shared_base", {"base_size": 100, "holdout": {"c": 50}}, ["a", "b", "c"], True),
+        ("distill_split", {}, ["a", "b", "transfer", "test"], False),
+        (
+            "distill_split",
+            {"audit_target": "a", "audit_rows": 3},
+            ["a", "b", "transfer", "test", "audit"],
+            False,
+        ),
+    ],
+)
+def test_party_rows_bound_the_split(name, params, parties, exact):
+    """What the memory estimate assumes of a partition, from its params alone, holds for the
+    split itself: every party's rows (equal where the params fix them), and every pair's
+    n_a x n_b within the bound of :meth:`PartyRows.pair`."""
+    import numpy as np
+
+    from testbed.data.datasets import Dataset
+    from testbed.registry import PARTITIONERS
+
+    counts = {0: 300, 1: 200, 2: 100}
+    y = np.repeat(list(counts), list(counts.values()))
+    ds = Dataset(np.zeros((y.size, 2)), y, "t")
+    part = PARTITIONERS.get(name).from_params(params)
+    rows = part.party_rows(ds.n, parties, counts)
+    for seed in range(5):
+        got = {p: len(i) for p, i in part.split(ds, parties, np.random.default_rng(seed)).items()}
+        if exact:
+            assert got == dict(rows.rows)
+        assert all(got[p] <= rows.rows[p] for p in parties), (got, rows)
+        for i, a in enumerate(parties):
+            for b in parties[i + 1 :]:
+                na, nb = rows.pair(a, b)
+                assert got[a] * got[b] <= na * nb, (a, b, got, rows)
+
+
 def test_limits_do_not_change_the_config_hash():
     from testbed.scenario.loading import parse_scenario
     from testbed.scenario.resolve import config_hash, resolve

@@ -23,8 +23,11 @@ from testbed.registry import DATASETS, PARTITIONERS, Plugin, PluginConfig
 __all__ = [
     "Dataset",
     "PartyData",
+    "PartyRows",
+    "Side",
     "build_parties",
     "check_matrix",
+    "equal_rows",
     "inject_noise",
 ]
 
@@ -227,6 +230,52 @@ for _name, _loader, _labels, _doc in [
 
 
 # ----------------------------------------------------------------------------- partitioners
+#: one side of an exact OT problem: a party's rows, several parties' rows pooled, or a number
+#: of atoms (e.g. a support size)
+Side = str | tuple[str, ...] | int
+
+
+@dataclass(frozen=True)
+class PartyRows:
+    """Rows each party receives, known from the scenario before any data is loaded (the memory
+    preflight, :mod:`testbed.scenario.resources`): exact where the partition fixes them, an upper
+    bound where it draws them at random. ``total`` bounds the rows of any parties together: the
+    dataset's rows for a disjoint split, ``None`` when parties may share rows (then ``rows`` are
+    exact)."""
+
+    rows: Mapping[str, int]
+    total: int | None
+
+    def pooled(self, side: Side) -> int:
+        """Rows (or atoms) of one side: an int is itself; names pool their parties' rows."""
+        if isinstance(side, int):
+            return side
+        names = (side,) if isinstance(side, str) else side
+        n = sum(self.rows.get(p, 0) for p in names)
+        return n if self.total is None else min(n, self.total)
+
+    def pair(self, a: Side, b: Side) -> tuple[int, int]:
+        """The largest ``n_a x n_b`` an exact OT between sides ``a`` and ``b`` can have: the
+        sides' rows, or, when together they could exceed ``total`` (a random disjoint split),
+        the split of ``total`` between them that maximises the product."""
+        na, nb = self.pooled(a), self.pooled(b)
+        if self.total is None or isinstance(a, int) or isinstance(b, int):
+            return na, nb
+        if na + nb <= self.total:
+            return na, nb
+        x = min(na, max(self.total - nb, self.total // 2))
+        return x, self.total - x
+
+    def largest(self) -> int:
+        """Rows of the largest party."""
+        return max((self.pooled(p) for p in self.rows), default=0)
+
+
+def equal_rows(n: int, parties: Sequence[str]) -> PartyRows:
+    """An equal split of ``n`` rows (the first ``n mod k`` parties one row more)."""
+    return PartyRows(dict(zip(parties, _sizes_or_equal(n, len(parties), None, ""))), n)
+
+
 class PartitionerPlugin(Plugin):
     """Base class: ``split(dataset, parties, rng) -> {party: row indices}``."""
 
@@ -234,6 +283,15 @@ class PartitionerPlugin(Plugin):
         self, ds: Dataset, parties: Sequence[str], rng
     ) -> dict[str, np.ndarray]:  # pragma: no cover
         raise NotImplementedError
+
+    def party_rows(
+        self, n: int, parties: Sequence[str], class_rows: Mapping[int, int] | None = None
+    ) -> PartyRows | None:
+        """The rows :meth:`split` gives each party of a dataset of ``n`` rows (``class_rows``:
+        rows per label, when the dataset's parameters fix them), without the data: exact where
+        the parameters fix them, else an upper bound. ``None`` (default): unknown; the memory
+        preflight then assumes an equal split."""
+        return None
 
     def public_parties(self, parties: Sequence[str]) -> list[str]:
         """Parties whose rows this split makes public by design (e.g. a transfer set the server
@@ -274,6 +332,12 @@ class Iid(PartitionerPlugin):
     name = "iid"
     Config = IidConfig
 
+    def party_rows(self, n, parties, class_rows=None):
+        sizes = self.config.sizes
+        if sizes is None:
+            return equal_rows(n, parties)
+        return PartyRows(dict(zip(parties, sizes)), n) if len(sizes) == len(parties) else None
+
     def split(self, ds, parties, rng):
         sizes = _sizes_or_equal(ds.n, len(parties), self.config.sizes, "partition iid")
         perm = rng.permutation(ds.n)
@@ -307,6 +371,14 @@ class QuantitySkew(PartitionerPlugin):
     name = "quantity_skew"
     Config = QuantityConfig
 
+    def party_rows(self, n, parties, class_rows=None):
+        fr = self.config.fractions
+        if fr is None:  # Dirichlet fractions: any party may hold all but one row per other party
+            return PartyRows(dict.fromkeys(parties, max(n - len(parties) + 1, 1)), n)
+        if len(fr) != len(parties):
+            return None
+        return PartyRows({p: max(1, int(np.floor(f * n))) for p, f in zip(parties, fr)}, n)
+
     def split(self, ds, parties, rng):
         fr = self.config.fractions
         if fr is None:
@@ -330,6 +402,11 @@ class DirichletLabel(PartitionerPlugin):
 
     name = "dirichlet"
     Config = DirichletConfig
+
+    def party_rows(self, n, parties, class_rows=None):
+        # random: a party holds at most what the others' min_size rows leave
+        most = max(n - (len(parties) - 1) * self.config.min_size, 1)
+        return PartyRows(dict.fromkeys(parties, most), n)
 
     def split(self, ds, parties, rng):
         if ds.y is None:
@@ -364,6 +441,24 @@ class ClassSubsets(PartitionerPlugin):
 
     name = "class_subsets"
     Config = ClassSubsetsConfig
+
+    def party_rows(self, n, parties, class_rows=None):
+        cl, sizes = self.config.classes, self.config.sizes or []
+        if len(cl) != len(parties):
+            return None
+        owners: dict[int, int] = {}
+        for cs in cl:
+            for c in cs:
+                owners[int(c)] = owners.get(int(c), 0) + 1
+        rows = {}
+        for i, (p, cs) in enumerate(zip(parties, cl)):
+            if i < len(sizes):
+                rows[p] = sizes[i]
+            elif class_rows is not None:  # a shared class is split evenly (array_split)
+                rows[p] = sum(-(-class_rows.get(int(c), 0) // owners[int(c)]) for c in cs)
+            else:
+                rows[p] = n  # the classes' rows are unknown before loading
+        return PartyRows(rows, n)
 
     def split(self, ds, parties, rng):
         if ds.y is None:
@@ -413,6 +508,11 @@ class SharedBase(PartitionerPlugin):
 
     name = "shared_base"
     Config = SharedBaseConfig
+
+    def party_rows(self, n, parties, class_rows=None):
+        hold = self.config.holdout
+        rows = {p: hold.get(p, self.config.base_size) for p in parties}
+        return PartyRows(rows, None)  # the parties outside holdout share one sample
 
     def split(self, ds, parties, rng):
         unknown = [p for p in self.config.holdout if p not in parties]

@@ -39,6 +39,7 @@ from testbed.data.datasets import (
     DirichletConfig,
     DirichletLabel,
     PartitionerPlugin,
+    PartyRows,
 )
 from testbed.errors import DataError
 from testbed.registry import DATASETS, PARTITIONERS, PluginConfig
@@ -207,6 +208,18 @@ class DistillSplit(PartitionerPlugin):
         """The transfer set is sent to every client, and the audit candidates with it."""
         cfg = self.config
         return [cfg.transfer] + ([cfg.audit] if cfg.audit_target is not None else [])
+
+    def party_rows(self, n, parties, class_rows=None):
+        cfg = self.config
+        n_test = int(round(cfg.test_fraction * n))
+        n_tr = int(round(cfg.transfer_fraction * n))
+        server = {cfg.test: n_test, cfg.transfer: n_tr}
+        if cfg.audit_target is not None:
+            server[cfg.audit] = 2 * cfg.audit_rows
+        rest = max(n - n_test - n_tr, 0)  # the clients' Dirichlet split of the rest: random
+        rows = {p: server.get(p, rest) for p in parties}
+        # the audit's members stay in the target's rows: counted twice
+        return PartyRows(rows, n + cfg.audit_rows)
 
     def split(self, ds, parties, rng):
         cfg = self.config

@@ -11,22 +11,25 @@ A scenario may hold a ``limits`` block::
 
 ``testbed run --allow-large`` and ``--max-cells N`` override the same checks from the command
 line. :func:`check_memory` estimates the largest arrays a run builds from the scenario alone
-(dataset rows x dimension, the pairwise cost matrices of the reference and of the support,
-covariance matrices, projections) and stops with one line naming the field, its YAML line and
-the estimate. The estimate is an order of magnitude, not an accounting: it exists so that a typo
-such as ``n: 10000000`` ends in a message instead of a MemoryError or a swapping machine.
+(dataset rows x dimension, the n_a x n_b cost matrix and plan of the largest exact OT the run and
+its reference solve, each party against its support, covariance matrices, projections) and stops
+with one line naming the field, its YAML line and the estimate. Party sizes come from the
+partitioner's :meth:`~testbed.data.datasets.PartitionerPlugin.party_rows` (exact, or an upper
+bound for a random split; an equal split when it does not say), the pairs from the protocol's
+:meth:`~protocols._base.Protocol.exact_ot_pairs` (default: any two parties). The estimate is an
+order of magnitude, not an accounting: it exists so that a typo such as ``n: 10000000`` ends in a
+message instead of a MemoryError or a swapping machine.
 :func:`cell_budget` stops a run that runs past ``cell_seconds`` (checked between Python steps:
 a single long native call finishes first); a sweep keeps its finished cells and resumes.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.scenario.limits import (
     _CLI,
@@ -41,6 +44,9 @@ from testbed.scenario.limits import (
     check_cell_count,
     set_cli_overrides,
 )
+
+if TYPE_CHECKING:
+    from testbed.data.datasets import PartyRows
 
 __all__ = [
     "MAX_CELLS",
@@ -144,6 +150,52 @@ def _csv_shape(path: str) -> tuple[int, int]:
     return rows, cols
 
 
+def _class_rows(name: str, p: dict) -> dict[int, int] | None:
+    """Rows per label when the dataset's params fix them (label = component / class index)."""
+    if name == "gaussians":
+        return {i: int(c.get("n", 0)) for i, c in enumerate(p.get("components") or [])}
+    if name == "valence_arousal" and p.get("n_per_class"):
+        return dict(enumerate(int(n) for n in p["n_per_class"]))
+    return None
+
+
+def _party_rows(res: dict, N: int) -> PartyRows:
+    """Each party's rows from the partition's params (exact, or an upper bound where the
+    partition is random); an equal split when the partitioner does not say."""
+    from testbed.data.datasets import equal_rows
+    from testbed.registry import PARTITIONERS
+
+    names = list(res["data"]["parties"])
+    part = res["data"]["partition"]
+    ds = res["data"]["dataset"]
+    try:
+        plugin = PARTITIONERS.get(part["name"]).from_params(part.get("params") or {})
+        rows = plugin.party_rows(N, names, _class_rows(ds["name"], ds.get("params") or {}))
+    except Exception:  # a bad partition is reported by the run, with its own message
+        rows = None
+    if rows is None or set(rows.rows) != set(names):
+        return equal_rows(N, names)
+    return rows
+
+
+def _largest_pair(res: dict, rows: PartyRows) -> tuple[int, int]:
+    """``(n_a, n_b)`` of the largest exact OT the run and its reference solve: the protocol's
+    pairs (:meth:`protocols._base.Protocol.exact_ot_pairs`), by default any two parties."""
+    from testbed.registry import PROTOCOLS
+
+    proto = res["protocol"]
+    try:
+        pairs = PROTOCOLS.get(proto["name"]).from_params(proto.get("params") or {})
+        pairs = pairs.exact_ot_pairs(rows)
+    except Exception:  # a bad protocol config is reported by the run, with its own message
+        pairs = None
+    if not pairs:  # any two parties: the largest bound is that of the two largest
+        big = sorted(rows.rows, key=rows.pooled, reverse=True)[:2]
+        pairs = [(big[0], big[-1] if len(big) > 1 else big[0])] if big else []
+    sizes = [rows.pair(a, b) for a, b in pairs]
+    return max(sizes, key=lambda ab: ab[0] * ab[1], default=(0, 0))
+
+
 def estimate_memory(sc, resolved: dict | None = None) -> list[Estimate]:
     """The array families a run of ``sc`` builds, largest first (an order of magnitude);
     ``resolved`` is ``resolve(sc)`` when the caller has it (a sweep cell)."""
@@ -155,19 +207,20 @@ def estimate_memory(sc, resolved: dict | None = None) -> list[Estimate]:
     if shape is None:
         return []
     N, d, n_loc, n_how = shape
-    k = max(len(res["data"]["parties"]), 2)
-    n_party = math.ceil(N / k) if N else 0
+    rows = _party_rows(res, N)
+    n_a, n_b = _largest_pair(res, rows)
+    n_party = rows.largest()  # the largest party's rows: one side of its support's OT
     out = [
         Estimate(
             n_loc,
             4.0 * N * d * _F8,
             f"{N} rows{' (' + n_how + ')' if n_how else ''} x dimension {d} x 8 B x 4 copies",
         ),
-        # the reference's exact OT between two parties: cost matrix and plan
+        # the largest exact OT of the run and its reference: cost matrix and plan
         Estimate(
             n_loc,
-            3.0 * n_party * n_party * _F8,
-            f"{n_party} x {n_party} pairwise cost matrix and plan x 8 B x 3",
+            3.0 * n_a * n_b * _F8,
+            f"{n_a} x {n_b} pairwise cost matrix and plan x 8 B x 3",
         ),
     ]
     if ds["name"] == "gaussians":
