@@ -82,3 +82,28 @@ def test_scaffold_refuses_bad_input(tmp_path):
     (tmp_path / "full" / "f").write_text("x")
     with pytest.raises(TestbedError, match="not empty"):
         new_attack("ok_name", tmp_path / "full")
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("class", "'class' is a Python keyword"),
+        ("match", "'match' is a Python keyword"),
+        ("sent_rows", "'sent_rows' is already the name of a registered attack"),
+        ("json", "'json' is already an importable module ("),
+        ("numpy", "'numpy' is already an importable module ("),
+    ],
+)
+def test_scaffold_refuses_a_name_the_package_could_not_carry(tmp_path, capsys, name, says):
+    """A keyword (its import fails), a registered attack's name (the registry refuses a second)
+    or a module Python already finds (the package would shadow it): one line, exit 2, nothing
+    written."""
+    assert main(["new-attack", name, str(tmp_path / "pkg")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_new_protocol_refuses_a_registered_protocols_name(tmp_path, capsys):
+    assert main(["new-protocol", "fedwad", str(tmp_path / "pkg")]) == 2
+    assert "'fedwad' is already the name of a registered protocol" in capsys.readouterr().err

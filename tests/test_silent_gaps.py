@@ -179,3 +179,26 @@ def test_report_keeps_labels_and_says_no_output_never_no_leak(tmp_path):
     assert "geo" in head and "baseline" in head
     cov = md.split("Coverage: protocol × threat", 1)[1].split("\n## ", 1)[0]
     assert "(geo)" in cov and "record" in cov  # under its label, with the record-leak rule
+
+
+def test_testbed_run_names_each_setting_and_says_which_attack_gave_nothing(tmp_path, capsys):
+    """`testbed run` prints a line for an attack that ran and gave nothing, and two settings of
+    one attack under their own labels (they printed the same line before)."""
+    from testbed.cli.main import main
+
+    _scenario(
+        tmp_path,
+        "attacks:\n  - {name: fedwad_distributional, params: {method: optimisation, steps: 20}}\n"
+        "  - {name: fedwad_distributional, params: {method: optimisation, steps: 40}}\n"
+        "  - {name: sent_rows}\n",
+        observer="alice",
+    )
+    assert main(["run", str(tmp_path / "s.yaml"), "-q", "--out", str(tmp_path / "run")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    shown = [ln.split(" on ")[0] for ln in lines if ln.startswith("attack fedwad_distributional")]
+    assert len(shown) == 2 and len(set(shown)) == 2, shown  # one label per setting
+    said = [ln for ln in lines if ln.startswith("attack sent_rows")]
+    assert said == [
+        "attack sent_rows: ran as alice, but returned no output for any target (nothing it reads "
+        "was in this observer's view)"
+    ]

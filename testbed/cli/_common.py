@@ -66,8 +66,9 @@ def print_attack_rows(rows) -> None:
             print(f"attack {a['label']} (observer {a['observer']}): FAILED in {a['failed']}")
             continue
         keys = [k for k in ATTACK_KEYS if k in a]
+        name = a.get("label") or a["attack"]  # two settings of one attack: their labels differ
         print(
-            f"attack {a['attack']}{' (' + a['method'] + ')' if 'method' in a else ''} "
+            f"attack {name}{' (' + a['method'] + ')' if 'method' in a else ''} "
             f"on {a['target']} (observer {a['observer']}): "
             + ", ".join(f"{k}={fmt(a[k])}" for k in keys)
         )

@@ -62,6 +62,11 @@ def run(args) -> int:
     if util:  # the task's own metrics (FedBary's contribution Spearman, detection AUC, ...)
         print("task utility: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(util.items())))
     print_attack_rows(r.get("attacks", []))
+    if r.get("attacks_without_output"):  # ran and gave nothing: said, never read as "no leak"
+        from testbed.run.rerun import why_no_rows
+
+        for line in why_no_rows(sc, r.get("attacks", []), ran_only=True):
+            print(f"attack {line}")
     for line in skipped:
         print(line)
     print(f"results: {out.out_dir / 'results.json'}")

@@ -130,6 +130,7 @@ def _target(cmd: str, name: str, directory) -> tuple[Path, dict[str, str]]:
     template fields of plugin ``name``."""
     if not _SNAKE.match(name):
         raise TestbedError(f"{cmd}: NAME must be snake_case (a-z, 0-9, _), got {name!r}")
+    _check_free(cmd, name)
     root = Path(directory) if directory is not None else Path(name)
     if root.exists() and not root.is_dir():
         raise TestbedError(f"{cmd}: {root} is a file, not a directory")
@@ -137,6 +138,35 @@ def _target(cmd: str, name: str, directory) -> tuple[Path, dict[str, str]]:
         raise TestbedError(f"{cmd}: DIR {root} exists and is not empty")
     cls = "".join(part.capitalize() for part in name.split("_"))
     return root, {"name": name, "cls": cls, "dist": name.replace("_", "-")}
+
+
+def _check_free(cmd: str, name: str) -> None:
+    """Refuse a NAME the package could not carry: a Python keyword (``import class`` fails), a
+    module Python already finds (the package would shadow it, or be shadowed by it), or the name
+    of a registered plugin of that kind (the registry refuses a second one)."""
+    import importlib.util
+    import keyword
+
+    from testbed.registry import ATTACKS, PROTOCOLS
+
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        raise TestbedError(f"{cmd}: NAME {name!r} is a Python keyword; pick another name")
+    registry, kind = (ATTACKS, "attack") if cmd == "new-attack" else (PROTOCOLS, "protocol")
+    if name in registry:
+        raise TestbedError(
+            f"{cmd}: NAME {name!r} is already the name of a registered {kind} "
+            "(`testbed plugins` lists it); pick another name"
+        )
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin is not None:  # a bare directory (namespace) never wins
+        where = spec.origin if spec.origin not in ("built-in", "frozen") else "built in"
+        raise TestbedError(
+            f"{cmd}: NAME {name!r} is already an importable module ({where}); the package would "
+            "shadow it or be shadowed by it: pick another name"
+        )
 
 
 def _write(root: Path, files: dict[Path, str], fields: dict[str, str]) -> Path:

@@ -202,11 +202,12 @@ def _check_same_run(run_dir, saved: dict[str, Any], want_hash: str, transcript) 
         )
 
 
-def why_no_rows(sc, rows: list[dict[str, Any]]) -> list[str]:
+def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[str]:
     """One line per attack of ``sc`` (a scenario run or re-run) that produced no scored row,
-    saying why: it does not apply to the protocol (naming the protocols it applies to), or it ran
-    and returned no output for any target the observer could attack (or none for its ``target``
-    filter). Empty when every attack has a row."""
+    saying why: it does not apply to the protocol (naming the protocols it applies to; left out
+    with ``ran_only``, when the run already listed it as skipped), or it ran and returned no
+    output for any target the observer could attack (or none for its ``target`` filter). Empty
+    when every attack has a row."""
     from testbed.registry import ATTACKS
     from testbed.scenario.labels import attack_labels
     from testbed.scenario.resolve import resolve
@@ -228,6 +229,8 @@ def why_no_rows(sc, rows: list[dict[str, Any]]) -> list[str]:
             continue
         cls = ATTACKS.get(spec.name)
         if not cls(cls.Config(**resolved["attacks"][i]["params"])).applies_to(sc.protocol.name):
+            if ran_only:
+                continue
             out.append(
                 f"{label}: does not apply to protocol {sc.protocol.name!r} (applies to: "
                 f"{', '.join(cls.protocols)}); not run"
