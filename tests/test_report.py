@@ -179,6 +179,10 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     # the headline names the worst leak, its attack and observer, and gives a verdict
     head = html.split('class="headline-text"')[1].split("</div>")[0]
     assert "fedwad_geodesic" in head and "server" in head and 'class="verdict"' in head
+    # a setting in brackets after a figure is named as one, not a bare value read as a baseline
+    text = re.sub(r"<[^>]+>", "", head)
+    assert re.search(r"at error [\d.]+ % \(no defense\)", text), text
+    assert "(setting gaussian_measure_noise(noise_multiplier=1))." in text
     # the least-error and the least-leakage settings are on the leakage Pareto front
     means: dict[str, list[float]] = {}
     for r in rows:

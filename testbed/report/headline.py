@@ -236,6 +236,13 @@ def headline(
     return html_text, md
 
 
+def _setting(key) -> str:
+    """A setting as the headline's sentences name it: "no defense", or "setting 0.01" (a bare
+    swept value in brackets after a figure read as that figure's baseline)."""
+    name = setting_name(key[1])
+    return name if name == "no defense" else f"setting {name}"
+
+
 def _silent(rows: list[dict], series: str) -> dict[str, list[str]]:
     """The attacks of a protocol's cells that ran without output, and those skipped."""
     out: dict[str, list[str]] = {"no output": [], "skipped": []}
@@ -290,7 +297,7 @@ def verdict(
             dt, da, dtg, dk, dobs = dist
             text += (
                 f"; distributional inference: {e(da)} ({e(dobs)} → {e(dtg)}) reaches leakage "
-                f"<b>{fmt(dt[0])}</b> against the prior-only baseline ({e(setting_name(dk[1]))})"
+                f"<b>{fmt(dt[0])}</b> against the prior-only baseline ({e(_setting(dk))})"
             )
         return text + "." + quiet_note
     what = (
@@ -301,7 +308,7 @@ def verdict(
     text = (
         f"<b>{e(series)}</b> leaks {e(target)}'s data to the <b>{e(observer)}</b>: "
         f"{e(attack)} reaches {e(metric)} <b>{fmt(t[0])}</b> ({e(what)}) at error {e(err)} "
-        f"({e(setting_name(key[1]))})"
+        f"({e(_setting(key))})"
     )
     quiet = levels[0] if levels else None
     if not levels:
@@ -309,7 +316,7 @@ def verdict(
     elif quiet is not None:
         text += (
             f"; keeping {e(metric)} within {LEVELS[0]:g} costs error "
-            f"<b>{e(pct(agg[quiet][err_key][0]))}</b> ({e(setting_name(quiet[1]))})."
+            f"<b>{e(pct(agg[quiet][err_key][0]))}</b> ({e(_setting(quiet))})."
         )
     else:
         text += f"; no setting tried keeps {e(metric)} within {LEVELS[0]:g}."
