@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from protocols import ProtocolResult
@@ -67,6 +68,34 @@ class StringEstimate(PrivateMean):
         return ProtocolResult(estimates={"mean_distance": "1.5"})
 
 
+class NanEstimate(PrivateMean):
+    name = "fault_nan_estimate"
+
+    def run(self, parties, bus, rng):
+        super().run(parties, bus, rng)
+        return ProtocolResult(estimates={"mean_distance": float("nan")})
+
+
+class InfReference(PrivateMean):
+    name = "fault_inf_reference"
+
+    def reference(self, parties):
+        return {"mean_distance": -np.inf}
+
+
+class NanInArray(PrivateMean):
+    """Estimates the gap of the means per coordinate, one of them NaN."""
+
+    name = "fault_nan_in_array"
+
+    def run(self, parties, bus, rng):
+        d = super().run(parties, bus, rng).estimates["mean_distance"]
+        return ProtocolResult(estimates={"mean_distance": np.array([d, np.nan, np.inf, d])})
+
+    def reference(self, parties):
+        return {"mean_distance": np.full(4, super().reference(parties)["mean_distance"])}
+
+
 FAULTS = {
     ExitsInRun: "protocol 'fault_exit_in_run' failed in run: SystemExit: 0",
     ExitsAtAParty: "protocol 'fault_exit_at_party' failed in run: SystemExit: 0",
@@ -75,6 +104,11 @@ FAULTS = {
     ReturnsNone: "protocol 'fault_returns_none': run() must return a ProtocolResult, got NoneType",
     StringEstimate: "protocol 'fault_string_estimate': its estimate 'mean_distance' (str) cannot "
     "be compared with the reference (float)",
+    NanEstimate: "protocol 'fault_nan_estimate': its estimate 'mean_distance' is not finite (nan)",
+    InfReference: "protocol 'fault_inf_reference': its reference 'mean_distance' is not finite "
+    "(-inf)",
+    NanInArray: "protocol 'fault_nan_in_array': its estimate 'mean_distance' is not finite "
+    "(2 of 4 values: inf, nan)",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -84,6 +85,31 @@ def accuracy_of(estimate, exact) -> dict:
         # sign shows the direction of a bias (e.g. TriangleWad over-estimates for k > 1)
         "signed_relative_error": (estimate - exact) / exact if exact != 0 else math.nan,
     }
+
+
+def _not_finite(value) -> str | None:
+    """What is not finite in a number or numeric array (``'nan'``, ``'2 of 6 values: -inf,
+    nan'``); None when all of it is finite, or when it is not a number (:func:`accuracy_of`
+    names that)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+        bad = ~np.isfinite(value)
+        n = int(bad.sum())
+        if n == 0:
+            return None
+        kinds = sorted({str(x) for x in np.asarray(value)[bad].ravel()[:1000]})
+        return f"{n} of {value.size} values: {', '.join(kinds)}"
+    if isinstance(value, numbers.Real) and not math.isfinite(value):
+        return str(float(value))
+    return None
+
+
+def _comparable(protocol: str, key: str, estimate, exact) -> None:
+    """An estimate compared with its reference, and that reference, are finite: a NaN or an
+    infinity would come out as a NaN relative error (written as null), not as a fault."""
+    for what, value in (("estimate", estimate), ("reference", exact)):
+        bad = _not_finite(value)
+        if bad is not None:
+            raise PluginFault(f"protocol {protocol!r}: its {what} {key!r} is not finite ({bad})")
 
 
 def headline_accuracy(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | None:
@@ -165,6 +191,7 @@ def evaluate(world: World, exchange: Exchange) -> Evaluation:
     accuracy = {}
     for k in scored:
         if k in ref:
+            _comparable(world.protocol.name, k, scored[k], ref[k])
             try:
                 accuracy[k] = accuracy_of(scored[k], ref[k])
             except (TypeError, ValueError) as exc:
