@@ -59,6 +59,18 @@ class PrivateMean(LeakyMean):
         return ProtocolResult(estimates={"mean_distance": float(np.linalg.norm(m[a] - m[b]))})
 
 
+class Sleeper(PrivateMean):
+    """Sleeps in its run (a test kills the process meanwhile)."""
+
+    name = "toy_sleeper"
+
+    def run(self, parties, bus, rng):
+        import time
+
+        time.sleep(600)
+        return super().run(parties, bus, rng)
+
+
 class UndeclaredKind(PrivateMean):
     """Sends a kind it does not declare."""
 

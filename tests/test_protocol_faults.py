@@ -4,9 +4,13 @@ transcript once its run returned (docs/trust.md, "The protocol under test")."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +19,8 @@ from protocols import ProtocolResult
 from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.exchange.bus import SERVER
-from tests._toy_protocols import PrivateMean, registered, two_gaussians
+from testbed.run.rundir import LOCK_NAME, run_dir_lock
+from tests._toy_protocols import PrivateMean, Sleeper, registered, two_gaussians
 
 
 def _scenario(protocol: str, workers: int) -> str:
@@ -168,3 +173,85 @@ def test_a_message_sent_after_the_run_returned_is_refused(tmp_path):
     n = len(out.transcript)
     time.sleep(0.05)
     assert len(out.transcript) == n  # nothing was added to the checked transcript
+
+
+# ----------------------------------------------------------------------------- a killed run
+_CHILD = """\
+import sys
+from tests._toy_protocols import Sleeper, registered
+from testbed.cli.main import main
+with registered(Sleeper):
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _killed_mid_run(tmp_path: Path, workers: int) -> tuple[Path, Path]:
+    """Start `testbed run` of a protocol that sleeps into runs/sleepy, SIGKILL it once its
+    fresh directory exists; returns (runs/sleepy, the fresh directory)."""
+    sc = tmp_path / "sleepy.yaml"
+    sc.write_text(two_gaussians("sleepy", Sleeper.name, f"engine_params: {{workers: {workers}}}\n"))
+    runs = tmp_path / "runs"
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, "run", str(sc), "--out", str(runs / "sleepy"), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(runs.glob(".sleepy.testbed-*.tmp/resolved.yaml")):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    (fresh,) = runs.glob(".sleepy.testbed-*.tmp")
+    assert [p.name for p in (runs / "sleepy").iterdir()] == [LOCK_NAME]
+    return runs / "sleepy", fresh
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_what_a_killed_run_left_is_named_in_one_line(workers, tmp_path, capsys):
+    out, fresh = _killed_mid_run(tmp_path, workers)
+    capsys.readouterr()
+    left = f"{out}: an interrupted run left no results (only its lock file"
+    for cmd in ("report", "verify", "transcript", "attack"):
+        assert main([cmd, str(out)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert err == [f"error: {left}; its unfinished files are in {fresh}); run it again"], cmd
+    assert main(["report", str(fresh)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {fresh}: the unfinished files of an interrupted run into {out}, not a run "
+        f"directory; run it again (the next run written in {out.parent}/ deletes them)"
+    ]
+    # a run of another scenario beside it deletes the unfinished files, never the lock file
+    other = tmp_path / "other.yaml"
+    other.write_text(two_gaussians("other", PrivateMean.name))
+    with registered(PrivateMean):
+        assert main(["run", str(other), "--out", str(out.parent / "other"), "-q"]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["other", "sleepy"]
+    assert [p.name for p in out.iterdir()] == [LOCK_NAME]
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {left}); run it again"]
+
+
+def test_a_run_leaves_the_fresh_directory_of_a_writer_at_work(tmp_path):
+    """The fresh directory of a run being written beside it is not touched: its run directory's
+    lock is held."""
+    runs = tmp_path / "runs"
+    busy = runs / ".busy.testbed-abc123.tmp"
+    other = tmp_path / "other.yaml"
+    other.write_text(two_gaussians("other", PrivateMean.name))
+    with run_dir_lock(runs / "busy", write=True):
+        busy.mkdir()
+        (busy / "resolved.yaml").write_text("name: busy\n")
+        with registered(PrivateMean):
+            assert main(["run", str(other), "--out", str(runs / "other"), "-q"]) == 0
+        assert (busy / "resolved.yaml").is_file()

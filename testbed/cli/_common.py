@@ -374,7 +374,8 @@ def _finished_at(run: Path) -> float | None:
 def find_run_dir(targets: list[str], command: str) -> Path:
     """The run directory a ``report``/``attack``/``transcript`` command works on: a directory as
     given, or the latest finished run of a scenario (file or name) under ./runs/, said once.
-    Several targets (a glob that matched several runs) are refused with one line."""
+    What a killed run left instead of a run is refused with one line
+    (:func:`testbed.run.rundir.interrupted`). Several targets (a glob that matched several runs) are refused with one line."""
     import re
 
     if len(targets) > 1:
@@ -386,6 +387,10 @@ def find_run_dir(targets: list[str], command: str) -> Path:
         )
     target = targets[0]
     if Path(target).is_dir():
+        from testbed.run.rundir import interrupted
+
+        if (why := interrupted(target)) is not None:
+            raise TestbedError(why)
         return Path(target)
     name, out = _scenario_target(target)
     if out is not None:

@@ -10,6 +10,12 @@ when the process exits, however it exits.
 
 A new run into a used ``--out`` is written into a fresh directory beside it and swapped in
 whole (:func:`fresh_run_dir`); an ``--out`` that is not a testbed run directory is refused.
+
+A writer killed outright (``kill -9``, the machine going down) leaves its fresh directory
+(``.NAME.testbed-*.tmp``) and, for a first run, a ``NAME`` holding only the lock file. The next
+run into any directory beside them removes the fresh directories whose run directory it can lock
+(:func:`fresh_run_dir`); the commands that read a run name both in one line
+(:func:`interrupted`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -35,6 +42,7 @@ __all__ = [
     "check_replaceable",
     "finished_cells",
     "fresh_run_dir",
+    "interrupted",
     "is_sweep",
     "run_dir_lock",
     "scenario_of",
@@ -77,6 +85,100 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _held(directory: Path) -> bool:
+    """Whether a writer holds ``directory``'s lock now (without creating the lock file)."""
+    try:
+        fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+#: a writer's fresh directory beside its run directory ``NAME`` (:func:`fresh_run_dir`), or the
+#: old run it is deleting (``.old``)
+_FRESH = re.compile(rf"\.(?P<out>.+)\.{re.escape(TEMP_MARK)}[A-Za-z0-9_]+\.tmp(?:\.old)?")
+
+
+def _fresh_dirs(parent: Path) -> dict[str, list[Path]]:
+    """The writers' fresh directories in ``parent``, by the run directory they were for."""
+    found: dict[str, list[Path]] = {}
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return found
+    for e in entries:
+        if e.name.startswith(".") and TEMP_MARK in e.name and (m := _FRESH.fullmatch(e.name)):
+            if e.is_dir(follow_symlinks=False):
+                found.setdefault(m["out"], []).append(Path(e.path))
+    return found
+
+
+def interrupted(run_dir: str | Path) -> str | None:
+    """One line when ``run_dir`` is what a killed ``testbed run`` left instead of a run: a
+    directory holding only its lock file, or a writer's fresh directory (``.NAME.testbed-*.tmp``)
+    that no writer holds; None otherwise (a run being written is refused by its lock)."""
+    d = Path(run_dir)
+    m = _FRESH.fullmatch(d.name)
+    if m is not None:
+        if _held(d):
+            return None
+        out = d.parent / m["out"]
+        return (
+            f"{d}: the unfinished files of an interrupted run into {out}, not a run directory; "
+            f"run it again (the next run written in {d.parent}/ deletes them)"
+        )
+    try:
+        names = [p.name for p in d.iterdir()]
+    except OSError:
+        return None
+    if names != [LOCK_NAME] or _held(d):
+        return None
+    fresh = sorted(_fresh_dirs(d.parent).get(d.name, []))
+    left = "only its lock file" + (f"; its unfinished files are in {fresh[0]}" if fresh else "")
+    return f"{d}: an interrupted run left no results ({left}); run it again"
+
+
+def _remove_fresh_dirs(parent: Path, out: str) -> None:
+    """Remove the fresh directories in ``parent`` that no writer holds: ``out``'s own (its lock
+    is held by the caller) and those of another run directory whose lock this process can take
+    at once (its writer holds it from before its fresh directory is made to after it is gone;
+    taken only to move them aside, so a run or reader of that directory arriving now is
+    refused for no longer than a rename). A lock file is never created or deleted here."""
+    stale: list[Path] = []
+    for name, dirs in _fresh_dirs(parent).items():
+        if name == out:
+            stale += dirs
+            continue
+        try:
+            fd = os.open(parent / name / LOCK_NAME, os.O_RDWR)
+        except OSError:  # no run directory, or no lock file: not known to be stale
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # its writer (or a reader) is at work
+            os.close(fd)
+            continue
+        try:
+            for d in dirs:
+                aside = d if d.name.endswith(".old") else d.with_name(d.name + ".old")
+                try:
+                    if aside != d:
+                        os.rename(d, aside)
+                    stale.append(aside)
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+    for d in stale:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- replacing a run
@@ -206,9 +308,7 @@ def fresh_run_dir(out: str | Path) -> Iterator[RunDirWriter]:
     existed = out.exists()
     out.parent.mkdir(parents=True, exist_ok=True)
     with run_dir_lock(out, write=True):
-        for stale in out.parent.glob(f".{out.name}.{TEMP_MARK}*.tmp*"):
-            if stale.is_dir() and not stale.is_symlink():  # a crashed writer's; we hold the lock
-                shutil.rmtree(stale, ignore_errors=True)
+        _remove_fresh_dirs(out.parent, out.name)  # a killed writer's; we hold out's lock
         tmp = Path(
             tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.{TEMP_MARK}", suffix=".tmp")
         )
