@@ -104,11 +104,13 @@ def num(x: Any) -> float:
 
 def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
     """Rows (one per cell) and run information of a run directory."""
+    from testbed.run.rundir import is_sweep
+
     run_dir = Path(run_dir)
     info: dict[str, Any] = {}
     if (run_dir / "run_info.json").is_file():
         info = json.loads((run_dir / "run_info.json").read_text())
-    if (run_dir / "results.jsonl").is_file():
+    if is_sweep(run_dir):
         rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines() if x]
         info["kind"] = "sweep"
         for row in rows:  # rows of `testbed attack` re-runs saved in each cell
