@@ -375,7 +375,8 @@ def find_run_dir(targets: list[str], command: str) -> Path:
     """The run directory a ``report``/``attack``/``transcript`` command works on: a directory as
     given, or the latest finished run of a scenario (file or name) under ./runs/, said once.
     What a killed run left instead of a run is refused with one line
-    (:func:`testbed.run.rundir.interrupted`). Several targets (a glob that matched several runs) are refused with one line."""
+    (:func:`testbed.run.rundir.interrupted`), and so are several targets (a glob that matched
+    several runs)."""
     import re
 
     if len(targets) > 1:
