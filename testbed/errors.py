@@ -18,6 +18,12 @@ class PluginFault(TestbedError):
     exit_code = 1
 
 
+class EngineCallError(PluginFault):
+    """A call a plugin made through the engine failed there, for what the plugin did: a worker
+    process holding its party died, or an argument or a result cannot cross between processes.
+    :class:`~testbed.registry.plugin_phase` names the plugin in front of the engine's line."""
+
+
 class ScenarioError(TestbedError):
     """The scenario file is malformed or refers to something that does not exist."""
 

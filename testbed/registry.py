@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from testbed.errors import PluginFault, TestbedError, UnknownPluginError
+from testbed.errors import EngineCallError, PluginFault, TestbedError, UnknownPluginError
 
 __all__ = [
     "ATTACKS",
@@ -142,6 +142,8 @@ class plugin_phase:  # noqa: N801 - used as a context manager, reads like a stat
         return self
 
     def __exit__(self, et, exc, tb):
+        if isinstance(exc, EngineCallError):  # the engine says what failed, not whose call
+            raise PluginFault(f"{self.kind} {self.name!r} failed in {self.phase}: {exc}") from exc
         if exc is None or isinstance(exc, TestbedError):
             return False  # user-facing errors already say what is wrong
         if not isinstance(exc, (Exception, SystemExit, GeneratorExit)):

@@ -40,14 +40,21 @@ class ExitsInRun(PrivateMean):
         sys.exit(0)
 
 
-class ExitsAtAParty(PrivateMean):
-    """Calls sys.exit(0) in a party's call (on a worker process with the pool engine)."""
+def _calling(name: str, fn, party: int = 0) -> type:
+    """A protocol that makes one call ``fn`` at its ``party``-th party, then runs as PrivateMean."""
 
-    name = "fault_exit_at_party"
+    class CallsFirst(PrivateMean):
+        def run(self, parties, bus, rng):
+            bus.local(list(parties)[party], fn)
+            return super().run(parties, bus, rng)
 
-    def run(self, parties, bus, rng):
-        bus.local(list(parties)[0], _exit0)
-        return super().run(parties, bus, rng)
+    CallsFirst.name = name
+    CallsFirst.__qualname__ = CallsFirst.__name__ = f"Calls_{fn.__name__}"
+    return CallsFirst
+
+
+#: calls sys.exit(0) in a party's call (on a worker process with the pool engine)
+ExitsAtAParty = _calling("fault_exit_at_party", _exit0)
 
 
 class BrokenPipeInEvaluate(PrivateMean):
@@ -120,13 +127,64 @@ FAULTS = {
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("cls", list(FAULTS), ids=lambda c: c.name)
 def test_a_protocol_fault_is_one_line_exit_1_naming_the_protocol(cls, workers, tmp_path, capsys):
+    _fails_with(cls, workers, FAULTS[cls], tmp_path, capsys)
+
+
+def _fails_with(cls, workers: int, says: str, tmp_path, capsys) -> None:
+    """`testbed run` of protocol ``cls`` exits 1 with one line starting with ``says``."""
     sc = tmp_path / "s.yaml"
     sc.write_text(_scenario(cls.name, workers))
     with registered(cls):
         rc = main(["run", str(sc), "--out", str(tmp_path / "r"), "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1
-    assert len(err) == 1 and err[0].startswith(f"error: {FAULTS[cls]}"), err
+    assert len(err) == 1 and err[0].startswith(f"error: {says}"), err
+
+
+def _give_back_a_lambda(party):
+    return lambda: party  # a worker cannot pickle it back to the driver
+
+
+def _use(party, value):
+    return 0.0
+
+
+def _die(party):
+    os._exit(3)
+
+
+UnreturnableResult = _calling("fault_unreturnable_result", _give_back_a_lambda)
+
+
+class UnsendableArgument(PrivateMean):
+    name = "fault_unsendable_argument"
+
+    def run(self, parties, bus, rng):
+        bus.local_map([(p, _use, threading.Lock()) for p in parties])
+        return super().run(parties, bus, rng)
+
+
+WorkerDies = _calling("fault_worker_dies", _die, party=1)
+
+
+#: faults only a party call on a worker process can make (the in-process engine neither pickles
+#: nor has a process to lose): the engine's line, after the protocol's name
+POOL_FAULTS = {
+    UnreturnableResult: "protocol 'fault_unreturnable_result' failed in run: pool engine: party "
+    "'alice': _give_back_a_lambda returned what cannot be sent from its worker process (",
+    UnsendableArgument: "protocol 'fault_unsendable_argument' failed in run: pool engine: party "
+    "'alice': _use was given what cannot be sent to the worker process (TypeError: cannot "
+    "pickle '_thread.lock' object)",
+    WorkerDies: "protocol 'fault_worker_dies' failed in run: pool engine: the worker process "
+    "holding 'bob' died (exit code 3)",
+}
+
+
+@pytest.mark.parametrize("cls", list(POOL_FAULTS), ids=lambda c: c.name)
+def test_a_party_call_that_fails_in_the_engine_names_the_protocol_and_the_call(
+    cls, tmp_path, capsys
+):
+    _fails_with(cls, 2, POOL_FAULTS[cls], tmp_path, capsys)
 
 
 def _ping(bus, stop):

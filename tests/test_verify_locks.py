@@ -231,3 +231,28 @@ def test_an_out_that_is_not_a_run_directory_is_refused(tmp_path, capsys):
     assert main(["run", str(f), "--out", str(mine), "-q"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+
+
+def test_a_forked_child_does_not_keep_the_run_directory_locked(tmp_path):
+    """A process forked while a run holds its directory's lock (a pool worker, or what a
+    protocol's code forks) does not hold the lock: once the writer is gone, the directory is
+    free although the child lives on (a child surviving a killed driver cannot lock it for ever)."""
+    import os
+    import signal
+
+    r, w = os.pipe()
+    with run_dir_lock(tmp_path, write=True):
+        pid = os.fork()
+        if pid == 0:  # the child: say it started, then outlive the writer's lock
+            os.write(w, b"1")
+            time.sleep(30)
+            os._exit(0)
+    assert os.read(r, 1) == b"1"
+    os.close(r)
+    os.close(w)
+    try:
+        with run_dir_lock(tmp_path, write=True):  # refused while the child held it
+            pass
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

@@ -63,6 +63,25 @@ def finished_cells(run_dir: str | Path) -> list[Path]:
     return sorted(d for d in (Path(run_dir) / "cells").glob("*") if (d / "results.json").is_file())
 
 
+#: descriptors of the run-directory locks this process holds
+_HELD: set[int] = set()
+
+
+def _forget_held_locks() -> None:
+    """In a forked child (a worker of the pool engine, whatever a protocol forks): close the
+    inherited lock descriptors. The lock stays the parent's (it ends when every descriptor of it
+    is closed), and a child that outlives a killed parent cannot keep the directory locked."""
+    for fd in list(_HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_forget_held_locks)
+
+
 @contextlib.contextmanager
 def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
     """Hold ``directory``'s lock: exclusive to write, shared to read; never wait for it."""
@@ -73,6 +92,7 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
         yield  # a directory written before locks existed, or copied without the lock file
         return
     fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    _HELD.add(fd)
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if write else fcntl.LOCK_SH) | fcntl.LOCK_NB)
@@ -84,6 +104,7 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
             ) from None
         yield
     finally:
+        _HELD.discard(fd)
         os.close(fd)
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from testbed.errors import TestbedError
+from testbed.errors import EngineCallError, TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.engines._batch import in_call_order, run_in_order
 from testbed.registry import PluginConfig
@@ -146,8 +146,30 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
         out = run_in_order(batch, parties)
         try:
             conn.send(out)
-        except Exception as exc:  # an unpicklable result or exception
-            conn.send([(False, TestbedError(f"pool engine: cannot return a result ({exc})"))])
+        except Exception as exc:  # an unpicklable result or exception: say whose
+            conn.send([(False, _unsendable(batch, out, exc, "returned"))])
+
+
+def _call_name(call: tuple) -> str:
+    """``party 'a': fn`` of a call ``(party | None, fn, args, kwargs)``."""
+    party, fn = call[0], call[1]
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"party {party!r}: {name}" if party is not None else name
+
+
+def _unsendable(calls: list, items: list, exc: BaseException, what: str) -> EngineCallError:
+    """The error for a batch that could not be pickled, naming the first call whose own item
+    (its arguments, or its result) cannot be: a plugin's fault, not the engine's."""
+    culprit = "a call"
+    for call, item in zip(calls, items):
+        try:
+            _ForkingPickler.dumps(item)
+        except Exception as e:
+            culprit, exc = _call_name(call), e
+            break
+    why = " ".join(f"{type(exc).__name__}: {exc}".split()).removesuffix(":")
+    where = "from its worker process" if what == "returned" else "to the worker process"
+    return EngineCallError(f"pool engine: {culprit} {what} what cannot be sent {where} ({why})")
 
 
 class PoolBus(Bus):
@@ -224,7 +246,7 @@ class PoolBus(Bus):
             known = ", ".join(self._where) or "(none)"
             raise TestbedError(f"no party {party!r} on this bus; parties: {known}") from None
         if w in self._dead:
-            raise TestbedError(
+            raise EngineCallError(
                 f"pool engine: the worker process holding party {party!r} died ({self._dead[w]})"
             )
         return w
@@ -248,7 +270,7 @@ class PoolBus(Bus):
                 break
         self._dead[w] = _end_group(proc, REAP_SECONDS)
         names = [p for p, i in self._where.items() if i == w]
-        raise TestbedError(
+        raise EngineCallError(
             f"pool engine: the worker process holding {', '.join(map(repr, names)) or 'no party'} "
             f"died ({self._dead[w]})"
         )
@@ -270,10 +292,11 @@ class PoolBus(Bus):
             by_worker.setdefault(w, []).append(i)
         batches = {}
         for w, idx in by_worker.items():
+            batch = [calls[i][1] for i in idx]
             try:  # all of them before any is sent
-                batches[w] = _ForkingPickler.dumps([calls[i][1] for i in idx])
+                batches[w] = _ForkingPickler.dumps(batch)
             except Exception as exc:
-                raise TestbedError(f"pool engine: cannot send a call to a worker ({exc})") from None
+                raise _unsendable(batch, batch, exc, "was given") from None
         replies, failure, sent = [], None, []
         # set until every worker sent calls was read: a Ctrl-C (or any exception but a dead
         # worker's) on the way leaves replies in the pipes, and the bus says so from then on
