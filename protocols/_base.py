@@ -77,6 +77,13 @@ class Protocol(Plugin):
     #: the testbed's scenarios/ (testbed.testing.checks.resolve_contract_scenario).
     #: Default: scenarios/contract_tiny_<name>.yaml when it exists, else a two-party Gaussian.
     contract_scenario: ClassVar[str | None] = None
+    #: how many parties a scenario of this protocol has (``data.parties``): at least
+    #: ``min_parties``, at most ``max_parties`` (None: no limit); ``testbed validate`` refuses
+    #: another count naming the field and its line. Roles named in the params (``clients``,
+    #: ``validation``, ...) are checked by the Config against the scenario's parties
+    #: (``testbed.registry.check_parties``)
+    min_parties: ClassVar[int] = 1
+    max_parties: ClassVar[int | None] = None
 
     @abstractmethod
     def run(self, parties: Mapping[str, Any], bus: Bus, rng: np.random.Generator) -> ProtocolResult:

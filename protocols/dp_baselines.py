@@ -68,7 +68,7 @@ from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import Protocol, ProtocolResult
 from testbed import ot as tot
@@ -77,7 +77,7 @@ from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.exchange.ledger import GaussianNoiseChoice, MechanismEvent, calibrated_multiplier
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS
+from testbed.registry import PROTOCOLS, check_parties
 
 __all__ = [
     "DPClientsBase",
@@ -90,6 +90,7 @@ __all__ = [
     "projection_matrix",
     "projection_sensitivity",
     "smoothed_sliced_wasserstein",
+    "two_or_more_parties",
 ]
 
 
@@ -152,6 +153,21 @@ class _DPConfig(GaussianNoiseChoice):
         None, ge=0, description="seed of the projection; null = drawn by the server, announced"
     )
 
+    @field_validator("clients")
+    @classmethod
+    def _clients(cls, v, info: ValidationInfo):
+        return two_or_more_parties(v, info)
+
+
+def two_or_more_parties(v: list[str] | None, info: ValidationInfo) -> list[str] | None:
+    """A ``clients`` list of the DP protocols: at least two of the scenario's parties ([] is the
+    default, as null)."""
+    if v:
+        if len(v) < 2:
+            raise ValueError(f"names at least two parties, got {len(v)}")
+        check_parties(v, info)
+    return v
+
 
 class DPSlicedWassersteinConfig(_DPConfig):
     reference_projections: int = Field(
@@ -182,6 +198,7 @@ class DPClientsBase(Protocol):
     """Shared by the one-release DP protocols: the client list and the noise multiplier."""
 
     role: str = "client (releases noisy projections)"
+    min_parties = 2  # the distance between two releases, at least
     #: the N x N distances when more than two clients release (the dataset-distance task)
     headline_accuracy = ("distance_matrix", "wasserstein")
 

@@ -35,10 +35,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import ProtocolResult
-from protocols.dp_baselines import DPClientsBase, clip_rows, pairwise_estimates
+from protocols.dp_baselines import (
+    DPClientsBase,
+    clip_rows,
+    pairwise_estimates,
+    two_or_more_parties,
+)
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
@@ -60,6 +65,11 @@ class DPGaussianMomentsConfig(GaussianNoiseChoice):
     covariance: Literal["full", "diagonal"] = Field(
         "full", description="release the full second-moment matrix or its diagonal"
     )
+
+    @field_validator("clients")
+    @classmethod
+    def _clients(cls, v, info: ValidationInfo):
+        return two_or_more_parties(v, info)
 
 
 def _release(party: PartyData, C: float, sigma: float, diagonal: bool, seed: int) -> dict:

@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from protocols._barycenter import (
     barycenter_steps,
@@ -61,7 +61,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
 __all__ = [
     "FedBary",
@@ -121,6 +121,25 @@ class FedBaryConfig(PluginConfig):
         "dual potentials of datum detection, by POT's ot.emd. false: every plan by ot.emd. "
         "outputs.solvers says which solver solved which plans",
     )
+
+    @field_validator("clients")
+    @classmethod
+    def _clients(cls, v, info: ValidationInfo):
+        check_parties(v or [], info)
+        return v
+
+    @field_validator("validation")
+    @classmethod
+    def _validation(cls, v, info: ValidationInfo):
+        if v is not None:
+            check_parties([v], info)
+            clients = info.data.get("clients")
+            if clients and v in clients:
+                raise ValueError(f"{v!r} is also one of the clients")
+            parties = scenario_parties(info)
+            if not clients and parties is not None and set(parties) == {v}:
+                raise ValueError(f"{v!r} is the only party: none is left to be a client")
+        return v
 
     @model_validator(mode="after")
     def _check(self):

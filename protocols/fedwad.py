@@ -49,7 +49,7 @@ from collections.abc import Generator, Mapping
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from protocols._base import Protocol, ProtocolResult, drive
 from testbed import ot as tot
@@ -57,7 +57,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus, parallel_safe
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS, PluginConfig, check_parties
 
 __all__ = ["FedWAD", "FedWADConfig", "fedwad_round_interp"]
 
@@ -100,6 +100,15 @@ class FedWADConfig(PluginConfig):
         True,
         description="record the bound A^(k) and the running estimate each round (testbed diagnostic, not sent)",
     )
+
+    @field_validator("clients")
+    @classmethod
+    def _two_parties(cls, v, info: ValidationInfo):
+        if v:  # [] is the default, as null
+            if len(v) != 2:
+                raise ValueError(f"names the two parties holding mu and nu, got {len(v)}")
+            check_parties(v, info)
+        return v
 
     @model_validator(mode="after")
     def _check(self):
@@ -175,6 +184,7 @@ class FedWAD(Protocol):
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.25
     headline_accuracy = ("wasserstein",)
+    min_parties = 2  # mu and nu: `clients`, or the first two parties
 
     # -- roles
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:

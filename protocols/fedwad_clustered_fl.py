@@ -39,13 +39,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import FEDWAD_KINDS
 from protocols.fedwad_clustering import (
     FedWADClustering,
     FedWADClusteringConfig,
+    clusters_fit,
     planted_labels,
     spectral_clusters,
 )
@@ -63,6 +64,7 @@ __all__ = ["FedWADClusteredFL", "FedWADClusteredFLConfig", "fedavg"]
 class FedWADClusteredFLConfig(PluginConfig):
     clustering: FedWADClusteringConfig = Field(
         default_factory=FedWADClusteringConfig,
+        validate_default=True,  # its default n_clusters needs as many parties
         description="federated distance matrix + spectral clustering (fedwad_clustering's params)",
     )
     covariance: str = Field(
@@ -75,6 +77,15 @@ class FedWADClusteredFLConfig(PluginConfig):
     lr: float = Field(0.05, gt=0, description="local SGD learning rate")
     batch_size: int = Field(16, gt=0)
     test_fraction: float = Field(0.25, gt=0, lt=1, description="rows each client holds out")
+
+    @field_validator("clustering")
+    @classmethod
+    def _fits(cls, v, info: ValidationInfo):
+        try:  # a given clustering was checked inside; its default (n_clusters 5) is checked here
+            clusters_fit(v.n_clusters, info)
+        except ValueError as exc:
+            raise ValueError(f"n_clusters: {exc}") from None
+        return v
 
 
 # -- computations at a client (through ``bus.local``)
@@ -229,6 +240,7 @@ class FedWADClusteredFL(Protocol):
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_matrix": 0.35, "ari": 0.1}
     headline_accuracy = ("distance_matrix",)
+    min_parties = 2  # fedwad_clustering's (the Config checks clustering.n_clusters)
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config

@@ -31,7 +31,7 @@ from itertools import combinations, islice
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import Protocol, ProtocolResult, drive_many
 from protocols.fedwad import FEDWAD_KINDS, FedWAD, FedWADConfig
@@ -40,9 +40,15 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import Bus
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS, PluginConfig, scenario_parties
 
-__all__ = ["FedWADClustering", "FedWADClusteringConfig", "planted_labels", "spectral_clusters"]
+__all__ = [
+    "FedWADClustering",
+    "FedWADClusteringConfig",
+    "clusters_fit",
+    "planted_labels",
+    "spectral_clusters",
+]
 
 
 class FedWADClusteringConfig(PluginConfig):
@@ -50,7 +56,12 @@ class FedWADClusteringConfig(PluginConfig):
         default_factory=lambda: FedWADConfig(support_size=10, iterations=10, init_scale=5.0),
         description="FedWAD parameters used for every pair (its 'clients' key is ignored)",
     )
-    n_clusters: int = Field(5, gt=1, description="clusters asked of spectral clustering")
+    n_clusters: int = Field(
+        5,
+        gt=1,
+        validate_default=True,  # the default 5 needs 5 parties too
+        description="clusters asked of spectral clustering (at most the number of parties)",
+    )
     setting: Literal["affinity", "sparse_graph"] = Field(
         "affinity", description="rescaled distances as affinity, or a k-NN binary graph"
     )
@@ -64,6 +75,20 @@ class FedWADClusteringConfig(PluginConfig):
         description="pairs run in lock step (their client calls batched into one round trip; "
         "the distances are the same, the messages interleave); 1 = one pair after another",
     )
+
+    @field_validator("n_clusters")
+    @classmethod
+    def _fits(cls, v, info: ValidationInfo):
+        return clusters_fit(v, info)
+
+
+def clusters_fit(n_clusters: int, info: ValidationInfo) -> int:
+    """``n_clusters`` at most the scenario's number of parties (one client per cluster)."""
+    parties = scenario_parties(info)
+    if parties is not None and n_clusters > len(parties):
+        k = len(parties)
+        raise ValueError(f"{n_clusters} clusters asked of {k} part{'y' if k == 1 else 'ies'}")
+    return n_clusters
 
 
 def planted_labels(label_sets: Mapping[str, frozenset]) -> np.ndarray:
@@ -118,6 +143,7 @@ class FedWADClustering(Protocol):
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}
     headline_accuracy = ("distance_matrix",)
+    min_parties = 2  # pairwise distances, n_clusters >= 2 (the Config checks n_clusters)
 
     def _seed(self, rng: np.random.Generator) -> int:
         return int(rng.integers(0, 2**31 - 1))

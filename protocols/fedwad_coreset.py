@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import Protocol, ProtocolResult
 from protocols.fedwad import FedWADConfig, _client_step, _dim, _distance_to, fedwad_round_interp
@@ -63,7 +63,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
 __all__ = [
     "FedWADCoreset",
@@ -80,7 +80,9 @@ class FedWADCoresetConfig(PluginConfig):
         None, description="parties holding data (default: every party except `test`)"
     )
     test: str | None = Field(
-        "test", description="held-out labelled party scoring the 1-NN classifier (None: skip)"
+        "test",
+        validate_default=True,  # the default names a party the scenario must have
+        description="held-out labelled party scoring the 1-NN classifier (None: skip)",
     )
     coreset_size: int = Field(10, gt=0, description="K: atoms of the global coreset")
     local_coreset_size: int = Field(
@@ -100,6 +102,27 @@ class FedWADCoresetConfig(PluginConfig):
         default_factory=lambda: FedWADConfig(support_size=10, iterations=5),
         description="inner FedWAD (support_size, iterations, t, interpolation, init of xi)",
     )
+
+    @field_validator("clients")
+    @classmethod
+    def _clients(cls, v, info: ValidationInfo):
+        check_parties(v or [], info)
+        return v
+
+    @field_validator("test")
+    @classmethod
+    def _test(cls, v, info: ValidationInfo):
+        parties = scenario_parties(info)
+        if parties is None:
+            return v
+        if v is not None and v not in parties:
+            raise ValueError(
+                f"{v!r} is not a party; parties: {', '.join(parties)} (test: null skips the "
+                "held-out 1-NN score)"
+            )
+        if not info.data.get("clients") and not [p for p in parties if p != v]:
+            raise ValueError(f"{v!r} is the only party: none is left to be a client")
+        return v
 
 
 # -- pieces shared by the federated run and the central reference

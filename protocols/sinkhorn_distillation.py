@@ -44,14 +44,14 @@ from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from protocols._base import Protocol, ProtocolResult
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.exchange.ledger import MechanismEvent
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
 __all__ = ["AGGREGATOR", "DPSGDParams", "SinkhornDistillation", "SinkhornDistillationConfig"]
 
@@ -66,8 +66,13 @@ class DPSGDParams(PluginConfig):
 
 
 class SinkhornDistillationConfig(PluginConfig):
-    transfer: str = Field("transfer", description="party holding the server's transfer set")
-    test: str = Field("test", description="party holding the server's labelled test set")
+    # the defaults name parties the scenario must have: checked like given names
+    transfer: str = Field(
+        "transfer", validate_default=True, description="party holding the server's transfer set"
+    )
+    test: str = Field(
+        "test", validate_default=True, description="party holding the server's labelled test set"
+    )
     global_set: str | None = Field(
         None, description="party holding the server's labelled global data (needed for lwf)"
     )
@@ -108,8 +113,22 @@ class SinkhornDistillationConfig(PluginConfig):
     pate_sigma: float = Field(1.0, gt=0, description="std of the Gaussian noise on vote counts")
     reference_seed: int = Field(0, ge=0, description="seed of the centrally trained reference")
 
+    @field_validator("transfer", "test", "global_set", "audit")
+    @classmethod
+    def _server_party(cls, v, info: ValidationInfo):
+        if v is not None:
+            check_parties([v], info)
+        return v
+
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self, info: ValidationInfo):
+        parties = scenario_parties(info)
+        server = {self.transfer, self.test, self.global_set, self.audit}
+        if parties is not None and not [p for p in parties if p not in server]:
+            raise ValueError(
+                f"no client party: every party ({', '.join(parties)}) holds server data "
+                "(transfer, test, global_set, audit)"
+            )
         if self.lwf and self.global_set is None:
             raise ValueError("lwf needs global_set (the server's labelled data)")
         if self.label_coords is not None and self.n_classes is not None:

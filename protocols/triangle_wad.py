@@ -50,7 +50,7 @@ from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from protocols._base import Protocol, ProtocolResult
 from testbed import ot as tot
@@ -58,7 +58,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.measure import Measure
-from testbed.registry import PROTOCOLS, PluginConfig
+from testbed.registry import PROTOCOLS, PluginConfig, check_parties
 
 __all__ = [
     "TriangleWad",
@@ -162,9 +162,34 @@ class TriangleWadConfig(_GammaConfig):
         "known_t", description="t public (eq. 7) or kept private by the buyer (Thm 2 fit)"
     )
 
+    @field_validator("clients")
+    @classmethod
+    def _parties(cls, v, info: ValidationInfo):
+        if v:  # [] is the default, as null
+            if len(v) < 2:
+                raise ValueError(f"names at least two parties, got {len(v)}")
+            check_parties(v, info)
+        return v
+
+    @model_validator(mode="after")
+    def _two_unless_known_t(self):
+        if self.clients is not None and len(self.clients) > 2 and self.setting != "known_t":
+            raise ValueError(
+                f"clients: setting {self.setting!r} takes exactly two parties, got "
+                f"{len(self.clients)} (only known_t takes more)"
+            )
+        return self
+
 
 class TriangleWadMarketplaceConfig(_GammaConfig):
     buyer: str | None = Field(None, description="the buyer's party name (default: the first party)")
+
+    @field_validator("buyer")
+    @classmethod
+    def _party(cls, v, info: ValidationInfo):
+        if v is not None:
+            check_parties([v], info)
+        return v
 
 
 # ----------------------------------------------------------------------------- party-side code
@@ -218,6 +243,7 @@ def _known_t_diagnostic(party: PartyData, gamma: Measure, eta_buyer: Measure, t0
 # ----------------------------------------------------------------------------- shared logic
 class _TriangleBase(Protocol):
     headline_accuracy = ("wasserstein",)
+    min_parties = 2  # mu and nu; the buyer and at least one seller
 
     def _gamma(
         self, bus: Bus, rng: np.random.Generator, announcer: str, receivers: Sequence[str], d: int

@@ -23,7 +23,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo
 
 from testbed.errors import EngineCallError, PluginFault, TestbedError, UnknownPluginError
 
@@ -40,6 +40,8 @@ __all__ = [
     "Registry",
     "TRANSFORMS",
     "lazy_exports",
+    "scenario_parties",
+    "check_parties",
 ]
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -155,9 +157,34 @@ class plugin_phase:  # noqa: N801 - used as a context manager, reads like a stat
 
 
 class PluginConfig(BaseModel):
-    """Base for every plugin's parameters: unknown keys are rejected, instances are frozen."""
+    """Base for every plugin's parameters: unknown keys are rejected, instances are frozen.
+
+    A scenario's params are validated (``testbed validate``, and ``testbed run`` before it runs)
+    with a context, ``info.context`` in a pydantic validator: ``base_dir`` (the scenario's
+    folder), ``parties`` (its party names, :func:`scenario_parties`) and, for the partitioner,
+    ``labels`` (the class labels the dataset can hold, when its config alone tells them:
+    ``DatasetPlugin.possible_labels``). A config built without a scenario (at run time, in a
+    test) has no context: checks that need one are left to the run."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def scenario_parties(info: ValidationInfo) -> list[str] | None:
+    """The scenario's party names while its params are validated; None without a scenario."""
+    return (info.context or {}).get("parties")
+
+
+def check_parties(names, info: ValidationInfo) -> None:
+    """``ValueError`` naming the first of ``names`` that is not one of the scenario's parties
+    (nothing is checked without a scenario)."""
+    parties = scenario_parties(info)
+    if parties is None:
+        return
+    known = set(parties)
+    for n in names:
+        if n not in known:
+            more = f", ... ({len(parties)})" if len(parties) > 10 else ""
+            raise ValueError(f"{n!r} is not a party; parties: {', '.join(parties[:10])}{more}")
 
 
 class Plugin:

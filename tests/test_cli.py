@@ -117,6 +117,374 @@ def test_malformed_scenarios_fail_with_one_line(tmp_path, capsys, mutate, line, 
     assert "Traceback" not in err
 
 
+# ----------------------------------------------------------------------------- validate = run
+def _protocol(spec: str) -> callable:
+    """GOOD with ``protocol:`` replaced by ``spec`` (the lines after line 13)."""
+    return lambda s: s[: s.index("protocol:")] + f"protocol: {spec}\n"
+
+
+def _partition(spec: str) -> callable:
+    """GOOD with line 11's ``partition:`` replaced by ``spec``."""
+    return lambda s: s.replace("{name: class_subsets, params: {classes: [[0], [1]]}}", spec)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "line", "needle"),
+    [
+        (
+            lambda s: s.replace("classes: [[0], [1]]", "classes: [[0, 1], []]"),
+            11,
+            "data.partition.params.classes[1]: empty class list: every party holds at least one "
+            "class",
+        ),
+        (
+            lambda s: s.replace("classes: [[0], [1]]", "classes: [[0], [1], [0]]"),
+            11,
+            "data.partition.params.classes: 3 class lists for 2 parties (alice, bob); give one "
+            "per party, in data.parties' order",
+        ),
+        (
+            lambda s: s.replace("classes: [[0], [1]]", "classes: [[0], [-1]]"),
+            11,
+            "data.partition.params.classes[1][0]: Input should be greater than or equal to 0 "
+            "(got -1)",
+        ),
+        (
+            lambda s: s.replace("classes: [[0], [1]]", "classes: [[0], [5]]"),
+            11,
+            "data.partition.params.classes: class 5 (list 1) is not a label of the dataset (its "
+            "labels: 0..1)",
+        ),
+        (
+            lambda s: s.replace("[[0], [1]]", "[[0, 1]]").replace("[alice, bob]", "[alice]"),
+            12,
+            "data.parties: protocol 'fedwad' needs at least 2 parties, the scenario has 1 (alice)",
+        ),
+        (
+            lambda s: _protocol("{name: dp_jl_ot}")(
+                s.replace("[[0], [1]]", "[[0, 1]]").replace("[alice, bob]", "[alice]")
+            ),
+            12,
+            "data.parties: protocol 'dp_jl_ot' needs at least 2 parties, the scenario has 1",
+        ),
+        (
+            lambda s: s.replace("{support_size: 4", "{clients: [alice, carol], support_size: 4"),
+            15,
+            "protocol.params.clients: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: fedwad_clustering}"),
+            13,
+            "protocol.params.n_clusters: 5 clusters asked of 2 parties",
+        ),
+        (
+            _protocol("{name: fedwad_coreset}"),
+            13,
+            "protocol.params.test: 'test' is not a party; parties: alice, bob (test: null skips",
+        ),
+        (
+            lambda s: _with_dataset(
+                "{name: csv, params: {path: pts.csv, label_column: label}}"
+            ).replace("  parties:", "  partition: {name: iid}\n  parties:"),
+            4,
+            "data.dataset.params.label_column: 'label' is not in the header of pts.csv (x, y, c)",
+        ),
+        (
+            lambda s: _with_dataset(
+                "{name: csv, params: {path: raw.csv, label_column: 3}}"
+            ).replace("  parties:", "  partition: {name: iid}\n  parties:"),
+            4,
+            "data.dataset.params.label_column: 3 is out of range for the 3 columns of raw.csv",
+        ),
+        (
+            lambda s: _with_dataset(
+                "{name: npy, params: {path: pts.npy, label_column: c}}"
+            ).replace("  parties:", "  partition: {name: iid}\n  parties:"),
+            4,
+            "data.dataset.params.label_column: must be a column index for .npy files",
+        ),
+        (
+            _partition("{name: iid, params: {sizes: [10, 10, 10]}}"),
+            11,
+            "data.partition.params.sizes: 3 sizes for 2 parties (alice, bob)",
+        ),
+        (
+            _partition("{name: quantity_skew, params: {fractions: [0.5]}}"),
+            11,
+            "data.partition.params.fractions: 1 fractions for 2 parties (alice, bob)",
+        ),
+        (
+            _partition("{name: shared_base, params: {base_size: 10, holdout: {carol: 5}}}"),
+            11,
+            "data.partition.params.holdout: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _partition("{name: distill_split}"),
+            11,
+            "data.partition.params: 'transfer' is not a party; parties: alice, bob",
+        ),
+        (
+            lambda s: s.replace("{support_size: 4", "{clients: [alice], support_size: 4"),
+            15,
+            "protocol.params.clients: names the two parties holding mu and nu, got 1",
+        ),
+        (
+            _protocol("{name: triangle_wad, params: {clients: [alice]}}"),
+            13,
+            "protocol.params.clients: names at least two parties, got 1",
+        ),
+        (
+            lambda s: _protocol(
+                "{name: triangle_wad, params: {setting: unknown_t, clients: [alice, bob, carol]}}"
+            )(_partition("{name: iid}")(s).replace("[alice, bob]", "[alice, bob, carol]")),
+            13,
+            "protocol.params: clients: setting 'unknown_t' takes exactly two parties, got 3 (only "
+            "known_t takes more)",
+        ),
+        (
+            _protocol("{name: triangle_wad_marketplace, params: {buyer: carol}}"),
+            13,
+            "protocol.params.buyer: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: dp_gaussian_moments, params: {clients: [alice, carol]}}"),
+            13,
+            "protocol.params.clients: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: fedbary, params: {validation: carol}}"),
+            13,
+            "protocol.params.validation: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: fedbary, params: {clients: [alice, bob], validation: bob}}"),
+            13,
+            "protocol.params.validation: 'bob' is also one of the clients",
+        ),
+        (
+            lambda s: _protocol("{name: fedbary, params: {validation: alice}}")(
+                s.replace("[[0], [1]]", "[[0, 1]]").replace("[alice, bob]", "[alice]")
+            ),
+            13,
+            "protocol.params.validation: 'alice' is the only party: none is left to be a client",
+        ),
+        (
+            _protocol("{name: fedwad_clustered_fl}"),
+            13,
+            "protocol.params.clustering: n_clusters: 5 clusters asked of 2 parties",
+        ),
+        (
+            _protocol("{name: sinkhorn_distillation}"),
+            13,
+            "protocol.params.transfer: 'transfer' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: sinkhorn_distillation, params: {transfer: alice, test: bob}}"),
+            13,
+            "protocol.params: no client party: every party (alice, bob) holds server data",
+        ),
+        (
+            lambda s: _with_dataset("{name: digits}").replace(
+                "  parties:",
+                "  partition: {name: class_subsets, params: {classes: [[0], [10]]}}\n  parties:",
+            ),
+            5,
+            "data.partition.params.classes: class 10 (list 1) is not a label of the dataset (its "
+            "labels: 0..9)",
+        ),
+        (
+            _protocol("{name: triangle_wad, params: {clients: [alice, carol]}}"),
+            13,
+            "protocol.params.clients: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: dp_jl_ot, params: {clients: [alice]}}"),
+            13,
+            "protocol.params.clients: names at least two parties, got 1",
+        ),
+        (
+            _protocol("{name: fedbary, params: {clients: [alice, carol]}}"),
+            13,
+            "protocol.params.clients: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            _protocol("{name: fedwad_coreset, params: {clients: [carol], test: null}}"),
+            13,
+            "protocol.params.clients: 'carol' is not a party; parties: alice, bob",
+        ),
+        (
+            lambda s: _protocol("{name: fedwad_coreset, params: {test: alice}}")(
+                s.replace("[[0], [1]]", "[[0, 1]]").replace("[alice, bob]", "[alice]")
+            ),
+            13,
+            "protocol.params.test: 'alice' is the only party: none is left to be a client",
+        ),
+        (
+            lambda s: _partition("{name: distill_split}")(s).replace(
+                "[alice, bob]", "[transfer, test]"
+            ),
+            11,
+            "data.partition.params: no client party: transfer, test all hold server data",
+        ),
+        (
+            lambda s: _partition(
+                "{name: distill_split, params: {audit_target: audit, audit_rows: 2}}"
+            )(s).replace("[alice, bob]", "[alice, transfer, test, audit]"),
+            11,
+            "data.partition.params: audit_target 'audit' is not a client party",
+        ),
+        (
+            lambda s: _with_dataset(
+                "{name: csv, params: {path: raw.csv, label_column: c}}"
+            ).replace("  parties:", "  partition: {name: iid}\n  parties:"),
+            4,
+            "data.dataset.params.label_column: 'c': raw.csv has no header row (give the column's "
+            "index)",
+        ),
+        (
+            lambda s: _with_dataset(
+                "{name: npy, params: {path: pts.npy, label_column: 3}}"
+            ).replace("  parties:", "  partition: {name: iid}\n  parties:"),
+            4,
+            "data.dataset.params.label_column: 3 is out of range for the 3 columns of pts.npy",
+        ),
+    ],
+    ids=[
+        "empty-class-list",
+        "class-lists-vs-parties",
+        "negative-class",
+        "class-not-in-dataset",
+        "fedwad-one-party",
+        "dp-one-party",
+        "clients-not-parties",
+        "n-clusters-above-parties",
+        "coreset-test-party-missing",
+        "csv-label-column-not-in-header",
+        "csv-label-index-out-of-range",
+        "npy-label-column-name",
+        "iid-sizes-vs-parties",
+        "quantity-skew-fractions-vs-parties",
+        "shared-base-holdout-not-a-party",
+        "distill-split-server-party-missing",
+        "fedwad-one-client",
+        "triangle-one-client",
+        "triangle-unknown-t-three-clients",
+        "marketplace-buyer-not-a-party",
+        "dp-moments-clients-not-parties",
+        "fedbary-validation-not-a-party",
+        "fedbary-validation-is-a-client",
+        "fedbary-no-client-left",
+        "clustered-fl-default-n-clusters",
+        "sinkhorn-transfer-party-missing",
+        "sinkhorn-no-client-party",
+        "digits-class-not-in-dataset",
+        "triangle-clients-not-parties",
+        "dp-one-client",
+        "fedbary-clients-not-parties",
+        "coreset-clients-not-parties",
+        "coreset-no-client-left",
+        "distill-split-no-client-party",
+        "distill-split-audit-target-not-a-client",
+        "csv-label-name-without-header",
+        "npy-label-index-out-of-range",
+    ],
+)
+def test_validate_refuses_what_run_would_refuse(tmp_path, capsys, mutate, line, needle):
+    """Scenarios `testbed run` refused after validate had passed them (the party count, the
+    partition against the parties and the dataset's labels, a CSV label column): validate names
+    field and line, and run stops with the same line before it creates its directory."""
+    import numpy as np
+
+    (tmp_path / "pts.csv").write_text("x,y,c\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n")
+    (tmp_path / "raw.csv").write_text("1,2,0\n3,4,1\n5,6,0\n7,8,1\n")
+    np.save(tmp_path / "pts.npy", np.arange(12.0).reshape(4, 3))
+    text = mutate(GOOD)
+    code, out, err = _run(tmp_path, text, capsys)
+    assert code == 2, out
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"error: {tmp_path / 's.yaml'}:{line}: {needle}"), err
+    assert "Traceback" not in err
+    run_dir = tmp_path / "run"
+    code, _, run_err = _run(tmp_path, text, capsys, "--out", str(run_dir), "-q", command="run")
+    assert (code, run_err) == (2, err)
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("protocol", ["fedwad", "triangle_wad", "dp_jl_ot"])
+def test_an_empty_clients_list_is_the_default(tmp_path, capsys, protocol):
+    """``clients: []`` means what null does (the protocols read it so): not an error."""
+    code, _, err = _run(
+        tmp_path, _protocol(f"{{name: {protocol}, params: {{clients: []}}}}")(GOOD), capsys
+    )
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("protocol", "needle"),
+    [
+        ("fedwad", "data.parties: protocol 'fedwad' needs at least 2 parties"),
+        ("triangle_wad", "data.parties: protocol 'triangle_wad' needs at least 2 parties"),
+        (
+            "triangle_wad_marketplace",
+            "data.parties: protocol 'triangle_wad_marketplace' needs at least 2 parties",
+        ),
+        ("dp_jl_ot", "data.parties: protocol 'dp_jl_ot' needs at least 2 parties"),
+        (
+            "dp_sliced_wasserstein",
+            "data.parties: protocol 'dp_sliced_wasserstein' needs at least 2 parties",
+        ),
+        ("dp_gaussian_moments", "data.parties: protocol 'dp_gaussian_moments' needs at least 2"),
+        ("fedwad_clustering", "protocol.params.n_clusters: 5 clusters asked of 1 party"),
+        ("fedwad_clustered_fl", "protocol.params.clustering: n_clusters: 5 clusters asked of 1"),
+        ("sinkhorn_distillation", "protocol.params.transfer: 'transfer' is not a party"),
+    ],
+)
+def test_a_protocol_given_one_party_too_few_is_refused_by_validate(
+    tmp_path, capsys, protocol, needle
+):
+    """Every built-in protocol that cannot run with one party says so at validate, naming the
+    field and its line (the count is ``Protocol.min_parties``; named roles their Config)."""
+    text = _protocol(f"{{name: {protocol}}}")(
+        GOOD.replace("[[0], [1]]", "[[0, 1]]").replace("[alice, bob]", "[alice]")
+    )
+    code, _, err = _run(tmp_path, text, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    line = 12 if needle.startswith("data.parties") else 13
+    assert err.startswith(f"error: {tmp_path / 's.yaml'}:{line}: {needle}"), err
+
+
+@pytest.mark.parametrize(("low", "need"), [(1, "at most 2"), (2, "exactly 2")])
+def test_a_protocols_max_parties_is_checked(tmp_path, capsys, monkeypatch, low, need):
+    """``Protocol.max_parties`` (no built-in sets one): a third party is refused at validate."""
+    from protocols.fedwad import FedWAD
+
+    monkeypatch.setattr(FedWAD, "min_parties", low)
+    monkeypatch.setattr(FedWAD, "max_parties", 2)
+    text = _partition("{name: iid}")(GOOD).replace("[alice, bob]", "[alice, bob, carol]")
+    code, _, err = _run(tmp_path, text, capsys)
+    assert code == 2
+    assert err == (
+        f"error: {tmp_path / 's.yaml'}:12: data.parties: protocol 'fedwad' needs {need} "
+        "parties, the scenario has 3 (alice, bob, carol)\n"
+    )
+
+
+def test_a_sweep_cell_that_run_would_refuse_is_refused_by_validate(tmp_path, capsys):
+    """A sweep whose first cell has one party for a two-party protocol: validate names the line
+    of the swept value; run stops with the same line and leaves no run directory behind."""
+    text = GOOD.replace("class_subsets, params: {classes: [[0], [1]]}", "iid") + (
+        "sweep:\n  data.parties: [[alice], [alice, bob]]\n"
+    )
+    code, _, err = _run(tmp_path, text, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "s.yaml:17: data.parties: protocol 'fedwad' needs at least 2 parties" in err, err
+    assert "(in sweep cell data.parties=alice)" in err
+    run_dir = tmp_path / "run"
+    code, _, run_err = _run(tmp_path, text, capsys, "--out", str(run_dir), "-q", command="run")
+    assert (code, run_err) == (2, err)
+    assert not run_dir.exists()
+
+
 def test_python_tag_is_refused_and_never_executed(tmp_path, capsys):
     marker = tmp_path / "pwned"
     text = GOOD.replace("seed: 3", f'seed: !!python/object/apply:os.system ["touch {marker}"]')

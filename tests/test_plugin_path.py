@@ -64,6 +64,36 @@ def test_plugin_that_fails_to_import_is_listed_and_breaks_only_its_users(
     assert "failed to import" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind", ["protocol", "attack"])
+def test_a_broken_plugin_is_named_with_its_field_and_line(monkeypatch, capsys, tmp_path, kind):
+    """validate (and run, which validates first) names the scenario's line that uses a plugin
+    whose entry point fails to import, like an unknown name: one line, exit 2, no directory."""
+    from testbed.registry import PROTOCOLS
+
+    reg = {"protocol": PROTOCOLS, "attack": ATTACKS}[kind]
+    reg.names()
+    for attr in ("_broken", "_items", "_origins"):
+        monkeypatch.setattr(reg, attr, dict(getattr(reg, attr)))
+    reg._load_entry_point(EntryPoint("my_broken", "no_such_module_xyz:P", f"ot_testbed.{kind}s"))
+    text = open(TINY).read()
+    if kind == "protocol":
+        text, line, field = text.replace("name: fedwad", "name: my_broken"), 17, "protocol.name"
+    else:
+        text, line, field = text + "attacks:\n  - name: my_broken\n", 22, "attacks[0].name"
+    sc = tmp_path / "s.yaml"
+    sc.write_text(text)
+    assert main(["validate", str(sc)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {sc}:{line}: {field}: {kind} 'my_broken': entry point 'my_broken' "
+        "(no_such_module_xyz:P) failed to import: ModuleNotFoundError: No module named "
+        "'no_such_module_xyz'\n"
+    )
+    assert main(["run", str(sc), "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == err
+    assert not (tmp_path / "r").exists()
+
+
 def _with_attack(monkeypatch, cls):
     monkeypatch.setitem(ATTACKS._items, cls.name, cls)
     monkeypatch.setitem(ATTACKS._origins, cls.name, f"{cls.__module__}.{cls.__qualname__}")

@@ -11,14 +11,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from testbed.errors import DataError
 from testbed.measure import Measure
-from testbed.registry import DATASETS, PARTITIONERS, Plugin, PluginConfig
+from testbed.registry import (
+    DATASETS,
+    PARTITIONERS,
+    Plugin,
+    PluginConfig,
+    check_parties,
+    scenario_parties,
+)
 
 __all__ = [
     "Dataset",
@@ -102,6 +109,11 @@ class DatasetPlugin(Plugin):
     def load(self, rng: np.random.Generator) -> Dataset:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def possible_labels(self) -> frozenset[int] | None:
+        """Every class label a load can hold, when the config alone tells (nothing is read):
+        ``testbed validate`` refuses a partition that asks for another class. None: unknown."""
+        return None
+
 
 class GaussianComponent(PluginConfig):
     n: int = Field(gt=0, description="number of points")
@@ -121,6 +133,9 @@ class Gaussians(DatasetPlugin):
 
     name = "gaussians"
     Config = GaussiansConfig
+
+    def possible_labels(self):
+        return frozenset(range(len(self.config.components)))  # label = component index
 
     def params(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         c, d = self.config.components[k], self.config.d
@@ -194,25 +209,36 @@ def _sklearn_loader(loader_name: str, label_kind: str):
     return load
 
 
-for _name, _loader, _labels, _doc in [
+def _labels_below(n_classes: int):
+    def possible_labels(self):
+        return frozenset(range(n_classes))
+
+    return possible_labels
+
+
+# name, loader, labels, number of classes (labels 0..n-1; known without loading), description
+for _name, _loader, _labels, _n_classes, _doc in [
     (
         "digits",
         "load_digits",
         "class",
+        10,
         "scikit-learn digits: 1797 x 64 pixel images (0..16), 10 classes.",
     ),
-    ("wine", "load_wine", "class", "scikit-learn wine: 178 x 13, 3 classes."),
+    ("wine", "load_wine", "class", 3, "scikit-learn wine: 178 x 13, 3 classes."),
     (
         "breast_cancer",
         "load_breast_cancer",
         "class",
+        2,
         "scikit-learn breast cancer: 569 x 30, 2 classes.",
     ),
-    ("iris", "load_iris", "class", "scikit-learn iris: 150 x 4, 3 classes."),
+    ("iris", "load_iris", "class", 3, "scikit-learn iris: 150 x 4, 3 classes."),
     (
         "diabetes",
         "load_diabetes",
         "ordinal5",
+        5,
         "scikit-learn diabetes: 442 x 10, progression binned into 5 ordinal levels.",
     ),
 ]:
@@ -224,6 +250,7 @@ for _name, _loader, _labels, _doc in [
             "name": _name,
             "Config": SklearnConfig,
             "load": _sklearn_loader(_loader, _labels),
+            "possible_labels": _labels_below(_n_classes),
         },
     )
     DATASETS.register(_cls)
@@ -299,6 +326,19 @@ class PartitionerPlugin(Plugin):
         return []
 
 
+def one_per_party(v: list | None, info: ValidationInfo, what: str) -> list | None:
+    """A partitioner's per-party list (``sizes``, ``fractions``, ``classes``) has one entry per
+    party of the scenario (checked when validated with the scenario, PluginConfig)."""
+    parties = scenario_parties(info)
+    if v is not None and parties is not None and len(v) != len(parties):
+        raise ValueError(
+            f"{len(v)} {what} for {len(parties)} part{'y' if len(parties) == 1 else 'ies'} "
+            f"({', '.join(parties[:5])}"
+            f"{', ...' if len(parties) > 5 else ''}); give one per party, in data.parties' order"
+        )
+    return v
+
+
 def _sizes_or_equal(total: int, k: int, sizes: list[int] | None, where: str) -> list[int]:
     if sizes is None:
         base = [total // k] * k
@@ -319,10 +359,10 @@ class IidConfig(PluginConfig):
 
     @field_validator("sizes")
     @classmethod
-    def _pos(cls, v):
+    def _pos(cls, v, info: ValidationInfo):
         if v is not None and any(s <= 0 for s in v):
             raise ValueError("every size must be positive")
-        return v
+        return one_per_party(v, info, "sizes")
 
 
 @PARTITIONERS.register
@@ -358,10 +398,10 @@ class QuantityConfig(PluginConfig):
 
     @field_validator("fractions")
     @classmethod
-    def _frac(cls, v):
+    def _frac(cls, v, info: ValidationInfo):
         if v is not None and (any(f <= 0 for f in v) or sum(v) > 1 + 1e-9):
             raise ValueError("fractions must be positive and sum to at most 1")
-        return v
+        return one_per_party(v, info, "fractions")
 
 
 @PARTITIONERS.register
@@ -427,12 +467,42 @@ class DirichletLabel(PartitionerPlugin):
         )
 
 
+def _label_range(labels) -> str:
+    s = sorted(labels)
+    if not s:
+        return "none"
+    return f"{s[0]}..{s[-1]}" if s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
+
+
+def _some_class(v: list[int]) -> list[int]:
+    if not v:
+        raise ValueError("empty class list: every party holds at least one class")
+    return v
+
+
 class ClassSubsetsConfig(PluginConfig):
-    classes: list[list[int]] = Field(description="labels held by each party, one list per party")
+    classes: list[Annotated[list[Annotated[int, Field(ge=0)]], AfterValidator(_some_class)]] = (
+        Field(description="labels held by each party, one list per party")
+    )
     sizes: list[int] | None = Field(
         None,
         description="rows per party (default: all rows of its classes, shared evenly when classes overlap)",
     )
+
+    @field_validator("classes")
+    @classmethod
+    def _per_party(cls, v, info: ValidationInfo):
+        one_per_party(v, info, "class lists")
+        labels = (info.context or {}).get("labels")  # the dataset's, when its config tells
+        if labels is not None:
+            for i, cs in enumerate(v):
+                for c in cs:
+                    if c not in labels:
+                        raise ValueError(
+                            f"class {c} (list {i}) is not a label of the dataset (its labels: "
+                            f"{_label_range(labels)})"
+                        )
+        return v
 
 
 @PARTITIONERS.register
@@ -498,6 +568,12 @@ class SharedBaseConfig(PluginConfig):
         default_factory=dict, description="party -> rows: parties with their own disjoint rows"
     )
     base_size: int = Field(gt=0, description="rows of the one sample every other party receives")
+
+    @field_validator("holdout")
+    @classmethod
+    def _parties(cls, v, info: ValidationInfo):
+        check_parties(v, info)
+        return v
 
 
 @PARTITIONERS.register

@@ -31,7 +31,7 @@ Partitioner ``distill_split``
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from testbed.data.datasets import (
     Dataset,
@@ -42,7 +42,7 @@ from testbed.data.datasets import (
     PartyRows,
 )
 from testbed.errors import DataError
-from testbed.registry import DATASETS, PARTITIONERS, PluginConfig
+from testbed.registry import DATASETS, PARTITIONERS, PluginConfig, check_parties, scenario_parties
 
 __all__ = [
     "VALENCE_AROUSAL",
@@ -189,11 +189,21 @@ class DistillSplitConfig(PluginConfig):
     audit_rows: int = Field(0, ge=0, description="members (and as many non-members) to draw")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self, info: ValidationInfo):
         if self.transfer_fraction + self.test_fraction >= 0.95:
             raise ValueError("transfer_fraction + test_fraction must leave rows for the clients")
         if (self.audit_target is None) != (self.audit_rows == 0):
             raise ValueError("audit_target and audit_rows > 0 go together")
+        # the parties split() needs (checked when validated with the scenario, PluginConfig)
+        server = [self.transfer, self.test] + ([self.audit] if self.audit_target else [])
+        check_parties(server, info)
+        parties = scenario_parties(info)
+        if parties is not None:
+            clients = [p for p in parties if p not in server]
+            if not clients:
+                raise ValueError(f"no client party: {', '.join(parties)} all hold server data")
+            if self.audit_target is not None and self.audit_target not in clients:
+                raise ValueError(f"audit_target {self.audit_target!r} is not a client party")
         return self
 
 

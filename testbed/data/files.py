@@ -16,7 +16,7 @@ from testbed.data.datasets import Dataset, DatasetPlugin, check_matrix
 from testbed.errors import DataError
 from testbed.registry import DATASETS, PluginConfig
 
-__all__ = ["CsvFile", "FileConfig", "NpyFile"]
+__all__ = ["CsvConfig", "CsvFile", "FileConfig", "NpyConfig", "NpyFile"]
 
 
 class FileConfig(PluginConfig):
@@ -39,11 +39,63 @@ class FileConfig(PluginConfig):
         return str(p.resolve())
 
 
+#: ``testbed validate`` reads at most this much of a CSV file: its first row, the header
+_FIRST_ROW_CHARS = 1 << 20
+
+
+def _is_header(row: list[str]) -> bool:
+    """The loader's rule: a first row whose first cell is not a number is a header."""
+    try:
+        float(row[0])
+    except (ValueError, IndexError):
+        return True
+    return False
+
+
+def _first_row(path: str) -> list[str] | None:
+    """The first CSV row of ``path``, read alone (at most 1 MiB); None when it cannot be read that
+    way: an empty or unreadable file, a longer row (the loader reports what is wrong)."""
+    read = 0
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+
+            def lines():
+                nonlocal read
+                while read < _FIRST_ROW_CHARS:
+                    line = f.readline(_FIRST_ROW_CHARS - read)
+                    if not line:
+                        return
+                    read += len(line)
+                    yield line
+
+            row = next(csv.reader(lines()), None)  # a quoted cell may span lines
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return row if read < _FIRST_ROW_CHARS else None
+
+
+def _label_problem(
+    col: int | str | None, header: list[str] | None, ncols: int, fname: str
+) -> str | None:
+    """What is wrong with ``label_column`` for file ``fname`` of ``ncols`` columns and this
+    header row (None: no header), or None: the same words at validate time and at load time."""
+    if isinstance(col, str):
+        if header is None:
+            return f"{col!r}: {fname} has no header row (give the column's index)"
+        if col not in header:
+            shown = ", ".join(header[:10]) + (", ..." if len(header) > 10 else "")
+            return f"{col!r} is not in the header of {fname} ({shown})"
+    elif col is not None and not -ncols <= col < ncols:
+        return f"{col} is out of range for the {ncols} columns of {fname}"
+    return None
+
+
 def _split_labels(arr: np.ndarray, col: int | None, where: str):
     if col is None:
         return arr, None
-    if not -arr.shape[1] <= col < arr.shape[1]:
-        raise DataError(f"{where}: label_column {col} out of range for {arr.shape[1]} columns")
+    bad = _label_problem(col, None, arr.shape[1], Path(where).name)
+    if bad:
+        raise DataError(f"{where}: label_column {bad}")
     col = col % arr.shape[1]
     y = arr[:, col]
     bad = np.flatnonzero((y != np.round(y)) | (y < 0))
@@ -56,12 +108,48 @@ def _split_labels(arr: np.ndarray, col: int | None, where: str):
     return X, y
 
 
+class CsvConfig(FileConfig):
+    @field_validator("label_column")
+    @classmethod
+    def _in_file(cls, v, info: ValidationInfo):
+        """Checked against the file's first row only (the header), never the whole file."""
+        path = info.data.get("path")
+        row = _first_row(path) if v is not None and path is not None else None
+        if row is None:
+            return v
+        header = row if _is_header(row) else None
+        if header is not None and not isinstance(v, str):
+            return v  # an index counts the data rows' columns, which a header may not match
+        bad = _label_problem(v, header, len(row), Path(path).name)
+        if bad:
+            raise ValueError(bad)
+        return v
+
+
+class NpyConfig(FileConfig):
+    @field_validator("label_column")
+    @classmethod
+    def _in_file(cls, v, info: ValidationInfo):
+        if isinstance(v, str):
+            raise ValueError("must be a column index for .npy files (they have no header)")
+        path = info.data.get("path")
+        if v is not None and path is not None:
+            try:  # the header only: the array is mapped, not read
+                shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+            except (OSError, ValueError):
+                return v  # the loader names an unreadable file
+            bad = _label_problem(v, None, shape[1], Path(path).name) if len(shape) == 2 else None
+            if bad:
+                raise ValueError(bad)
+        return v
+
+
 @DATASETS.register
 class CsvFile(DatasetPlugin):
     """Your own CSV file (numeric columns; optional header; optional label column)."""
 
     name = "csv"
-    Config = FileConfig
+    Config = CsvConfig
 
     def load(self, rng):
         path = Path(self.config.path)
@@ -75,9 +163,7 @@ class CsvFile(DatasetPlugin):
         if not rows:
             raise DataError(f"{path}: empty file")
         header = None
-        try:
-            float(rows[0][0])
-        except (ValueError, IndexError):
+        if _is_header(rows[0]):
             header, rows = rows[0], rows[1:]
         data = []
         for lineno, row in enumerate(rows, 2 if header else 1):
@@ -100,8 +186,9 @@ class CsvFile(DatasetPlugin):
         arr = np.asarray(data, dtype=np.float64)
         col = self.config.label_column
         if isinstance(col, str):
-            if header is None or col not in header:
-                raise DataError(f"{path}: label_column {col!r} not in header")
+            bad = _label_problem(col, header, arr.shape[1], path.name)
+            if bad:
+                raise DataError(f"{path}: label_column {bad}")
             col = header.index(col)
         X, y = _split_labels(arr, col, str(path))
         return Dataset(X, None if y is None else y.astype(np.int64), path.name)
@@ -112,7 +199,7 @@ class NpyFile(DatasetPlugin):
     """Your own NPY file (2-D numeric array; optional label column index)."""
 
     name = "npy"
-    Config = FileConfig
+    Config = NpyConfig
 
     def load(self, rng):
         path = Path(self.config.path)

@@ -236,6 +236,7 @@ class {cls}(Protocol):
     message_kinds = ("{name}.anchor", "{name}.sketch")
     # relative; measured 2.6 % at most over seeds 0-19 of the kit's two-party Gaussian scenario
     reference_tolerance = 0.05
+    min_parties = 2  # the first two parties' distance: `testbed validate` refuses one party
 
     def run(self, parties, bus, rng):
         import ot

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from testbed.errors import ScenarioError, TestbedError, UnknownPluginError
+from testbed.errors import ScenarioError, TestbedError
 from testbed.registry import (
     ATTACKS,
     DATASETS,
@@ -120,7 +120,7 @@ def _admits(annotation, typ: type) -> bool:
 def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context):
     try:
         cls = reg.get(spec.name)
-    except UnknownPluginError as exc:
+    except TestbedError as exc:  # unknown, or a plugin whose entry point failed to import
         line = line_of(root, [*loc, "name"])
         raise ScenarioError(f"{fname}:{line}: {fmt_loc([*loc, 'name'])}: {exc}") from None
     _refuse_coerced_numbers(cls.Config, spec.params, [*loc, "params"], root, fname)
@@ -131,21 +131,46 @@ def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context)
     return cls, cfg
 
 
+def _check_party_count(pcls, name: str, names: list[str], root, fname: str) -> None:
+    """The protocol's declared party count (``Protocol.min_parties``, ``max_parties``)."""
+    lo = getattr(pcls, "min_parties", 1)
+    hi = getattr(pcls, "max_parties", None)
+    if len(names) >= lo and (hi is None or len(names) <= hi):
+        return
+    if hi == lo:
+        need = f"exactly {lo}"
+    elif len(names) < lo:
+        need = f"at least {lo}"
+    else:
+        need = f"at most {hi}"
+    raise ScenarioError(
+        f"{where(fname, root, ['data', 'parties'])}: protocol {name!r} needs {need} parties, "
+        f"the scenario has {len(names)} ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"
+    )
+
+
 def validate_plugins(
     sc: Scenario, root=None, fname: str = "<scenario>", base_dir: str = "."
 ) -> dict:
     """Validate every plugin's params; returns the resolved params (defaults filled in)."""
-    ctx = {"base_dir": base_dir}
+    names = sc.data.party_names()
+    # plugins check their params against the scenario (PluginConfig: the validation context)
+    ctx = {"base_dir": base_dir, "parties": names}
     resolved: dict[str, Any] = {}
-    _, cfg = _validate_plugin(DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx)
+    dcls, cfg = _validate_plugin(DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx)
     resolved["dataset"] = cfg.model_dump(mode="json")
+    labels = getattr(dcls(cfg), "possible_labels", lambda: None)()  # from the config alone
     _, cfg = _validate_plugin(
-        PARTITIONERS, sc.data.partition, ["data", "partition"], root, fname, ctx
+        PARTITIONERS,
+        sc.data.partition,
+        ["data", "partition"],
+        root,
+        fname,
+        ctx if labels is None else {**ctx, "labels": labels},
     )
     resolved["partition"] = cfg.model_dump(mode="json")
     from testbed.data.datasets import NoiseSpec
 
-    names = sc.data.party_names()
     for i, n in enumerate(sc.data.noise):
         try:
             spec = NoiseSpec.model_validate(n)
@@ -161,8 +186,9 @@ def validate_plugins(
             TRANSFORMS, sc.data.transform, ["data", "transform"], root, fname, ctx
         )
         resolved["transform"] = cfg.model_dump(mode="json")
-    _, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, ctx)
+    pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, ctx)
     resolved["protocol"] = cfg.model_dump(mode="json")
+    _check_party_count(pcls, sc.protocol.name, names, root, fname)
     resolved["defenses"] = []
     proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
