@@ -485,6 +485,20 @@ def test_a_sweep_cell_that_run_would_refuse_is_refused_by_validate(tmp_path, cap
     assert not run_dir.exists()
 
 
+def test_a_sweep_whose_first_cell_fails_leaves_no_directory(tmp_path, capsys):
+    """A failure validate cannot see (more rows asked than the dataset has) in the first cell:
+    run exits 2 with one line and removes the directory it made, since no cell finished."""
+    text = GOOD.replace("class_subsets, params: {classes: [[0], [1]]}", "iid") + (
+        "sweep:\n  data.partition.params.sizes: [[100, 100], [5, 5]]\n"
+    )
+    assert _run(tmp_path, text, capsys)[0] == 0
+    run_dir = tmp_path / "run"
+    code, _, err = _run(tmp_path, text, capsys, "--out", str(run_dir), "-q", command="run")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "requested 200 rows but the dataset has only 35" in err
+    assert not run_dir.exists()
+
+
 def test_python_tag_is_refused_and_never_executed(tmp_path, capsys):
     marker = tmp_path / "pwned"
     text = GOOD.replace("seed: 3", f'seed: !!python/object/apply:os.system ["touch {marker}"]')

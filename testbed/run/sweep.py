@@ -21,9 +21,10 @@ directory (an ``fcntl`` lock, testbed/run/rundir.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,6 +231,20 @@ def _plan(cells: list[Cell], out: Path):
     return results, cached, by_hash, todo
 
 
+@contextlib.contextmanager
+def _removed_if_nothing_finished(out: Path, existed: bool) -> Iterator[None]:
+    """A sweep directory this call created is removed when the sweep fails before any cell
+    finished (nothing to resume; a Ctrl-C keeps it): no empty run directory is left behind."""
+    try:
+        yield
+    except Exception:
+        from testbed.run.rundir import finished_cells
+
+        if not existed and not finished_cells(out):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
 def run_sweep(
     sc: Scenario,
     out_dir: str | Path | None = None,
@@ -250,10 +265,12 @@ def run_sweep(
     cells = expand_cells(sc)
     h = sweep_hash(cells)
     out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{h[:8]}")
+    existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
     from testbed.run.rundir import run_dir_lock
 
-    with run_dir_lock(out, write=True):  # a second sweep in this directory stops with one line
+    # a second sweep in this directory stops with one line
+    with run_dir_lock(out, write=True), _removed_if_nothing_finished(out, existed):
         _clean_temps(out)
         _write_sweep_files(sc, cells, h, out)
         results, cached, by_hash, todo = _plan(cells, out)
