@@ -595,6 +595,16 @@ def _modules_after(code: str) -> set[str]:
     return set(out.stdout.rsplit("loaded:", 1)[1].split())
 
 
+def test_help_lists_debug_exit_codes_and_the_transcript_options(capsys):
+    for argv in (["--help"], ["transcript", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--debug print the traceback of an error" in out
+    assert "Exit codes: 0 done; 1 a plugin" in out and "130 interrupted" in out
+    assert "--limit LIMIT messages listed (default 40)" in out and "--all list every message" in out
+
+
 def test_help_imports_no_command(tmp_path):
     """`testbed --help` builds the parser only: no command module, so no torch, POT, report."""
     code = (

@@ -35,11 +35,21 @@ def test_the_builtin_table_is_what_the_packages_register():
 
 
 def test_listing_from_source_equals_the_classes_own_descriptions():
+    """What `testbed plugins` shows (a fresh process: read from the source, nothing imported)
+    is each class's own one-line description, a whole sentence."""
+    fresh = _fresh(
+        "import json\nfrom testbed.registry import "
+        + ", ".join(r.kind.upper() + "S" for r in REGISTRIES)
+        + "\nprint(json.dumps({r.kind: dict(r.listing()) for r in ["
+        + ", ".join(r.kind.upper() + "S" for r in REGISTRIES)
+        + "]}))"
+    )
     for reg in REGISTRIES:
         want = {n: c.describe() for n, c in reg.items() if n in BUILTIN[reg.kind]}
-        listed = {n: d for n, d in reg.listing() if n in BUILTIN[reg.kind]}
+        listed = {n: d for n, d in fresh[reg.kind].items() if n in BUILTIN[reg.kind]}
         assert listed == want, reg.kind
-        assert all(want.values()), f"a built-in {reg.kind} without a docstring"
+        for name, text in want.items():
+            assert text.endswith((".", ")")), f"{reg.kind} {name}: {text!r} is not a sentence"
 
 
 def _fresh(code: str) -> dict:

@@ -153,8 +153,8 @@ def _run_dir_commands(sub) -> None:
         sub, "transcript", "transcript", "show what was exchanged in a run", computes=False
     )
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
-    p.add_argument("--limit", type=_positive_int, default=40)
-    p.add_argument("--all", action="store_true")
+    p.add_argument("--limit", type=_positive_int, default=40, help="messages listed (default 40)")
+    p.add_argument("--all", action="store_true", help="list every message (no --limit)")
     p = _command(
         sub,
         "verify",
@@ -286,8 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
+        epilog="Exit codes: 0 done; 1 a plugin (protocol, attack) failed at run time; 2 bad "
+        "input (one line naming the file, line and field); 3 an attack failed while the rest "
+        "ran; 130 interrupted. `testbed COMMAND -h` for each command's options.",
     )
     ap.add_argument("--version", action="version", version=f"testbed {_version()}")
+    ap.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the traceback of an error instead of its one line (anywhere on the line)",
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     _run_commands(sub)
     _run_dir_commands(sub)

@@ -216,44 +216,51 @@ def _labels_below(n_classes: int):
     return possible_labels
 
 
-# name, loader, labels, number of classes (labels 0..n-1; known without loading), description
-for _name, _loader, _labels, _n_classes, _doc in [
-    (
-        "digits",
-        "load_digits",
-        "class",
-        10,
-        "scikit-learn digits: 1797 x 64 pixel images (0..16), 10 classes.",
-    ),
-    ("wine", "load_wine", "class", 3, "scikit-learn wine: 178 x 13, 3 classes."),
-    (
-        "breast_cancer",
-        "load_breast_cancer",
-        "class",
-        2,
-        "scikit-learn breast cancer: 569 x 30, 2 classes.",
-    ),
-    ("iris", "load_iris", "class", 3, "scikit-learn iris: 150 x 4, 3 classes."),
-    (
-        "diabetes",
-        "load_diabetes",
-        "ordinal5",
-        5,
-        "scikit-learn diabetes: 442 x 10, progression binned into 5 ordinal levels.",
-    ),
-]:
-    _cls = type(
-        _name.title().replace("_", ""),
-        (DatasetPlugin,),
-        {
-            "__doc__": _doc,
-            "name": _name,
-            "Config": SklearnConfig,
-            "load": _sklearn_loader(_loader, _labels),
-            "possible_labels": _labels_below(_n_classes),
-        },
-    )
-    DATASETS.register(_cls)
+# scikit-learn's bundled sets: labels 0..n-1, known without loading. One class each (not made in
+# a loop), so that `testbed plugins` reads each description from the source without importing it
+@DATASETS.register
+class Digits(DatasetPlugin):
+    """scikit-learn digits: 1797 x 64 pixel images (0..16), 10 classes."""
+
+    name, Config = "digits", SklearnConfig
+    load = _sklearn_loader("load_digits", "class")
+    possible_labels = _labels_below(10)
+
+
+@DATASETS.register
+class Wine(DatasetPlugin):
+    """scikit-learn wine: 178 x 13, 3 classes."""
+
+    name, Config = "wine", SklearnConfig
+    load = _sklearn_loader("load_wine", "class")
+    possible_labels = _labels_below(3)
+
+
+@DATASETS.register
+class BreastCancer(DatasetPlugin):
+    """scikit-learn breast cancer: 569 x 30, 2 classes."""
+
+    name, Config = "breast_cancer", SklearnConfig
+    load = _sklearn_loader("load_breast_cancer", "class")
+    possible_labels = _labels_below(2)
+
+
+@DATASETS.register
+class Iris(DatasetPlugin):
+    """scikit-learn iris: 150 x 4, 3 classes."""
+
+    name, Config = "iris", SklearnConfig
+    load = _sklearn_loader("load_iris", "class")
+    possible_labels = _labels_below(3)
+
+
+@DATASETS.register
+class Diabetes(DatasetPlugin):
+    """scikit-learn diabetes: 442 x 10, progression binned into 5 ordinal levels."""
+
+    name, Config = "diabetes", SklearnConfig
+    load = _sklearn_loader("load_diabetes", "ordinal5")
+    possible_labels = _labels_below(5)
 
 
 # ----------------------------------------------------------------------------- partitioners
@@ -578,7 +585,9 @@ class SharedBaseConfig(PluginConfig):
 
 @PARTITIONERS.register
 class SharedBase(PartitionerPlugin):
-    """Controlled experiments: every party not in ``holdout`` receives the *same* random sample of
+    """Every party gets the same random sample of rows, except holdout parties (their own rows).
+
+    Controlled experiments: every party not in ``holdout`` receives the *same* random sample of
     ``base_size`` rows (so they differ only by injected noise); holdout parties (e.g. a validation
     set) get their own disjoint rows."""
 
