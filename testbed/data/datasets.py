@@ -182,14 +182,23 @@ class SklearnConfig(PluginConfig):
     n_samples: int | None = Field(None, gt=0, description="random subsample of this many rows")
 
 
-def _sklearn_loader(loader_name: str, label_kind: str):
+class _SklearnSet(DatasetPlugin):
+    """Base of scikit-learn's bundled sets: ``loader`` (the ``sklearn.datasets`` function),
+    ``labels`` ("class", or "ordinal5": a target binned into 5 quantile levels) and
+    ``n_classes`` (labels 0..n-1, known without loading)."""
+
+    Config = SklearnConfig
+    loader: str
+    labels: str = "class"
+    n_classes: int
+
     def load(self, rng):
         import sklearn.datasets as skd
 
-        bunch = getattr(skd, loader_name)()
+        bunch = getattr(skd, self.loader)()
         X = bunch.data.astype(np.float64)
         y = bunch.target
-        if label_kind == "ordinal5":  # diabetes: disease progression binned into 5 quantile levels
+        if self.labels == "ordinal5":  # diabetes: disease progression binned into 5 quantile levels
             edges = np.quantile(y, [0.2, 0.4, 0.6, 0.8])
             y = np.searchsorted(edges, y, side="right")
         if self.config.n_samples is not None:
@@ -206,61 +215,45 @@ def _sklearn_loader(loader_name: str, label_kind: str):
             X = (X - X.min(0)) / np.where(span > 0, span, 1.0)
         return Dataset(X, np.asarray(y).astype(np.int64), self.name)
 
-    return load
-
-
-def _labels_below(n_classes: int):
     def possible_labels(self):
-        return frozenset(range(n_classes))
-
-    return possible_labels
+        return frozenset(range(self.n_classes))
 
 
-# scikit-learn's bundled sets: labels 0..n-1, known without loading. One class each (not made in
-# a loop), so that `testbed plugins` reads each description from the source without importing it
+# one class each (not made in a loop), so that `testbed plugins` reads each description from the
+# source without importing it
 @DATASETS.register
-class Digits(DatasetPlugin):
+class Digits(_SklearnSet):
     """scikit-learn digits: 1797 x 64 pixel images (0..16), 10 classes."""
 
-    name, Config = "digits", SklearnConfig
-    load = _sklearn_loader("load_digits", "class")
-    possible_labels = _labels_below(10)
+    name, loader, n_classes = "digits", "load_digits", 10
 
 
 @DATASETS.register
-class Wine(DatasetPlugin):
+class Wine(_SklearnSet):
     """scikit-learn wine: 178 x 13, 3 classes."""
 
-    name, Config = "wine", SklearnConfig
-    load = _sklearn_loader("load_wine", "class")
-    possible_labels = _labels_below(3)
+    name, loader, n_classes = "wine", "load_wine", 3
 
 
 @DATASETS.register
-class BreastCancer(DatasetPlugin):
+class BreastCancer(_SklearnSet):
     """scikit-learn breast cancer: 569 x 30, 2 classes."""
 
-    name, Config = "breast_cancer", SklearnConfig
-    load = _sklearn_loader("load_breast_cancer", "class")
-    possible_labels = _labels_below(2)
+    name, loader, n_classes = "breast_cancer", "load_breast_cancer", 2
 
 
 @DATASETS.register
-class Iris(DatasetPlugin):
+class Iris(_SklearnSet):
     """scikit-learn iris: 150 x 4, 3 classes."""
 
-    name, Config = "iris", SklearnConfig
-    load = _sklearn_loader("load_iris", "class")
-    possible_labels = _labels_below(3)
+    name, loader, n_classes = "iris", "load_iris", 3
 
 
 @DATASETS.register
-class Diabetes(DatasetPlugin):
+class Diabetes(_SklearnSet):
     """scikit-learn diabetes: 442 x 10, progression binned into 5 ordinal levels."""
 
-    name, Config = "diabetes", SklearnConfig
-    load = _sklearn_loader("load_diabetes", "ordinal5")
-    possible_labels = _labels_below(5)
+    name, loader, labels, n_classes = "diabetes", "load_diabetes", "ordinal5", 5
 
 
 # ----------------------------------------------------------------------------- partitioners
