@@ -58,6 +58,10 @@ def test_audit_cli_prints_claim_and_audit(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "claimed ε" in out and "consistent" in out and "alice" in out
     assert "alice: the claim ε = " in out and "holds against this audit at 95 %" in out
+    # the table and the verdict line print the claim to the same three significant figures
+    claim = out.split("alice: the claim ε = ")[1].split()[0]
+    row = next(ln for ln in out.splitlines() if ln.startswith("alice ") and "consistent" in ln)
+    assert claim in row.split(), (claim, row)
 
 
 def test_audit_cli_one_run_states_a_violation_and_writes_rows(tmp_path, capsys):

@@ -771,3 +771,18 @@ def test_run_summary_folds_long_per_party_groups():
     assert hidden == 9
     assert rows[3][3] == "max 11 %"  # client_11's error, the largest of those folded
     assert rows[1][3] == "1 %" and rows[-1][3] == "100 %"
+
+
+def test_attack_on_a_run_whose_scenario_names_no_attack_says_how_to_give_one(tmp_path, capsys):
+    f = tmp_path / "t.yaml"
+    f.write_text(GOOD + "output: {save_transcript: true}\n")
+    assert main(["run", str(f), "-q", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert main(["attack", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: {tmp_path / 'r'}: its scenario names no attack; give one with --attack NAME "
+        "(`testbed plugins` lists them, e.g. --attack sent_rows)"
+    ]
+    assert not list((tmp_path / "r").glob("attacks-*.json"))  # no empty rows file
+    assert main(["attack", str(tmp_path / "r"), "--attack", "sent_rows"]) == 0

@@ -32,6 +32,10 @@ def _sub(old: str, new: str) -> str:
 
 # (id, text, substring the one-line message must contain)
 SCENARIOS = [
+    # not a scenario at all
+    ("empty", "", "1: the file holds no scenario (empty, or only comments)"),
+    ("only-comments", "# to do\n", "1: the file holds no scenario"),
+    ("a-list", "- name: x\n", "1: the scenario must be a YAML mapping (name: ..., data: ..., "),
     # coercion of bool / str into numbers
     ("seed-true", _sub("seed: 7", "seed: true"), "seed"),
     ("seed-false", _sub("seed: 7", "seed: false"), "seed"),

@@ -180,6 +180,12 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
     said = capsys.readouterr().out
     assert "2 cells" in said
     assert "no row" not in said  # its rows are labelled name@server: they are its rows
+    # one block per cell, named by its setting, in the sweep's order (not by cell hash)
+    blocks = [ln.split(": ")[0] for ln in said.splitlines() if "attack row(s)" in ln]
+    assert blocks == [
+        f"{raw['name']} [protocol.params.support_size=4, seed {raw['seed']}]",
+        f"{raw['name']} [protocol.params.support_size=5, seed {raw['seed']}]",
+    ], said
     assert main(["report", str(out)]) == 0
     # Assert: each cell's row carries the re-run's rows, keyed by their own label
     rows, _ = load_rows(out)

@@ -37,10 +37,15 @@ def run(args) -> int:
     run_dir = find_run_dir(args.run_dir, "attack")
     done = attack_run_or_sweep(run_dir, attacks, args.observer, colluders, args.sign)
     total, every = 0, []
+    from testbed.run.rundir import cell_labels
+
+    labels = cell_labels(run_dir)  # a sweep: each block names its cell; a single run: none
     for rows, sc, out in done:
         total += len(rows)
         every.extend(rows)
-        print(f"{sc.name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
+        cell = labels.get(out.parent.name)
+        name = f"{sc.name} [{cell[1]}]" if cell else sc.name
+        print(f"{name}: {len(rows)} attack row(s) on the saved transcript (protocol not re-run)")
         print_attack_rows(rows)
         for line in why_no_rows(sc, rows):
             print(f"  no row: {line}")

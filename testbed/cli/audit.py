@@ -165,11 +165,11 @@ def _print_rows(rows: list[dict]) -> None:
             r["method"],
             r["observer"],
             r["rounds"],
-            f"{r['epsilon_claimed']:.4g}",
-            f"{r['eps_lower']:.4g}",
-            "-" if r["mu_claimed"] is None else f"{r['mu_claimed']:.4g}",
-            f"{r['mu_lower']:.4g}",
-            f"{r['eps_lower_gdp']:.4g}",
+            f"{r['epsilon_claimed']:.3g}",
+            f"{r['eps_lower']:.3g}",
+            "-" if r["mu_claimed"] is None else f"{r['mu_claimed']:.3g}",
+            f"{r['mu_lower']:.3g}",
+            f"{r['eps_lower_gdp']:.3g}",
             "VIOLATION" if r["violated"] else "consistent",
         ]
         for r in rows

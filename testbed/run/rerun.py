@@ -143,6 +143,11 @@ def _attack(run_dir: Path, attacks, observer, colluders):
         }
         where = f"{resolved_path} with the command line's attacks/threat model"
         sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
+    if not sc.attacks:  # nothing to run: say so, never write an empty attacks file
+        raise TestbedError(
+            f"{run_dir}: its scenario names no attack; give one with --attack NAME "
+            "(`testbed plugins` lists them, e.g. --attack sent_rows)"
+        )
     saved = _load_results(run_dir / "results.json")
     transcript = Transcript.load(run_dir)  # checks every envelope's payload and record digest
     _check_same_run(run_dir, saved, (run_dir / "config_hash").read_text().strip(), transcript)

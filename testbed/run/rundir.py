@@ -39,6 +39,7 @@ __all__ = [
     "LOCK_NAME",
     "RunDirLockedError",
     "RunDirWriter",
+    "cell_labels",
     "check_replaceable",
     "finished_cells",
     "fresh_run_dir",
@@ -59,8 +60,26 @@ def is_sweep(run_dir: str | Path) -> bool:
 
 
 def finished_cells(run_dir: str | Path) -> list[Path]:
-    """A sweep directory's finished cells (those with a ``results.json``), in name order."""
-    return sorted(d for d in (Path(run_dir) / "cells").glob("*") if (d / "results.json").is_file())
+    """A sweep directory's finished cells (those with a ``results.json``), in the sweep's own
+    order (its ``sweep.json``; name order for a cell it does not list)."""
+    order = cell_labels(run_dir)
+    done = [d for d in (Path(run_dir) / "cells").glob("*") if (d / "results.json").is_file()]
+    return sorted(done, key=lambda d: (order.get(d.name, (len(order), ""))[0], d.name))
+
+
+def cell_labels(run_dir: str | Path) -> dict[str, tuple[int, str]]:
+    """A sweep's cells as its ``sweep.json`` lists them: cell hash -> (index, label, e.g.
+    ``noise_multiplier=0.1, seed 1``); empty when the file is missing or unreadable."""
+    import json
+
+    try:
+        cells = json.loads((Path(run_dir) / "sweep.json").read_text())["cells"]
+        return {
+            str(c["cell"]): (int(c["index"]), f"{c.get('label') or 'base'}, seed {c.get('seed')}")
+            for c in cells
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 #: descriptors of the run-directory locks this process holds

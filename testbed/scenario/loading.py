@@ -122,9 +122,16 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ScenarioError(_yaml_msg(exc, fname)) from None
-    if not isinstance(raw, dict):
+    if raw is None:
         raise ScenarioError(
-            f"{fname}:1: the scenario must be a YAML mapping (got {type(raw).__name__})"
+            f"{fname}:1: the file holds no scenario (empty, or only comments); a scenario is a "
+            "mapping with at least name:, data: and protocol: (see scenarios/ for examples)"
+        )
+    if not isinstance(raw, dict):
+        got = {"list": "a list", "str": "a single string"}.get(type(raw).__name__)
+        raise ScenarioError(
+            f"{fname}:1: the scenario must be a YAML mapping (name: ..., data: ..., "
+            f"protocol: ...), got {got or type(raw).__name__}"
         )
     try:
         sc = Scenario.model_validate(raw)
