@@ -786,3 +786,19 @@ def test_attack_on_a_run_whose_scenario_names_no_attack_says_how_to_give_one(tmp
     ]
     assert not list((tmp_path / "r").glob("attacks-*.json"))  # no empty rows file
     assert main(["attack", str(tmp_path / "r"), "--attack", "sent_rows"]) == 0
+
+
+@pytest.mark.parametrize("sweep", [False, True], ids=["single", "sweep"])
+def test_validate_names_the_run_directory_that_run_writes(tmp_path, monkeypatch, capsys, sweep):
+    """The hash validate prints is the one the run directory is named by (for a sweep: the
+    sweep's hash over its cells, not the base scenario's)."""
+    monkeypatch.chdir(tmp_path)
+    text = GOOD + ("sweep:\n  protocol.params.support_size: [3, 4]\n" if sweep else "")
+    (tmp_path / "s.yaml").write_text(text)
+    assert main(["validate", "s.yaml"]) == 0
+    said = capsys.readouterr().out.splitlines()[0]
+    assert main(["run", "s.yaml", "-q"]) == 0
+    capsys.readouterr()
+    (made,) = (tmp_path / "runs").iterdir()
+    assert said.endswith(f"testbed run writes runs/{made.name}/)"), said
+    assert f"hash {made.name.rsplit('-', 1)[1]}" in said, said

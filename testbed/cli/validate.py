@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from testbed.cli._common import planned_run_dir
 from testbed.scenario.loading import load_scenario
 from testbed.scenario.preflight import preflight
 from testbed.scenario.resolve import config_hash, resolve
@@ -12,14 +13,16 @@ def run(args) -> int:
     set_cli_overrides(max_cells=args.max_cells)
     sc = load_scenario(args.scenario)
     skipped = preflight(sc)  # what `run` would refuse: before anything runs
-    cells = ""
-    if sc.is_sweep:
-        from testbed.run.sweep import expand_cells
+    if sc.is_sweep:  # the hash its run directory is named by: the sweep's, over its cells
+        from testbed.scenario.cells import expand_cells, sweep_hash
 
-        cells = f", sweep of {len(expand_cells(sc))} cells"
+        cells = expand_cells(sc)
+        what = f"sweep of {len(cells)} cells, sweep hash {sweep_hash(cells)[:12]}"
+    else:
+        what = f"config hash {config_hash(resolve(sc))[:12]}"
     print(
-        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, "
-        f"config hash {config_hash(resolve(sc))[:12]}{cells})"
+        f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, {what}; "
+        f"testbed run writes {planned_run_dir(sc, None)}/)"
     )
     for line in skipped:
         print(f"  {line}")
