@@ -599,6 +599,8 @@ def test_memory_estimate_stops_before_allocation(tmp_path, capsys, text, needle)
     assert needle in err and "would need about" in err and "--allow-large" in err
     assert err.startswith(f"error: {f}:")
     assert not out.exists()  # nothing allocated, nothing written
+    assert main(["validate", str(f)]) == 2  # validate refuses it too, with the same line
+    assert capsys.readouterr().err == err
 
 
 def test_memory_overrides(tmp_path):

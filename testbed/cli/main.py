@@ -239,7 +239,7 @@ def _bench_command(sub) -> None:
 def _plugin_commands(sub) -> None:
     p = _command(sub, "validate", "validate", "check a scenario without running it", computes=False)
     p.add_argument("scenario")
-    p.add_argument("--max-cells", type=_cell_count, help="accept a sweep of up to N cells")
+    _limit_flags(p)  # validate refuses what run refuses: the resource checks too
     _command(
         sub,
         "plugins",

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from testbed.cli._common import planned_run_dir
-from testbed.scenario.loading import load_scenario
+from testbed.cli._common import load_checked, planned_run_dir
 from testbed.scenario.preflight import preflight
 from testbed.scenario.resolve import config_hash, resolve
-from testbed.scenario.resources import set_cli_overrides
 
 
 def run(args) -> int:
-    set_cli_overrides(max_cells=args.max_cells)
-    sc = load_scenario(args.scenario)
+    sc = load_checked(args)  # as run loads it: the memory and data-size checks included
     skipped = preflight(sc)  # what `run` would refuse: before anything runs
     if sc.is_sweep:  # the hash its run directory is named by: the sweep's, over its cells
         from testbed.scenario.cells import expand_cells, sweep_hash
