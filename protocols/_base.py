@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from testbed.data.datasets import PartyData, PartyRows, Side
+from testbed.data.datasets import PartyData
+from testbed.data.partitions import PartyRows, Side
 from testbed.exchange.bus import SERVER, Bus
 from testbed.registry import Plugin
 
@@ -135,7 +136,7 @@ class Protocol(Plugin):
         (:mod:`testbed.scenario.resources`, which counts the largest): pairs of sides, each a
         party name, a tuple of party names (their rows pooled) or an int (that many atoms, e.g.
         a support size). ``rows``: each party's rows as known before the data is loaded
-        (:class:`~testbed.data.datasets.PartyRows`). ``None`` (default): an OT between any two
+        (:class:`~testbed.data.partitions.PartyRows`). ``None`` (default): an OT between any two
         parties, each with its own rows."""
         return None
 

@@ -107,12 +107,12 @@ BUILTIN: dict[str, dict[str, str]] = {
         "wine": "testbed.data.datasets:Wine",
     },
     "partitioner": {
-        "class_subsets": "testbed.data.datasets:ClassSubsets",
-        "dirichlet": "testbed.data.datasets:DirichletLabel",
+        "class_subsets": "testbed.data.partitions:ClassSubsets",
+        "dirichlet": "testbed.data.partitions:DirichletLabel",
         "distill_split": "testbed.data.distill:DistillSplit",
-        "iid": "testbed.data.datasets:Iid",
-        "quantity_skew": "testbed.data.datasets:QuantitySkew",
-        "shared_base": "testbed.data.datasets:SharedBase",
+        "iid": "testbed.data.partitions:Iid",
+        "quantity_skew": "testbed.data.partitions:QuantitySkew",
+        "shared_base": "testbed.data.partitions:SharedBase",
     },
     "transform": {
         "otdd_augment": "testbed.data.transforms:OtddAugment",

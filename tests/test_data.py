@@ -5,20 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testbed.data.datasets import (
+from testbed.data.datasets import Dataset, NoiseSpec, build_parties
+from testbed.data.files import CsvFile, FileConfig
+from testbed.data.partitions import (
     ClassSubsets,
     ClassSubsetsConfig,
-    Dataset,
     DirichletConfig,
     DirichletLabel,
     Iid,
     IidConfig,
-    NoiseSpec,
     QuantityConfig,
     QuantitySkew,
-    build_parties,
 )
-from testbed.data.files import CsvFile, FileConfig
 from testbed.errors import DataError
 from testbed.registry import DATASETS
 

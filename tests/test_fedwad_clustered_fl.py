@@ -13,8 +13,9 @@ from protocols.fedwad_clustered_fl import (
     fedavg,
 )
 from protocols.fedwad_clustering import FedWADClusteringConfig
-from testbed.data.datasets import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.data.datasets import Dataset, PartyData
 from testbed.data.otdd import otdd_distance
+from testbed.data.partitions import ClassSubsets, ClassSubsetsConfig
 from testbed.exchange.bus import Bus, PrivacyGuard
 
 PAIRS = [[0, 1], [2, 3], [4, 5], [2, 3], [0, 1], [4, 5]]

@@ -16,7 +16,8 @@ from protocols.fedwad_clustering import (
     spectral_clusters,
 )
 from testbed import ot as tot
-from testbed.data.datasets import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.data.datasets import Dataset, PartyData
+from testbed.data.partitions import ClassSubsets, ClassSubsetsConfig
 from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
 from testbed.run.execute import run_and_evaluate

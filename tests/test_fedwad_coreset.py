@@ -20,7 +20,8 @@ from protocols.fedwad_coreset import (
     server_target,
 )
 from testbed import ot as tot
-from testbed.data.datasets import ClassSubsets, ClassSubsetsConfig, Dataset, PartyData
+from testbed.data.datasets import Dataset, PartyData
+from testbed.data.partitions import ClassSubsets, ClassSubsetsConfig
 from testbed.exchange.bus import Bus, PrivacyGuard
 from testbed.measure import Measure
 from testbed.run.execute import run_and_evaluate

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from testbed.data.datasets import Dataset, SharedBase, SharedBaseConfig
+from testbed.data.datasets import Dataset
+from testbed.data.partitions import SharedBase, SharedBaseConfig
 from testbed.errors import DataError
 
 

@@ -1,10 +1,10 @@
 """The built-in datasets and partitioners: importing this module registers all of them.
 
 The registries (:mod:`testbed.registry`) import it on first use. Each module below registers
-its own plugins and imports only :mod:`testbed.data.datasets` (never each other), so the data modules
-form no import circle.
+its own plugins and imports only :mod:`testbed.data.datasets` and :mod:`testbed.data.partitions`
+(which imports no other data module), so the data modules form no import circle.
 """
 
-from testbed.data import datasets, distill, files, text  # noqa: F401  (registration on import)
+from testbed.data import datasets, distill, files, partitions, text  # noqa: F401  (registration)
 
 __all__: list[str] = []

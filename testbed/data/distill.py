@@ -33,14 +33,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, ValidationInfo, model_validator
 
-from testbed.data.datasets import (
-    Dataset,
-    DatasetPlugin,
-    DirichletConfig,
-    DirichletLabel,
-    PartitionerPlugin,
-    PartyRows,
-)
+from testbed.data.datasets import Dataset, DatasetPlugin
+from testbed.data.partitions import DirichletConfig, DirichletLabel, PartitionerPlugin, PartyRows
 from testbed.errors import DataError
 from testbed.registry import DATASETS, PARTITIONERS, PluginConfig, check_parties, scenario_parties
 

@@ -14,7 +14,7 @@ line. :func:`check_memory` estimates the largest arrays a run builds from the sc
 (dataset rows x dimension, the n_a x n_b cost matrix and plan of the largest exact OT the run and
 its reference solve, each party against its support, covariance matrices, projections) and stops
 with one line naming the field, its YAML line and the estimate. Party sizes come from the
-partitioner's :meth:`~testbed.data.datasets.PartitionerPlugin.party_rows` (exact, or an upper
+partitioner's :meth:`~testbed.data.partitions.PartitionerPlugin.party_rows` (exact, or an upper
 bound for a random split; an equal split when it does not say), the pairs from the protocol's
 :meth:`~protocols._base.Protocol.exact_ot_pairs` (default: any two parties). The estimate is an
 order of magnitude, not an accounting: it exists so that a typo such as ``n: 10000000`` ends in a
@@ -46,7 +46,7 @@ from testbed.scenario.limits import (
 )
 
 if TYPE_CHECKING:
-    from testbed.data.datasets import PartyRows
+    from testbed.data.partitions import PartyRows
 
 __all__ = [
     "MAX_CELLS",
@@ -162,7 +162,7 @@ def _class_rows(name: str, p: dict) -> dict[int, int] | None:
 def _party_rows(res: dict, N: int) -> PartyRows:
     """Each party's rows from the partition's params (exact, or an upper bound where the
     partition is random); an equal split when the partitioner does not say."""
-    from testbed.data.datasets import equal_rows
+    from testbed.data.partitions import equal_rows
     from testbed.registry import PARTITIONERS
 
     names = list(res["data"]["parties"])
