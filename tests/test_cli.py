@@ -3,6 +3,9 @@ and nothing from the file is ever executed."""
 
 from __future__ import annotations
 
+import csv
+import json
+import math
 import os
 import re
 import subprocess
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli.main import main
+from testbed.report.fmt import fmt
 
 # written out (not tests/_scenarios.gaussians): the malformed-scenario cases assert line numbers
 GOOD = """\
@@ -802,3 +806,56 @@ def test_validate_names_the_run_directory_that_run_writes(tmp_path, monkeypatch,
     (made,) = (tmp_path / "runs").iterdir()
     assert said.endswith(f"testbed run writes runs/{made.name}/)"), said
     assert f"hash {made.name.rsplit('-', 1)[1]}" in said, said
+
+
+def test_sweep_summary_keeps_apart_settings_that_read_alike_and_claims_of_senders(tmp_path, capsys):
+    """Two grids setting different fields to the same values are four settings, not two
+    averaged as seeds; a party that sends nothing (carol) does not make the claimed ε ∞."""
+    f = tmp_path / "g.yaml"
+    f.write_text(
+        GOOD.replace("parties: [alice, bob]", "parties: [alice, bob, carol]")
+        .replace("class_subsets, params: {classes: [[0], [1]]}", "iid")
+        .replace("params: {support_size: 4, iterations: 3}", "params: {clients: [alice, bob]}")
+        + "defenses:\n  - {name: gaussian_measure_noise, params: {clip_norm: 6.0, "
+        "noise_multiplier: 1.0}}\n" + "sweep:\n  - protocol.params.support_size: [3, 4]\n"
+        "  - protocol.params.iterations: [3, 4]\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(f), "-q", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("protocol"))
+    cols = [re.split(r"\s{2,}", line.strip()) for line in lines[head + 2 : head + 6]]
+    assert [c[1] for c in cols] == [
+        "support_size=3",
+        "support_size=4",
+        "iterations=3",
+        "iterations=4",
+    ], lines
+    assert all(c[2] == "1" for c in cols)  # one seed each, nothing averaged together
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    claims = {r["results"]["privacy_epsilon"] for r in rows}  # the ledger's, over senders
+    assert all(math.isfinite(c) for c in claims)
+    assert {c[-1] for c in cols} == {fmt(c) for c in claims}, cols  # no ∞ from carol
+    with open(out / "summary.csv") as fh:
+        settings = {r["setting"] for r in csv.DictReader(fh)}
+    assert settings == {"support_size=3", "support_size=4", "iterations=3", "iterations=4"}
+
+
+def test_nested_list_values_keep_their_structure_in_labels():
+    from testbed.scenario.cells import value_label
+
+    assert value_label([[0], [1, 2]]) != value_label([[0, 1], [2]])
+    assert value_label([[0], [1, 2]]) == "[0]+[1+2]" and value_label([0, 1]) == "0+1"
+
+
+def test_sweep_summary_does_not_cut_names_into_lookalikes(tmp_path, capsys):
+    from testbed.cli.summary import sweep_rows
+
+    f = tmp_path / "s.yaml"
+    f.write_text(GOOD + "sweep:\n  protocol.params.support_size: [3, 4]\n")
+    assert main(["run", str(f), "-q", "--out", str(tmp_path / "o")]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    for r, tail in zip(rows, ("a", "b")):  # two series alike in their first 30 characters
+        r["labels"] = {"protocol": "p" * 40 + tail}
+    _, table, _ = sweep_rows(rows)
+    assert sorted(t[0] for t in table) == ["p" * 40 + "a", "p" * 40 + "b"]

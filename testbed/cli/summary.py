@@ -12,6 +12,7 @@ from testbed.report.fmt import fmt, pct
 from testbed.report.model import (
     ANY_ATTACK,
     aggregate,
+    distinct_points,
     error_key,
     point_of,
     series_of,
@@ -55,6 +56,7 @@ def _is_baseline(row: dict) -> bool:
 
 def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
     """(header, table rows, whether attack columns are shown) of a sweep's summary."""
+    rows = distinct_points(rows)  # settings that would read alike are kept apart
     agg = aggregate(rows)  # the report's own aggregation: mean over seeds per setting
     err_q = error_key(rows)
     cols = [
@@ -65,16 +67,24 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
     ]
     cols = [c for c in cols if any(c[0] in a for a in agg.values())]
     order: dict[tuple[str, str], tuple[bool, int, str]] = {}
+    claims: dict[tuple[str, str], list[float]] = {}
     for i, row in enumerate(rows):  # the sweep's own order, the baseline first
         key = (series_of(row), point_of(row))
         if key not in order:
             order[key] = (not _is_baseline(row), i, setting_label(row))
+        eps = row["results"].get("privacy_epsilon")  # the worst claim of the parties that sent
+        if isinstance(eps, (int, float)):
+            claims.setdefault(key, []).append(float(eps))
+    keys = sorted(order, key=lambda k: order[k][:2])
+    # long names are cut to keep the table narrow, unless that makes two settings read alike
+    cut = len({(k[0][:30], order[k][2][:70]) for k in keys}) == len(keys)
     table = []
-    for key in sorted(order, key=lambda k: order[k][:2]):
+    for key in keys:
         a = agg[key]
-        eps = [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
+        # results written before privacy_epsilon: every party's claim, silent ones included
+        eps = claims.get(key) or [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
         table.append(
-            [key[0][:30], order[key][2][:70], a["n"]]
+            [key[0][:30] if cut else key[0], order[key][2][:70] if cut else order[key][2], a["n"]]
             + [show(a[k][0]) if k in a else "-" for k, _, show in cols]
             + [fmt(max(eps)) if eps else fmt(float("inf"))]
         )

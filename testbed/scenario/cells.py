@@ -77,13 +77,16 @@ def _set(raw: Any, tokens: list[str | int], value: Any, path: str) -> None:
 
 
 def value_label(v: Any) -> str:
-    """Short human label of a swept value (plugin specs as ``name(k=v)``, lists joined by +)."""
+    """Short human label of a swept value (plugin specs as ``name(k=v)``, lists joined by +; a
+    list inside a list in brackets, so ``[[0], [1, 2]]`` and ``[[0, 1], [2]]`` read apart)."""
     if isinstance(v, dict) and "name" in v:
         params = v.get("params") or {}
         inner = ",".join(f"{k}={value_label(x)}" for k, x in sorted(params.items()))
         return f"{v['name']}({inner})" if inner else str(v["name"])
     if isinstance(v, list):
-        return "+".join(value_label(x) for x in v) if v else "none"
+        if not v:
+            return "none"
+        return "+".join(f"[{value_label(x)}]" if isinstance(x, list) else value_label(x) for x in v)
     if isinstance(v, float):
         return f"{v:g}"
     if isinstance(v, dict):
