@@ -56,6 +56,7 @@ __all__ = [
     "AttackOutput",
     "AttackOutputError",
     "chance_scores",
+    "member_guesses",
     "membership_candidates",
     "observed",
     "prior_points",
@@ -126,12 +127,11 @@ class Attack(Plugin):
         score attacks: :func:`chance_scores` (every candidate scores the same, AUC 0.5). Other
         kinds have no default: override it to compare against a prior-only attacker."""
         if "points" in self.output_kinds:
-            guess = prior_points(view, public)
-            if guess is None:
-                return []
+            guesses = member_guesses(view, public)
             return [
-                AttackOutput(kind="points", target=t, points=guess, meta={"baseline": "prior"})
+                AttackOutput(kind="points", target=t, points=guess, meta={"baseline": who})
                 for t in _targets(view, public)
+                for who, guess in guesses
             ]
         if "scores" in self.output_kinds:
             return chance_scores(view, public)
@@ -182,6 +182,24 @@ def chance_scores(view: View, public: PublicInfo) -> list[AttackOutput]:
                 )
             )
     return out
+
+
+def member_guesses(view: View, public: PublicInfo) -> list[tuple[str, np.ndarray]]:
+    """The prior-only guesses of another party's data, ``(whose, rows)``: one for a single
+    observer (:func:`prior_points`); for a coalition, each member's own guess (its rows, or the
+    public prior for a member without data), so that the scorer compares the coalition with its
+    best member's prior-only attacker, not with a guess none of them would make alone."""
+    if not view.colluders:
+        guess = prior_points(view, public)
+        return [] if guess is None else [("prior", guess)]
+    out: dict[str, np.ndarray] = {}
+    for m in (view.observer, *view.colluders):
+        rows = view.own_data.get(m)
+        if rows is not None and len(rows):
+            out[f"own:{m}"] = np.asarray(rows)
+        elif public.prior is not None:
+            out["prior"] = np.asarray(public.prior)
+    return list(out.items())
 
 
 def prior_points(view: View, public: PublicInfo) -> np.ndarray | None:

@@ -168,3 +168,28 @@ def test_a_record_leak_keeps_its_figure_and_population_baseline():
         "population",
     )
     assert out[1]["metrics"]["leakage"] == pytest.approx(0.5)
+
+
+def test_run_and_attack_score_a_coalition_against_its_best_members_baseline(tmp_path, capsys):
+    """Outside the scorecard too (`testbed run` with colluders, `testbed attack --colluders`):
+    the server+alice coalition, which sees the server's messages, reads the server's leakage on
+    bob (same reconstruction, best member's prior-only guess), and its re-run rows are labelled
+    with the whole coalition, apart from the server's own."""
+    import json
+    from pathlib import Path
+
+    from testbed.cli.main import main
+
+    text = Path("scenarios/contract_tiny.yaml").read_text()
+    f = tmp_path / "c.yaml"
+    f.write_text(text + "attacks:\n  - {name: sent_rows}\noutput: {save_transcript: true}\n")
+    out = tmp_path / "c"
+    assert main(["run", str(f), "-q", "--out", str(out)]) == 0
+    alone = {r["target"]: r for r in json.loads((out / "results.json").read_text())["attacks"]}
+    assert main(["attack", str(out), "--observer", "server", "--colluders", "alice"]) == 0
+    capsys.readouterr()
+    (saved,) = out.glob("attacks-*.json")
+    rows = {r["target"]: r for r in json.loads(saved.read_text())["rows"]}
+    assert rows["bob"]["label"] == "sent_rows@server+alice"
+    assert rows["bob"]["w2"] == pytest.approx(alone["bob"]["w2"])  # the same reconstruction
+    assert rows["bob"]["leakage"] == pytest.approx(alone["bob"]["leakage"])  # was 0.584 vs 0.284

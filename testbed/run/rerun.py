@@ -17,6 +17,7 @@ __all__ = [
     "attack_saved_run",
     "rerun_attacks",
     "saved_attack_rows",
+    "threat_label",
     "why_no_rows",
 ]
 
@@ -72,13 +73,18 @@ def attack_saved_run(
                 "new rows (or attack a copy)"
             )
         rows, sc, saved = _attack(run_dir, attacks, observer, colluders)
+        if not sc.attacks:  # nothing ran: say so, never write an empty attacks file
+            raise TestbedError(
+                f"{run_dir}: its scenario names no attack; give one with --attack NAME "
+                "(`testbed plugins` lists them, e.g. --attack sent_rows)"
+            )
         spec = {
             "attacks": [a.model_dump(mode="json") for a in sc.attacks],
             "threat_model": sc.threat_model.model_dump(mode="json"),
         }
         out = run_dir / f"attacks-{config_hash(spec)[:8]}.json"
         for r in rows:
-            r["label"] = f"{r.get('label') or r['attack']}@{sc.threat_model.observer}"
+            r["label"] = f"{r.get('label') or r['attack']}@{threat_label(sc)}"
             r["source"] = out.name
         doc = {**spec, "rows": rows, "digests": attack_file_digests(saved, rows)}
         text = json.dumps(jsonable(doc), indent=2, sort_keys=True) + "\n"
@@ -143,11 +149,6 @@ def _attack(run_dir: Path, attacks, observer, colluders):
         }
         where = f"{resolved_path} with the command line's attacks/threat model"
         sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
-    if not sc.attacks:  # nothing to run: say so, never write an empty attacks file
-        raise TestbedError(
-            f"{run_dir}: its scenario names no attack; give one with --attack NAME "
-            "(`testbed plugins` lists them, e.g. --attack sent_rows)"
-        )
     saved = _load_results(run_dir / "results.json")
     transcript = Transcript.load(run_dir)  # checks every envelope's payload and record digest
     _check_same_run(run_dir, saved, (run_dir / "config_hash").read_text().strip(), transcript)
@@ -207,6 +208,12 @@ def _check_same_run(run_dir, saved: dict[str, Any], want_hash: str, transcript) 
         )
 
 
+def threat_label(sc) -> str:
+    """The threat model in a re-run row's label: ``server``, or ``server+alice`` for the server
+    colluding with alice (two threat models never share a label)."""
+    return "+".join((sc.threat_model.observer, *sc.threat_model.colluders))
+
+
 def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[str]:
     """One line per attack of ``sc`` (a scenario run or re-run) that produced no scored row,
     saying why: it does not apply to the protocol (naming the protocols it applies to; left out
@@ -225,7 +232,7 @@ def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[
         ]
     )
     # rows of `testbed attack` carry the observer in their label (attack_saved_run)
-    rerun = f"@{sc.threat_model.observer}"
+    rerun = f"@{threat_label(sc)}"
     have = {(r.get("label") or r.get("attack") or "").removesuffix(rerun) for r in rows}
     observer = "+".join((sc.threat_model.observer, *sc.threat_model.colluders))
     out = []

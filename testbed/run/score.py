@@ -70,8 +70,9 @@ def score_runs(
         for out in run.outputs:
             if run.target is not None and out.target != run.target:
                 continue
-            base = next(
-                (b for b in run.baseline if b.target == out.target and b.kind == out.kind), None
+            base = _best_baseline(
+                [b for b in run.baseline if b.target == out.target and b.kind == out.kind],
+                truth,
             )
             where = f"attack {run.label or run.name}, target {out.target!r}"
             if out.kind == "scores" and (base is None or base.scores is None):
@@ -100,6 +101,20 @@ def score_runs(
                 # the audit's empirical lower bound is shown beside the defense's claim
                 rows[-1]["epsilon_claimed"] = truth.claimed(out.target)
     return rows
+
+
+def _best_baseline(bases: list, truth: GroundTruth):
+    """The baseline output to score against: the only one, or, when a coalition's members each
+    make their own prior-only guess of a party's rows (``attacks.member_guesses``), the one
+    closest to those rows in W2: the coalition is compared with its best member's prior-only
+    attacker, never with a guess no member would make alone."""
+    if len(bases) <= 1 or any(b.kind != "points" for b in bases):
+        return bases[0] if bases else None
+    from testbed import ot as tot
+    from testbed.measure import Measure
+
+    target = Measure(truth.parties[bases[0].target].X)
+    return min(bases, key=lambda b: tot.wasserstein(Measure(b.points, b.weights), target))
 
 
 def failure_row(run: AttackRun) -> dict[str, Any]:
