@@ -18,7 +18,19 @@ from testbed.exchange.bus import SERVER, Envelope
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import Plugin, PluginConfig
 
-__all__ = ["Defense", "DefenseConfig"]
+__all__ = ["MEASURE_PROTOCOLS", "Defense", "DefenseConfig"]
+
+#: the built-in protocols whose messages carry measures (``testbed.measure.Measure``): the
+#: defenses that act on measures (noise, subsampling, masking) apply to these only
+MEASURE_PROTOCOLS = (
+    "fedwad",
+    "fedwad_clustering",
+    "fedwad_clustered_fl",
+    "fedwad_coreset",
+    "fedbary",
+    "triangle_wad",
+    "triangle_wad_marketplace",
+)
 
 
 class DefenseConfig(PluginConfig):
@@ -36,6 +48,15 @@ class Defense(Plugin):
     Config = DefenseConfig
     #: False for knob defenses, which change protocol parameters and never a message
     changes_messages: ClassVar[bool] = True
+    #: protocols this defense acts on ("*" = any); ``testbed validate`` refuses it on another
+    #: protocol, where it would run and change nothing (the first named one is its contract
+    #: fixture's protocol)
+    protocols: ClassVar[tuple[str, ...]] = ("*",)
+
+    @classmethod
+    def applies_to_protocol(cls, protocol: str) -> bool:
+        """Whether this defense acts on ``protocol`` (its messages or its parameters)."""
+        return "*" in cls.protocols or protocol in cls.protocols
 
     def applies_to(self, env: Envelope) -> bool:
         senders = getattr(self.config, "senders", None)

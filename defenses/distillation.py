@@ -39,6 +39,8 @@ class _Knob(Defense):
 
     #: read by the contract kit (issue 4's knob flag): no message checks for knobs
     changes_messages: ClassVar[bool] = False
+    #: a knob of sinkhorn_distillation's parameters; on another protocol it would do nothing
+    protocols: ClassVar[tuple[str, ...]] = (PROTOCOL,)
 
     def applies_to(self, env: Envelope) -> bool:
         return False

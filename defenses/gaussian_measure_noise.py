@@ -44,7 +44,7 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import Field, model_validator
 
-from defenses._base import Defense, DefenseConfig
+from defenses._base import MEASURE_PROTOCOLS, Defense, DefenseConfig
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Envelope
 from testbed.exchange.ledger import (
@@ -85,6 +85,8 @@ class GaussianMeasureNoise(Defense):
 
     name = "gaussian_measure_noise"
     Config = GaussianMeasureNoiseConfig
+    #: it acts on measures (and distances): idle on a protocol that sends none
+    protocols = MEASURE_PROTOCOLS
 
     def multiplier(self) -> float:
         """The noise multiplier z (given, or calibrated from the target epsilon with opacus)."""

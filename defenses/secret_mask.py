@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from defenses._base import Defense, DefenseConfig
+from defenses._base import MEASURE_PROTOCOLS, Defense, DefenseConfig
 from testbed.exchange.bus import Envelope
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
@@ -72,7 +72,8 @@ class SecretIsometryMask(Defense):
 
     name = "secret_isometry_mask"
     Config = SecretIsometryMaskConfig
-    protocols = ("triangle_wad",)
+    #: triangle_wad first (the contract fixture); it masks any sent measure (``kinds``)
+    protocols = ("triangle_wad", *(p for p in MEASURE_PROTOCOLS if p != "triangle_wad"))
     contract_scenario = "contract_tiny_triangle_wad.yaml"
 
     def on_send(

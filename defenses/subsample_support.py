@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import Field, model_validator
 
-from defenses._base import Defense, DefenseConfig
+from defenses._base import MEASURE_PROTOCOLS, Defense, DefenseConfig
 from testbed.exchange.bus import Envelope
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
@@ -59,6 +59,8 @@ class SubsampleSupport(Defense):
 
     name = "subsample_support"
     Config = SubsampleSupportConfig
+    #: it acts on measures (and distances): idle on a protocol that sends none
+    protocols = MEASURE_PROTOCOLS
 
     def keep(self, n: int) -> int:
         if self.config.atoms is not None:

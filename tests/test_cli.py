@@ -352,6 +352,22 @@ def _partition(spec: str) -> callable:
             4,
             "data.dataset.params.label_column: 3 is out of range for the 3 columns of pts.npy",
         ),
+        (
+            lambda s: s + "defenses: [{name: pate_aggregation, params: {sigma: 1.0}}]\n",
+            16,
+            "defenses[0].name: defense 'pate_aggregation' does not act on protocol 'fedwad' (it "
+            "would change nothing); it applies to: sinkhorn_distillation",
+        ),
+        (
+            lambda s: (
+                _protocol("{name: dp_sliced_wasserstein}")(s)
+                + "defenses: [{name: subsample_support}]\n"
+            ),
+            14,
+            "defenses[0].name: defense 'subsample_support' does not act on protocol "
+            "'dp_sliced_wasserstein' (it would change nothing); it applies to: fedwad, "
+            "fedwad_clustering",
+        ),
     ],
     ids=[
         "empty-class-list",
@@ -391,6 +407,8 @@ def _partition(spec: str) -> callable:
         "distill-split-audit-target-not-a-client",
         "csv-label-name-without-header",
         "npy-label-index-out-of-range",
+        "pate-on-fedwad",
+        "subsample-on-dp-sliced",
     ],
 )
 def test_validate_refuses_what_run_would_refuse(tmp_path, capsys, mutate, line, needle):

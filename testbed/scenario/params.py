@@ -149,6 +149,19 @@ def _check_party_count(pcls, name: str, names: list[str], root, fname: str) -> N
     )
 
 
+def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname: str) -> None:
+    """A defense on a protocol it does not act on would run and change nothing while the
+    results list it (``Defense.protocols``)."""
+    applies = getattr(dcls, "applies_to_protocol", None)
+    if applies is None or applies(protocol):
+        return
+    raise ScenarioError(
+        f"{where(fname, root, ['defenses', i, 'name'])}: defense {name!r} does not act on "
+        f"protocol {protocol!r} (it would change nothing); it applies to: "
+        f"{', '.join(dcls.protocols)}"
+    )
+
+
 def validate_plugins(
     sc: Scenario, root=None, fname: str = "<scenario>", base_dir: str = "."
 ) -> dict:
@@ -193,6 +206,7 @@ def validate_plugins(
     proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
         dcls, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
+        _check_defense_protocol(dcls, d.name, sc.protocol.name, i, root, fname)
         check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
         resolved["defenses"].append(cfg.model_dump(mode="json"))
         # knob defenses set protocol parameters: a knob the protocol lacks is an error here
