@@ -368,6 +368,11 @@ def _partition(spec: str) -> callable:
             "'dp_sliced_wasserstein' (it would change nothing); it applies to: fedwad, "
             "fedwad_clustering",
         ),
+        (
+            lambda s: s + "attacks: [{name: fedwad_distributional, target: carol}]\n",
+            16,
+            "attacks[0].target: unknown party 'carol'; parties: alice, bob",
+        ),
     ],
     ids=[
         "empty-class-list",
@@ -409,6 +414,7 @@ def _partition(spec: str) -> callable:
         "npy-label-index-out-of-range",
         "pate-on-fedwad",
         "subsample-on-dp-sliced",
+        "attack-target-not-a-party",
     ],
 )
 def test_validate_refuses_what_run_would_refuse(tmp_path, capsys, mutate, line, needle):

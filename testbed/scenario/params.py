@@ -252,7 +252,14 @@ def validate_plugins(
                 raise ScenarioError(
                     f"{fname}:{line}: threat_model.{field}: unknown party {w!r}; choose from {', '.join(sorted(allowed))}"
                 )
-    for i, a in enumerate(sc.attacks):  # an observer attacking itself measures nothing
+    for i, a in enumerate(sc.attacks):
+        if a.target is not None and a.target not in names:  # it would run and output nothing
+            line = line_of(root, ["attacks", i, "target"])
+            raise ScenarioError(
+                f"{fname}:{line}: attacks[{i}].target: unknown party {a.target!r}; parties: "
+                f"{', '.join(names)}"
+            )
+        # an observer attacking itself measures nothing
         if a.target is not None and a.target in {tm.observer, *tm.colluders}:
             line = line_of(root, ["attacks", i, "target"])
             raise ScenarioError(
