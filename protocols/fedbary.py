@@ -75,6 +75,18 @@ __all__ = [
 ]
 
 
+def _check_support_size(S: int, rows: Mapping[str, int]) -> None:
+    """Without a validation party the reference barycenter starts from S distinct rows of the
+    clients' pooled data: more than they hold is bad input (exit 2), not a fault."""
+    n = sum(rows.values())
+    if S > n:
+        raise DataError(
+            f"fedbary: protocol.params.support_size: {S} is more than the {n} rows the clients "
+            f"hold together ({', '.join(rows)}); with no validation party the reference "
+            f"barycenter starts from support_size of their rows: give at most {n}"
+        )
+
+
 class FedBaryConfig(PluginConfig):
     clients: list[str] | None = Field(
         None, description="client parties (default: every party except the validation party)"
@@ -317,6 +329,8 @@ class FedBary(Protocol):
         S = cfg.support_size
         if S is None:
             S = sd[val][0] if val is not None else int(round(np.mean([sd[c][0] for c in clients])))
+        elif val is None:
+            _check_support_size(S, {c: sd[c][0] for c in clients})
         rng_server, *rng_clients = rng.spawn(1 + len(clients))
         if cfg.gamma_init == "shared":
             g0 = Measure(rng_server.normal(cfg.init_mean, cfg.init_scale, size=(S, d)))
@@ -507,6 +521,7 @@ class FedBary(Protocol):
                 Q = Measure(parties[val].X)
             else:
                 S = self.config.support_size or int(round(np.mean([parties[c].n for c in clients])))
+                _check_support_size(S, {c: parties[c].n for c in clients})
                 pooled = np.vstack([parties[c].X for c in clients])
                 init = pooled[np.random.default_rng(0).choice(pooled.shape[0], S, replace=False)]
                 Q = central_barycenter_on(bus, clients, init, 100, assignment=fast)

@@ -65,6 +65,17 @@ class DPSGDParams(PluginConfig):
     max_grad_norm: float = Field(1.0, gt=0, description="per-sample gradient clipping norm")
 
 
+def _check_class_count(n: int, what: str, info: ValidationInfo) -> None:
+    """``n`` classes against the dataset's labels, when its config tells them (the validation
+    context's ``labels``): a label at or above ``n`` has no coordinate."""
+    labels = (info.context or {}).get("labels")
+    if labels and max(labels) >= n:
+        raise ValueError(
+            f"{n} {what}, but the dataset's labels go up to {max(labels)} "
+            f"({len(labels)} classes): give {max(labels) + 1}"
+        )
+
+
 class SinkhornDistillationConfig(PluginConfig):
     # the defaults name parties the scenario must have: checked like given names
     transfer: str = Field(
@@ -118,6 +129,29 @@ class SinkhornDistillationConfig(PluginConfig):
     def _server_party(cls, v, info: ValidationInfo):
         if v is not None:
             check_parties([v], info)
+        return v
+
+    @field_validator("label_coords")
+    @classmethod
+    def _coords(cls, v, info: ValidationInfo):
+        if v is None:
+            return v
+        widths = sorted({len(r) for r in v})
+        if not v or widths[0] == 0:
+            raise ValueError("needs one non-empty coordinate per class")
+        if len(widths) > 1:
+            raise ValueError(
+                f"every class needs a coordinate of the same length, got lengths "
+                f"{', '.join(map(str, widths))}"
+            )
+        _check_class_count(len(v), "rows (one per class)", info)
+        return v
+
+    @field_validator("n_classes")
+    @classmethod
+    def _classes(cls, v, info: ValidationInfo):
+        if v is not None:
+            _check_class_count(v, "classes", info)
         return v
 
     @model_validator(mode="after")
@@ -268,6 +302,11 @@ class SinkhornDistillation(Protocol):
         if coords.shape[0] != C:
             raise DataError(
                 f"sinkhorn_distillation: {coords.shape[0]} label_coords for {C} classes"
+            )
+        if y_te.size and int(np.max(y_te)) >= C:
+            raise DataError(
+                f"sinkhorn_distillation: the test set has label {int(np.max(y_te))}, but "
+                f"label_coords/n_classes give {C} classes (0..{C - 1})"
             )
         M = dl.label_cost(coords, cfg.cost)
         # noise inputs: every column drawn independently from the transfer set's column

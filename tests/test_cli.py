@@ -132,6 +132,22 @@ def _partition(spec: str) -> callable:
     return lambda s: s.replace("{name: class_subsets, params: {classes: [[0], [1]]}}", spec)
 
 
+_SINKHORN_5 = """\
+name: tiny
+seed: 3
+data:
+  dataset:
+    name: gaussians
+    params:
+      d: 2
+      components: [{n: 20, mean: 0.0}, {n: 20, mean: 3.0}, {n: 20, mean: 6.0}, {n: 20, mean: 9.0}, {n: 20, mean: 12.0}]
+  partition: {name: distill_split}
+  parties: [transfer, test, alice, bob]
+protocol:
+  name: sinkhorn_distillation
+"""
+
+
 @pytest.mark.parametrize(
     ("mutate", "line", "needle"),
     [
@@ -369,6 +385,24 @@ def _partition(spec: str) -> callable:
             "fedwad_clustering",
         ),
         (
+            lambda s: _SINKHORN_5 + "  params: {label_coords: [[0], [1], [2], [3]]}\n",
+            13,
+            "protocol.params.label_coords: 4 rows (one per class), but the dataset's labels go "
+            "up to 4 (5 classes): give 5",
+        ),
+        (
+            lambda s: _SINKHORN_5 + "  params: {n_classes: 3}\n",
+            13,
+            "protocol.params.n_classes: 3 classes, but the dataset's labels go up to 4 (5 "
+            "classes): give 5",
+        ),
+        (
+            lambda s: _SINKHORN_5 + "  params: {label_coords: [[0], [1], [2], [3], [4, 1]]}\n",
+            13,
+            "protocol.params.label_coords: every class needs a coordinate of the same length, "
+            "got lengths 1, 2",
+        ),
+        (
             lambda s: s + "attacks: [{name: fedwad_distributional, target: carol}]\n",
             16,
             "attacks[0].target: unknown party 'carol'; parties: alice, bob",
@@ -414,6 +448,9 @@ def _partition(spec: str) -> callable:
         "npy-label-index-out-of-range",
         "pate-on-fedwad",
         "subsample-on-dp-sliced",
+        "sinkhorn-label-coords-fewer-than-classes",
+        "sinkhorn-n-classes-fewer-than-labels",
+        "sinkhorn-label-coords-ragged",
         "attack-target-not-a-party",
     ],
 )
@@ -883,3 +920,18 @@ def test_sweep_summary_does_not_cut_names_into_lookalikes(tmp_path, capsys):
         r["labels"] = {"protocol": "p" * 40 + tail}
     _, table, _ = sweep_rows(rows)
     assert sorted(t[0] for t in table) == ["p" * 40 + "a", "p" * 40 + "b"]
+
+
+def test_fedbary_support_size_above_the_pooled_rows_is_bad_input(tmp_path, capsys):
+    """fedbary without a validation party: the reference barycenter starts from support_size
+    distinct pooled client rows; more than the 35 rows is bad input (exit 2, the param named)
+    before anything is sent, not a plugin fault from rng.choice."""
+    text = _protocol("{name: fedbary, params: {support_size: 50, iterations: 1}}")(GOOD)
+    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.strip().endswith(
+        "fedbary: protocol.params.support_size: 50 is more than the 35 rows the clients hold "
+        "together (alice, bob); with no validation party the reference barycenter starts from "
+        "support_size of their rows: give at most 35"
+    ), err

@@ -199,7 +199,9 @@ def validate_plugins(
             TRANSFORMS, sc.data.transform, ["data", "transform"], root, fname, ctx
         )
         resolved["transform"] = cfg.model_dump(mode="json")
-    pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, ctx)
+    # the dataset's labels (when its config tells them) for params counted in classes
+    pctx = ctx if labels is None else {**ctx, "labels": labels}
+    pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, pctx)
     resolved["protocol"] = cfg.model_dump(mode="json")
     _check_party_count(pcls, sc.protocol.name, names, root, fname)
     resolved["defenses"] = []
