@@ -403,6 +403,17 @@ protocol:
             "got lengths 1, 2",
         ),
         (
+            lambda s: s.replace("d: 2", "d: 3").replace("mean: 0.0}", "mean: [0.0, 1.0]}"),
+            8,
+            "data.dataset.params.components: component 0: mean has 2 entries, d = 3",
+        ),
+        (
+            lambda s: s.replace("mean: 3.0}", "mean: 3.0, cov: [[1.0, 0.0], [0.0]]}"),
+            8,
+            "data.dataset.params.components: component 1: cov must be 2 x 2, got 2 rows of "
+            "lengths [1, 2]",
+        ),
+        (
             lambda s: s + "attacks: [{name: fedwad_distributional, target: carol}]\n",
             16,
             "attacks[0].target: unknown party 'carol'; parties: alice, bob",
@@ -451,6 +462,8 @@ protocol:
         "sinkhorn-label-coords-fewer-than-classes",
         "sinkhorn-n-classes-fewer-than-labels",
         "sinkhorn-label-coords-ragged",
+        "gaussians-mean-vs-d",
+        "gaussians-cov-vs-d",
         "attack-target-not-a-party",
     ],
 )

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from testbed.errors import DataError
 from testbed.measure import Measure
@@ -115,6 +115,21 @@ class GaussianComponent(PluginConfig):
 class GaussiansConfig(PluginConfig):
     d: int = Field(2, gt=0)
     components: list[GaussianComponent] = Field(min_length=1)
+
+    @field_validator("components")
+    @classmethod
+    def _sizes(cls, v, info: ValidationInfo):
+        """Each component's mean (a list) has d entries and its cov is d x d."""
+        d = info.data.get("d")
+        if d is None:  # d itself was refused
+            return v
+        for k, c in enumerate(v):
+            if not isinstance(c.mean, (int, float)) and len(c.mean) != d:
+                raise ValueError(f"component {k}: mean has {len(c.mean)} entries, d = {d}")
+            if c.cov is not None and (len(c.cov) != d or any(len(r) != d for r in c.cov)):
+                shape = f"{len(c.cov)} rows of lengths {sorted({len(r) for r in c.cov})}"
+                raise ValueError(f"component {k}: cov must be {d} x {d}, got {shape}")
+        return v
 
 
 @DATASETS.register
