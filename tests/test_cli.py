@@ -414,6 +414,24 @@ protocol:
             "lengths [1, 2]",
         ),
         (
+            lambda s: _with_dataset("{name: csv, params: {path: pts.csv}}").replace(
+                "  parties:",
+                "  partition: {name: class_subsets, params: {classes: [[0], [1]]}}\n  parties:",
+            ),
+            5,
+            "data.partition.name: partition 'class_subsets' needs labels, but dataset 'csv' has "
+            "none (give data.dataset.params.label_column)",
+        ),
+        (
+            lambda s: _with_dataset("{name: csv, params: {path: pts.csv}}").replace(
+                "  parties:",
+                "  partition: {name: iid}\n  transform: {name: otdd_augment}\n  parties:",
+            ),
+            6,
+            "data.transform.name: transform 'otdd_augment' needs labels, but dataset 'csv' has "
+            "none (give data.dataset.params.label_column)",
+        ),
+        (
             lambda s: s + "attacks: [{name: fedwad_distributional, target: carol}]\n",
             16,
             "attacks[0].target: unknown party 'carol'; parties: alice, bob",
@@ -464,6 +482,8 @@ protocol:
         "sinkhorn-label-coords-ragged",
         "gaussians-mean-vs-d",
         "gaussians-cov-vs-d",
+        "csv-without-labels-class-subsets",
+        "csv-without-labels-otdd-augment",
         "attack-target-not-a-party",
     ],
 )

@@ -99,6 +99,12 @@ class DatasetPlugin(Plugin):
     def load(self, rng: np.random.Generator) -> Dataset:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def has_labels(self) -> bool | None:
+        """Whether a load gives labels, when the config alone tells (the file datasets: a
+        ``label_column``): ``testbed validate`` refuses a partition or transform that needs
+        labels on a dataset without. None: unknown (not checked)."""
+        return None
+
     def possible_labels(self) -> frozenset[int] | None:
         """Every class label a load can hold, when the config alone tells (nothing is read):
         ``testbed validate`` refuses a partition that asks for another class. None: unknown."""

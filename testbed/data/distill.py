@@ -206,6 +206,7 @@ class DistillSplit(PartitionerPlugin):
     """Test set, server transfer set, label-skewed clients and an optional membership audit set."""
 
     name = "distill_split"
+    needs_labels = True  # label-skewed clients (Dirichlet)
     Config = DistillSplitConfig
 
     def public_parties(self, parties):

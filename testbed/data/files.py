@@ -151,6 +151,9 @@ class CsvFile(DatasetPlugin):
     name = "csv"
     Config = CsvConfig
 
+    def has_labels(self) -> bool:
+        return self.config.label_column is not None
+
     def load(self, rng):
         path = Path(self.config.path)
         try:
@@ -200,6 +203,9 @@ class NpyFile(DatasetPlugin):
 
     name = "npy"
     Config = NpyConfig
+
+    def has_labels(self) -> bool:
+        return self.config.label_column is not None
 
     def load(self, rng):
         path = Path(self.config.path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import numpy as np
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
@@ -77,6 +77,9 @@ def equal_rows(n: int, parties: Sequence[str]) -> PartyRows:
 
 class PartitionerPlugin(Plugin):
     """Base class: ``split(dataset, parties, rng) -> {party: row indices}``."""
+
+    #: the split reads the labels: ``testbed validate`` refuses it on a dataset without
+    needs_labels: ClassVar[bool] = False
 
     def split(
         self, ds: Dataset, parties: Sequence[str], rng
@@ -214,6 +217,7 @@ class DirichletLabel(PartitionerPlugin):
 
     name = "dirichlet"
     Config = DirichletConfig
+    needs_labels = True
 
     def party_rows(self, n, parties, class_rows=None):
         # random: a party holds at most what the others' min_size rows leave
@@ -282,6 +286,7 @@ class ClassSubsets(PartitionerPlugin):
     """Each party holds only the listed classes (shared classes are split evenly)."""
 
     name = "class_subsets"
+    needs_labels = True
     Config = ClassSubsetsConfig
 
     def party_rows(self, n, parties, class_rows=None):

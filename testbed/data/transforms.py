@@ -3,7 +3,7 @@ label augmentation). A transform is fitted on each party's own data only: it nev
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -16,6 +16,9 @@ __all__ = ["OtddAugment", "Scale", "Transform"]
 
 class Transform(Plugin):
     """Base class: ``apply(party) -> PartyData`` with new features."""
+
+    #: the transform reads the labels: ``testbed validate`` refuses it on a dataset without
+    needs_labels: ClassVar[bool] = False
 
     def apply(self, party: PartyData) -> PartyData:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -54,6 +57,7 @@ class OtddAugment(Transform):
     """OTDD label augmentation [x; m_y; vec(Sigma_y^1/2)], statistics from the party's own rows."""
 
     name = "otdd_augment"
+    needs_labels = True
     Config = OtddAugmentConfig
 
     def apply(self, party: PartyData) -> PartyData:

@@ -162,6 +162,17 @@ def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname:
     )
 
 
+def _check_needs_labels(cls, what: str, sc: Scenario, root, fname: str) -> None:
+    """A partition or transform that reads labels, on a dataset whose config says it has none."""
+    if not getattr(cls, "needs_labels", False):
+        return
+    spec = sc.data.partition if what == "partition" else sc.data.transform
+    raise ScenarioError(
+        f"{where(fname, root, ['data', what, 'name'])}: {what} {spec.name!r} needs labels, but "
+        f"dataset {sc.data.dataset.name!r} has none (give data.dataset.params.label_column)"
+    )
+
+
 def validate_plugins(
     sc: Scenario, root=None, fname: str = "<scenario>", base_dir: str = "."
 ) -> dict:
@@ -172,8 +183,10 @@ def validate_plugins(
     resolved: dict[str, Any] = {}
     dcls, cfg = _validate_plugin(DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx)
     resolved["dataset"] = cfg.model_dump(mode="json")
-    labels = getattr(dcls(cfg), "possible_labels", lambda: None)()  # from the config alone
-    _, cfg = _validate_plugin(
+    dataset = dcls(cfg)
+    labels = getattr(dataset, "possible_labels", lambda: None)()  # from the config alone
+    has_labels = getattr(dataset, "has_labels", lambda: None)()
+    part_cls, cfg = _validate_plugin(
         PARTITIONERS,
         sc.data.partition,
         ["data", "partition"],
@@ -182,6 +195,8 @@ def validate_plugins(
         ctx if labels is None else {**ctx, "labels": labels},
     )
     resolved["partition"] = cfg.model_dump(mode="json")
+    if has_labels is False:
+        _check_needs_labels(part_cls, "partition", sc, root, fname)
     from testbed.data.datasets import NoiseSpec
 
     for i, n in enumerate(sc.data.noise):
@@ -195,10 +210,12 @@ def validate_plugins(
                 f"{fname}:{line}: data.noise[{i}].party: unknown party {spec.party!r}; parties: {', '.join(names)}"
             )
     if sc.data.transform is not None:
-        _, cfg = _validate_plugin(
+        tcls, cfg = _validate_plugin(
             TRANSFORMS, sc.data.transform, ["data", "transform"], root, fname, ctx
         )
         resolved["transform"] = cfg.model_dump(mode="json")
+        if has_labels is False:
+            _check_needs_labels(tcls, "transform", sc, root, fname)
     # the dataset's labels (when its config tells them) for params counted in classes
     pctx = ctx if labels is None else {**ctx, "labels": labels}
     pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, pctx)
