@@ -38,6 +38,7 @@ That is a finding the report shows, not a bug.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Mapping
 
@@ -87,6 +88,39 @@ class GaussianMeasureNoise(Defense):
     Config = GaussianMeasureNoiseConfig
     #: it acts on measures (and distances): idle on a protocol that sends none
     protocols = MEASURE_PROTOCOLS
+
+    def check_releases(self, protocol_name: str, protocol_params: Mapping) -> str | None:
+        """With a target epsilon: a problem when ``releases`` is below what one defended client
+        of the protocol releases in a run (``Protocol.client_releases``, when the protocol can
+        tell from its params); the run would stop at the release the target does not cover."""
+        c = self.config
+        if c.target_epsilon is None or c.releases is None:
+            return None
+        cls = PROTOCOLS.get(protocol_name)
+        if c.senders is not None and any(s in getattr(cls, "extra_senders", ()) for s in c.senders):
+            return None  # the server's releases are not counted
+        hook = getattr(cls, "client_releases", None)
+        if hook is None:
+            return None
+        roles = cls.from_params(dict(protocol_params)).client_releases()
+        if not roles:
+            return None
+        need = max(
+            sum(
+                n
+                for kind, n, what in sends
+                if (what == "measure" or c.noise_distances)
+                and any(fnmatch.fnmatchcase(kind, k) for k in c.kinds)
+            )
+            for sends in roles.values()
+        )
+        if c.releases >= need:
+            return None
+        return (
+            f"releases={c.releases}, but a client of {protocol_name} makes {need} releases "
+            f"this defense noises in a run (its params); the run would stop at release "
+            f"#{c.releases + 1}: give releases: {need}"
+        )
 
     def multiplier(self) -> float:
         """The noise multiplier z (given, or calibrated from the target epsilon with opacus)."""

@@ -186,6 +186,20 @@ class FedWAD(Protocol):
     headline_accuracy = ("wasserstein",)
     min_parties = 2  # mu and nu: `clients`, or the first two parties
 
+    def client_releases(self) -> dict[str, list[tuple[str, int, str]]] | None:
+        """What each client sends in a run, known from the config: per client role, (message
+        kind, times sent, 'measure' or 'distance'); a defense calibrated for a number of
+        releases checks it at validate. None in accurate mode (it may stop early)."""
+        cfg = self.config
+        if cfg.mode == "accurate":
+            return None
+        K = cfg.iterations
+        n_dist = K + 1 if cfg.distances == "every_round" else 1
+        return {
+            side: [(f"fedwad.xi_{side}", K, "measure"), ("fedwad.distance", n_dist, "distance")]
+            for side in ("mu", "nu")
+        }
+
     # -- roles
     def _clients(self, parties: Mapping[str, PartyData]) -> tuple[str, str]:
         names = self.config.clients or list(parties)[:2]

@@ -432,6 +432,16 @@ protocol:
             "none (give data.dataset.params.label_column)",
         ),
         (
+            lambda s: (
+                s + "defenses: [{name: gaussian_measure_noise, params: {target_epsilon: 1.0, "
+                "releases: 3, clip_norm: 10.0}}]\n"
+            ),
+            16,
+            "defenses[0].params.releases: releases=3, but a client of fedwad makes 4 releases "
+            "this defense noises in a run (its params); the run would stop at release #4: give "
+            "releases: 4",
+        ),
+        (
             lambda s: s + "attacks: [{name: fedwad_distributional, target: carol}]\n",
             16,
             "attacks[0].target: unknown party 'carol'; parties: alice, bob",
@@ -484,6 +494,7 @@ protocol:
         "gaussians-cov-vs-d",
         "csv-without-labels-class-subsets",
         "csv-without-labels-otdd-augment",
+        "gaussian-noise-releases-below-fedwad-count",
         "attack-target-not-a-party",
     ],
 )

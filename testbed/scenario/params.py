@@ -244,6 +244,17 @@ def validate_plugins(
                 f"{fname}:{line}: defenses: protocol parameters set by the defenses are invalid: "
                 f"{fmt_loc(err['loc'])}: {err['msg']}"
             ) from None
+    for i, d in enumerate(sc.defenses):  # a release count the protocol's params exceed
+        check = getattr(DEFENSES.get(d.name), "check_releases", None)
+        if check is not None:
+            dcls = DEFENSES.get(d.name)
+            problem = dcls(dcls.Config.model_validate(d.params, context=ctx)).check_releases(
+                sc.protocol.name, proto_params
+            )
+            if problem:
+                raise ScenarioError(
+                    f"{where(fname, root, ['defenses', i, 'params', 'releases'])}: {problem}"
+                )
     resolved["attacks"] = []
     for i, a in enumerate(sc.attacks):
         _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
