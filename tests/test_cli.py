@@ -979,3 +979,21 @@ def test_fedbary_support_size_above_the_pooled_rows_is_bad_input(tmp_path, capsy
         "together (alice, bob); with no validation party the reference barycenter starts from "
         "support_size of their rows: give at most 35"
     ), err
+
+
+def test_distill_split_too_few_rows_names_distill_split(tmp_path, capsys):
+    """distill_split on too little data: the message names distill_split, its 10-row minimum per
+    client and its params, not the inner 'partition dirichlet' the scenario never used."""
+    text = _partition("{name: distill_split}")(GOOD).replace(
+        "[alice, bob]", "[transfer, test, alice, bob]"
+    )
+    text = _protocol("{name: sinkhorn_distillation}")(text)
+    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
+    assert code == 2, err
+    assert "dirichlet" not in err and "Traceback" not in err
+    assert err.strip().endswith(
+        "partition distill_split: could not give each of the 2 clients (alice, bob) 10 rows (the "
+        "minimum) from the 18 of 35 rows left after test_fraction=0.2 and transfer_fraction=0.3, "
+        "with label skew alpha=0.5; use more rows, fewer clients, smaller fractions or a larger "
+        "alpha"
+    ), err

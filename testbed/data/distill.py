@@ -170,10 +170,18 @@ class ValenceArousal(DatasetPlugin):
         )
 
 
+#: rows every client of distill_split gets at least (the Dirichlet split is redrawn until then)
+MIN_CLIENT_ROWS = 10
+
+
 class DistillSplitConfig(PluginConfig):
     transfer_fraction: float = Field(0.3, gt=0, lt=1, description="rows for the transfer set")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="rows for the test set")
-    alpha: float = Field(0.5, gt=0, description="Dirichlet label skew among clients")
+    alpha: float = Field(
+        0.5,
+        gt=0,
+        description="Dirichlet label skew among clients (each client gets at least 10 rows)",
+    )
     transfer: str = Field("transfer", description="party holding the server's transfer set")
     test: str = Field("test", description="party holding the server's test set")
     audit: str = Field("audit", description="party holding the membership candidates")
@@ -246,9 +254,19 @@ class DistillSplit(PartitionerPlugin):
         n_tr = int(round(cfg.transfer_fraction * ds.n))
         test, transfer, rest = perm[:n_test], perm[n_test : n_test + n_tr], perm[n_test + n_tr :]
         sub = Dataset(ds.X[rest], None if ds.y is None else ds.y[rest], ds.name)
-        inner = DirichletLabel(DirichletConfig(alpha=cfg.alpha, min_size=10)).split(
-            sub, clients, rng
-        )
+        try:
+            inner = DirichletLabel(
+                DirichletConfig(alpha=cfg.alpha, min_size=MIN_CLIENT_ROWS)
+            ).split(sub, clients, rng)
+        except DataError:  # the inner split's message names dirichlet, which the user never set
+            raise DataError(
+                f"partition distill_split: could not give each of the {len(clients)} clients "
+                f"({', '.join(clients)}) {MIN_CLIENT_ROWS} rows (the minimum) from the "
+                f"{rest.size} of {ds.n} rows left after test_fraction={cfg.test_fraction:g} and "
+                f"transfer_fraction={cfg.transfer_fraction:g}, with label skew "
+                f"alpha={cfg.alpha:g}; use more rows, fewer clients, smaller fractions or a "
+                "larger alpha"
+            ) from None
         out = {c: np.sort(rest[idx]) for c, idx in inner.items()}
         if cfg.audit_target is not None:
             # members and non-members are both uniform draws from the target's own share, so
