@@ -259,6 +259,13 @@ def validate_plugins(
     for i, a in enumerate(sc.attacks):
         _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
         resolved["attacks"].append(cfg.model_dump(mode="json"))
+    _check_engine(sc, root, fname)
+    _check_threat_model(sc, names, root, fname)
+    return resolved
+
+
+def _check_engine(sc: Scenario, root, fname: str) -> None:
+    """The engine's options (checked at load time; the Ray one without importing Ray)."""
     if sc.engine == "ray":  # engine options are checked at load time too (no ray import)
         from testbed.exchange.engines.ray_bus import RayEngineConfig
 
@@ -273,6 +280,10 @@ def validate_plugins(
             InProcessEngineConfig.model_validate(sc.engine_params)
         except ValidationError as exc:
             raise first_error(exc, ["engine_params"], root, fname) from None
+
+
+def _check_threat_model(sc: Scenario, names: list[str], root, fname: str) -> None:
+    """The observer, colluders and attack targets are parties (or the server / eavesdropper)."""
     tm = sc.threat_model
     allowed = {"server", "eavesdropper", *names}
     for field, who in [("observer", [tm.observer]), ("colluders", tm.colluders)]:
@@ -296,4 +307,3 @@ def validate_plugins(
                 f"{fname}:{line}: attacks[{i}].target: {a.target!r} is the observer (or a "
                 "colluder) itself, which holds its own rows; aim the attack at another party"
             )
-    return resolved

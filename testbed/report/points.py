@@ -1,0 +1,52 @@
+"""Which setting a results row belongs to: its series (the protocol, or the swept protocol
+spec) and its point within the series (the swept value), with settings that would read alike
+kept apart (:func:`distinct_points`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+__all__ = ["distinct_points", "point_of", "series_of"]
+
+
+def series_of(row: dict) -> str:
+    labels = row.get("labels") or {}
+    if "protocol" in labels:
+        return labels["protocol"]
+    return row["results"].get("protocol", {}).get("name", "?")
+
+
+def point_of(row: dict) -> str:
+    """The setting a row belongs to within its series: the swept value alone when one field is
+    swept, else ``path=value`` pairs; what :func:`distinct_points` set when that collides."""
+    if "point" in row:
+        return row["point"]
+    labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
+    if len(labels) == 1:
+        return next(iter(labels.values()))
+    return ", ".join(f"{k}={v}" for k, v in labels.items()) or "base"
+
+
+def distinct_points(rows: list[dict]) -> list[dict]:
+    """Keep settings apart that :func:`point_of` would name alike: two grids of a sweep that
+    set different fields to the same value (``support_size: [3]`` and ``iterations: [3]`` both
+    read "3"), which would otherwise be averaged together as if they were seeds of one setting.
+    Their rows get ``point``: the fields' last names and values (``iterations=3``), or the
+    cell's whole label if that still collides. Rows of one setting differ only by seed."""
+    groups: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in rows:
+        groups[(series_of(r), point_of(r))].add(str(r.get("label", "")))
+    clash = {k for k, labels in groups.items() if len(labels) > 1}
+    if not clash:
+        return rows
+    for r in rows:
+        if (series_of(r), point_of(r)) in clash:
+            labels = {k: v for k, v in (r.get("labels") or {}).items() if k != "protocol"}
+            r["point"] = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in labels.items())
+    names: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in rows:
+        names[(series_of(r), point_of(r))].add(str(r.get("label", "")))
+    for r in rows:
+        if len(names[(series_of(r), point_of(r))]) > 1:
+            r["point"] = str(r.get("label", ""))
+    return rows
