@@ -20,8 +20,8 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.exchange.payload import DIGEST_ALGORITHM, digest_algorithm, finish_digest, new_hasher
-from testbed.exchange.transcript import TEMP_MARK, atomic_write_bytes
-from testbed.run.rundir import LOCK_NAME
+from testbed.exchange.transcript import atomic_write_bytes
+from testbed.run.rundir import LOCK_NAME, is_temp_name
 
 __all__ = [
     "MANIFEST_NAME",
@@ -52,16 +52,17 @@ _CHUNK = 1 << 22
 
 def evidence_files(directory: str | Path) -> list[str]:
     """Every evidence file under ``directory`` (relative POSIX paths, sorted): all files but the
-    lock files, the testbed's temporary files and the top-level non-evidence names."""
+    lock files, the testbed's temporary files (exactly its own ``.NAME.testbed-XXXX.tmp`` names,
+    :func:`testbed.run.rundir.is_temp_name`) and the top-level non-evidence names."""
     directory = Path(directory)
     out = []
     for root, dirs, files in os.walk(directory):
         rel = Path(root).relative_to(directory)
         if rel == Path("."):
             dirs[:] = [d for d in dirs if d not in _NOT_EVIDENCE]
-        dirs[:] = sorted(d for d in dirs if TEMP_MARK not in d)
+        dirs[:] = sorted(d for d in dirs if not is_temp_name(d))
         for f in files:
-            if f == LOCK_NAME or TEMP_MARK in f or (rel == Path(".") and f in _NOT_EVIDENCE):
+            if f == LOCK_NAME or is_temp_name(f) or (rel == Path(".") and f in _NOT_EVIDENCE):
                 continue
             out.append((rel / f).as_posix())
     return sorted(out)

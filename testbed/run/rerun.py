@@ -165,7 +165,9 @@ def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
     from testbed.errors import TestbedError
 
     rows: list[dict[str, Any]] = []
-    for f in sorted(Path(run_dir).glob("attacks-*.json")):
+    from testbed.run.rundir import attack_files
+
+    for f in attack_files(Path(run_dir)):  # attacks-<8 hex>.json only; other names refused
         try:
             data = json.loads(f.read_text())
             rows.extend(data["rows"])

@@ -36,8 +36,10 @@ from testbed.exchange.transcript import TEMP_MARK
 LOCK_NAME = ".testbed.lock"
 
 __all__ = [
+    "ATTACKS_FILE",
     "LOCK_NAME",
     "RunDirLockedError",
+    "attack_files",
     "RunDirWriter",
     "cell_labels",
     "check_replaceable",
@@ -145,6 +147,38 @@ def _held(directory: Path) -> bool:
 #: a writer's fresh directory beside its run directory ``NAME`` (:func:`fresh_run_dir`), or the
 #: old run it is deleting (``.old``)
 _FRESH = re.compile(rf"\.(?P<out>.+)\.{re.escape(TEMP_MARK)}[A-Za-z0-9_]+\.tmp(?:\.old)?")
+
+
+def is_temp_name(name: str) -> bool:
+    """True for the names of the testbed's own temporary files and fresh directories
+    (``.NAME.testbed-XXXX.tmp``, ``.old`` while deleted): the only names the manifest leaves out
+    for being temporary. Any other name holding ``testbed-`` is an ordinary file."""
+    return _FRESH.fullmatch(name) is not None
+
+
+#: the only names ``testbed attack`` writes its rows to (``attacks-<8 hex digits>.json``)
+ATTACKS_FILE = re.compile(r"attacks-[0-9a-f]{8}\.json")
+
+
+def attack_files(run_dir: str | Path) -> list[Path]:
+    """The ``attacks-*.json`` files ``testbed attack`` wrote in ``run_dir`` (sorted). Any other
+    entry named ``attacks-*`` (another name, a directory, a symlink) is refused with its name:
+    the testbed never writes one, so it was added by someone else."""
+    out = []
+    try:
+        entries = sorted(os.scandir(run_dir), key=lambda e: e.name)
+    except OSError:
+        return out
+    for e in entries:
+        if not e.name.startswith("attacks-"):
+            continue
+        if not ATTACKS_FILE.fullmatch(e.name) or not e.is_file(follow_symlinks=False):
+            raise TestbedError(
+                f"{e.path}: not a file testbed attack writes (attacks-<8 hex digits>.json); "
+                "added later by someone else"
+            )
+        out.append(Path(e.path))
+    return out
 
 
 def _fresh_dirs(parent: Path) -> dict[str, list[Path]]:

@@ -12,8 +12,9 @@ and what differs):
 5. the transcript: ``envelopes.jsonl`` + ``payloads.npz`` (each payload and each record
    re-hashed, meta included) against the transcript digest, and the spill files of a run that
    spilled against the digest of the spilled part;
-6. each ``attacks-*.json`` that ``testbed attack`` added: its rows against their digests, and
-   that it was computed on this run's transcript and results;
+6. each ``attacks-<8 hex>.json`` that ``testbed attack`` added: its rows against their digests,
+   and that it was computed on this run's transcript and results (any other ``attacks-*`` entry
+   is refused: the testbed never writes one);
 7. ``manifest.json``: every evidence file against its digest, no file unlisted; with
    ``pubkey`` first its Ed25519 signature (:mod:`testbed.run.manifest`).
 
@@ -38,7 +39,7 @@ from testbed.exchange.spill import HEADER_NAME, SPILL_NAME
 from testbed.exchange.transcript import Transcript, read_spilled, records_digest
 from testbed.run.manifest import MANIFEST_NAME, check_manifest
 from testbed.run.results import RESULTS_DIGESTS, evidence_digest, json_form, results_digests
-from testbed.run.rundir import finished_cells, is_sweep
+from testbed.run.rundir import attack_files, finished_cells, is_sweep
 
 __all__ = ["ATTACKS_DIGESTS", "attack_file_digests", "rerun_compare", "verify_run"]
 
@@ -196,7 +197,7 @@ def attack_file_digests(results: dict, rows: list[dict]) -> dict[str, Any]:
 
 def _check_attack_files(d: Path, results: dict) -> list[str]:
     checked = []
-    for f in sorted(d.glob("attacks-*.json")):
+    for f in attack_files(d):  # any other attacks-* name is refused: the testbed never wrote it
         doc = _load_json(f)
         dig = doc.get("digests") if isinstance(doc, dict) else None
         if not isinstance(dig, dict) or dig.get("format") != ATTACKS_DIGESTS:
