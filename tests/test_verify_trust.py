@@ -11,6 +11,7 @@ import pytest
 from test_verify import TRIANGLE, _fails
 
 from testbed.cli.main import main
+from testbed.errors import TestbedError
 from testbed.run.execute import execute
 from testbed.run.manifest import keygen, write_manifest
 from testbed.run.verify import attack_file_digests, verify_run
@@ -60,3 +61,78 @@ def test_a_file_named_like_a_temp_file_but_not_one_is_listed(run, tmp_path):
     (run / "notes-testbed-x.json").unlink()
     (run / ".results.json.testbed-ab12_x9.tmp").write_text("half-written")  # a real temp name
     verify_run(run, pubkey=pub)
+
+
+def _attack_ready(run, tmp_path):
+    """The signed run of an honest signer (`testbed run --sign`), and the signer's key."""
+    key, pub = keygen(tmp_path / "signer")
+    write_manifest(run, key)
+    return key, pub
+
+
+def test_attack_sign_does_not_re_sign_a_tampered_run(run, tmp_path, capsys):
+    key, pub = _attack_ready(run, tmp_path)
+    (run / "notes.txt").write_text("added after signing")  # tampering the signer never saw
+    capsys.readouterr()
+    assert main(["attack", str(run), "--sign", str(key)]) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt: not listed in manifest.json" in err and err.count("\n") == 1
+    _fails(run, r"notes.txt: not listed", pubkey=pub)  # still detected: not signed over
+
+
+def test_attack_sign_refuses_a_rewritten_manifest(run, tmp_path, capsys):
+    key, pub = _attack_ready(run, tmp_path)
+    sig = (run / "manifest.sig").read_bytes()
+    (run / "notes.txt").write_text("added, and the unsigned manifest rewritten")
+    write_manifest(run)
+    (run / "manifest.sig").write_bytes(sig)  # the old signature left in place
+    capsys.readouterr()
+    assert main(["attack", str(run), "--sign", str(key)]) == 2
+    err = capsys.readouterr().err
+    assert "the signature does not match" in err and err.count("\n") == 1
+    assert not list(run.glob("attacks-*.json"))
+
+
+def test_attack_sign_with_another_key_is_refused(run, tmp_path, capsys):
+    _attack_ready(run, tmp_path)
+    other, _ = keygen(tmp_path / "other")
+    capsys.readouterr()
+    assert main(["attack", str(run), "--sign", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.sig: signed by another key than" in err and err.count("\n") == 1
+    assert not list(run.glob("attacks-*.json"))
+
+
+def test_audit_out_does_not_re_list_a_tampered_run(run, tmp_path, capsys):
+    env = run / "envelopes.jsonl"
+    env.write_text(env.read_text().replace('"round"', '"round" ', 1))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(TRIANGLE)
+    capsys.readouterr()
+    assert main(["audit", str(scenario), "--out", str(run), "--trials", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (run / "audit.csv").exists()
+    with pytest.raises(TestbedError):
+        verify_run(run)  # the tampering is still visible
+
+
+def test_verify_without_pubkey_says_the_signature_was_not_checked(run, tmp_path, capsys):
+    _, pub = _attack_ready(run, tmp_path)
+    capsys.readouterr()
+    assert main(["verify", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "the run is signed" in out and "--pubkey KEY.pub" in out
+    (run / "manifest.sig").write_text("garbage")
+    assert main(["verify", str(run)]) == 2
+    assert "manifest.sig: not a signature file" in capsys.readouterr().err
+
+
+def test_attack_with_a_bad_key_fails_before_writing(run, tmp_path, capsys):
+    key, pub = _attack_ready(run, tmp_path)
+    capsys.readouterr()
+    assert main(["attack", str(run), "--sign", str(pub)]) == 2  # the .pub given as the key
+    err = capsys.readouterr().err
+    assert "not a readable unencrypted private key" in err and err.count("\n") == 1
+    assert not list(run.glob("attacks-*.json"))
+    verify_run(run, pubkey=pub)  # the run is untouched

@@ -58,6 +58,10 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     w.writerows(rows)
     run_dir = (out / MANIFEST_NAME).is_file()
     with run_dir_lock(out, write=True) if run_dir else contextlib.nullcontext():
+        if run_dir:  # never list files changed or added before: the run must verify first
+            from testbed.run.verify import verify_run
+
+            verify_run(out)
         atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
         atomic_write_bytes(
             out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
@@ -77,6 +81,13 @@ def _check_out(out) -> None:
             f"{out}: the run is signed; write the audit to another folder (--out DIR) or audit "
             "a copy of the run"
         )
+    from testbed.run.manifest import MANIFEST_NAME
+    from testbed.run.rundir import run_dir_lock
+    from testbed.run.verify import verify_run
+
+    if out and (Path(out) / MANIFEST_NAME).is_file():  # a run directory: it must verify first
+        with run_dir_lock(out, write=False):
+            verify_run(out)
 
 
 def _log(text: str) -> None:

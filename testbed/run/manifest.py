@@ -27,8 +27,10 @@ __all__ = [
     "MANIFEST_NAME",
     "SIGNATURE_NAME",
     "check_manifest",
+    "check_signer",
     "evidence_files",
     "file_digest",
+    "is_signed",
     "keygen",
     "load_private_key",
     "write_manifest",
@@ -168,22 +170,38 @@ def load_public_key(path: str | Path):
 
 
 # ----------------------------------------------------------------------------- checking
-def _check_signature(directory: Path, data: bytes, pubkey_file) -> str:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import serialization
-
-    want = load_public_key(pubkey_file)
-    sig_path = directory / SIGNATURE_NAME
-    if not sig_path.is_file():
-        raise TestbedError(f"{sig_path}: missing (the run was not signed, or the file was removed)")
+def _read_signature(sig_path: Path) -> tuple[bytes, bytes]:
     try:
         doc = json.loads(sig_path.read_text())
         pub, signature = bytes.fromhex(doc["public_key"]), bytes.fromhex(doc["signature"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise TestbedError(f"{sig_path}: not a signature file ({type(exc).__name__})") from None
+    if len(pub) != 32 or len(signature) != 64:
+        raise TestbedError(f"{sig_path}: not a signature file (not an Ed25519 key and signature)")
+    return pub, signature
+
+
+def _check_signature(directory: Path, data: bytes, pubkey, label=None) -> str:
+    """Check ``manifest.sig`` over ``data``: against ``pubkey`` (a public key file, or a key
+    object named ``label``), or with ``pubkey=None`` only against the key the file names (which
+    shows the manifest was not changed after signing, not who signed it)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    if isinstance(pubkey, (str, Path)):
+        want, label = load_public_key(pubkey), pubkey
+    else:
+        want = pubkey
+    sig_path = directory / SIGNATURE_NAME
+    if not sig_path.is_file():
+        raise TestbedError(f"{sig_path}: missing (the run was not signed, or the file was removed)")
+    pub, signature = _read_signature(sig_path)
+    if want is None:
+        want = Ed25519PublicKey.from_public_bytes(pub)
     raw = want.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     if pub != raw:
-        raise TestbedError(f"{sig_path}: signed by another key than {pubkey_file}")
+        raise TestbedError(f"{sig_path}: signed by another key than {label}")
     try:
         want.verify(signature, data)
     except InvalidSignature:
@@ -191,7 +209,26 @@ def _check_signature(directory: Path, data: bytes, pubkey_file) -> str:
             f"{directory / MANIFEST_NAME}: the signature does not match (the manifest was "
             "changed after it was signed)"
         ) from None
-    return f"Ed25519 signature of {MANIFEST_NAME} by {pubkey_file}"
+    if label is None:
+        return (
+            f"the run is signed ({SIGNATURE_NAME}, key {pub.hex()[:16]}); the signature matches "
+            "the key it names, but who signed was not checked: --pubkey KEY.pub checks it"
+        )
+    return f"Ed25519 signature of {MANIFEST_NAME} by {label}"
+
+
+def check_signer(directory: str | Path, key_file) -> None:
+    """Before a command signs ``directory``'s manifest again with ``key_file``: the key must
+    load (checked before any work), and when the run is already signed its signature must verify
+    with this key's public key — a command never signs over another signer's run, nor over a
+    manifest changed after it was signed. The caller verifies the files as well (verify_run)."""
+    directory = Path(directory)
+    key = load_private_key(key_file)
+    if is_signed(directory):
+        path = directory / MANIFEST_NAME
+        if not path.is_file():
+            raise TestbedError(f"{path}: missing (not a run directory of this testbed, or removed)")
+        _check_signature(directory, path.read_bytes(), key.public_key(), key_file)
 
 
 def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
@@ -204,7 +241,7 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
         raise TestbedError(f"{path}: missing (not a run directory of this testbed, or removed)")
     data = path.read_bytes()
     checked = []
-    if pubkey_file is not None:
+    if pubkey_file is not None or is_signed(directory):  # unchecked signer: a note, see above
         checked.append(_check_signature(directory, data, pubkey_file))
     try:
         doc = json.loads(data)

@@ -59,12 +59,14 @@ def attack_saved_run(
     only land in the run they were computed on. A signed run is refused without ``sign_key``
     (the new file would not be covered by the signature)."""
     from testbed.exchange.bus import atomic_write_bytes
-    from testbed.run.manifest import is_signed, write_manifest
+    from testbed.run.manifest import check_signer, is_signed, load_private_key, write_manifest
     from testbed.run.results import jsonable
     from testbed.run.verify import attack_file_digests
     from testbed.scenario.resolve import config_hash
 
     run_dir = Path(run_dir)
+    if sign_key is not None:
+        load_private_key(sign_key)  # a bad key file stops before any work, not after the rows
     _need_run_dir(run_dir)
     with run_dir_lock(run_dir, write=True):
         if sign_key is None and is_signed(run_dir):
@@ -72,6 +74,8 @@ def attack_saved_run(
                 f"{run_dir}: the run is signed; pass --sign KEYFILE to sign it again with the "
                 "new rows (or attack a copy)"
             )
+        if sign_key is not None:  # a signed run: only its signer signs it again, untampered
+            check_signer(run_dir, sign_key)
         rows, sc, saved = _attack(run_dir, attacks, observer, colluders)
         if not sc.attacks:  # nothing ran: say so, never write an empty attacks file
             raise TestbedError(
@@ -97,9 +101,11 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
     """:func:`attack_saved_run` on a run directory, or on every finished cell of a sweep
     directory (its exclusive lock held throughout; its manifest refreshed and signed again with
     ``sign_key`` at the end). Returns ``[(rows, scenario, attacks file)]`` per cell."""
-    from testbed.run.manifest import is_signed, write_manifest
+    from testbed.run.manifest import check_signer, is_signed, load_private_key, write_manifest
 
     run_dir = Path(run_dir)
+    if sign_key is not None:
+        load_private_key(sign_key)  # a bad key file stops before any work, not after the rows
     if not is_sweep(run_dir):
         return [attack_saved_run(run_dir, attacks, observer, colluders, sign_key)]
     with run_dir_lock(run_dir, write=True):
@@ -108,6 +114,8 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
                 f"{run_dir}: the sweep is signed; pass --sign KEYFILE to sign it again with the "
                 "new rows (or attack a copy)"
             )
+        if sign_key is not None:
+            check_signer(run_dir, sign_key)
         cells = finished_cells(run_dir)
         if not cells:
             raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
