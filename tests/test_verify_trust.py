@@ -136,3 +136,14 @@ def test_attack_with_a_bad_key_fails_before_writing(run, tmp_path, capsys):
     assert "not a readable unencrypted private key" in err and err.count("\n") == 1
     assert not list(run.glob("attacks-*.json"))
     verify_run(run, pubkey=pub)  # the run is untouched
+
+
+def test_audit_out_refuses_a_run_of_another_scenario(run, tmp_path, capsys):
+    other = tmp_path / "other.yaml"
+    other.write_text(TRIANGLE.replace("verify_triangle", "another_scenario"))
+    before = (run / "manifest.json").read_bytes()
+    capsys.readouterr()
+    assert main(["audit", str(other), "--out", str(run), "--trials", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "a run of another scenario" in err and err.count("\n") == 1
+    assert not (run / "audit.csv").exists() and (run / "manifest.json").read_bytes() == before

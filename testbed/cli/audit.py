@@ -71,9 +71,10 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     return [out / "audit.csv", out / "audit.json"]
 
 
-def _check_out(out) -> None:
-    """Refuse, before any work, an ``--out`` that is a signed run directory: the audit's files
-    would not be covered by its signature (``testbed attack --sign`` signs again; audit a copy)."""
+def _check_out(out, sc) -> None:
+    """Refuse, before any work, an ``--out`` that is a signed run directory (the audit's files
+    would not be covered by its signature; ``testbed attack --sign`` signs again; audit a copy),
+    a run directory that does not verify, or a run of another scenario."""
     from testbed.run.manifest import is_signed
 
     if out and Path(out).is_dir() and is_signed(out):
@@ -88,6 +89,30 @@ def _check_out(out) -> None:
     if out and (Path(out) / MANIFEST_NAME).is_file():  # a run directory: it must verify first
         with run_dir_lock(out, write=False):
             verify_run(out)
+            _same_scenario(out, sc)
+
+
+def _same_scenario(out, sc) -> None:
+    """``--out RUN_DIR`` must be a run of the audited scenario (docs/scenarios.md): its
+    ``config_hash`` is the scenario's (a sweep's: the sweep hash over its cells), or the report
+    would show this audit beside another scenario's results."""
+    from testbed.scenario.resolve import config_hash, resolve
+
+    if sc.is_sweep:
+        from testbed.scenario.cells import expand_cells, sweep_hash
+
+        want = sweep_hash(expand_cells(sc))
+    else:
+        want = config_hash(resolve(sc))
+    try:
+        got = (Path(out) / "config_hash").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        got = "?"
+    if got != want:
+        raise TestbedError(
+            f"{out}: a run of another scenario (config hash {got[:12]}, {sc.name!r} has "
+            f"{want[:12]}); --out must be a run directory of the audited scenario"
+        )
 
 
 def _log(text: str) -> None:
@@ -271,7 +296,7 @@ def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[
 def run(args) -> int:
     """Audit the scenario, or each cell of its sweep (one verdict per party and cell)."""
     sc = load_checked(args)
-    _check_out(args.out)
+    _check_out(args.out, sc)
     targets = _targets(sc)
     per_cell = len(args.party or [None, None]) * (2 if args.method == "both" else 1) + 1
     steps = _Steps(per_cell * len(targets), sc.name)
