@@ -147,3 +147,28 @@ def test_audit_out_refuses_a_run_of_another_scenario(run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "a run of another scenario" in err and err.count("\n") == 1
     assert not (run / "audit.csv").exists() and (run / "manifest.json").read_bytes() == before
+
+
+def test_report_does_not_write_through_a_symlinked_plots(run, tmp_path, capsys):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (run / "plots").symlink_to(target)
+    capsys.readouterr()
+    from testbed.report.writer import write_report
+
+    with pytest.raises(TestbedError, match=r"plots: a symlink"):
+        write_report(run)
+    assert not list(target.iterdir())  # nothing written into the link's target
+    assert main(["report", str(run)]) == 2
+    assert "plots: a symlink" in capsys.readouterr().err
+    assert not list(target.iterdir())
+
+
+def test_an_added_symlinked_directory_is_flagged_by_verify(run, tmp_path):
+    key, pub = keygen(tmp_path / "k")
+    write_manifest(run, key)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "attacks-0badc0de.json").write_text("{}")
+    (run / "extra").symlink_to(outside)
+    _fails(run, r"extra: a symlink, not listed in manifest.json", pubkey=pub)

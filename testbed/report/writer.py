@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from testbed.errors import TestbedError
 from testbed.report.audit_section import audit_section
 from testbed.report.csv_writer import write_csv, write_summary_csv
 from testbed.report.doc import Doc
@@ -61,6 +62,11 @@ def write_report(run_dir: str | Path) -> Path:
     ``run_dir``; static figures into ``run_dir/plots/``."""
     data = gather(run_dir)
     run_dir = data.run_dir
+    if (run_dir / "plots").is_symlink():  # before any file: figures would land in its target
+        raise TestbedError(
+            f"{run_dir / 'plots'}: a symlink; the report writes only inside the run directory "
+            "(remove it)"
+        )
     write_csv(run_dir / "results.csv", data.rows)
     write_summary_csv(run_dir / "summary.csv", data.rows)
     doc = Doc()

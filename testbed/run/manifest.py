@@ -70,6 +70,20 @@ def evidence_files(directory: str | Path) -> list[str]:
     return sorted(out)
 
 
+def linked_dirs(directory: str | Path) -> list[str]:
+    """Every symlink to a directory under ``directory`` (relative POSIX paths, sorted), the
+    non-evidence names included: the testbed writes none, ``os.walk`` does not follow them (so
+    :func:`evidence_files` cannot list what is behind one), and a writer would write through
+    one into its target."""
+    directory = Path(directory)
+    out = []
+    for root, dirs, _ in os.walk(directory):
+        rel = Path(root).relative_to(directory)
+        out += [(rel / d).as_posix() for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in dirs if not is_temp_name(d)]
+    return sorted(out)
+
+
 def file_digest(path: str | Path, algorithm: str | None = None) -> str:
     """Digest of a file's bytes (the canonical encoding of a byte string, streamed)."""
     from testbed.exchange.payload import _U64
@@ -266,5 +280,10 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
     extra = sorted(set(evidence_files(directory)) - set(files))
     if extra:
         raise TestbedError(f"{directory / extra[0]}: not listed in {MANIFEST_NAME} (added later)")
+    links = linked_dirs(directory)
+    if links:
+        raise TestbedError(
+            f"{directory / links[0]}: a symlink, not listed in {MANIFEST_NAME} (added later)"
+        )
     checked.append(f"{len(files)} files against {MANIFEST_NAME} ({DIGEST_ALGORITHM})")
     return checked
