@@ -172,3 +172,42 @@ def test_an_added_symlinked_directory_is_flagged_by_verify(run, tmp_path):
     (outside / "attacks-0badc0de.json").write_text("{}")
     (run / "extra").symlink_to(outside)
     _fails(run, r"extra: a symlink, not listed in manifest.json", pubkey=pub)
+
+
+@pytest.mark.parametrize(
+    "name, data, pattern",
+    [
+        ("resolved.yaml", b"name: \xff\xfe\n", r"resolved.yaml: not readable text"),
+        ("config_hash", b"\xff\xfe\n", r"config_hash: not readable text"),
+    ],
+)
+def test_bad_bytes_in_a_run_file_are_one_line_naming_it(run, capsys, name, data, pattern):
+    (run / name).write_bytes(data)
+    _fails(run, pattern, capsys)
+
+
+def test_digests_attacks_not_a_list_is_one_line(run, capsys):
+    res = json.loads((run / "results.json").read_text())
+    res["digests"]["attacks"] = 5
+    (run / "results.json").write_text(json.dumps(res))
+    _fails(run, r"results.json: digests.attacks is not a list", capsys)
+
+
+@pytest.mark.parametrize(
+    "data, pattern",
+    [(b"5\n", r"results.jsonl:1: not a results row"), (b"\xff\n", r"results.jsonl: not readable")],
+)
+def test_a_bad_sweep_results_jsonl_is_one_line(tmp_path, capsys, data, pattern):
+    d = tmp_path / "sweep"
+    d.mkdir()
+    (d / "results.jsonl").write_bytes(data)
+    _fails(d, pattern, capsys)
+
+
+@pytest.mark.parametrize(
+    "keyfile, pattern", [("", "not a key file name"), ("/proc/k.pem", "cannot write the key pair")]
+)
+def test_keygen_bad_path_is_one_line(capsys, keyfile, pattern):
+    assert main(["keygen", keyfile]) == 2
+    err = capsys.readouterr().err
+    assert pattern in err and err.count("\n") == 1

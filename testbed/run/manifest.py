@@ -136,6 +136,8 @@ def keygen(path: str | Path) -> tuple[Path, Path]:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     path = Path(path)
+    if not path.name or str(path).endswith("/"):
+        raise TestbedError(f"{str(path)!r}: not a key file name (e.g. testbed keygen keys/signer)")
     pub_path = path.with_name(path.name + ".pub")
     for p in (path, pub_path):
         if p.exists():
@@ -149,11 +151,14 @@ def keygen(path: str | Path) -> tuple[Path, Path]:
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(private)
-    pub_path.write_bytes(public)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(private)
+        pub_path.write_bytes(public)
+    except OSError as exc:
+        raise TestbedError(f"{path}: cannot write the key pair ({exc.strerror or exc})") from None
     return path, pub_path
 
 

@@ -96,6 +96,8 @@ def _check_results(d: Path, results: dict) -> str:
         raise TestbedError(f"{path}: estimates changed since the run wrote them (digest mismatch)")
     rows = results.get("attacks") or []
     want = saved.get("attacks") or []
+    if not isinstance(want, list):
+        raise TestbedError(f"{path}: digests.attacks is not a list (edited)")
     if len(now["attacks"]) != len(want):
         raise TestbedError(f"{path}: {len(now['attacks'])} attack rows, the run wrote {len(want)}")
     for i, (a, b) in enumerate(zip(now["attacks"], want)):
@@ -109,18 +111,25 @@ def _check_results(d: Path, results: dict) -> str:
     return f"results.json: estimates, {len(rows)} attack row(s) and the whole row"
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TestbedError(f"{path}: not readable text ({type(exc).__name__})") from None
+
+
 def _check_config(d: Path, results: dict) -> str:
     from testbed.scenario.loading import parse_scenario
     from testbed.scenario.resolve import config_hash, resolve
 
-    want = (d / "config_hash").read_text().strip()
+    want = _read_text(d / "config_hash").strip()
     if results.get("config_hash") != want:
         raise TestbedError(
             f"{d / 'results.json'}: belongs to another run (config hash "
             f"{str(results.get('config_hash'))[:12]} vs config_hash's {want[:12]})"
         )
     path = d / "resolved.yaml"
-    sc = parse_scenario(path.read_text(), str(path), str(d))
+    sc = parse_scenario(_read_text(path), str(path), str(d))
     if config_hash(resolve(sc)) != want:
         raise TestbedError(
             f"{path}: does not match config_hash (edited, or made by another version)"
@@ -220,12 +229,14 @@ def _check_attack_files(d: Path, results: dict) -> list[str]:
 def _verify_sweep(d: Path, pubkey) -> list[str]:
     rows = []
     path = d / "results.jsonl"
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    for lineno, line in enumerate(_read_text(path).splitlines(), 1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise TestbedError(f"{path}:{lineno}: not JSON") from None
+            if not isinstance(rows[-1], dict):
+                raise TestbedError(f"{path}:{lineno}: not a results row (a JSON object)")
     checked: list[str] = []
     for lineno, row in enumerate(rows, 1):
         cell = d / "cells" / str(row.get("cell"))
