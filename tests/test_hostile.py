@@ -169,6 +169,16 @@ SCENARIOS = [
     # threat model, engine, guard, output, membership
     ("observer-int", _sub("observer: server", "observer: 5"), "observer"),
     ("colluders-unknown", _sub("observer: server", "observer: server\n  colluders: [eve]"), "eve"),
+    (
+        "colluder-is-observer",
+        _sub("observer: server", "observer: alice\n  colluders: [alice]"),
+        "threat_model.colluders: 'alice' is the observer",
+    ),
+    (
+        "colluder-twice",
+        _sub("observer: server", "observer: server\n  colluders: [alice, alice]"),
+        "threat_model.colluders: 'alice' is listed twice",
+    ),
     ("membership-zero", BASE + "membership: {members: 0}\n", "members"),
     ("engine-bad", BASE + "engine: spark\n", "engine"),
     ("engine-param", BASE + "engine_params: {foo: 1}\n", "foo"),

@@ -293,6 +293,16 @@ def _check_threat_model(sc: Scenario, names: list[str], root, fname: str) -> Non
                 raise ScenarioError(
                     f"{fname}:{line}: threat_model.{field}: unknown party {w!r}; choose from {', '.join(sorted(allowed))}"
                 )
+    seen = {tm.observer}
+    for w in tm.colluders:  # a coalition of one party twice would be labelled as two
+        if w in seen:
+            line = line_of(root, ["threat_model", "colluders"])
+            what = "the observer" if w == tm.observer else "listed twice"
+            raise ScenarioError(
+                f"{fname}:{line}: threat_model.colluders: {w!r} is {what}; colluders are the "
+                "other parties that share what they see with the observer"
+            )
+        seen.add(w)
     for i, a in enumerate(sc.attacks):
         if a.target is not None and a.target not in names:  # it would run and output nothing
             line = line_of(root, ["attacks", i, "target"])
