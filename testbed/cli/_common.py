@@ -312,21 +312,25 @@ RUN_HELP = (
 )
 
 
-def planned_run_dir(sc, out: str | None) -> Path:
-    """Where ``testbed run`` writes ``sc``: ``--out``, else the scenario's ``output.dir``, else
-    ``runs/<name>-<hash8>`` under the current directory (the hash of the resolved scenario, or of
-    a sweep's cells)."""
-    if out or sc.output.dir:
-        return Path(out or sc.output.dir)
+def run_hash(sc) -> str:
+    """The hash a run directory is named by: the resolved scenario's config hash, or for a
+    sweep the hash over its cells."""
     if sc.is_sweep:
         from testbed.scenario.cells import expand_cells, sweep_hash
 
-        h = sweep_hash(expand_cells(sc))
-    else:
-        from testbed.scenario.resolve import config_hash, resolve
+        return sweep_hash(expand_cells(sc))
+    from testbed.scenario.resolve import config_hash, resolve
 
-        h = config_hash(resolve(sc))
-    return RUNS / f"{sc.name}-{h[:8]}"
+    return config_hash(resolve(sc))
+
+
+def planned_run_dir(sc, out: str | None, h: str | None = None) -> Path:
+    """Where ``testbed run`` writes ``sc``: ``--out``, else the scenario's ``output.dir``, else
+    ``runs/<name>-<hash8>`` under the current directory (:func:`run_hash`; ``h`` when the caller
+    has it)."""
+    if out or sc.output.dir:
+        return Path(out or sc.output.dir)
+    return RUNS / f"{sc.name}-{(h or run_hash(sc))[:8]}"
 
 
 def announce_run_dir(path: Path, scenario: str) -> None:

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from testbed.cli._common import load_checked, planned_run_dir
+from testbed.cli._common import load_checked, planned_run_dir, run_hash
 from testbed.scenario.preflight import preflight
-from testbed.scenario.resolve import config_hash, resolve
 
 
 def run(args) -> int:
     sc = load_checked(args)  # as run loads it: the memory and data-size checks included
     skipped = preflight(sc)  # what `run` would refuse: before anything runs
-    if sc.is_sweep:  # the hash its run directory is named by: the sweep's, over its cells
-        from testbed.scenario.cells import expand_cells, sweep_hash
+    h = run_hash(sc)  # the hash its run directory is named by: for a sweep, over its cells
+    if sc.is_sweep:
+        from testbed.scenario.cells import expand_cells
 
-        cells = expand_cells(sc)
-        what = f"sweep of {len(cells)} cells, sweep hash {sweep_hash(cells)[:12]}"
+        what = f"sweep of {len(expand_cells(sc))} cells, sweep hash {h[:12]}"
     else:
-        what = f"config hash {config_hash(resolve(sc))[:12]}"
+        what = f"config hash {h[:12]}"
     print(
         f"{args.scenario}: ok (scenario {sc.name!r}, protocol {sc.protocol.name}, {what}; "
-        f"testbed run writes {planned_run_dir(sc, None)}/)"
+        f"testbed run writes {planned_run_dir(sc, None, h)}/)"
     )
     for line in skipped:
         print(f"  {line}")
