@@ -260,6 +260,37 @@ def test_rerun_compares_results_byte_for_byte(run, capsys):
     assert "differs from a fresh run" in capsys.readouterr().err
 
 
+def test_the_runs_limits_and_engine_are_kept_for_its_reruns(tmp_path, capsys):
+    """resolved.yaml keeps how the run was done (limits with the command line's overrides, the
+    engine, save_transcript) outside the hash: `verify --rerun` and `testbed attack` run under
+    the run's own limits. Before, `limits: {attack_sandbox: false}` recorded isolation
+    'process' and its re-run (sandboxed) 'landlock': a false 'differs from a fresh run'."""
+    import yaml
+
+    from testbed.scenario.limits import set_cli_overrides
+    from testbed.scenario.resolve import config_hash, resolve
+
+    text = TRIANGLE + "limits: {attack_sandbox: false}\noutput: {save_transcript: true}\n"
+    sc = parse_scenario(text, "t.yaml", ".")
+    assert config_hash(resolve(sc)) == config_hash(resolve(parse_scenario(TRIANGLE, "t.yaml")))
+    out = execute(sc, tmp_path / "run").out_dir
+    kept = yaml.safe_load((out / "resolved.yaml").read_text())
+    assert kept["limits"] == {"attack_sandbox": False}
+    assert kept["output"] == {"save_transcript": True} and "engine" not in kept
+    assert main(["verify", str(out), "--rerun", "-q"]) == 0
+    assert "identical byte for byte" in capsys.readouterr().out
+    assert main(["attack", str(out)]) == 0
+    (rows,) = [f for f in out.iterdir() if f.name.startswith("attacks-")]
+    assert {r["isolation"] for r in json.loads(rows.read_text())["rows"]} == {"process"}
+    set_cli_overrides(allow_large=True)  # the command line's override is the run's limit too
+    try:
+        assert resolve(sc)["limits"] == {"attack_sandbox": False, "allow_large": True}
+    finally:
+        set_cli_overrides()
+    ray = parse_scenario(TRIANGLE + "engine: ray\nengine_params: {actors: 2}\n", "t.yaml")
+    assert resolve(ray)["engine_params"] == {"actors": 2}
+
+
 def test_a_spilled_run_verifies_and_its_edits_are_refused(tmp_path, monkeypatch):
     import testbed.exchange.transcript as trmod
 

@@ -28,6 +28,7 @@ __all__ = [
     "ResourceLimitError",
     "cell_budget",
     "check_cell_count",
+    "effective_limits",
     "set_cli_overrides",
 ]
 
@@ -122,6 +123,13 @@ def set_cli_overrides(**kw: Any) -> None:
     """Record command-line overrides (``allow_large=True``, ``max_cells=N``) for this process."""
     _CLI.clear()
     _CLI.update({k: v for k, v in kw.items() if v is not None})
+
+
+def effective_limits(sc) -> dict[str, Any]:
+    """The limits a run is checked against, as JSON: the scenario's ``limits:`` with the command
+    line's overrides, only the settings that differ from the defaults (``{}``: all defaults)."""
+    merged = _limits(sc).model_copy(update={k: v for k, v in _CLI.items() if v})
+    return merged.model_dump(mode="json", exclude_defaults=True)
 
 
 def _limits(sc) -> LimitsSpec:

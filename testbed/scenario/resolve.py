@@ -1,5 +1,11 @@
 """A scenario resolved: every default and every plugin's params filled in, as JSON; its
-SHA-256 (``config_hash``) names the run directory and keys the sweep's cache."""
+SHA-256 (``config_hash``) names the run directory and keys the sweep's cache.
+
+How and where a run was done (``UNHASHED``: whether the transcript is saved, the resource
+limits, the engine) is kept in the resolved scenario, so that re-running ``resolved.yaml``
+(``testbed verify --rerun``, ``testbed attack``) runs under the same settings, but it is left out
+of the hash: it does not change the results, and runs that differ only there share a hash.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,13 @@ import hashlib
 import json
 from typing import Any
 
+from testbed.scenario.limits import effective_limits
 from testbed.scenario.params import validate_plugins
 from testbed.scenario.schema import Scenario
 
-__all__ = ["config_hash", "resolve"]
+__all__ = ["UNHASHED", "config_hash", "resolve"]
+
+UNHASHED = ("output", "limits", "engine", "engine_params")
 
 
 def resolve(sc: Scenario) -> dict[str, Any]:
@@ -36,10 +45,18 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         out.pop("membership", None)
     if not out["data"].get("public"):  # unset: older configs' hashes unchanged
         out["data"].pop("public", None)
-    out.pop("output", None)  # where results go does not change what they are
-    out.pop("limits", None)  # nor do the resource limits a run is checked against
-    for k in ("engine", "engine_params"):  # nor does where parties compute (same results)
-        out.pop(k, None)
+    # not hashed (config_hash): whether the transcript is saved (not where: a path of this
+    # machine), the limits the run was checked against (the command line's overrides included),
+    # where parties computed; each only when it differs from the default
+    out["output"] = {"save_transcript": sc.output.save_transcript}
+    limits = effective_limits(sc)
+    if limits:
+        out["limits"] = limits
+    else:
+        out.pop("limits", None)
+    if out.get("engine") == "inprocess" and not out.get("engine_params"):
+        out.pop("engine", None)
+        out.pop("engine_params", None)
     for k in ("sweep", "seeds"):  # a single run's hash does not depend on these when unset
         if out.get(k) is None:
             out.pop(k, None)
@@ -47,6 +64,7 @@ def resolve(sc: Scenario) -> dict[str, Any]:
 
 
 def config_hash(resolved: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a resolved scenario."""
-    blob = json.dumps(resolved, sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the canonical JSON of a resolved scenario, without its ``UNHASHED`` keys."""
+    hashed = {k: v for k, v in resolved.items() if k not in UNHASHED}
+    blob = json.dumps(hashed, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
