@@ -128,3 +128,18 @@ def test_honest_rows_are_the_same_with_and_without_the_sandbox(tmp_path, scenari
         assert rows
         runs.append([{k: v for k, v in r.items() if k != "isolation"} for r in rows])
     assert runs[0] == runs[1]
+
+
+def test_no_row_is_aimed_at_the_coalition(tmp_path):
+    """A plugin that guesses every party (this one steals every party's rows, unsandboxed)
+    gets no row for a colluder: the coalition holds those rows; only bob is scored."""
+    text = tiny("hostile", "threat_model: {observer: server, colluders: [alice]}\n")
+    text += "attacks: [{name: test_sandbox_hostile, params: {mode: thief}}]\n"
+    text += "limits: {attack_sandbox: false}\n"
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["run", str(f), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    rows = json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]
+    assert [(r["target"], r["exact_recovery"]) for r in rows] == [("bob", 1.0)]

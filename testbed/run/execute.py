@@ -185,6 +185,7 @@ def attack_and_score(
         dataset=world.scenario.data.dataset.name,
         evidence=evidence,
         audited_claims=bool(world.ledger.parties()),
+        coalition=frozenset((obs.observer, *obs.colluders)),
     )
 
 

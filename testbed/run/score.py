@@ -55,8 +55,13 @@ def score_runs(
     dataset: str = "",
     evidence: dict | None = None,
     audited_claims: bool = False,
+    coalition: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """One results row per (attack, target) output, in attack order.
+
+    ``coalition``: the observer and its colluders. An output aimed at one of them is dropped: the
+    coalition holds those rows, so "recovering" them measures nothing (the built-in attacks never
+    aim there, a plugin that guesses every party may).
 
     ``evidence``: when a dict, it receives the small arrays the report draws for each row.
     ``audited_claims``: put the defense's claimed ε beside every membership score (when a ledger
@@ -68,7 +73,7 @@ def score_runs(
             rows.append(failure_row(run))
             continue
         for out in run.outputs:
-            if run.target is not None and out.target != run.target:
+            if (run.target is not None and out.target != run.target) or out.target in coalition:
                 continue
             base = _best_baseline(
                 [b for b in run.baseline if b.target == out.target and b.kind == out.kind],
