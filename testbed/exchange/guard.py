@@ -26,7 +26,13 @@ numbers, strings of numbers, bytes, Python integers wider than 64 bits, objects'
   ``X.view(np.complex128)`` give back the rows, then the near-copy rule applies), and searched
   for an exact copy of a private row's bytes at every byte offset (a shifted reinterpretation);
 - all loose numbers of a payload or of ``meta`` (and short lists of them), in order, as one
-  vector: a row split into pieces across keys is read whole.
+  vector: a row split into pieces across keys is read whole. A window of it (or of the numbers
+  written in a string) made only of *public numbers* (``public_numbers``: the testbed passes the numbers of the scenario's protocol
+  and defense params, the data's dimension and the number of parties) is not a finding: such a
+  message is fixed by the public configuration, whatever the private rows (TriangleWad's
+  ``{support_size: 4, mean: 0.0, std: 1.0, dim: 2}`` holds the windows (4, 0), (0, 1), (1, 2),
+  rows of any small-integer data set). Each such match is counted in the summary
+  (``public_number_matches``), never dropped in silence.
 
 Search: one index over every private row of the run (:mod:`testbed.exchange.guard_index`),
 built once. All readings of a payload (or of its ``meta``) are joined into one vector of
@@ -45,22 +51,21 @@ import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from testbed.errors import PrivacyGuardError
-from testbed.exchange.guard_index import ByteIndex, RowIndex, join_pieces, search_joined
-from testbed.exchange.guard_readings import read_pieces, readings
+from testbed.exchange.guard_finding import RELEASE, GuardFinding
+from testbed.exchange.guard_index import WidthIndex, join_pieces, search_joined
+from testbed.exchange.guard_readings import mask_public_window, read_pieces, readings
 from testbed.exchange.payload import payload_digest
 
 __all__ = ["RELEASE", "GuardFinding", "PrivacyGuard", "readings"]
 
 _MAX_FINDINGS = 100
+_MAX_PUBLIC_EXAMPLES = 5
 _NO_PARTIES: frozenset[str] = frozenset()  # the cache key of a check that ignores no party
-#: the route of a released value (a finding's sender and receiver)
-RELEASE = ("protocol", "released")
 
 
 class _Batch:
@@ -80,57 +85,7 @@ class _Batch:
         self.digests: list[str] = []
 
 
-@dataclass(frozen=True)
-class GuardFinding:
-    """One near-copy found in a message (or, with ``seq = -1``, in a released value)."""
-
-    seq: int
-    round: int
-    sender: str
-    receiver: str
-    kind: str
-    party: str
-    path: str
-    row: int
-    distance: float
-    threshold: float
-
-    def line(self) -> str:
-        where = (
-            f"the protocol's released {self.kind}"
-            if self.seq < 0
-            else f"message #{self.seq} {self.kind} (round {self.round}) from {self.sender} "
-            f"to {self.receiver}"
-        )
-        return (
-            f"privacy guard: {where} carries a near-copy of a private row of {self.party!r} at "
-            f"{self.path}[{self.row}] (distance {self.distance:.3g} <= threshold "
-            f"{self.threshold:.3g})"
-        )
-
-
 # ----------------------------------------------------------------------------- the guard
-class _Width:
-    """The indexes of every private row of one width: by value, by bytes, and (built when an
-    integer reading first needs it) by value truncated to integers."""
-
-    def __init__(self, rows: np.ndarray, owner: np.ndarray, tol: np.ndarray):
-        self.values, self.raw = RowIndex(rows, owner, tol), ByteIndex(rows, owner)
-        self._rows, self._trunc = (rows, owner, tol), None
-
-    @property
-    def trunc(self) -> RowIndex:
-        if self._trunc is None:
-            rows, owner, tol = self._rows
-            T = np.trunc(rows)
-            # only rows that truncation keeps within half their norm: a row of small values
-            # truncates to a few small integers, which any label or count vector contains
-            keep = np.linalg.norm(rows - T, axis=1) <= 0.5 * np.linalg.norm(T, axis=1)
-            keep &= np.linalg.norm(T, axis=1) > tol
-            self._trunc = RowIndex(T[keep], owner[keep], tol[keep])
-        return self._trunc
-
-
 class PrivacyGuard:
     """Refuses (or records) any message or released value that carries a private row or a
     near-copy of one.
@@ -150,6 +105,9 @@ class PrivacyGuard:
         Search the bus's batches on the guard's worker process
         (:mod:`testbed.exchange.guard_worker`): None (default) where it is enabled, True
         wherever the platform allows, False never.
+    public_numbers : floats, optional
+        Numbers of the public configuration: a window of a message's loose numbers made only of
+        them is counted, not a finding (see the module docstring).
     """
 
     def __init__(
@@ -159,6 +117,7 @@ class PrivacyGuard:
         rel_tol: float = 1e-6,
         mode: str = "stop",
         worker: bool | None = None,
+        public_numbers: Iterable[float] = (),
     ):
         if mode not in ("stop", "record"):
             raise ValueError(f"guard mode must be 'stop' or 'record', got {mode!r}")
@@ -169,6 +128,8 @@ class PrivacyGuard:
         # over them is what takes time (built in this process only when it checks here)
         rows = self._private_rows(dict(private), list(exempt or ()))
         self._setup(parties, rows, mode, worker)
+        nums = np.asarray(list(public_numbers), dtype=np.float64).reshape(-1)
+        self._public = np.unique(nums[np.isfinite(nums)])
 
     @classmethod
     def from_rows(cls, rows: Mapping[int, tuple], parties: Sequence[str]) -> PrivacyGuard:
@@ -178,12 +139,15 @@ class PrivacyGuard:
         self = cls.__new__(cls)
         self.rel_tol, self._thresholds = float("nan"), {}
         self._setup(list(parties), dict(rows), "record", worker=False)
+        self._public = np.zeros(0)  # its answers are checked again message by message (find)
         return self
 
     def _setup(self, parties, rows, mode, worker) -> None:
         self.mode = mode
         self.findings: list[GuardFinding] = []
         self.violations = 0
+        self.public_matches: list[dict[str, Any]] = []  # windows of public numbers (find)
+        self.public_match_count = 0
         self.rows_checked = 0  # windows of d numbers compared with the index
         self.messages_checked = 0
         self.seconds = 0.0  # time spent checking (not in summary(): results stay seed-determined)
@@ -191,7 +155,7 @@ class PrivacyGuard:
         self._parties = parties
         self._rows = rows
         self._clean: set[tuple[str, frozenset]] = set()
-        self._index: dict[int, _Width] | None = None
+        self._index: dict[int, WidthIndex] | None = None
         self._failed: BaseException | None = None
         self._builder: threading.Thread | None = None
         self._worker, self._gid = None, None
@@ -220,13 +184,13 @@ class PrivacyGuard:
     def _build(self) -> None:
         t0 = time.perf_counter()
         try:
-            self._index = {d: _Width(*parts) for d, parts in self._rows.items()}
+            self._index = {d: WidthIndex(*parts) for d, parts in self._rows.items()}
         except BaseException as exc:  # raised again by the first use
             self._failed = exc
         self.build_seconds = time.perf_counter() - t0
 
     @property
-    def _widths(self) -> dict[int, _Width]:
+    def _widths(self) -> dict[int, WidthIndex]:
         if self._index is None:
             if self._builder is None:
                 self._start_build()
@@ -279,16 +243,18 @@ class PrivacyGuard:
         public: Iterable[str] = (),
         rel_tol: float = 1e-6,
         mode: str = "stop",
+        public_numbers: Iterable[float] = (),
     ) -> PrivacyGuard:
         """The testbed's rule: every party's rows (``parties``: name -> data with ``X``) are
         private, except those of the ``public`` parties, which also exempt equal rows of the
-        others."""
+        others. ``public_numbers``: see the class."""
         public = set(public)
         return cls(
             {p: d.X for p, d in parties.items() if p not in public},
             exempt=[d.X for p, d in parties.items() if p in public],
             rel_tol=rel_tol,
             mode=mode,
+            public_numbers=public_numbers,
         )
 
     @property
@@ -357,10 +323,33 @@ class PrivacyGuard:
         skip = self._skip(ignore)
         sources = [(payload, "")] + ([(meta, "meta/")] if meta else [])
         for obj, prefix in sources:
-            hit = self._find_in(readings(obj, prefix), skip)
+            leaves = list(readings(obj, prefix))
+            hit = self._find_in(leaves, skip)
+            while hit is not None and self._public_window(leaves, f"{prefix}numbers", hit):
+                hit = self._find_in(leaves, skip)  # the window is masked: the next one
             if hit is not None:
                 return hit
         return None
+
+    def _public_window(self, leaves: list, numbers: str, hit: tuple) -> bool:
+        """Whether ``hit`` is a window of public numbers among the loose numbers (reading
+        ``numbers``) or the numbers of a string; if so it is counted and masked in ``leaves``
+        (:func:`~testbed.exchange.guard_readings.mask_public_window`)."""
+        widths = list(self._rows)
+        if len(widths) != 1 or not self._public.size:  # one width: masking hides no other
+            return False
+        party, where, start, _ = hit
+        rows = self._rows[widths[0]][0]
+        far = 2.0 * float(np.abs(rows).max()) + 1.0  # |far - x| > every threshold
+        got = mask_public_window(leaves, numbers, where, start, widths[0], self._public, far)
+        if got is None:
+            return False
+        self.public_match_count += 1
+        if len(self.public_matches) < _MAX_PUBLIC_EXAMPLES:
+            self.public_matches.append(
+                {"party": party, "path": got[0], "values": [float(v) for v in got[1]]}
+            )
+        return True
 
     # -- checking
     def _finding(self, hit, seq, round, sender, receiver, kind) -> GuardFinding:
@@ -574,4 +563,19 @@ class PrivacyGuard:
             "rows_checked": self.rows_checked,
             "violations": self.violations,
             "findings": [f.__dict__ | {"message": f.line()} for f in self.findings],
+        } | self._public_summary()
+
+    def _public_summary(self) -> dict[str, Any]:
+        """The windows of public numbers that matched a private row (absent when none)."""
+        if not self.public_match_count:
+            return {}
+        return {
+            "public_number_matches": {
+                "count": self.public_match_count,
+                "rule": "a window of a message's loose numbers (or of the numbers in one of its "
+                "strings) made only of numbers of the "
+                "public configuration (protocol and defense params, data dimension, number of "
+                "parties) is counted here, not a finding: every number in it is public",
+                "examples": list(self.public_matches),
+            }
         }

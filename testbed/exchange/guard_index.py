@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ByteIndex", "Hit", "RowIndex", "join_pieces", "search_joined"]
+__all__ = ["ByteIndex", "Hit", "RowIndex", "WidthIndex", "join_pieces", "search_joined"]
 
 _EPS = np.finfo(np.float64).eps
 _MIX = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # odd 64-bit constants (wrapping arithmetic)
@@ -389,3 +389,24 @@ def search_joined(index, vec, offsets, pieces, skip) -> tuple | None:
     start, row, dist = hit
     i = int(np.searchsorted(offsets, start, "right")) - 1
     return pieces[i], start - int(offsets[i]), row, dist
+
+
+class WidthIndex:
+    """The indexes of every private row of one width: by value, by bytes, and (built when an
+    integer reading first needs it) by value truncated to integers."""
+
+    def __init__(self, rows: np.ndarray, owner: np.ndarray, tol: np.ndarray):
+        self.values, self.raw = RowIndex(rows, owner, tol), ByteIndex(rows, owner)
+        self._rows, self._trunc = (rows, owner, tol), None
+
+    @property
+    def trunc(self) -> RowIndex:
+        if self._trunc is None:
+            rows, owner, tol = self._rows
+            T = np.trunc(rows)
+            # only rows that truncation keeps within half their norm: a row of small values
+            # truncates to a few small integers, which any label or count vector contains
+            keep = np.linalg.norm(rows - T, axis=1) <= 0.5 * np.linalg.norm(T, axis=1)
+            keep &= np.linalg.norm(T, axis=1) > tol
+            self._trunc = RowIndex(T[keep], owner[keep], tol[keep])
+        return self._trunc

@@ -14,7 +14,7 @@ import numpy as np
 
 from testbed.measure import Measure
 
-__all__ = ["read_pieces", "readings"]
+__all__ = ["mask_public_window", "read_pieces", "readings"]
 
 _MAX_DEPTH = 64
 _LOOSE_MAX = 1024  # short lists also join the loose numbers, in order
@@ -107,6 +107,35 @@ def readings(obj: Any, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
     yield from _leaves(obj, prefix, loose, set())
     if loose:
         yield f"{prefix}numbers", np.asarray(loose, dtype=np.float64)
+
+
+def mask_public_window(
+    leaves: list, numbers: str, where: str, start: int, d: int, public: np.ndarray, far: float
+) -> tuple[str, np.ndarray] | None:
+    """``(reading, window)``: the ``d`` numbers where a search found a near-copy (``where``,
+    ``start``: values or, 8-aligned, bytes) when they are loose numbers (the reading named
+    ``numbers``) or numbers written in a string (a ``.text`` reading) and every one of them is in
+    ``public``; else None. The window is then masked in ``leaves`` (its first number made
+    ``far``, farther from every private row than any threshold; not NaN, which the search reads
+    as 0) so that the search can go on after it: every window that starts earlier and runs
+    through it was searched already and held no near-copy."""
+    reading = where
+    if where.endswith(".bytes@"):
+        if start % 8:
+            return None
+        reading, start = where[: -len(".bytes@")], start // 8
+    if reading != numbers and not reading.endswith(".text"):
+        return None
+    i = next((k for k, (p, _) in enumerate(leaves) if p == reading), None)
+    if i is None:
+        return None
+    window = leaves[i][1][start : start + d]
+    if len(window) != d or not np.isin(window, public).all():
+        return None
+    masked = np.array(leaves[i][1], dtype=np.float64)
+    masked[start] = far
+    leaves[i] = (reading, masked)
+    return reading, window
 
 
 def _axes(a: np.ndarray) -> Iterator[tuple[str, np.ndarray]]:

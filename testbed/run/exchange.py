@@ -74,8 +74,34 @@ def world_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
     if mode == "off":
         return None
     return PrivacyGuard.for_parties(
-        world.parties, world.public_data, rel_tol=sc.guard_rel_tol, mode=mode
+        world.parties,
+        world.public_data,
+        rel_tol=sc.guard_rel_tol,
+        mode=mode,
+        public_numbers=public_numbers(world),
     )
+
+
+def public_numbers(world: World) -> list[float]:
+    """The numbers of the public configuration a message may carry whatever the private rows
+    (:class:`~testbed.exchange.guard.PrivacyGuard`'s ``public_numbers``): every number in the
+    resolved protocol and defense params, the data's dimension and the number of parties."""
+    out: list[float] = [float(world.public.dim), float(len(world.parties))]
+
+    def walk(x) -> None:
+        if isinstance(x, (bool, int, float)):
+            out.append(float(x))
+        elif isinstance(x, Mapping):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(world.resolved["protocol"]["params"])
+    for d in world.resolved.get("defenses") or []:
+        walk(d.get("params"))
+    return out
 
 
 def released_values(result: Any) -> dict[str, Any]:
