@@ -109,11 +109,13 @@ def _scenario(tmp_path, attacks: str, observer: str = "server"):
 def test_an_attack_that_does_not_apply_is_an_error_before_running(tmp_path):
     from testbed.scenario.preflight import preflight
 
-    sc = _scenario(tmp_path, "attacks:\n  - {name: measure_inversion}\n")
+    sc = _scenario(tmp_path, "attacks:\n  - {name: sent_rows}\n  - name: measure_inversion\n")
     with pytest.raises(TestbedError) as err:
         preflight(sc)
     msg = str(err.value)
-    assert "s.yaml" in msg and "'measure_inversion'" in msg and "'fedwad'" in msg
+    line = TINY.count("\n") + 4  # + output, attacks:, attacks[0]: the line of attacks[1]
+    assert msg.startswith(f"{tmp_path / 's.yaml'}:{line}: attacks[1] 'measure_inversion' does")
+    assert "'fedwad'" in msg
     assert "triangle_wad" in msg and "\n" not in msg
 
 

@@ -23,6 +23,7 @@ from testbed.sandbox.confine import isolation_level
 from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isolated
 from testbed.scenario.labels import attack_labels
 from testbed.scenario.limits import ATTACK_MEMORY_GB, ATTACK_OUTPUT_MB, ATTACK_SECONDS
+from testbed.scenario.preflight import attack_at
 from testbed.seeding import keyed_rng
 
 _LOG = logging.getLogger("testbed.attack")  # --debug shows a failed attack's traceback
@@ -94,7 +95,7 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
             if getattr(spec, "if_not_applicable", "error") == "skip":
                 continue  # e.g. a sweep over protocols: listed as skipped (scenario.preflight)
             raise TestbedError(
-                f"attacks[{i}] {spec.name!r} does not apply to protocol "
+                f"{attack_at(scenario, i)}: attacks[{i}] {spec.name!r} does not apply to protocol "
                 f"{scenario.protocol.name!r} (it applies to: {', '.join(cls.protocols)}); "
                 "set `if_not_applicable: skip` on it to list it as skipped"
             )

@@ -12,8 +12,17 @@ from testbed.errors import TestbedError
 from testbed.registry import ATTACKS, PROTOCOLS
 from testbed.scenario.headline import headline_patterns
 from testbed.scenario.labels import attack_labels
+from testbed.scenario.yamlloc import line_of
 
-__all__ = ["inapplicable", "preflight", "skipped_attacks", "without_output"]
+__all__ = ["attack_at", "inapplicable", "preflight", "skipped_attacks", "without_output"]
+
+
+def attack_at(sc, i: int) -> str:
+    """``file:line`` of ``attacks[i]`` in the scenario's YAML (``file`` when no line is known; a
+    sweep cell's tree points at the lines its values were written on)."""
+    fname = getattr(sc, "_fname", None) or "<scenario>"
+    line = line_of(getattr(sc, "_yaml_root", None), ["attacks", i])
+    return f"{fname}:{line}" if line else fname
 
 
 def inapplicable(sc, resolved: dict[str, Any]) -> list[tuple[int, str, tuple[str, ...]]]:
@@ -59,7 +68,7 @@ def preflight(sc) -> list[str]:
                 ] = None
                 continue
             raise TestbedError(
-                f"{sc._fname}: attacks[{i}] {name!r} does not apply to protocol "
+                f"{attack_at(cell, i)}: attacks[{i}] {name!r} does not apply to protocol "
                 f"{cell.protocol.name!r} (it applies to: {', '.join(where)}); remove it, or set "
                 "`if_not_applicable: skip` on it to list it as skipped"
             )
