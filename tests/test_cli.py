@@ -371,8 +371,23 @@ protocol:
         (
             lambda s: s + "defenses: [{name: pate_aggregation, params: {sigma: 1.0}}]\n",
             16,
-            "defenses[0].name: defense 'pate_aggregation' does not act on protocol 'fedwad' (it "
-            "would change nothing); it applies to: sinkhorn_distillation",
+            "defenses[0] 'pate_aggregation' does not apply to protocol 'fedwad' (it applies to: "
+            "sinkhorn_distillation); there it would run and change nothing",
+        ),
+        (  # params fedwad's defenses have: refused as not applying, not as an unknown key
+            lambda s: s + "defenses: [{name: dp_sgd_teachers, params: {senders: [alice]}}]\n",
+            16,
+            "defenses[0] 'dp_sgd_teachers' does not apply to protocol 'fedwad' (it applies to: "
+            "sinkhorn_distillation)",
+        ),
+        (
+            lambda s: (
+                _SINKHORN_5 + "defenses:\n  - name: gaussian_measure_noise\n"
+                "    params: {releases: 3, temperature: 2.0}\n"
+            ),
+            14,
+            "defenses[0] 'gaussian_measure_noise' does not apply to protocol "
+            "'sinkhorn_distillation' (it applies to: fedwad, ",
         ),
         (
             lambda s: (
@@ -380,9 +395,8 @@ protocol:
                 + "defenses: [{name: subsample_support}]\n"
             ),
             14,
-            "defenses[0].name: defense 'subsample_support' does not act on protocol "
-            "'dp_sliced_wasserstein' (it would change nothing); it applies to: fedwad, "
-            "fedwad_clustering",
+            "defenses[0] 'subsample_support' does not apply to protocol 'dp_sliced_wasserstein' "
+            "(it applies to: fedwad, fedwad_clustering",
         ),
         (
             lambda s: _SINKHORN_5 + "  params: {label_coords: [[0], [1], [2], [3]]}\n",
@@ -486,6 +500,8 @@ protocol:
         "csv-label-name-without-header",
         "npy-label-index-out-of-range",
         "pate-on-fedwad",
+        "dp-sgd-on-fedwad-with-a-measure-defense-param",
+        "gaussian-noise-on-sinkhorn-with-unknown-params",
         "subsample-on-dp-sliced",
         "sinkhorn-label-coords-fewer-than-classes",
         "sinkhorn-n-classes-fewer-than-labels",

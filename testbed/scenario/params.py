@@ -117,12 +117,16 @@ def _admits(annotation, typ: type) -> bool:
     return False
 
 
-def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context):
+def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context, check=None):
+    """The plugin's class and validated config; ``check(cls)`` runs before its params are
+    validated (a plugin that does not apply is refused as such, not for a param it lacks)."""
     try:
         cls = reg.get(spec.name)
     except TestbedError as exc:  # unknown, or a plugin whose entry point failed to import
         line = line_of(root, [*loc, "name"])
         raise ScenarioError(f"{fname}:{line}: {fmt_loc([*loc, 'name'])}: {exc}") from None
+    if check is not None:
+        check(cls)
     _refuse_coerced_numbers(cls.Config, spec.params, [*loc, "params"], root, fname)
     try:
         cfg = cls.Config.model_validate(spec.params, context=context)
@@ -151,14 +155,15 @@ def _check_party_count(pcls, name: str, names: list[str], root, fname: str) -> N
 
 def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname: str) -> None:
     """A defense on a protocol it does not act on would run and change nothing while the
-    results list it (``Defense.protocols``)."""
+    results list it (``Defense.protocols``); checked before its params, which may be another
+    protocol's."""
     applies = getattr(dcls, "applies_to_protocol", None)
     if applies is None or applies(protocol):
         return
+    line = line_of(root, ["defenses", i])
     raise ScenarioError(
-        f"{where(fname, root, ['defenses', i, 'name'])}: defense {name!r} does not act on "
-        f"protocol {protocol!r} (it would change nothing); it applies to: "
-        f"{', '.join(dcls.protocols)}"
+        f"{fname}:{line}: defenses[{i}] {name!r} does not apply to protocol {protocol!r} (it "
+        f"applies to: {', '.join(dcls.protocols)}); there it would run and change nothing"
     )
 
 
@@ -224,8 +229,17 @@ def validate_plugins(
     resolved["defenses"] = []
     proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
-        dcls, cfg = _validate_plugin(DEFENSES, d, ["defenses", i], root, fname, ctx)
-        _check_defense_protocol(dcls, d.name, sc.protocol.name, i, root, fname)
+        dcls, cfg = _validate_plugin(
+            DEFENSES,
+            d,
+            ["defenses", i],
+            root,
+            fname,
+            ctx,
+            lambda c, d=d, i=i: _check_defense_protocol(
+                c, d.name, sc.protocol.name, i, root, fname
+            ),
+        )
         check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
         resolved["defenses"].append(cfg.model_dump(mode="json"))
         # knob defenses set protocol parameters: a knob the protocol lacks is an error here
