@@ -710,6 +710,50 @@ def test_run_prints_the_tasks_own_metrics(tmp_path, capsys):
     assert code == 0 and "task utility" not in out, err
 
 
+def test_a_single_run_says_its_claimed_epsilon_and_failed_assumptions(tmp_path, capsys):
+    """The run's summary: the claimed epsilon (``none`` without a DP defense) and the assumptions
+    behind it that fail, worded as the report words them; those that hold are not listed."""
+    dp = GOOD + (
+        "defenses: [{name: gaussian_measure_noise, params: {target_epsilon: 1.0, releases: 4, "
+        "clip_norm: 1.0}}]\n"
+    )
+    code, out, err = _run(tmp_path, dp, capsys, "--out", str(tmp_path / "dp"), "-q", command="run")
+    assert code == 0, err
+    res = json.loads((tmp_path / "dp" / "results.json").read_text())
+    lines = [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))]
+    norm = {x["party"]: x["detail"] for x in res["privacy_assumptions"] if not x["holds"]}
+    assert set(norm) == {"alice", "bob"}  # both parties hold rows above clip_norm=1
+    assert lines == [
+        f"claimed eps: {fmt(res['privacy_epsilon'])}",
+        "assumption failed, the claim does not hold: every row has L2 norm <= clip_norm=1 "
+        f"(alice: {norm['alice']}; bob: {norm['bob']})",
+    ]
+    code, out, err = _run(tmp_path, GOOD, capsys, "--out", str(tmp_path / "n"), "-q", command="run")
+    assert code == 0, err
+    assert [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))] == [
+        "claimed eps: none (no DP defense)"
+    ]
+
+
+def test_failed_assumptions_name_three_parties_and_count_the_rest():
+    from testbed.cli.summary import privacy_lines
+
+    res = {
+        "privacy_epsilon": "inf",
+        "privacy": {"p0": {"epsilon": 1.0}},
+        "privacy_assumptions": [
+            {"party": f"p{i}", "assumption": "a", "holds": False, "detail": f"d{i}"}
+            for i in range(5)
+        ]
+        + [{"party": "*", "assumption": "b", "holds": True, "detail": "fine"}],
+    }
+    assert privacy_lines(res) == [
+        "claimed eps: none (a party that sent has no DP claim; see the report)",
+        "assumption failed, the claim does not hold: a (p0: d0; p1: d1; p2: d2; 2 more in the "
+        "report)",
+    ]
+
+
 def _modules_after(code: str) -> set[str]:
     """The heavy modules a fresh interpreter has loaded after running ``code``."""
     names = ("torch", "ot", "matplotlib", "testbed.report.writer", "testbed.run.execute")

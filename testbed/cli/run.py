@@ -12,7 +12,7 @@ from testbed.cli._common import (
     print_attack_rows,
     table,
 )
-from testbed.cli.summary import sweep_rows
+from testbed.cli.summary import privacy_lines, sweep_rows
 from testbed.report.fmt import pct
 from testbed.report.model import UTILITY_SHOWN_EXCEPT, error_key, error_label, natural
 from testbed.report.writer import write_report
@@ -61,6 +61,8 @@ def run(args) -> int:
     }
     if util:  # the task's own metrics (FedBary's contribution Spearman, detection AUC, ...)
         print("task utility: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(util.items())))
+    for line in privacy_lines(r):
+        print(line)
     print_attack_rows(r.get("attacks", []))
     if r.get("attacks_without_output"):  # ran and gave nothing: said, never read as "no leak"
         from testbed.run.rerun import why_no_rows

@@ -6,6 +6,7 @@ the report's own aggregation; their intervals are in the report."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from testbed.report.fmt import fmt, pct
@@ -14,13 +15,17 @@ from testbed.report.model import (
     aggregate,
     distinct_points,
     error_key,
+    num,
     point_of,
     series_of,
     utility_columns,
 )
 from testbed.scenario.cells import parse_path
 
-__all__ = ["setting_label", "sweep_rows"]
+__all__ = ["privacy_lines", "setting_label", "sweep_rows"]
+
+#: parties named on a failed assumption's line; the rest are counted (the report lists them)
+SHOWN_PARTIES = 3
 
 
 def _field(path: str, paths: list[str]) -> str:
@@ -90,3 +95,33 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         )
     header = ["protocol", "setting", "seeds"] + [c[1] for c in cols] + ["claimed eps"]
     return header, table, any(c[0].startswith(ANY_ATTACK) for c in cols)
+
+
+def privacy_lines(results: dict) -> list[str]:
+    """What a single run's summary says of privacy: the claimed epsilon (the worst over the
+    parties that sent; ``none`` when one of them has no claim) and each failed assumption
+    behind it, as the report words it (the assumption, then each party's detail), its parties
+    capped at :data:`SHOWN_PARTIES`."""
+    out = []
+    if "privacy_epsilon" in results:
+        eps = num(results["privacy_epsilon"])
+        if math.isfinite(eps):
+            out.append(f"claimed eps: {fmt(eps)}")
+        elif results.get("privacy"):  # a defense protects some parties, not all that sent
+            out.append("claimed eps: none (a party that sent has no DP claim; see the report)")
+        else:
+            out.append("claimed eps: none (no DP defense)")
+    failed: dict[str, list[str]] = {}
+    for x in results.get("privacy_assumptions") or []:
+        if not x.get("holds"):
+            who = "" if x.get("party") in (None, "*") else f"{x['party']}: "
+            failed.setdefault(x.get("assumption", "?"), []).append(who + x.get("detail", ""))
+    for assumption, why in failed.items():
+        more = (
+            f"; {len(why) - SHOWN_PARTIES} more in the report" if len(why) > SHOWN_PARTIES else ""
+        )
+        out.append(
+            f"assumption failed, the claim does not hold: {assumption} "
+            f"({'; '.join(why[:SHOWN_PARTIES])}{more})"
+        )
+    return out
