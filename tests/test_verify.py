@@ -211,6 +211,28 @@ def test_a_changed_file_under_a_signed_manifest_is_refused(run, tmp_path):
     _fails(run, r"run_info.json: changed since the run wrote it", pubkey=pub)
 
 
+def test_keygen_writes_both_keys_or_neither(tmp_path, capsys):
+    """KEYFILE.pub a dangling symlink (exists() says no; the write fails): the private key
+    written first is removed, the symlink is untouched. Root or not."""
+    key = tmp_path / "signer"
+    pub = tmp_path / "signer.pub"
+    pub.symlink_to(tmp_path / "no" / "such" / "dir")
+    assert main(["keygen", str(key)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {key}.pub: exists; choose another key file name\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["signer.pub"] and pub.is_symlink()
+    pub.unlink()
+    assert main(["keygen", str(key)]) == 0 and key.is_file() and pub.is_file()
+
+
+def test_keygen_refuses_a_name_whose_pub_is_too_long_in_one_line(tmp_path, capsys):
+    key = tmp_path / ("k" * (255 - len(".pub") + 1))  # KEYFILE fits a file name, KEYFILE.pub not
+    assert main(["keygen", str(key)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {key}: cannot write the key pair (") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_keygen_command_and_signed_run(tmp_path, capsys):
     key = tmp_path / "signer"
     assert main(["keygen", str(key)]) == 0

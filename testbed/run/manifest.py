@@ -139,9 +139,12 @@ def keygen(path: str | Path) -> tuple[Path, Path]:
     if not path.name or str(path).endswith("/"):
         raise TestbedError(f"{str(path)!r}: not a key file name (e.g. testbed keygen keys/signer)")
     pub_path = path.with_name(path.name + ".pub")
-    for p in (path, pub_path):
-        if p.exists():
-            raise TestbedError(f"{p}: exists; choose another key file name")
+    try:
+        for p in (path, pub_path):
+            if p.exists():
+                raise TestbedError(f"{p}: exists; choose another key file name")
+    except OSError as exc:  # e.g. KEYFILE.pub is a name too long
+        raise TestbedError(f"{path}: cannot write the key pair ({exc.strerror or exc})") from None
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -151,13 +154,19 @@ def keygen(path: str | Path) -> tuple[Path, Path]:
     public = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+    written: list[Path] = []  # both files or neither: a failed .pub takes the key with it
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(private)
-        pub_path.write_bytes(public)
+        for p, data, mode in ((path, private, 0o600), (pub_path, public, 0o666)):
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            written.append(p)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
     except OSError as exc:
+        for p in written:
+            p.unlink(missing_ok=True)
+        if isinstance(exc, FileExistsError):  # made since the check, or a dangling symlink
+            raise TestbedError(f"{exc.filename}: exists; choose another key file name") from None
         raise TestbedError(f"{path}: cannot write the key pair ({exc.strerror or exc})") from None
     return path, pub_path
 
