@@ -140,6 +140,13 @@ class Protocol(Plugin):
         parties, each with its own rows."""
         return None
 
+    def check_rows(self, rows: PartyRows) -> tuple[tuple, str] | None:
+        """A parameter the parties' rows cannot satisfy, known before the data is loaded
+        (``testbed validate`` and ``testbed run`` refuse it, :mod:`testbed.scenario.resources`):
+        ``(field location, what is wrong)``, or ``None`` (default). ``rows`` is exact or an
+        upper bound (a random split): refuse only what even the bound cannot satisfy."""
+        return None
+
 
 # ----------------------------------------------------------------------------- step generators
 #: a protocol written as a generator: yields a list of ``(party, fn, *args)`` client calls (the

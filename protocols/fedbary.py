@@ -75,16 +75,22 @@ __all__ = [
 ]
 
 
-def _check_support_size(S: int, rows: Mapping[str, int]) -> None:
+def _support_size_problem(S: int, n: int, clients: Sequence[str]) -> str | None:
     """Without a validation party the reference barycenter starts from S distinct rows of the
-    clients' pooled data: more than they hold is bad input (exit 2), not a fault."""
-    n = sum(rows.values())
-    if S > n:
-        raise DataError(
-            f"fedbary: protocol.params.support_size: {S} is more than the {n} rows the clients "
-            f"hold together ({', '.join(rows)}); with no validation party the reference "
-            f"barycenter starts from support_size of their rows: give at most {n}"
-        )
+    clients' ``n`` pooled rows: more than they hold is bad input (exit 2), not a fault."""
+    if S <= n:
+        return None
+    return (
+        f"{S} is more than the {n} rows the clients hold together ({', '.join(clients)}); with "
+        f"no validation party the reference barycenter starts from support_size of their rows: "
+        f"give at most {n}"
+    )
+
+
+def _check_support_size(S: int, rows: Mapping[str, int]) -> None:
+    problem = _support_size_problem(S, sum(rows.values()), list(rows))
+    if problem:
+        raise DataError(f"fedbary: protocol.params.support_size: {problem}")
 
 
 class FedBaryConfig(PluginConfig):
@@ -296,6 +302,16 @@ class FedBary(Protocol):
         if val is not None:
             pairs += [(c, val) for c in clients]
         return pairs
+
+    def check_rows(self, rows):
+        """support_size above the clients' pooled rows (no validation party), as the run's
+        start refuses it (:func:`_check_support_size`)."""
+        cfg = self.config
+        if cfg.support_size is None or cfg.validation is not None:
+            return None
+        clients = cfg.clients or list(rows.rows)
+        problem = _support_size_problem(cfg.support_size, rows.pooled(tuple(clients)), clients)
+        return (("protocol", "params", "support_size"), problem) if problem else None
 
     def roles(self, parties):
         clients, val = self._roles(parties)

@@ -1028,17 +1028,41 @@ def test_sweep_summary_does_not_cut_names_into_lookalikes(tmp_path, capsys):
 
 def test_fedbary_support_size_above_the_pooled_rows_is_bad_input(tmp_path, capsys):
     """fedbary without a validation party: the reference barycenter starts from support_size
-    distinct pooled client rows; more than the 35 rows is bad input (exit 2, the param named)
-    before anything is sent, not a plugin fault from rng.choice."""
+    distinct pooled client rows; more than the 35 rows is bad input (exit 2, the param named).
+    The partition tells the rows before loading, so validate refuses it at its line as run
+    does, before the run directory; a run that gets past (execute) refuses it at its start."""
+    from testbed.errors import DataError
+    from testbed.run import execute
+    from testbed.scenario.loading import load_scenario
+
     text = _protocol("{name: fedbary, params: {support_size: 50, iterations: 1}}")(GOOD)
-    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
-    assert code == 2, err
-    assert "Traceback" not in err
-    assert err.strip().endswith(
-        "fedbary: protocol.params.support_size: 50 is more than the 35 rows the clients hold "
-        "together (alice, bob); with no validation party the reference barycenter starts from "
+    why = (
+        "protocol.params.support_size: 50 is more than the 35 rows the clients hold together "
+        "(alice, bob); with no validation party the reference barycenter starts from "
         "support_size of their rows: give at most 35"
-    ), err
+    )
+    line = text.splitlines().index(
+        "protocol: {name: fedbary, params: {support_size: 50, iterations: 1}}"
+    )
+    code, _, err = _run(tmp_path, text, capsys)
+    assert (code, err) == (2, f"error: {tmp_path / 's.yaml'}:{line + 1}: {why}\n")
+    code, _, run_err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), command="run")
+    assert (code, run_err) == (2, err) and not (tmp_path / "run").exists()
+    with pytest.raises(DataError, match=re.escape(f"fedbary: {why}")):
+        execute(load_scenario(tmp_path / "s.yaml"), tmp_path / "run")
+    # 35 rows: valid; a random split (an upper bound of the rows) is not refused below it
+    assert _run(tmp_path, text.replace("support_size: 50", "support_size: 35"), capsys)[0] == 0
+    random = _partition("{name: dirichlet, params: {alpha: 0.5}}")(text)
+    assert _run(tmp_path, random.replace("size: 50", "size: 35"), capsys)[0] == 0
+    assert _run(tmp_path, random, capsys)[0] == 2
+
+
+def test_csv_rows_count_a_last_line_without_its_newline(tmp_path):
+    from testbed.scenario.resources import _csv_shape
+
+    for text in ("1,2\n3,4\n5,6", "1,2\n3,4\n5,6\n"):
+        (tmp_path / "d.csv").write_text(text)
+        assert _csv_shape(tmp_path / "d.csv") == (3, 2)
 
 
 def test_distill_split_too_few_rows_names_distill_split(tmp_path, capsys):

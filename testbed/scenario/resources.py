@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from testbed.errors import ScenarioError
 from testbed.scenario.limits import (
     _CLI,
     MAX_CELLS,
@@ -59,6 +60,7 @@ __all__ = [
     "check_cell_count",
     "check_data_file",
     "check_memory",
+    "check_party_rows",
     "check_scenario",
     "estimate_memory",
     "set_cli_overrides",
@@ -145,9 +147,11 @@ def _csv_shape(path: str) -> tuple[int, int]:
         first = f.readline()
         cols = first.count(b",") + 1
         rows = 1 if first else 0
+        last = b"\n"
         while block := f.read(1 << 20):
             rows += block.count(b"\n")
-    return rows, cols
+            last = block[-1:]
+    return rows + (last != b"\n"), cols  # a last line without its newline counts too
 
 
 def _class_rows(name: str, p: dict) -> dict[int, int] | None:
@@ -159,10 +163,9 @@ def _class_rows(name: str, p: dict) -> dict[int, int] | None:
     return None
 
 
-def _party_rows(res: dict, N: int) -> PartyRows:
+def _known_party_rows(res: dict, N: int) -> PartyRows | None:
     """Each party's rows from the partition's params (exact, or an upper bound where the
-    partition is random); an equal split when the partitioner does not say."""
-    from testbed.data.partitions import equal_rows
+    partition is random); ``None`` when the partitioner does not say."""
     from testbed.registry import PARTITIONERS
 
     names = list(res["data"]["parties"])
@@ -173,9 +176,36 @@ def _party_rows(res: dict, N: int) -> PartyRows:
         rows = plugin.party_rows(N, names, _class_rows(ds["name"], ds.get("params") or {}))
     except Exception:  # a bad partition is reported by the run, with its own message
         rows = None
-    if rows is None or set(rows.rows) != set(names):
-        return equal_rows(N, names)
-    return rows
+    return None if rows is None or set(rows.rows) != set(names) else rows
+
+
+def _party_rows(res: dict, N: int) -> PartyRows:
+    """:func:`_known_party_rows`, or an equal split when the partitioner does not say."""
+    from testbed.data.partitions import equal_rows
+
+    rows = _known_party_rows(res, N)
+    return rows if rows is not None else equal_rows(N, list(res["data"]["parties"]))
+
+
+def check_party_rows(sc, resolved: dict | None = None) -> None:
+    """A protocol parameter the parties' rows cannot satisfy, when the scenario tells the rows
+    before loading (:meth:`protocols._base.Protocol.check_rows`): refused as the run would be."""
+    from testbed.registry import PROTOCOLS
+    from testbed.scenario.resolve import resolve
+
+    res = resolved if resolved is not None else resolve(sc)
+    ds = res["data"]["dataset"]
+    shape = _dataset_shape(ds["name"], ds.get("params") or {})
+    if shape is None or res["data"].get("transform"):  # a transform may change the rows
+        return
+    rows = _known_party_rows(res, shape[0])
+    proto = res["protocol"]
+    check = getattr(PROTOCOLS.get(proto["name"]), "check_rows", None)
+    if rows is None or check is None:
+        return
+    problem = check(PROTOCOLS.get(proto["name"]).from_params(proto.get("params") or {}), rows)
+    if problem:
+        raise ScenarioError(f"{_where(sc, list(problem[0]))}: {problem[1]}")
 
 
 def _largest_pair(res: dict, rows: PartyRows) -> tuple[int, int]:
@@ -321,6 +351,7 @@ def check_scenario(sc) -> None:
     of every cell of a sweep, before anything is allocated."""
     check_data_file(sc)
     if not sc.is_sweep:
+        check_party_rows(sc)
         check_memory(sc)
         return
     from testbed.scenario.cells import expand_cells
@@ -329,4 +360,5 @@ def check_scenario(sc) -> None:
     for cell in expand_cells(sc):
         if cell.hash not in seen:
             seen.add(cell.hash)
+            check_party_rows(cell.scenario, cell.resolved)
             check_memory(cell.scenario, cell.resolved)
