@@ -1081,3 +1081,16 @@ def test_distill_split_too_few_rows_names_distill_split(tmp_path, capsys):
         "with label skew alpha=0.5; use more rows, fewer clients, smaller fractions or a larger "
         "alpha"
     ), err
+
+
+def test_a_seed_beside_seeds_is_named_as_unused(tmp_path, capsys, scenarios_dir):
+    text = (scenarios_dir / "contract_tiny.yaml").read_text()
+    assert "seed: 7" in text
+    f = tmp_path / "s.yaml"
+    f.write_text(text + "seeds: [0, 1]\n")
+    assert main(["validate", str(f)]) == 0
+    err = capsys.readouterr().err
+    assert err == f"note: {f}:3: seed is not used: seeds: gives every run's seed\n"
+    f.write_text(text.replace("seed: 7\n", "") + "seeds: [0, 1]\n")
+    assert main(["validate", str(f)]) == 0
+    assert "note:" not in capsys.readouterr().err

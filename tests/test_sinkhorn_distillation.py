@@ -299,7 +299,8 @@ def test_membership_scorer_on_known_members():
 def test_membership_auc_drops_under_dp_sgd(tmp_path):
     # Prepare: the privacy scenario's seed 2 without and with DP-SGD at epsilon = 1
     base = open("scenarios/distill_privacy.yaml").read().split("sweep:")[0]
-    base = base.replace("seed: 0\nseeds: [0, 1, 2]", "seed: 2")
+    assert "\nseeds: [0, 1, 2]\n" in base
+    base = base.replace("\nseeds: [0, 1, 2]\n", "\nseed: 2\n")
     aucs = {}
     for eps in ("inf", "1.0"):
         text = base + f"defenses:\n  - {{name: dp_sgd_teachers, params: {{epsilon: {eps}}}}}\n"

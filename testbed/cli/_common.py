@@ -55,6 +55,11 @@ def load_checked(args):
     )
     sc = load_scenario(args.scenario)
     check_scenario(sc)
+    if sc.seeds is not None and "seed" in sc.model_fields_set:  # legal, but never used
+        from testbed.scenario.yamlloc import where
+
+        spot = where(sc._fname, sc._yaml_root, ["seed"])
+        print(f"note: {spot} is not used: seeds: gives every run's seed", file=sys.stderr)
     return sc
 
 
