@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -65,7 +65,11 @@ class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
         1.0, gt=0, description="C: bound on the L2 norm of every private row (assumption, checked)"
     )
     releases: int | None = Field(
-        None, gt=0, description="releases per party the target covers (FedWAD: K + 1)"
+        None,
+        gt=0,
+        description="releases per party the target covers: the supports and distances one "
+        "party sends that this defense noises (FedWAD: K + 1); testbed validate names the count "
+        "when the protocol declares it (Protocol.client_releases)",
     )
     push_max: float = Field(
         1.0, gt=0, le=1, description="bound on the private share of an atom (FedWAD: 1 - t)"
@@ -89,10 +93,13 @@ class GaussianMeasureNoise(Defense):
     #: it acts on measures (and distances): idle on a protocol that sends none
     protocols = MEASURE_PROTOCOLS
 
-    def check_releases(self, protocol_name: str, protocol_params: Mapping) -> str | None:
-        """With a target epsilon: a problem when ``releases`` is below what one defended client
+    def check_releases(
+        self, protocol_name: str, protocol_params: Mapping, parties: Sequence[str]
+    ) -> str | None:
+        """With a target epsilon: a problem when ``releases`` is below what one defended party
         of the protocol releases in a run (``Protocol.client_releases``, when the protocol can
-        tell from its params); the run would stop at the release the target does not cover."""
+        tell from its params and the scenario's ``parties``); the run would stop at the release
+        the target does not cover."""
         c = self.config
         if c.target_epsilon is None or c.releases is None:
             return None
@@ -102,23 +109,26 @@ class GaussianMeasureNoise(Defense):
         hook = getattr(cls, "client_releases", None)
         if hook is None:
             return None
-        roles = cls.from_params(dict(protocol_params)).client_releases()
-        if not roles:
-            return None
-        need = max(
-            sum(
+        roles = cls.from_params(dict(protocol_params)).client_releases(list(parties))
+        counts = {
+            party: sum(
                 n
                 for kind, n, what in sends
                 if (what == "measure" or c.noise_distances)
                 and any(fnmatch.fnmatchcase(kind, k) for k in c.kinds)
             )
-            for sends in roles.values()
-        )
+            for party, sends in (roles or {}).items()
+            if c.senders is None or party in c.senders
+        }
+        if not counts:
+            return None
+        party = max(counts, key=counts.get)
+        need = counts[party]
         if c.releases >= need:
             return None
         return (
-            f"releases={c.releases}, but a client of {protocol_name} makes {need} releases "
-            f"this defense noises in a run (its params); the run would stop at release "
+            f"releases={c.releases}, but party {party!r} of {protocol_name} makes {need} "
+            f"releases this defense noises in a run (its params); the run would stop at release "
             f"#{c.releases + 1}: give releases: {need}"
         )
 

@@ -320,6 +320,16 @@ class FedBary(Protocol):
             out[val] = "server (validation set, never sent)"
         return out
 
+    def client_releases(self, parties: Sequence[str]) -> dict[str, list[tuple[str, int, str]]]:
+        """Per client: gamma_i and W(P_i, gamma_i) in each of the K rounds and the final one."""
+        K, val = self.config.iterations, self.config.validation
+        sends = [
+            (f"fedbary.{kind}", n, what)
+            for kind, n in (("gamma", K), ("final", 1))
+            for what in ("measure", "distance")
+        ]
+        return {c: list(sends) for c in self.config.clients or [p for p in parties if p != val]}
+
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         clients, val = self._roles(parties)

@@ -45,7 +45,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -186,18 +186,22 @@ class FedWAD(Protocol):
     headline_accuracy = ("wasserstein",)
     min_parties = 2  # mu and nu: `clients`, or the first two parties
 
-    def client_releases(self) -> dict[str, list[tuple[str, int, str]]] | None:
-        """What each client sends in a run, known from the config: per client role, (message
-        kind, times sent, 'measure' or 'distance'); a defense calibrated for a number of
-        releases checks it at validate. None in accurate mode (it may stop early)."""
+    def client_releases(
+        self, parties: Sequence[str]
+    ) -> dict[str, list[tuple[str, int, str]]] | None:
+        """What each client sends in a run, known from the config and the scenario's party
+        names: per party, (message kind, times sent, 'measure' or 'distance'); a defense
+        calibrated for a number of releases checks it at validate. None in accurate mode (it
+        may stop early)."""
         cfg = self.config
-        if cfg.mode == "accurate":
+        names = cfg.clients or list(parties)[:2]
+        if cfg.mode == "accurate" or len(names) != 2:
             return None
         K = cfg.iterations
         n_dist = K + 1 if cfg.distances == "every_round" else 1
         return {
-            side: [(f"fedwad.xi_{side}", K, "measure"), ("fedwad.distance", n_dist, "distance")]
-            for side in ("mu", "nu")
+            name: [(f"fedwad.xi_{side}", K, "measure"), ("fedwad.distance", n_dist, "distance")]
+            for name, side in zip(names, ("mu", "nu"))
         }
 
     # -- roles

@@ -242,6 +242,13 @@ class FedWADClusteredFL(Protocol):
     headline_accuracy = ("distance_matrix",)
     min_parties = 2  # fedwad_clustering's (the Config checks clustering.n_clusters)
 
+    def client_releases(
+        self, parties: Sequence[str]
+    ) -> dict[str, list[tuple[str, int, str]]] | None:
+        """The distance step's (``fedwad_clustering``'s): the FedAvg messages carry model
+        parameters (arrays, which ``gaussian_measure_noise`` refuses) and row counts (ints)."""
+        return FedWADClustering(self.config.clustering).client_releases(parties)
+
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         names = list(parties)

@@ -26,7 +26,8 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from itertools import combinations, islice
 from typing import Literal
 
@@ -144,6 +145,23 @@ class FedWADClustering(Protocol):
     reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}
     headline_accuracy = ("distance_matrix",)
     min_parties = 2  # pairwise distances, n_clusters >= 2 (the Config checks n_clusters)
+
+    def client_releases(
+        self, parties: Sequence[str]
+    ) -> dict[str, list[tuple[str, int, str]]] | None:
+        """Every party is a FedWAD client once per pair it is in (N - 1 pairs; the first of the
+        pair sends ``fedwad.xi_mu``, the second ``fedwad.xi_nu``): the sum of FedWAD's
+        ``client_releases`` over the pairs, per party. None when FedWAD's is (accurate mode)."""
+        names = list(parties)
+        out: dict[str, Counter] = {n: Counter() for n in names}
+        for a, b in combinations(names, 2):
+            cfg = self.config.fedwad.model_copy(update={"clients": [a, b]})
+            pair = FedWAD(cfg).client_releases(names)
+            if pair is None:
+                return None
+            for n, sends in pair.items():
+                out[n].update({(kind, what): k for kind, k, what in sends})
+        return {n: [(kind, k, what) for (kind, what), k in c.items()] for n, c in out.items()}
 
     def _seed(self, rng: np.random.Generator) -> int:
         return int(rng.integers(0, 2**31 - 1))

@@ -240,6 +240,27 @@ class FedWADCoreset(Protocol):
             out[self.config.test] = "held-out test set (scoring)"
         return out
 
+    def client_releases(
+        self, parties: Sequence[str]
+    ) -> dict[str, list[tuple[str, int, str]]] | None:
+        """Per client: ``fedwad.iterations`` supports and one distance for every inner FedWAD
+        it is in, one per epoch when every client is sampled each epoch, and as many again
+        for its own coreset (``local.``; with ``local_coreset_size > 0``; its labels are an
+        array, which ``gaussian_measure_noise`` refuses). None when ``clients_per_epoch`` is
+        below the clients: which client is sampled how often depends on the seed."""
+        cfg = self.config
+        clients = cfg.clients or [p for p in parties if p != cfg.test]
+        if not clients or cfg.clients_per_epoch < len(clients):
+            return None
+        E, K = cfg.epochs, cfg.fedwad.iterations
+        tags = ("", "local.") if cfg.local_coreset_size > 0 else ("",)
+        sends = [
+            (f"fedwad_coreset.{tag}{kind}", n, what)
+            for tag in tags
+            for kind, n, what in (("xi_client", E * K, "measure"), ("distance", E, "distance"))
+        ]
+        return {c: list(sends) for c in clients}
+
     def _t(self, rng) -> float:
         f = self.config.fedwad
         return float(rng.uniform(*f.t_range)) if f.t == "random" else float(f.t)

@@ -266,6 +266,14 @@ class _TriangleBase(Protocol):
                 seed = int(got["seed"])
         return shared_gamma(d, cfg.support_size, cfg.gamma_mean, cfg.gamma_std, seed)
 
+    def _announced(self, receivers: int) -> list[tuple[str, int, str]]:
+        """What ``_gamma`` makes the announcer send: with no public seed, gamma's parameters to
+        each receiver, whose ``mean`` and ``std`` are floats (``gaussian_measure_noise`` noises
+        them as distances; the receivers use only the seed)."""
+        if self.config.gamma_seed is not None:
+            return []
+        return [(f"{self.name}.gamma_params", 2 * receivers, "distance")]
+
     def _detect_s(self) -> float:
         cfg = self.config
         if cfg.detect_s is not None:
@@ -321,6 +329,16 @@ class TriangleWad(_TriangleBase):
             more = {c: "client" for c in self._all_clients(parties)[2:]}
             return {a: "client (mu)", b: "client (nu)", **more}
         return {a: "buyer (mu, keeps t0)", b: "seller (nu)"}
+
+    def client_releases(self, parties: Sequence[str]) -> dict[str, list[tuple[str, int, str]]]:
+        """known_t: every client sends its eta once (the server announces gamma). unknown_t: the
+        buyer sends its eta (and, with no public seed, gamma's parameters) to the seller, whose
+        squared distances are an array (``gaussian_measure_noise`` refuses it)."""
+        names = list(self.config.clients or list(parties)[:2])
+        if self.config.setting == "known_t":
+            return {n: [("triangle_wad.eta", 1, "measure")] for n in names}
+        buyer = [("triangle_wad.eta_buyer", 1, "measure"), *self._announced(1)]
+        return {names[0]: buyer, names[1]: []}
 
     @classmethod
     def barycentric_push_check(cls, params, push_max: float, sizes) -> dict:
@@ -457,6 +475,18 @@ class TriangleWadMarketplace(_TriangleBase):
     def roles(self, parties):
         buyer, sellers = self._split(parties)
         return {buyer: "buyer (mu, keeps t0)", **{s: "seller" for s in sellers}}
+
+    def client_releases(self, parties: Sequence[str]) -> dict[str, list[tuple[str, int, str]]]:
+        """The buyer sends its eta (and, with no public seed, gamma's parameters) to every
+        seller; a seller's cost matrices are an array (``gaussian_measure_noise`` refuses it)."""
+        names = list(parties)
+        buyer = self.config.buyer or names[0]
+        sellers = [n for n in names if n != buyer]
+        sends = [
+            ("triangle_wad_marketplace.eta_buyer", len(sellers), "measure"),
+            *self._announced(len(sellers)),
+        ]
+        return {buyer: sends, **{s: [] for s in sellers}}
 
     def public_params(self) -> dict[str, Any]:
         p = self.config.model_dump(mode="json")

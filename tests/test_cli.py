@@ -451,7 +451,7 @@ protocol:
                 "releases: 3, clip_norm: 10.0}}]\n"
             ),
             16,
-            "defenses[0].params.releases: releases=3, but a client of fedwad makes 4 releases "
+            "defenses[0].params.releases: releases=3, but party 'alice' of fedwad makes 4 releases "
             "this defense noises in a run (its params); the run would stop at release #4: give "
             "releases: 4",
         ),

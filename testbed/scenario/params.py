@@ -263,7 +263,7 @@ def validate_plugins(
         if check is not None:
             dcls = DEFENSES.get(d.name)
             problem = dcls(dcls.Config.model_validate(d.params, context=ctx)).check_releases(
-                sc.protocol.name, proto_params
+                sc.protocol.name, proto_params, names
             )
             if problem:
                 raise ScenarioError(
