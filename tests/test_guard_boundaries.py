@@ -165,6 +165,11 @@ def test_truncation_ignores_rows_it_mostly_erases_and_bool_arrays_are_read():
     small = PrivacyGuard({"a": np.array([[0.3, 1.4, -0.6], [5.0, 6.0, 7.0]])})
     assert small.find({"labels": np.array([0, 1, 0, 1, 1])}) is None
     assert small.find({"labels": np.array([0, 5, 6, 7])})[:3] == ("a", "labels", 1)
+    # truncated rows a label vector holds by chance are not searched (integer_bits < 16):
+    # (1.2, 0.1, 1.3) truncates to (1, 0, 1), among the cluster labels of a run (a false stop)
+    labelled = PrivacyGuard({"a": np.array([[1.2, 0.1, 1.3], [12.1, 0.4, 7.8]])})
+    assert labelled.find({"clusters": np.array([1, 0, 1, 1, 0])}) is None
+    assert labelled.find({"x": np.array([3, 12, 0, 7])})[:3] == ("a", "x", 1)  # 16.7 bits
     # 0/1 data: a bool copy is a copy
     B = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
     gb = PrivacyGuard({"b": B})

@@ -18,8 +18,9 @@ numbers, strings of numbers, bytes, Python integers wider than 64 bits, objects'
 - every array, whatever its dtype (cast to float64; complex arrays as their real and imaginary
   parts; integer arrays also against the private rows truncated to integers, which catches
   ``X.astype(int)``, for the rows that truncation moves by at most half the truncated row's
-  norm: a row of small values truncates to a few small integers that any label or count vector
-  holds) and its shape: along each axis in turn, every window of ``d`` consecutive
+  norm and whose truncation has at least 16 bits under a prior favouring small integers
+  (:func:`~testbed.exchange.guard_index.integer_bits`): a row of small values truncates to a
+  few small integers that any label or count vector holds) and its shape: along each axis in turn, every window of ``d`` consecutive
   values at *every* offset (rows, rows inside wider rows, transposed blocks inside 3-D arrays,
   flattened blocks);
 - the same array's raw bytes: read as float64 (``X.view(np.uint8)``, ``X.view(np.int64)``,
