@@ -3,14 +3,16 @@ frontier scenario."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testbed.registry import PROTOCOLS
 from testbed.report.coverage import SPECS, THREATS, _measure
-from testbed.scoring.frontier import best_per_budget, frontier_rows, setting_label
+from testbed.scoring.frontier import best_per_budget, frontier_rows, main, setting_label
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,3 +90,133 @@ def test_frontier_scenario_validates_with_matched_budgets():
                 targets.add(p["target_epsilon"])
     assert targets == {1.0, 10.0}
     assert datasets == {"digits", "breast_cancer"}
+
+
+# --------------------------------------------------------------------------------------------
+# python -m testbed.scoring.frontier RUN_DIR: the command's input, errors and output
+
+
+def _sweep(run: Path, rows: list[dict], datasets: dict[str, str] | None = None) -> Path:
+    """A sweep directory: ``results.jsonl`` of ``rows`` (each gets a cell ``c<i>``) and, per cell
+    named in ``datasets``, ``cells/<cell>/resolved.yaml`` with that dataset."""
+    run.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, row in enumerate(rows):
+        row = {**row, "cell": f"c{i}"}
+        lines.append(json.dumps(row))
+        if datasets and row["cell"] in datasets:
+            cell = run / "cells" / row["cell"]
+            cell.mkdir(parents=True)
+            resolved = {"data": {"dataset": {"name": datasets[row["cell"]]}}, "seed": row["seed"]}
+            (cell / "resolved.yaml").write_text(yaml.safe_dump(resolved))
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def _unswept(proto, util, leak, seed, utility="distance_accuracy"):
+    """A row of a sweep that does not sweep the dataset (scenario ``fr_scn``)."""
+    row = _row(proto, "inf", util, leak, seed)
+    row["setting"] = {"seed": seed}
+    row["results"]["scenario"] = "fr_scn"
+    row["results"]["utility"] = {utility: util}
+    return row
+
+
+def _error(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert captured.out == ""
+    return lines[0]
+
+
+def test_frontier_unknown_utility_is_an_error_naming_those_the_results_have(tmp_path, capsys):
+    rows = [_row("a", "inf", 1.0, 0.5, 0)]
+    rows[0]["results"]["utility"]["distance_rank"] = 0.9
+    run = _sweep(tmp_path / "run", rows)
+    assert main([str(run), "--utility", "foo"]) == 2
+    assert _error(capsys) == (
+        f"error: --utility foo: not in {run / 'results.jsonl'}; "
+        "it has: distance_accuracy, distance_rank"
+    )
+
+
+@pytest.mark.parametrize(
+    "case,expect",
+    [
+        ("missing", "{run}: no such run directory"),
+        ("empty", "{run}: no results.jsonl (a sweep) or results.json (a single run)"),
+        ("bad_line", "{run}/results.jsonl:2: not JSON ("),
+        ("not_a_row", "{run}/results.jsonl:1: not a results row"),
+        ("bad_single", "{run}/results.json:3: not JSON ("),
+        ("bad_yaml", "{run}/cells/c0/resolved.yaml:1: not YAML"),
+        ("unreadable", "{run}/results.jsonl: not readable"),
+    ],
+)
+def test_frontier_unreadable_input_is_a_one_line_error(tmp_path, capsys, case, expect):
+    run = tmp_path / "run"
+    good = json.dumps({**_row("a", "inf", 1.0, 0.5, 0), "cell": "c0"})
+    if case != "missing":
+        run.mkdir()
+    if case == "bad_line":
+        (run / "results.jsonl").write_text(good + "\n{not json\n")
+    elif case == "not_a_row":
+        (run / "results.jsonl").write_text("[1, 2]\n")
+    elif case == "bad_single":
+        (run / "results.json").write_text('{\n  "protocol": {"name": "a"},\n  oops\n}\n')
+    elif case == "bad_yaml":
+        (run / "results.jsonl").write_text(good + "\n")
+        (run / "cells" / "c0").mkdir(parents=True)
+        (run / "cells" / "c0" / "resolved.yaml").write_text("data: a: b\n")
+    elif case == "unreadable":
+        (run / "results.jsonl").write_bytes(b"\xff\xfe not text\n")
+    assert main([str(run)]) == 2
+    line = _error(capsys)
+    assert line.startswith("error: " + expect.format(run=run)), line
+
+
+def test_frontier_reads_a_single_run(tmp_path, capsys):
+    run = tmp_path / "single"
+    run.mkdir()
+    res = _row("triangle_wad", "inf", 0.75, 0.25, 0)["results"]
+    (run / "results.json").write_text(json.dumps({**res, "scenario": "fr_scn"}))
+    (run / "resolved.yaml").write_text(yaml.safe_dump({"data": {"dataset": {"name": "wine"}}}))
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| wine: triangle_wad | 1 | ∞ | 0.750 [0.750, 0.750] | 0.250 [0.250, 0.250] |" in out
+    assert "| ∞ (no claim) | wine | triangle_wad: 0.750 [0.750, 0.750] |" in out
+
+
+def test_frontier_intervals_of_unit_metrics_are_clipped(tmp_path, capsys):
+    # three seeds of 0.0, 0.05, 1.0: the Student-t interval runs far past both 0 and 1
+    rows = [_row("a", "inf", u, u, s) for s, u in enumerate((0.0, 0.05, 1.0))]
+    for r in rows:
+        r["results"]["attacks"][0]["coverage_baseline"] = r["results"]["attacks"][0]["coverage"]
+    table = frontier_rows(rows)
+    for key in ("utility", "leakage", "coverage", "coverage_baseline"):
+        m, lo, hi = table[0][key]
+        assert (lo, hi) == (0.0, 1.0) and m == pytest.approx(0.35), key
+    # a utility that does not live in [0, 1] (a Spearman) keeps its interval
+    for r in rows:
+        r["results"]["utility"] = {"distance_rank": r["results"]["utility"]["distance_accuracy"]}
+    m, lo, hi = frontier_rows(rows, "distance_rank")[0]["utility"]
+    assert lo < 0 and hi > 1
+    run = _sweep(tmp_path / "run", [_row("a", "inf", u, u, s) for s, u in enumerate((0, 0.05, 1))])
+    assert main([str(run)]) == 0
+    assert "| digits: a | 3 | ∞ | 0.350 [0.000, 1.000] | 0.350 [0.000, 1.000] |" in (
+        capsys.readouterr().out
+    )
+
+
+def test_frontier_dataset_comes_from_resolved_yaml_when_not_swept(tmp_path, capsys):
+    rows = [_unswept("a", 0.5, 0.1, s) for s in range(2)]
+    run = _sweep(tmp_path / "run", rows, datasets={"c0": "digits", "c1": "digits"})
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| digits: a | 2 | ∞ |" in out
+    assert "| ∞ (no claim) | digits | a: 0.500" in out
+    assert "fr_scn" not in out
+    # callers that pass rows without "dataset" (scripts/docfigs) still get the scenario's name
+    assert setting_label(rows[0]) == "fr_scn: a"
+    # the swept dataset wins over the resolved one
+    assert setting_label({**_row("a", "inf", 1, 0, 0), "dataset": "wine"}) == "digits: a"

@@ -4,8 +4,9 @@ aggregation over seeds, the metric columns, the headline metric and each threat'
 Reads ``results.jsonl`` (a sweep: one row per cell) or ``results.json`` (a single run), the
 ``testbed attack`` re-runs saved beside them, ``run_info.json`` and the sweep's cell list; the
 evidence arrays of a leak are read on demand (:func:`evidence_for`). Nothing here renders.
-The only arithmetic is aggregation over seeds (mean and 95 % Student-t interval,
-:func:`testbed.scoring.metrics.mean_ci`) and the Pareto front of the aggregated points.
+The only arithmetic is aggregation over seeds (mean and 95 % Student-t interval, clipped to
+[0, 1] for :data:`UNIT_METRICS`: :func:`testbed.scoring.accuracy.summarise`) and the Pareto front
+of the aggregated points.
 """
 
 from __future__ import annotations
@@ -20,39 +21,17 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.report.points import distinct_points, point_of, series_of
+
+# they live in the scoring layer (python -m testbed.scoring.frontier clips with them too);
+# the report modules import them from here
+from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
+from testbed.scoring.accuracy import summarise as summarise
 from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
-from testbed.scoring.metrics import mean_ci
 
 #: leakage metric -> True when a larger value means more leakage: the scorer's own list
 #: (testbed.scoring.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
 LEAKAGE_METRICS: dict[str, bool] = dict(_SCORER_LEAKAGE)
 NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note", "isolation"}
-#: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
-UNIT_METRICS = {
-    "leakage",
-    "coverage",
-    "exact_recovery",
-    "matching_rate",
-    "precision_at_k",
-    "auc",
-    "tpr_at_1pct_fpr",
-    "tpr_at_0_1pct_fpr",
-    "advantage",
-    "tv",
-    "matching_rate_any",
-    "record_leakage",
-    "coverage_similarity",
-    "exact_recovery_similarity",
-    "coverage_affine",
-    "exact_recovery_affine",
-    # task utility (testbed.scoring.utility) that lives in [0, 1]
-    "distance_accuracy",
-    "detection_auc",
-    "student_accuracy",
-    "coreset_quality",
-    "nn_accuracy",
-    "fl_accuracy",
-}
 #: task utility shown beside the error in the results tables: the pinned task metrics (FedBary's
 #: contribution Spearman, detection AUC, ...); ``distance_accuracy`` is only 1 - the error there
 UTILITY_SHOWN_EXCEPT = ("utility.distance_accuracy",)
@@ -350,17 +329,6 @@ def aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:
             agg[k] = summarise([num(f.get(k)) for f in flats], k.rsplit(".", 1)[-1])
         out[key] = agg
     return out
-
-
-def summarise(vals: list[float], metric: str) -> tuple[float, float, float]:
-    """(mean, lo, hi): mean and 95 % Student-t interval over seeds, clipped to [0, 1] for a
-    metric that lives there; no guarantee (inf) on every seed stays inf."""
-    if all(math.isinf(v) and v > 0 for v in vals):
-        return (math.inf, math.inf, math.inf)
-    m, lo, hi = mean_ci(vals)
-    if metric in UNIT_METRICS and math.isfinite(m):
-        lo, hi = max(lo, 0.0), min(hi, 1.0)
-    return (m, lo, hi)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

@@ -1,5 +1,6 @@
 """Accuracy metrics (DESIGN.md, "Metrics"): relative error against the central exact W, mean
-with a 95 % interval over seeds, and noisy-point detection quality."""
+with a 95 % interval over seeds (clipped to [0, 1] for a metric of :data:`UNIT_METRICS`:
+:func:`summarise`), and noisy-point detection quality."""
 
 from __future__ import annotations
 
@@ -7,7 +8,34 @@ import math
 
 import numpy as np
 
-__all__ = ["detection_metrics", "mean_ci", "relative_error"]
+__all__ = ["UNIT_METRICS", "detection_metrics", "mean_ci", "relative_error", "summarise"]
+
+#: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
+UNIT_METRICS = {
+    "leakage",
+    "coverage",
+    "exact_recovery",
+    "matching_rate",
+    "precision_at_k",
+    "auc",
+    "tpr_at_1pct_fpr",
+    "tpr_at_0_1pct_fpr",
+    "advantage",
+    "tv",
+    "matching_rate_any",
+    "record_leakage",
+    "coverage_similarity",
+    "exact_recovery_similarity",
+    "coverage_affine",
+    "exact_recovery_affine",
+    # task utility (testbed.scoring.utility) that lives in [0, 1]
+    "distance_accuracy",
+    "detection_auc",
+    "student_accuracy",
+    "coreset_quality",
+    "nn_accuracy",
+    "fl_accuracy",
+}
 
 
 def relative_error(estimate: float, exact: float) -> float:
@@ -29,6 +57,17 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
 
     half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
     return (m, m - half, m + half)
+
+
+def summarise(vals: list[float], metric: str) -> tuple[float, float, float]:
+    """(mean, lo, hi): mean and 95 % Student-t interval over seeds, clipped to [0, 1] for a
+    metric that lives there; no guarantee (inf) on every seed stays inf."""
+    if all(math.isinf(v) and v > 0 for v in vals):
+        return (math.inf, math.inf, math.inf)
+    m, lo, hi = mean_ci(vals)
+    if metric in UNIT_METRICS and math.isfinite(m):
+        lo, hi = max(lo, 0.0), min(hi, 1.0)
+    return (m, lo, hi)
 
 
 def detection_metrics(scores, mask) -> dict[str, float]:

@@ -5,7 +5,14 @@ setting gives the best task utility, and what the best attack still recovers.
 setting (mean and 95 % interval over seeds of ``utility.<name>``, of the claimed
 ``privacy_epsilon``, and of the worst attack's normalised leakage and coverage@r next to the prior
 baseline's coverage), then, per budget ε ∈ {1, 10, ∞}, the setting with the best utility among
-those whose claim is at most ε. It only reads results (the report renders; this prints).
+those whose claim is at most ε. Intervals of a metric that lives in [0, 1] (leakage, coverage,
+``distance_accuracy``, ``detection_auc``, ...) are clipped to it, as in the report. The dataset
+before ``:`` is the swept one, else the one of the cell's ``resolved.yaml``. RUN_DIR may also be
+a single run (its ``results.json``). It only reads results (the report renders; this prints).
+
+A run directory that is missing or has neither file, a line that is not a JSON results row, an
+unreadable ``resolved.yaml``, or a ``--utility`` that no row has: one line ``error: ...`` on
+stderr (naming the file and line, or the utilities the results do have) and exit code 2.
 """
 
 from __future__ import annotations
@@ -13,14 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.scoring.metrics import mean_ci
+from testbed.errors import TestbedError
+from testbed.scoring.accuracy import summarise
 
-__all__ = ["BUDGETS", "best_per_budget", "frontier_rows", "main", "setting_label"]
+__all__ = ["BUDGETS", "best_per_budget", "frontier_rows", "load_rows", "main", "setting_label"]
 
 BUDGETS = (1.0, 10.0, math.inf)
 
@@ -33,7 +42,9 @@ def _eps(x) -> float:
 
 def setting_label(row: Mapping[str, Any]) -> str:
     """``dataset: protocol(noise)[ + defense(ε)]`` of one sweep row, from its resolved results
-    (the swept ``setting`` holds only the swept paths) and the swept dataset, if any."""
+    (the swept ``setting`` holds only the swept paths). The dataset is the swept one, else the
+    row's ``dataset`` (:func:`main` reads it from the cell's ``resolved.yaml``), else the
+    scenario's name."""
     res = row["results"]
     proto = res["protocol"]
     p = proto.get("params", {})
@@ -54,8 +65,17 @@ def setting_label(row: Mapping[str, Any]) -> str:
         extra = extra or (f"(S={q['support_size']})" if "support_size" in q else "")
         name += f" + {d['name']}{extra}"
     data = row.get("setting", {}).get("data")
-    ds = data["dataset"]["name"] if data else res.get("scenario", "")
+    ds = data["dataset"]["name"] if data else row.get("dataset") or res.get("scenario", "")
     return f"{ds}: {name}"
+
+
+def _num(x) -> float:
+    return math.nan if x is None else float(x)
+
+
+def _worst(res: Mapping[str, Any], key: str) -> float:
+    """The largest ``key`` over the row's attacks (0 without attacks)."""
+    return max((a.get(key, 0.0) or 0.0 for a in res.get("attacks", [])), default=0.0)
 
 
 def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_accuracy") -> list:
@@ -65,29 +85,21 @@ def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_ac
         groups[setting_label(row)].append(row["results"])
     out = []
     for label, res in sorted(groups.items()):
-        util = [r.get("utility", {}).get(utility) for r in res]
+        util = [_num(r.get("utility", {}).get(utility)) for r in res]
         eps = [_eps(r.get("privacy_epsilon")) for r in res]
-        leak = [
-            max((a.get("leakage", 0.0) or 0.0 for a in r.get("attacks", [])), default=0.0)
-            for r in res
-        ]
-        cov = [
-            max((a.get("coverage", 0.0) or 0.0 for a in r.get("attacks", [])), default=0.0)
-            for r in res
-        ]
-        base = [
-            max((a.get("coverage_baseline", 0.0) or 0.0 for a in r.get("attacks", [])), default=0.0)
-            for r in res
-        ]
+        worst = {
+            k: [_worst(r, k) for r in res] for k in ("leakage", "coverage", "coverage_baseline")
+        }
         out.append(
             {
                 "setting": label,
                 "seeds": len(res),
                 "epsilon": max(eps),
-                "utility": mean_ci(util),
-                "leakage": mean_ci(leak),
-                "coverage": mean_ci(cov),
-                "coverage_baseline": mean_ci(base),
+                "utility": summarise(util, utility),
+                "leakage": summarise(worst["leakage"], "leakage"),
+                "coverage": summarise(worst["coverage"], "coverage"),
+                # the prior's coverage is a coverage: clipped the same way
+                "coverage_baseline": summarise(worst["coverage_baseline"], "coverage"),
             }
         )
     return out
@@ -120,13 +132,90 @@ def _fmt(ci) -> str:
     return f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TestbedError(f"{path}: not readable ({type(exc).__name__})") from None
+
+
+def _json(text: str, path: Path, lineno: int | None = None):
+    """``text`` (line ``lineno`` of ``path``, or the whole file) parsed as JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TestbedError(f"{path}:{lineno or exc.lineno}: not JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise TestbedError(f"{path}:{lineno or 1}: not JSON ({type(exc).__name__})") from None
+
+
+def _check_row(row, where: str) -> dict:
+    """``row`` if it is a results row: an object whose ``results`` names its protocol."""
+    res = row.get("results") if isinstance(row, dict) else None
+    proto = res.get("protocol") if isinstance(res, dict) else None
+    if not isinstance(proto, dict) or not isinstance(proto.get("name"), str):
+        raise TestbedError(f"{where}: not a results row (no results.protocol.name)")
+    return row
+
+
+def _dataset(resolved: Path) -> str | None:
+    """``data.dataset.name`` of a run's ``resolved.yaml`` (None when there is none)."""
+    import yaml
+
+    if not resolved.is_file():
+        return None
+    try:
+        node = yaml.safe_load(_read(resolved))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise TestbedError(f"{resolved}:{mark.line + 1 if mark else 1}: not YAML") from None
+    for key in ("data", "dataset", "name"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, str) else None
+
+
+def load_rows(run_dir: str | Path) -> tuple[Path, list[dict]]:
+    """The file read and its rows: a sweep's ``results.jsonl``, or a single run's ``results.json``
+    as the one row ``{"results": ...}``; each row gets ``dataset`` from its ``resolved.yaml``.
+    What it cannot read raises :class:`~testbed.errors.TestbedError` naming the file and line."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise TestbedError(f"{run}: no such run directory")
+    path = run / "results.jsonl"
+    if path.is_file():
+        rows = []
+        for lineno, line in enumerate(_read(path).splitlines(), 1):
+            if line.strip():
+                row = _check_row(_json(line, path, lineno), f"{path}:{lineno}")
+                cell = str(row.get("cell", ""))
+                if cell and "/" not in cell and cell not in (".", ".."):
+                    row["dataset"] = _dataset(run / "cells" / cell / "resolved.yaml")
+                rows.append(row)
+        return path, rows
+    path = run / "results.json"
+    if path.is_file():
+        row = _check_row({"results": _json(_read(path), path)}, f"{path}:1")
+        return path, [{**row, "dataset": _dataset(run / "resolved.yaml")}]
+    raise TestbedError(f"{run}: no results.jsonl (a sweep) or results.json (a single run)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbed.scoring.frontier", description=__doc__)
     ap.add_argument("run_dir")
     ap.add_argument("--utility", default="distance_accuracy")
     a = ap.parse_args(argv)
-    path = Path(a.run_dir) / "results.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        path, rows = load_rows(a.run_dir)
+    except TestbedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    have = sorted({k for r in rows for k in (r["results"].get("utility") or {})})
+    if a.utility not in have:
+        print(
+            f"error: --utility {a.utility}: not in {path}; it has: {', '.join(have) or 'none'}",
+            file=sys.stderr,
+        )
+        return 2
     table = frontier_rows(rows, a.utility)
     print(
         f"| setting | seeds | ε claimed | utility.{a.utility} | leakage (worst attack) | coverage@r | prior coverage |"
