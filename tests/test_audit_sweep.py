@@ -92,3 +92,28 @@ def test_audit_into_a_signed_run_is_refused_before_it_runs(tmp_path, capsys):
     io = capsys.readouterr()
     assert "the run is signed" in io.err and "one protocol run" not in io.err
     assert not (run / "audit.json").exists()
+
+
+def test_audit_out_into_one_cell_keeps_the_sweep_verifiable(tmp_path, capsys):
+    """Auditing one cell (its resolved.yaml, --out the cell) refreshes the sweep's manifest too:
+    before, the cell's new manifest made `testbed verify SWEEP` report it changed. A signed
+    sweep is refused before any work (its signature would no longer cover the manifest)."""
+    from testbed.run.manifest import keygen, write_manifest
+    from testbed.run.rundir import finished_cells
+    from testbed.run.verify import verify_run
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(SWEEP + "sweep:\n  defenses[0].params.noise_multiplier: [1.0, 4.0]\n")
+    run = tmp_path / "run"
+    assert main(["run", str(sweep), "--out", str(run), "-q"]) == 0
+    cell = finished_cells(run)[0]
+    assert main(["audit", str(cell / "resolved.yaml"), *FLAGS, "--out", str(cell)]) == 0
+    assert (cell / "audit.json").is_file()
+    verify_run(run)  # the sweep, its cells and the new files all verify
+    key, _ = keygen(tmp_path / "k")
+    write_manifest(run, key)
+    other = finished_cells(run)[1]
+    capsys.readouterr()
+    assert main(["audit", str(other / "resolved.yaml"), *FLAGS, "--out", str(other)]) == 2
+    assert "a cell of the signed sweep" in capsys.readouterr().err
+    assert not (other / "audit.json").exists()

@@ -57,18 +57,36 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     w.writeheader()
     w.writerows(rows)
     run_dir = (out / MANIFEST_NAME).is_file()
-    with run_dir_lock(out, write=True) if run_dir else contextlib.nullcontext():
-        if run_dir:  # never list files changed or added before: the run must verify first
+    sweep = _sweep_of(out) if run_dir else None
+    with contextlib.ExitStack() as locks:
+        if sweep is not None:  # the sweep first, then the cell: testbed attack's order
+            locks.enter_context(run_dir_lock(sweep, write=True))
+        if run_dir:
+            locks.enter_context(run_dir_lock(out, write=True))
             from testbed.run.verify import verify_run
 
-            verify_run(out)
+            verify_run(sweep if sweep is not None else out)  # never list files changed before
         atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
         atomic_write_bytes(
             out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
         )
         if run_dir:
             write_manifest(out)
+        if sweep is not None:  # its manifest lists the cell's: refreshed with it
+            write_manifest(sweep)
     return [out / "audit.csv", out / "audit.json"]
+
+
+def _sweep_of(cell: Path) -> Path | None:
+    """The sweep directory ``cell`` is a cell of (``SWEEP/cells/<hash>``, the sweep with a
+    manifest), else None."""
+    from testbed.run.manifest import MANIFEST_NAME
+    from testbed.run.rundir import is_sweep
+
+    parent = cell.resolve().parent
+    if parent.name != "cells" or not is_sweep(parent.parent):
+        return None
+    return parent.parent if (parent.parent / MANIFEST_NAME).is_file() else None
 
 
 def _check_out(out, sc) -> None:
@@ -81,6 +99,12 @@ def _check_out(out, sc) -> None:
         raise TestbedError(
             f"{out}: the run is signed; write the audit to another folder (--out DIR) or audit "
             "a copy of the run"
+        )
+    sweep = _sweep_of(Path(out)) if out and Path(out).is_dir() else None
+    if sweep is not None and is_signed(sweep):
+        raise TestbedError(
+            f"{out}: a cell of the signed sweep {sweep}; write the audit to another folder "
+            "(--out DIR) or audit a copy of the sweep"
         )
     from testbed.run.manifest import MANIFEST_NAME
     from testbed.run.rundir import run_dir_lock
