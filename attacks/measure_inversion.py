@@ -119,13 +119,17 @@ def _as_measure(p) -> Measure | None:
 
 
 def find_gamma(view: View, public: PublicInfo, protocol: str) -> Measure | None:
-    """gamma from the view (a Measure, or TriangleWad's ``gamma_params`` announcement), public
-    extra, or public params, in that order."""
+    """gamma from the view (a Measure, or TriangleWad's ``gamma_params`` announcement of its
+    seed and shape, with the public config's mean and std), public extra, or public params, in
+    that order."""
     for pattern in (f"{protocol}.gamma*", f"{protocol}.barycenter*"):
         for e in reversed(observed(view, pattern)):
             m = _as_measure(e.payload)
             if m is None and isinstance(e.payload, Mapping) and public.dim:
-                m = public_gamma(e.payload, int(e.payload.get("dim", public.dim)))
+                # the announced seed and shape; mean and std from the public config
+                announced = {**public.params, **e.payload}
+                announced["gamma_seed"] = e.payload.get("seed", announced.get("gamma_seed"))
+                m = public_gamma(announced, int(e.payload.get("dim", public.dim)))
             if m is not None:
                 return m
     g = public.extra.get("gamma")

@@ -254,25 +254,14 @@ class _TriangleBase(Protocol):
         seed = cfg.gamma_seed
         if seed is None:
             seed = int(rng.integers(0, 2**31 - 1))
-            params = {
-                "seed": seed,
-                "support_size": cfg.support_size,
-                "mean": cfg.gamma_mean,
-                "std": cfg.gamma_std,
-                "dim": d,
-            }
+            # the seed and gamma's integer shape; its mean and std are public config floats the
+            # receivers take from their own config (a DP defense would noise them as distances
+            # and charge the announcer's budget for numbers that are public)
+            params = {"seed": seed, "support_size": cfg.support_size, "dim": d}
             for r in receivers:
                 got = bus.send(announcer, r, f"{self.name}.gamma_params", params, round=0).payload
                 seed = int(got["seed"])
         return shared_gamma(d, cfg.support_size, cfg.gamma_mean, cfg.gamma_std, seed)
-
-    def _announced(self, receivers: int) -> list[tuple[str, int, str]]:
-        """What ``_gamma`` makes the announcer send: with no public seed, gamma's parameters to
-        each receiver, whose ``mean`` and ``std`` are floats (``gaussian_measure_noise`` noises
-        them as distances; the receivers use only the seed)."""
-        if self.config.gamma_seed is not None:
-            return []
-        return [(f"{self.name}.gamma_params", 2 * receivers, "distance")]
 
     def _detect_s(self) -> float:
         cfg = self.config
@@ -332,12 +321,13 @@ class TriangleWad(_TriangleBase):
 
     def client_releases(self, parties: Sequence[str]) -> dict[str, list[tuple[str, int, str]]]:
         """known_t: every client sends its eta once (the server announces gamma). unknown_t: the
-        buyer sends its eta (and, with no public seed, gamma's parameters) to the seller, whose
-        squared distances are an array (``gaussian_measure_noise`` refuses it)."""
+        buyer sends its eta to the seller (gamma's announced seed and shape are integers, which
+        the defense leaves alone), whose squared distances are an array
+        (``gaussian_measure_noise`` refuses it)."""
         names = list(self.config.clients or list(parties)[:2])
         if self.config.setting == "known_t":
             return {n: [("triangle_wad.eta", 1, "measure")] for n in names}
-        buyer = [("triangle_wad.eta_buyer", 1, "measure"), *self._announced(1)]
+        buyer = [("triangle_wad.eta_buyer", 1, "measure")]
         return {names[0]: buyer, names[1]: []}
 
     @classmethod
@@ -477,15 +467,12 @@ class TriangleWadMarketplace(_TriangleBase):
         return {buyer: "buyer (mu, keeps t0)", **{s: "seller" for s in sellers}}
 
     def client_releases(self, parties: Sequence[str]) -> dict[str, list[tuple[str, int, str]]]:
-        """The buyer sends its eta (and, with no public seed, gamma's parameters) to every
-        seller; a seller's cost matrices are an array (``gaussian_measure_noise`` refuses it)."""
+        """The buyer sends its eta to every seller; a seller's cost matrices are an array
+        (``gaussian_measure_noise`` refuses it)."""
         names = list(parties)
         buyer = self.config.buyer or names[0]
         sellers = [n for n in names if n != buyer]
-        sends = [
-            ("triangle_wad_marketplace.eta_buyer", len(sellers), "measure"),
-            *self._announced(len(sellers)),
-        ]
+        sends = [("triangle_wad_marketplace.eta_buyer", len(sellers), "measure")]
         return {buyer: sends, **{s: [] for s in sellers}}
 
     def public_params(self) -> dict[str, Any]:

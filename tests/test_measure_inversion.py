@@ -106,3 +106,23 @@ def test_plugin_reads_eta_and_public_gamma():
     assert [o.target for o in seen_by_bob] == ["alice"] and seen_by_server == []
     assert seen_by_bob[0].meta["t_source"] == "public"
     np.testing.assert_allclose(exact_recovery_rate(seen_by_bob[0].points, X), 1.0)
+
+
+def test_plugin_takes_the_announced_seed_with_the_public_mean_and_std():
+    # Prepare: gamma_seed null, so gamma's seed is announced (seed and shape, integers); the
+    # mean and std are the public config's, not the generator's defaults 0 and 1
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 2))
+    params = {"t": 0.4, "support_size": 1, "gamma_seed": None, "gamma_mean": 3.0, "gamma_std": 0.5}
+    gamma = public_gamma({**params, "gamma_seed": 11}, 2)
+    eta = tot.interpolate_barycentric(Measure(X), gamma, 0.4, side="first")
+    bus = Bus()
+    announced = {"seed": 11, "support_size": 1, "dim": 2}
+    bus.send("alice", "bob", "triangle_wad.gamma_params", announced)  # the unknown-t buyer
+    bus.send("alice", "bob", "triangle_wad.eta", eta)
+    public = PublicInfo(protocol="triangle_wad", params=params, parties=("alice", "bob"), dim=2)
+    # Execute
+    out = MeasureInversion().run(bus.transcript.view("bob"), public, rng)
+    # Assert: with k = 1 the inversion is exact only with the right gamma
+    assert [o.target for o in out] == ["alice"]
+    np.testing.assert_allclose(exact_recovery_rate(out[0].points, X), 1.0)

@@ -144,10 +144,14 @@ def test_gamma_seed_announced_and_regenerable():
     # Execute
     res, bus = _run(proto, parties, seed=9)
     msgs = [e for e in bus.transcript if e.kind == "triangle_wad.gamma_params"]
-    # Assert: the announced parameters regenerate gamma and reproduce the estimate
+    # Assert: the announced seed and shape, with the public config's mean and std, regenerate
+    # gamma and reproduce the estimate; no float is announced (a DP defense would noise it)
     assert len(msgs) == 2
     p = msgs[0].payload
-    gamma = shared_gamma(p["dim"], p["support_size"], p["mean"], p["std"], p["seed"])
+    assert set(p) == {"seed", "support_size", "dim"}
+    assert all(isinstance(v, int) for v in p.values())
+    cfg = proto.config
+    gamma = shared_gamma(p["dim"], p["support_size"], cfg.gamma_mean, cfg.gamma_std, p["seed"])
     eta_a, _ = push_toward(Measure(parties["alice"].X), gamma, 0.5)
     eta_b, _ = push_toward(Measure(parties["bob"].X), gamma, 0.5)
     np.testing.assert_allclose(

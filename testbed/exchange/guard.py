@@ -28,11 +28,11 @@ numbers, strings of numbers, bytes, Python integers wider than 64 bits, objects'
   for an exact copy of a private row's bytes at every byte offset (a shifted reinterpretation);
 - all loose numbers of a payload or of ``meta`` (and short lists of them), in order, as one
   vector: a row split into pieces across keys is read whole. A window of it (or of the numbers
-  written in a string) made only of *public numbers* (``public_numbers``: the testbed passes the numbers of the scenario's protocol
-  and defense params, the data's dimension and the number of parties) is not a finding: such a
-  message is fixed by the public configuration, whatever the private rows (TriangleWad's
-  ``{support_size: 4, mean: 0.0, std: 1.0, dim: 2}`` holds the windows (4, 0), (0, 1), (1, 2),
-  rows of any small-integer data set). Each such match is counted in the summary
+  written in a string) made only of *public numbers* (``public_numbers``: the testbed passes
+  the numbers of the scenario's protocol and defense params, the data's dimension and the number
+  of parties) is not a finding: such a message is fixed by the public configuration, whatever
+  the private rows (an announcement ``{support_size: 4, dim: 2}`` holds the window (4, 2), a row
+  of many a small-integer data set). Each such match is counted in the summary
   (``public_number_matches``), never dropped in silence.
 
 Search: one index over every private row of the run (:mod:`testbed.exchange.guard_index`),
