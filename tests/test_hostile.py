@@ -1247,3 +1247,45 @@ def test_second_writer_of_a_single_run_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "another testbed process" in err and len(err.strip().splitlines()) == 1
     assert not (out / "results.json").exists()
+
+
+# ----------------------------------------------------------------------------- defense faults
+def _defense_that(mode: str):
+    from defenses.gaussian_measure_noise import GaussianMeasureNoise
+
+    class Faulty(GaussianMeasureNoise):
+        name = f"test_faulty_{mode}"
+
+        def on_send(self, env, rng, ledger):
+            if mode == "raises":
+                return 1 / 0
+            return env.payload  # not an Envelope
+
+    return Faulty
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("raises", "failed in on_send: ZeroDivisionError: division by zero"),
+        (
+            "returns",
+            "failed in on_send: it must return a new Envelope (env.with_payload(...)), got Measure",
+        ),
+    ],
+)
+def test_a_defense_fault_is_the_defenses_not_the_protocols(
+    tmp_path, capsys, monkeypatch, mode, said
+):
+    """Before: a defense that raised read 'protocol 'fedwad' failed in run' (exit 1), and one that
+    returned the payload 'must return a new Envelope' with exit 2, the code of bad input."""
+    from testbed.registry import DEFENSES
+
+    cls = _defense_that(mode)
+    monkeypatch.setitem(DEFENSES._items, cls.name, cls)
+    monkeypatch.setitem(DEFENSES._origins, cls.name, f"{__name__}.Faulty")
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE + f"defenses:\n  - {{name: {cls.name}, params: {{noise_multiplier: 1.0}}}}\n")
+    assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: defense {cls.name!r} {said}\n", err

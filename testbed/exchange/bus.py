@@ -20,7 +20,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from testbed.errors import PrivacyGuardError, TestbedError
+from testbed.errors import PluginFault, PrivacyGuardError, TestbedError
 from testbed.exchange.envelope import EAVESDROPPER, SERVER, Envelope, visible_to
 from testbed.exchange.guard import GuardFinding, PrivacyGuard
 from testbed.exchange.payload import (
@@ -32,6 +32,7 @@ from testbed.exchange.payload import (
     payload_nbytes,
 )
 from testbed.exchange.transcript import TEMP_MARK, PublicInfo, Transcript, View, atomic_write_bytes
+from testbed.registry import plugin_phase
 
 __all__ = [
     "EAVESDROPPER",
@@ -234,9 +235,16 @@ class Bus:
         )
         for defense, rng in self._defenses:
             if defense.applies_to(env):
-                new = defense.on_send(env, rng, self.ledger)
+                with plugin_phase(
+                    "defense", defense.name, "on_send"
+                ):  # its fault, not the protocol's
+                    new = defense.on_send(env, rng, self.ledger)
                 if not isinstance(new, Envelope) or new is env:
-                    raise TestbedError(f"defense {defense.name!r} must return a new Envelope")
+                    got = "the envelope it was given" if new is env else type(new).__name__
+                    raise PluginFault(
+                        f"defense {defense.name!r} failed in on_send: it must return a new "
+                        f"Envelope (env.with_payload(...)), got {got}"
+                    )
                 env = new
         self._seq += 1
         if self.guard is None:
