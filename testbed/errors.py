@@ -36,8 +36,9 @@ class UnknownPluginError(TestbedError):
     """A plugin name is not registered; the message lists the known names."""
 
 
-class PrivacyGuardError(TestbedError):
-    """The bus guard found a row of a party's private data in an outgoing payload."""
+class PrivacyGuardError(PluginFault):
+    """The bus guard found a row of a party's private data in an outgoing payload: the
+    protocol's fault at run time, not bad input (exit 1)."""
 
 
 class OTSolverError(TestbedError):

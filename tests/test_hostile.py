@@ -1289,3 +1289,19 @@ def test_a_defense_fault_is_the_defenses_not_the_protocols(
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
     err = capsys.readouterr().err
     assert err == f"error: defense {cls.name!r} {said}\n", err
+
+
+def test_a_guard_stop_is_the_protocols_fault_exit_1(tmp_path, capsys, monkeypatch):
+    """A protocol that sends raw rows is stopped by the guard with one line and exit 1 (a
+    plugin's fault at run time), not 2, the code of bad input (a walk-through's finding)."""
+    from _toy_protocols import LeakyMean
+
+    from testbed.registry import PROTOCOLS
+
+    monkeypatch.setitem(PROTOCOLS._items, LeakyMean.name, LeakyMean)
+    monkeypatch.setitem(PROTOCOLS._origins, LeakyMean.name, "_toy_protocols.LeakyMean")
+    f = tmp_path / "s.yaml"
+    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_leaky_mean}\n", BASE))
+    assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: privacy guard: message #") and err.count("\n") == 1, err

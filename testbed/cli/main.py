@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
-        epilog="Exit codes: 0 done; 1 a plugin (protocol, attack) failed at run time; 2 bad "
+        epilog="Exit codes: 0 done; 1 a plugin (protocol, attack, defense) failed at run time, "
+        "or the privacy guard stopped a protocol's leak; 2 bad "
         "input (one line naming the file, line and field); 3 an attack failed while the rest "
         "ran; 130 interrupted. `testbed COMMAND -h` for each command's options.",
     )
