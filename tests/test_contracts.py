@@ -128,3 +128,13 @@ def test_reads_unseen_really_reads_only_from_server_view():
     fx = attack_fixture("fedwad")
     out = ReadsUnseenMessages().run(fx.view(SERVER), fx.public, np.random.default_rng(0))
     assert np.all(np.isfinite(out[0].points))
+
+
+def test_a_plugin_protocol_without_a_fixture_is_told_to_give_contract_scenario():
+    """The message named a file to add inside the installed testbed; a plugin author gives the
+    plugin a contract_scenario instead (a walk-through's finding)."""
+    from testbed.errors import TestbedError
+    from testbed.testing.checks import contract_scenario
+
+    with pytest.raises(TestbedError, match=r'contract_scenario = "my_tiny.yaml"'):
+        contract_scenario("anchor_sketch")

@@ -80,7 +80,12 @@ def contract_scenario(protocol: str) -> Path:
     name = "contract_tiny.yaml" if protocol == "fedwad" else f"contract_tiny_{protocol}.yaml"
     path = SCENARIO_DIR / name
     if not path.exists():
-        raise TestbedError(f"no contract fixture for protocol {protocol!r}: add {path}")
+        raise TestbedError(
+            f"no contract fixture for protocol {protocol!r} (the testbed ships "
+            f"{SCENARIO_DIR}/contract_tiny_<protocol>.yaml for its own): give the plugin a "
+            'small scenario of that protocol as `contract_scenario = "my_tiny.yaml"` (a path '
+            "next to the plugin's module or its package root, docs/plugins.md)"
+        )
     return path
 
 
