@@ -277,3 +277,20 @@ def test_parallel_cells_write_the_same_files(tmp_path):
     for c in expand_cells(sc):
         a = (tmp_path / "seq" / "cells" / c.hash / "results.json").read_bytes()
         assert a == (tmp_path / "par" / "cells" / c.hash / "results.json").read_bytes()
+
+
+def test_off_a_terminal_sweep_progress_is_a_line_per_tenth_not_bar_frames(tmp_path, capsys):
+    """Piped or redirected (a CI log), the bar's carriage-return frames filled the output (a
+    walk-through's finding): one line per tenth of the cells instead, none repeated."""
+    from testbed.cli.main import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        tiny("progress", "").replace("seed: 7\n", "")
+        + "seeds: [0, 1, 2]\nsweep:\n  protocol.params.iterations: [1, 2, 3, 4]\n"
+    )
+    assert main(["run", str(f), "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = [x for x in err.splitlines() if x.startswith("progress: ") and x.endswith(" cells")]
+    assert lines[-1] == "progress: 12/12 cells" and len(lines) == len(set(lines)) <= 10, err

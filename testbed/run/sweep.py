@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from testbed.exchange.bus import atomic_write_bytes
+from testbed.run.progress import CellProgress
 from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
 from testbed.scenario.schema import Scenario
 
@@ -275,13 +276,7 @@ def run_sweep(
         _write_sweep_files(sc, cells, h, out)
         results, cached, by_hash, todo = _plan(cells, out)
         computed = 0
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(
-                total=len(cells), initial=cached, desc=sc.name, unit="cell", dynamic_ncols=True
-            )
+        bar = CellProgress(len(cells), cached, sc.name) if progress else None
         # rows known so far, once; then one appended write per finished cell
         _write_jsonl(
             out / "results.jsonl", [_row(c, results[c.index]) for c in cells if c.index in results]
@@ -295,8 +290,7 @@ def run_sweep(
                 results[d.index] = res
             _append_jsonl(out / "results.jsonl", [_row(d, res) for d in same])
             if bar is not None:
-                bar.update(len(same))
-                bar.set_postfix_str(c.label[:60], refresh=False)
+                bar.update(len(same), c.label)
             if after_cell is not None:
                 after_cell(c, computed)
 
