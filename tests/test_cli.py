@@ -731,7 +731,7 @@ def test_a_single_run_says_its_claimed_epsilon_and_failed_assumptions(tmp_path, 
     code, out, err = _run(tmp_path, GOOD, capsys, "--out", str(tmp_path / "n"), "-q", command="run")
     assert code == 0, err
     assert [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))] == [
-        "claimed eps: none (no DP defense)"
+        "claimed eps: ∞ (no DP defense)"
     ]
 
 
@@ -748,7 +748,7 @@ def test_failed_assumptions_name_three_parties_and_count_the_rest():
         + [{"party": "*", "assumption": "b", "holds": True, "detail": "fine"}],
     }
     assert privacy_lines(res) == [
-        "claimed eps: none (a party that sent has no DP claim; see the report)",
+        "claimed eps: ∞ (a party that sent has no DP claim; see the report)",
         "assumption failed, the claim does not hold: a (p0: d0; p1: d1; p2: d2; 2 more in the "
         "report)",
     ]

@@ -99,18 +99,18 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
 
 def privacy_lines(results: dict) -> list[str]:
     """What a single run's summary says of privacy: the claimed epsilon (the worst over the
-    parties that sent; ``none`` when one of them has no claim) and each failed assumption
-    behind it, as the report words it (the assumption, then each party's detail), its parties
-    capped at :data:`SHOWN_PARTIES`."""
+    parties that sent; ``∞``, as the sweep table writes it, when one of them has no claim) and
+    each failed assumption behind it, as the report words it (the assumption, then each
+    party's detail), its parties capped at :data:`SHOWN_PARTIES`."""
     out = []
     if "privacy_epsilon" in results:
         eps = num(results["privacy_epsilon"])
         if math.isfinite(eps):
             out.append(f"claimed eps: {fmt(eps)}")
         elif results.get("privacy"):  # a defense protects some parties, not all that sent
-            out.append("claimed eps: none (a party that sent has no DP claim; see the report)")
+            out.append("claimed eps: ∞ (a party that sent has no DP claim; see the report)")
         else:
-            out.append("claimed eps: none (no DP defense)")
+            out.append("claimed eps: ∞ (no DP defense)")
     failed: dict[str, list[str]] = {}
     for x in results.get("privacy_assumptions") or []:
         if not x.get("holds"):
