@@ -101,3 +101,14 @@ def test_an_unregistered_protocol_is_refused_with_one_line():
 
     with pytest.raises(AssertionError, match="not registered as 'toy_stray'"):
         check_protocol(Stray)
+
+
+def test_a_scenario_not_found_is_one_error_not_one_per_check(monkeypatch):
+    """Before, check_protocol(cls, scenario='nope.yaml') listed the same 'not found (looked in
+    ...)' line under every check that runs the protocol (a walk-through's finding)."""
+    from testbed.errors import TestbedError
+
+    monkeypatch.setitem(PROTOCOLS._items, PrivateMean.name, PrivateMean)
+    with pytest.raises(TestbedError, match="nope.yaml") as info:
+        check_protocol(PrivateMean, scenario="nope.yaml")
+    assert "looked in" in str(info.value) and "contract" not in type(info.value).__name__.lower()

@@ -292,4 +292,5 @@ def check_protocol(
     check listed in ``expected_failures`` that passed). Returns ``{check: "passed" | "xfail"}``."""
     from testbed.testing.checks import _collect
 
+    _scenario_source(cls, scenario)  # a scenario not found: one error, not one per check
     return _collect(cls, protocol_checks(cls, scenario), expected_failures, "protocol contract")
