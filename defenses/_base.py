@@ -33,6 +33,18 @@ MEASURE_PROTOCOLS = (
 )
 
 
+def sends_measures(protocol: str) -> bool:
+    """Whether a registered protocol plugin declares ``sends_measures = True`` (its messages
+    carry :class:`~testbed.measure.Measure` payloads, which the measure defenses act on)."""
+    from testbed.errors import TestbedError
+    from testbed.registry import PROTOCOLS
+
+    try:
+        return getattr(PROTOCOLS.get(protocol), "sends_measures", False) is True
+    except TestbedError:  # an unknown protocol: the scenario's own error names it
+        return False
+
+
 class DefenseConfig(PluginConfig):
     senders: list[str] | None = Field(
         None, description="parties whose messages are defended (default: every non-server party)"
@@ -55,8 +67,17 @@ class Defense(Plugin):
 
     @classmethod
     def applies_to_protocol(cls, protocol: str) -> bool:
-        """Whether this defense acts on ``protocol`` (its messages or its parameters)."""
-        return "*" in cls.protocols or protocol in cls.protocols
+        """Whether this defense acts on ``protocol`` (its messages or its parameters): one it
+        names, or, for a defense that acts on measures (its ``protocols`` hold every one of
+        :data:`MEASURE_PROTOCOLS`), a protocol plugin that declares ``sends_measures = True``."""
+        if "*" in cls.protocols or protocol in cls.protocols:
+            return True
+        return cls.acts_on_measures() and sends_measures(protocol)
+
+    @classmethod
+    def acts_on_measures(cls) -> bool:
+        """Whether this defense acts on the measures the built-in measure protocols send."""
+        return set(MEASURE_PROTOCOLS) <= set(cls.protocols)
 
     def applies_to(self, env: Envelope) -> bool:
         senders = getattr(self.config, "senders", None)

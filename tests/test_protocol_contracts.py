@@ -112,3 +112,31 @@ def test_a_scenario_not_found_is_one_error_not_one_per_check(monkeypatch):
     with pytest.raises(TestbedError, match="nope.yaml") as info:
         check_protocol(PrivateMean, scenario="nope.yaml")
     assert "looked in" in str(info.value) and "contract" not in type(info.value).__name__.lower()
+
+
+def test_a_protocol_plugin_that_sends_measures_opts_in_to_the_measure_defenses(
+    tmp_path, capsys, monkeypatch
+):
+    """gaussian_measure_noise (and every defense that acts on the built-in measure protocols)
+    refused any protocol plugin, saying it 'would change nothing' even for one that sends
+    Measures (a walk-through's finding); `sends_measures = True` on the protocol opts it in."""
+    import re
+
+    from _scenarios import tiny
+
+    from testbed.cli.main import main
+
+    class MeasureMean(PrivateMean):
+        name = "toy_measure_mean"
+
+    monkeypatch.setitem(PROTOCOLS._items, MeasureMean.name, MeasureMean)
+    monkeypatch.setitem(PROTOCOLS._origins, MeasureMean.name, f"{__name__}.MeasureMean")
+    text = re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_measure_mean}\n", tiny("m"))
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        text + "defenses: [{name: gaussian_measure_noise, params: {noise_multiplier: 1}}]\n"
+    )
+    assert main(["validate", str(f)]) == 2
+    assert "declares sends_measures = True" in capsys.readouterr().err
+    monkeypatch.setattr(MeasureMean, "sends_measures", True, raising=False)
+    assert main(["validate", str(f)]) == 0

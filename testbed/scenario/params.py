@@ -161,9 +161,12 @@ def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname:
     if applies is None or applies(protocol):
         return
     line = line_of(root, ["defenses", i])
+    hint = ""
+    if getattr(dcls, "acts_on_measures", lambda: False)():
+        hint = "; a protocol plugin whose messages carry Measures declares sends_measures = True"
     raise ScenarioError(
         f"{fname}:{line}: defenses[{i}] {name!r} does not apply to protocol {protocol!r} (it "
-        f"applies to: {', '.join(dcls.protocols)}); there it would run and change nothing"
+        f"applies to: {', '.join(dcls.protocols)}); there it would run and change nothing{hint}"
     )
 
 
