@@ -5,31 +5,18 @@ symlinks. Each test takes the attacker's steps and expects one line naming the f
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
+import test_verify
 from test_verify import TRIANGLE, _fails
 
 from testbed.cli.main import main
 from testbed.errors import TestbedError
-from testbed.run.execute import execute
 from testbed.run.manifest import keygen, write_manifest
 from testbed.run.verify import attack_file_digests, verify_run
-from testbed.scenario.loading import parse_scenario
 
-
-@pytest.fixture(scope="module")
-def saved_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("trust") / "run"
-    execute(parse_scenario(TRIANGLE, "t.yaml", "."), out)
-    return out
-
-
-@pytest.fixture
-def run(saved_run, tmp_path):
-    d = tmp_path / "run"
-    shutil.copytree(saved_run, d)
-    return d
+# the same run fixtures as test_verify's (a copy of one saved run per test), shared
+saved_run, run = test_verify.saved_run, test_verify.run
 
 
 def _forge_attacks_file(d, name: str):
@@ -70,13 +57,20 @@ def _attack_ready(run, tmp_path):
     return key, pub
 
 
-def test_attack_sign_does_not_re_sign_a_tampered_run(run, tmp_path, capsys):
-    key, pub = _attack_ready(run, tmp_path)
-    (run / "notes.txt").write_text("added after signing")  # tampering the signer never saw
+def _attack_sign_refused(run, key, capsys, said: str) -> None:
+    """`testbed attack RUN --sign KEY` ends with one line saying ``said`` (exit 2) and writes no
+    attacks file."""
     capsys.readouterr()
     assert main(["attack", str(run), "--sign", str(key)]) == 2
     err = capsys.readouterr().err
-    assert "notes.txt: not listed in manifest.json" in err and err.count("\n") == 1
+    assert said in err and err.count("\n") == 1, err
+    assert not list(run.glob("attacks-*.json"))
+
+
+def test_attack_sign_does_not_re_sign_a_tampered_run(run, tmp_path, capsys):
+    key, pub = _attack_ready(run, tmp_path)
+    (run / "notes.txt").write_text("added after signing")  # tampering the signer never saw
+    _attack_sign_refused(run, key, capsys, "notes.txt: not listed in manifest.json")
     _fails(run, r"notes.txt: not listed", pubkey=pub)  # still detected: not signed over
 
 
@@ -86,21 +80,13 @@ def test_attack_sign_refuses_a_rewritten_manifest(run, tmp_path, capsys):
     (run / "notes.txt").write_text("added, and the unsigned manifest rewritten")
     write_manifest(run)
     (run / "manifest.sig").write_bytes(sig)  # the old signature left in place
-    capsys.readouterr()
-    assert main(["attack", str(run), "--sign", str(key)]) == 2
-    err = capsys.readouterr().err
-    assert "the signature does not match" in err and err.count("\n") == 1
-    assert not list(run.glob("attacks-*.json"))
+    _attack_sign_refused(run, key, capsys, "the signature does not match")
 
 
 def test_attack_sign_with_another_key_is_refused(run, tmp_path, capsys):
     _attack_ready(run, tmp_path)
     other, _ = keygen(tmp_path / "other")
-    capsys.readouterr()
-    assert main(["attack", str(run), "--sign", str(other)]) == 2
-    err = capsys.readouterr().err
-    assert "manifest.sig: signed by another key than" in err and err.count("\n") == 1
-    assert not list(run.glob("attacks-*.json"))
+    _attack_sign_refused(run, other, capsys, "manifest.sig: signed by another key than")
 
 
 def test_audit_out_does_not_re_list_a_tampered_run(run, tmp_path, capsys):
@@ -130,11 +116,8 @@ def test_verify_without_pubkey_says_the_signature_was_not_checked(run, tmp_path,
 
 def test_attack_with_a_bad_key_fails_before_writing(run, tmp_path, capsys):
     key, pub = _attack_ready(run, tmp_path)
-    capsys.readouterr()
-    assert main(["attack", str(run), "--sign", str(pub)]) == 2  # the .pub given as the key
-    err = capsys.readouterr().err
-    assert "not a readable unencrypted private key" in err and err.count("\n") == 1
-    assert not list(run.glob("attacks-*.json"))
+    # the .pub given as the key
+    _attack_sign_refused(run, pub, capsys, "not a readable unencrypted private key")
     verify_run(run, pubkey=pub)  # the run is untouched
 
 
