@@ -117,3 +117,27 @@ def test_audit_out_into_one_cell_keeps_the_sweep_verifiable(tmp_path, capsys):
     assert main(["audit", str(other / "resolved.yaml"), *FLAGS, "--out", str(other)]) == 2
     assert "a cell of the signed sweep" in capsys.readouterr().err
     assert not (other / "audit.json").exists()
+
+
+def test_attack_on_one_cell_keeps_the_sweep_verifiable(tmp_path, capsys):
+    """`testbed attack SWEEP/cells/<hash>` refreshes the sweep's manifest with the cell's, as
+    attacking the whole sweep does: before, `testbed verify SWEEP` then said the cell's
+    manifest.json had changed. A cell of a signed sweep needs --sign, as the sweep does."""
+    from testbed.run.manifest import keygen, write_manifest
+    from testbed.run.rundir import finished_cells
+    from testbed.run.verify import verify_run
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(SWEEP + "sweep:\n  defenses[0].params.noise_multiplier: [1.0, 4.0]\n")
+    run = tmp_path / "run"
+    assert main(["run", str(sweep), "--out", str(run), "-q"]) == 0
+    cell, other = finished_cells(run)
+    assert main(["attack", str(cell), "--attack", "sent_rows"]) == 0
+    assert list(cell.glob("attacks-*.json"))
+    verify_run(run)
+    key, _ = keygen(tmp_path / "k")
+    write_manifest(run, key)
+    capsys.readouterr()
+    assert main(["attack", str(other), "--attack", "sent_rows"]) == 2
+    assert "the sweep is signed" in capsys.readouterr().err
+    assert not list(other.glob("attacks-*.json"))

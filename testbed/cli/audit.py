@@ -46,7 +46,7 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     ``manifest.json``) under its lock, with the manifest refreshed to list them, so that
     ``testbed report`` and ``testbed verify`` accept the run with its audit."""
     from testbed.exchange.bus import atomic_write_bytes
-    from testbed.run.manifest import MANIFEST_NAME, write_manifest
+    from testbed.run.manifest import MANIFEST_NAME, sweep_of, write_manifest
     from testbed.run.rundir import run_dir_lock
 
     out = Path(out_dir)
@@ -57,7 +57,7 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     w.writeheader()
     w.writerows(rows)
     run_dir = (out / MANIFEST_NAME).is_file()
-    sweep = _sweep_of(out) if run_dir else None
+    sweep = sweep_of(out) if run_dir else None
     with contextlib.ExitStack() as locks:
         if sweep is not None:  # the sweep first, then the cell: testbed attack's order
             locks.enter_context(run_dir_lock(sweep, write=True))
@@ -77,30 +77,18 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     return [out / "audit.csv", out / "audit.json"]
 
 
-def _sweep_of(cell: Path) -> Path | None:
-    """The sweep directory ``cell`` is a cell of (``SWEEP/cells/<hash>``, the sweep with a
-    manifest), else None."""
-    from testbed.run.manifest import MANIFEST_NAME
-    from testbed.run.rundir import is_sweep
-
-    parent = cell.resolve().parent
-    if parent.name != "cells" or not is_sweep(parent.parent):
-        return None
-    return parent.parent if (parent.parent / MANIFEST_NAME).is_file() else None
-
-
 def _check_out(out, sc) -> None:
     """Refuse, before any work, an ``--out`` that is a signed run directory (the audit's files
     would not be covered by its signature; ``testbed attack --sign`` signs again; audit a copy),
     a run directory that does not verify, or a run of another scenario."""
-    from testbed.run.manifest import is_signed
+    from testbed.run.manifest import is_signed, sweep_of
 
     if out and Path(out).is_dir() and is_signed(out):
         raise TestbedError(
             f"{out}: the run is signed; write the audit to another folder (--out DIR) or audit "
             "a copy of the run"
         )
-    sweep = _sweep_of(Path(out)) if out and Path(out).is_dir() else None
+    sweep = sweep_of(out) if out and Path(out).is_dir() else None
     if sweep is not None and is_signed(sweep):
         raise TestbedError(
             f"{out}: a cell of the signed sweep {sweep}; write the audit to another folder "

@@ -235,9 +235,8 @@ class Bus:
         )
         for defense, rng in self._defenses:
             if defense.applies_to(env):
-                with plugin_phase(
-                    "defense", defense.name, "on_send"
-                ):  # its fault, not the protocol's
+                # what goes wrong in on_send is the defense's fault, not the protocol's
+                with plugin_phase("defense", defense.name, "on_send"):
                     new = defense.on_send(env, rng, self.ledger)
                 if not isinstance(new, Envelope) or new is env:
                     got = "the envelope it was given" if new is env else type(new).__name__

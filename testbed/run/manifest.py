@@ -21,7 +21,7 @@ from pathlib import Path
 from testbed.errors import TestbedError
 from testbed.exchange.payload import DIGEST_ALGORITHM, digest_algorithm, finish_digest, new_hasher
 from testbed.exchange.transcript import atomic_write_bytes
-from testbed.run.rundir import LOCK_NAME, is_temp_name
+from testbed.run.rundir import LOCK_NAME, is_sweep, is_temp_name
 
 __all__ = [
     "MANIFEST_NAME",
@@ -33,6 +33,7 @@ __all__ = [
     "is_signed",
     "keygen",
     "load_private_key",
+    "sweep_of",
     "write_manifest",
 ]
 
@@ -301,3 +302,13 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
         )
     checked.append(f"{len(files)} files against {MANIFEST_NAME} ({DIGEST_ALGORITHM})")
     return checked
+
+
+def sweep_of(cell: str | Path) -> Path | None:
+    """The sweep directory ``cell`` is a cell of (``SWEEP/cells/<hash>``, a sweep with a
+    manifest), else None: a command that adds files to the cell refreshes the sweep's manifest
+    too, which lists the cell's."""
+    parent = Path(cell).resolve().parent
+    if parent.name != "cells" or not is_sweep(parent.parent):
+        return None
+    return parent.parent if (parent.parent / MANIFEST_NAME).is_file() else None

@@ -99,31 +99,40 @@ def attack_saved_run(
 
 def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, sign_key=None):
     """:func:`attack_saved_run` on a run directory, or on every finished cell of a sweep
-    directory (its exclusive lock held throughout; its manifest refreshed and signed again with
-    ``sign_key`` at the end). Returns ``[(rows, scenario, attacks file)]`` per cell."""
-    from testbed.run.manifest import check_signer, is_signed, load_private_key, write_manifest
+    directory, or on one cell of a sweep (the sweep's exclusive lock held throughout; its
+    manifest, which lists its cells' files, refreshed and signed again with ``sign_key`` at the
+    end). Returns ``[(rows, scenario, attacks file)]`` per cell."""
+    from testbed.run.manifest import (
+        check_signer,
+        is_signed,
+        load_private_key,
+        sweep_of,
+        write_manifest,
+    )
 
     run_dir = Path(run_dir)
     if sign_key is not None:
         load_private_key(sign_key)  # a bad key file stops before any work, not after the rows
-    if not is_sweep(run_dir):
+    whole = is_sweep(run_dir)
+    sweep = run_dir if whole else sweep_of(run_dir)
+    if sweep is None:
         return [attack_saved_run(run_dir, attacks, observer, colluders, sign_key)]
-    with run_dir_lock(run_dir, write=True):
-        if sign_key is None and is_signed(run_dir):
+    with run_dir_lock(sweep, write=True):
+        if sign_key is None and is_signed(sweep):
             raise TestbedError(
-                f"{run_dir}: the sweep is signed; pass --sign KEYFILE to sign it again with the "
+                f"{sweep}: the sweep is signed; pass --sign KEYFILE to sign it again with the "
                 "new rows (or attack a copy)"
             )
         if sign_key is not None:
-            check_signer(run_dir, sign_key)
-        cells = finished_cells(run_dir)
+            check_signer(sweep, sign_key)
+        cells = finished_cells(sweep) if whole else [run_dir]
         if not cells:
-            raise TestbedError(f"{run_dir}: a sweep directory without finished cells")
+            raise TestbedError(f"{sweep}: a sweep directory without finished cells")
         from testbed.run.verify import verify_run
 
-        verify_run(run_dir)  # the sweep's own files too, not only each cell's
+        verify_run(sweep)  # the sweep's own files too, not only each cell's
         out = [attack_saved_run(c, attacks, observer, colluders, sign_key) for c in cells]
-        write_manifest(run_dir, sign_key)
+        write_manifest(sweep, sign_key)
     return out
 
 
