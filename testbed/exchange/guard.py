@@ -20,9 +20,9 @@ numbers, strings of numbers, bytes, Python integers wider than 64 bits, objects'
   ``X.astype(int)``, for the rows that truncation moves by at most half the truncated row's
   norm and whose truncation has at least 16 bits under a prior favouring small integers
   (:func:`~testbed.exchange.guard_index.integer_bits`): a row of small values truncates to a
-  few small integers that any label or count vector holds) and its shape: along each axis in turn, every window of ``d`` consecutive
-  values at *every* offset (rows, rows inside wider rows, transposed blocks inside 3-D arrays,
-  flattened blocks);
+  few small integers that any label or count vector holds) and its shape: along each axis in
+  turn, every window of ``d`` consecutive values at *every* offset (rows, rows inside wider
+  rows, transposed blocks inside 3-D arrays, flattened blocks);
 - the same array's raw bytes: read as float64 (``X.view(np.uint8)``, ``X.view(np.int64)``,
   ``X.view(np.complex128)`` give back the rows, then the near-copy rule applies), and searched
   for an exact copy of a private row's bytes at every byte offset (a shifted reinterpretation);
@@ -149,6 +149,7 @@ class PrivacyGuard:
         self.violations = 0
         self.public_matches: list[dict[str, Any]] = []  # windows of public numbers (find)
         self.public_match_count = 0
+        self._far: float | None = None  # the value that masks a public window (_public_window)
         self.rows_checked = 0  # windows of d numbers compared with the index
         self.messages_checked = 0
         self.seconds = 0.0  # time spent checking (not in summary(): results stay seed-determined)
@@ -339,10 +340,10 @@ class PrivacyGuard:
         widths = list(self._rows)
         if len(widths) != 1 or not self._public.size:  # one width: masking hides no other
             return False
+        if self._far is None:  # once: |far - x| > every threshold, for every private row
+            self._far = 2.0 * float(np.abs(self._rows[widths[0]][0]).max()) + 1.0
         party, where, start, _ = hit
-        rows = self._rows[widths[0]][0]
-        far = 2.0 * float(np.abs(rows).max()) + 1.0  # |far - x| > every threshold
-        got = mask_public_window(leaves, numbers, where, start, widths[0], self._public, far)
+        got = mask_public_window(leaves, numbers, where, start, widths[0], self._public, self._far)
         if got is None:
             return False
         self.public_match_count += 1
@@ -574,9 +575,9 @@ class PrivacyGuard:
             "public_number_matches": {
                 "count": self.public_match_count,
                 "rule": "a window of a message's loose numbers (or of the numbers in one of its "
-                "strings) made only of numbers of the "
-                "public configuration (protocol and defense params, data dimension, number of "
-                "parties) is counted here, not a finding: every number in it is public",
+                "strings) made only of numbers of the public configuration (protocol and "
+                "defense params, data dimension, number of parties) is counted here, not a "
+                "finding: every number in it is public",
                 "examples": list(self.public_matches),
             }
         }

@@ -84,24 +84,19 @@ def world_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
 
 def public_numbers(world: World) -> list[float]:
     """The numbers of the public configuration a message may carry whatever the private rows
-    (:class:`~testbed.exchange.guard.PrivacyGuard`'s ``public_numbers``): every number in the
-    resolved protocol and defense params, the data's dimension and the number of parties."""
-    out: list[float] = [float(world.public.dim), float(len(world.parties))]
+    (:class:`~testbed.exchange.guard.PrivacyGuard`'s ``public_numbers``): the loose numbers the
+    guard itself reads in the resolved protocol and defense params, the data's dimension and the
+    number of parties."""
+    from testbed.exchange.guard import readings
 
-    def walk(x) -> None:
-        if isinstance(x, (bool, int, float)):
-            out.append(float(x))
-        elif isinstance(x, Mapping):
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-
-    walk(world.resolved["protocol"]["params"])
-    for d in world.resolved.get("defenses") or []:
-        walk(d.get("params"))
-    return out
+    params = [world.resolved["protocol"]["params"]]
+    params += [d.get("params") for d in world.resolved.get("defenses") or []]
+    loose = [a for p in params for path, a in readings(p) if path == "numbers"]
+    return [
+        float(world.public.dim),
+        float(len(world.parties)),
+        *(x for a in loose for x in a.tolist()),
+    ]
 
 
 def released_values(result: Any) -> dict[str, Any]:
