@@ -255,6 +255,47 @@ def test_a_worker_that_answers_an_error_is_not_believed():
     assert guard._worker is None
 
 
+def test_a_check_written_at_once_never_overtakes_a_queued_load():
+    """A batch's check command is written by the bus's thread when nothing is queued, else
+    after the queue: a check sent while a large guard's rows are still being written must reach
+    the worker after them (else the worker would answer an error for a guard it does not hold
+    yet, and the batch would be searched here)."""
+    if WORKER is None:
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    worker = guard_worker.GuardWorker()
+    try:
+        assert worker.wait_ready()
+        big = {"alice": np.random.default_rng(0).normal(size=(200_000, 4)), **PRIVATE}
+        for _ in range(3):
+            guard = PrivacyGuard(big, worker=False)
+            guard._worker, guard._gid = worker, worker.load(guard._rows, guard._parties)
+            assert worker._queued >= 0
+            bus = Bus(guard=guard)
+            bus.send("bob", SERVER, "p.ok", np.full((3, 4), 50.0))
+            bus.flush()  # submitted at once, behind the rows (megabytes) in the queue
+            assert guard._worker is worker  # answered by the worker, not an error
+            guard.close()
+    finally:
+        worker.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH on this platform")
+def test_the_worker_runs_as_batch_work(monkeypatch):
+    """The worker never preempts the protocol's thread when it wakes (SCHED_BATCH);
+    OT_TESTBED_GUARD_POLICY=normal keeps the default policy."""
+    for env, policy in ((None, os.SCHED_BATCH), ("normal", os.SCHED_OTHER)):
+        if env is None:
+            monkeypatch.delenv("OT_TESTBED_GUARD_POLICY", raising=False)
+        else:
+            monkeypatch.setenv("OT_TESTBED_GUARD_POLICY", env)
+        worker = guard_worker.GuardWorker()
+        try:
+            assert worker.wait_ready()
+            assert os.sched_getscheduler(worker._proc.pid) == policy
+        finally:
+            worker.close()
+
+
 def test_the_worker_is_a_separate_session_and_stops_with_its_process(tmp_path):
     """Ctrl-C goes to the bus's process group only (the worker is in its own session), and a
     process that exits, even without closing anything, leaves no worker behind."""
@@ -392,9 +433,11 @@ RELEASED = {
 }
 
 
-def _end(kinds, released: str, mode: str, where: str, finish: bool):
-    """Send the messages (batches of 3), then end as ``testbed run`` does (``finish``) or with
-    the two separate checks it replaces (flush, then check_release)."""
+def _end(kinds, released: str, mode: str, where: str, finish):
+    """Send the messages (batches of 3), then end as ``testbed run`` does (``finish="defer"``:
+    the last search handed over, other work, then awaited), with ``finish(wait=True)``
+    (``finish`` true) or with the two separate checks it replaces (flush, then
+    check_release)."""
     guard = _guard(where, mode=mode)
     bus = Bus(guard=guard)
     bus.GUARD_BATCH = 3
@@ -404,7 +447,11 @@ def _end(kinds, released: str, mode: str, where: str, finish: bool):
         for i, kind in enumerate(kinds):
             payload, meta = _message(kind, i, rng)
             bus.send("alice" if i % 2 else "bob", SERVER, f"p.{kind}", payload, round=i, meta=meta)
-        if finish:
+        if finish == "defer":
+            bus.finish(RELEASED[released](), wait=False)
+            assert len(bus._transcript) <= len(kinds)  # other work here; then the answer
+            bus.await_guard()
+        elif finish:
             bus.finish(RELEASED[released]())
         else:
             bus.flush()
@@ -428,9 +475,12 @@ def test_finish_gives_what_a_flush_then_a_release_check_give(where, kinds, relea
     # values) and by the two checks one after the other
     one = _end(kinds, released, mode, where, finish=False)
     both = _end(kinds, released, mode, where, finish=True)
+    deferred = _end(kinds, released, mode, where, finish="defer")
     # Assert: the same error (a message's leak before a released one), logged messages,
-    # counters (windows compared included) and findings
+    # counters (windows compared included) and findings, whether the run waits for the last
+    # search at once or after other work
     assert both == one
+    assert deferred == one
     if released not in ("clean", "none") and mode == "record":
         assert one[3]["findings"][-1]["sender"] == "protocol"
 
@@ -448,6 +498,89 @@ def test_finish_waits_for_the_worker_once(monkeypatch):
     bus.finish(RELEASED["clean"]())
     assert len(calls) == 1 and len(bus.transcript) == 5
     assert guard.messages_checked == 5 and guard.rows_checked > 0
+
+
+@WHERE
+def test_a_deferred_last_search_logs_nothing_until_it_is_answered(where):
+    """finish(wait=False) hands the last batch over and returns; nothing of it is in the
+    transcript until await_guard (or a read of the transcript, which waits for the answer), and
+    a leak in it is raised then, never logged."""
+    guard = _guard(where)
+    bus = Bus(guard=guard)
+    bus.send("alice", SERVER, "p.ok", np.full((3, 4), 50.0))
+    bus.send("bob", SERVER, "p.leak", PRIVATE["alice"][2])
+    bus.finish({"estimates": {"w": 0.5}}, wait=False)
+    assert len(bus._transcript) == 0 and bus._final is not None
+    with pytest.raises(PrivacyGuardError, match="'alice'"):
+        bus.await_guard()
+    assert len(bus._transcript) == 1 and bus._final is None
+    bus.await_guard()  # nothing out: a no-op
+
+    bus = Bus(guard=_guard(where))
+    bus.send("alice", SERVER, "p.ok", np.full((3, 4), 50.0))
+    bus.finish({"estimates": {"rows": PRIVATE["bob"][[1]]}}, wait=False)
+    with pytest.raises(PrivacyGuardError, match="'bob'"):
+        bus.transcript  # reading it waits for the answer  # noqa: B018
+    assert len(bus._transcript) == 1
+
+
+def test_run_protocol_awaits_the_guard_after_its_then_and_before_a_fault_of_it(monkeypatch):
+    """testbed run's reference stage (``then``) runs while the last search is out; a leak in
+    that search stops the run after it, and comes first when ``then`` itself fails."""
+    from testbed.errors import PluginFault
+    from testbed.run import exchange as ex
+
+    order = []
+    real = Bus.await_guard
+    monkeypatch.setattr(Bus, "await_guard", lambda self: order.append("await") or real(self))
+
+    class _World:
+        """Just what run_protocol reads of a World."""
+
+        def __init__(self, leak: bool):
+            from types import SimpleNamespace
+
+            self.scenario = SimpleNamespace(
+                name="t", seed=0, engine="inprocess", engine_params={}, guard_mode="stop"
+            )
+            self.defenses, self.ledger, self.roster = [], None, None
+            self.parties = {}
+            leak_row = PRIVATE["alice"][0]
+
+            class P:
+                name = "p"
+
+                def run(self, roster, bus, rng):
+                    bus.send("bob", SERVER, "p.x", leak_row if leak else np.full(4, 70.0))
+                    from types import SimpleNamespace as NS
+
+                    return NS(estimates={"w": 1.0}, outputs={}, detection=None)
+
+            self.protocol = P()
+
+    monkeypatch.setattr(ex, "world_guard", lambda world: _guard("worker"))
+    monkeypatch.setattr(ex, "_check_result", lambda name, result: None)
+    monkeypatch.setattr(ex, "released_values", lambda result: {"estimates": result.estimates})
+
+    def then(result):
+        order.append("then")
+        return "evaluated"
+
+    out = ex.run_protocol(_World(leak=False), then=then)
+    assert out.after == "evaluated" and order == ["then", "await"] and len(out.transcript) == 1
+
+    order.clear()
+    with pytest.raises(PrivacyGuardError, match="'alice'"):
+        ex.run_protocol(_World(leak=True), then=then)
+    assert order == ["then", "await"]
+
+    def failing(result):
+        raise PluginFault("reference failed")
+
+    with pytest.raises(PrivacyGuardError, match="'alice'"):  # the leak, not the fault
+        ex.run_protocol(_World(leak=True), then=failing)
+    with pytest.raises(PluginFault, match="reference failed"):
+        ex.run_protocol(_World(leak=False), then=failing)
 
 
 def test_a_message_is_logged_with_its_digest_as_sent():

@@ -60,7 +60,7 @@ class BareBus(Bus):
 
 class _SendTimer:
     """Mixin for a bus class: ``send_seconds`` is the wall time spent inside :meth:`send`,
-    :meth:`flush` and :meth:`finish` (freezing, sizing, hashing, defenses, guard, logging)."""
+    :meth:`flush`, :meth:`finish` and :meth:`await_guard` (freezing, sizing, hashing, defenses, guard, logging)."""
 
     send_seconds = 0.0
     _timing = False
@@ -82,8 +82,11 @@ class _SendTimer:
     def flush(self, wait: bool = True) -> None:
         return self._timed(super().flush, wait)
 
-    def finish(self, released=None) -> None:
-        return self._timed(super().finish, released)
+    def finish(self, released=None, wait: bool = True) -> None:
+        return self._timed(super().finish, released, wait)
+
+    def await_guard(self) -> None:
+        return self._timed(super().await_guard)
 
 
 class TimedBus(_SendTimer, Bus):

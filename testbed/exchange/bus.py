@@ -189,6 +189,7 @@ class Bus:
         self._pending_bytes = 0
         self._inflight = None  # the batch the guard's worker is searching (guard._Batch)
         self._finished = False  # finish() was called: the protocol's run has returned
+        self._final = None  # (batch, released) finish(wait=False) handed to the guard's worker
         #: threads for :func:`parallel_safe` local calls (1 = one after another)
         if local_threads is None:
             local_threads = default_local_threads() or auto_local_threads()
@@ -277,23 +278,51 @@ class Bus:
     GUARD_LAG = 1024
     GUARD_LAG_BYTES = 64 << 20
 
-    def finish(self, released: Mapping[str, Any] | None = None) -> None:
+    def finish(self, released: Mapping[str, Any] | None = None, wait: bool = True) -> None:
         """The protocol's end: check and log every message not checked yet (:meth:`flush`) and,
         with a guard, what the protocol releases (``{"estimates": ..., ...}``) in the same
         search, so a run waits for the guard's worker once instead of twice. Findings come as
         separate checks give them: the messages in order (a leak in one stops the run there,
         guard mode ``stop``), then the released values key by key. No message is accepted
-        after it."""
+        after it.
+
+        ``wait=False``: hand that last search to the guard's worker and return at once; the
+        caller does work that shows nothing to anyone (``testbed run``'s reference stage) while
+        the worker searches, then calls :meth:`await_guard`, which logs the batch and raises
+        what the guard found. Until then the transcript holds none of the batch: reading it
+        (:attr:`transcript`, :meth:`flush`) waits for the answer first. Without a worker the
+        search runs here, at once, as with ``wait=True``."""
         self._finished = True
-        if self.guard is None or not released:
+        if self.guard is None:
             self.flush()
-            if self.guard is not None and released is not None:
-                self.guard.check_release(released)
             return
+        if not released:
+            if wait or not self.guard.on_worker:
+                self.flush()
+                if released is not None:
+                    self.guard.check_release(released)
+                return
+            released = None
         self._settle_inflight()
         pending, self._pending, self._pending_bytes = self._pending, [], 0
-        batch = self.guard.submit(pending, self.guard.release_readings(released))
-        if not self._settle(batch):
+        readings = self.guard.release_readings(released) if released else []
+        if not pending and not readings:
+            return
+        batch = self.guard.submit(pending, readings)
+        self._final = (batch, released)
+        if wait:
+            self.await_guard()
+
+    def await_guard(self) -> None:
+        """Wait for the guard's answer on the last search :meth:`finish` handed over, log its
+        messages and raise what it found (guard mode ``stop``): a leak in a message first,
+        then one in a released value, as :meth:`finish` with ``wait=True`` would. Does nothing
+        when no search is out."""
+        final, self._final = self._final, None
+        if final is None:
+            return
+        batch, released = final
+        if not self._settle(batch) and released:
             self.guard.check_release(released, searched=True)
 
     def flush(self, wait: bool = True) -> None:
@@ -305,6 +334,9 @@ class Bus:
         ``wait=False`` (a full batch, from :meth:`send`): the guard's worker process searches
         the batch while the protocol goes on, and the next flush collects the answer first; a
         leak then stops the run at most two batches after it was sent, and is never logged."""
+        if self._final is not None:  # the protocol's end, handed over by finish(wait=False)
+            self.await_guard()
+            return
         if not wait and self._inflight is not None and not self.guard.answered(self._inflight):
             if len(self._pending) < self.GUARD_LAG and self._pending_bytes < self.GUARD_LAG_BYTES:
                 return  # the worker is still busy: the batch grows instead of waiting

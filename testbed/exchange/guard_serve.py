@@ -99,11 +99,30 @@ def _check(guard, seen: set[str], view, templates, values, extra) -> tuple[bool,
     return hit is None, guard.rows_checked - before, digests
 
 
+def _batch_policy() -> None:
+    """Run as batch work (Linux ``SCHED_BATCH``): the same share of the CPU as any process of
+    its nice value, but waking up (a batch arrives) never preempts the thread it shares a core
+    with. With both cores busy (other users' jobs, the protocol's own workers) a wake-up would
+    otherwise take the protocol's core for the whole search, and the bus's thread pays for it
+    in the protocol's time (measured: docs/benchmarks.md). Nothing changes on an idle core.
+    ``OT_TESTBED_GUARD_POLICY=normal`` keeps the default policy."""
+    import os
+
+    if os.environ.get("OT_TESTBED_GUARD_POLICY", "").strip().lower() == "normal":
+        return
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:  # not allowed here: the default policy
+            pass
+
+
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the bus's process decides when to stop
     from testbed.threads import limit_blas_threads
 
     limit_blas_threads()
+    _batch_policy()
     recv_fd, send_fd, mem_fd, status_fd = (int(a) for a in argv[:4])
     status = mmap.mmap(status_fd, mmap.PAGESIZE)
     _serve(Connection(recv_fd, writable=False), Connection(send_fd, readable=False), mem_fd, status)

@@ -148,6 +148,12 @@ class GuardWorker:
         # commands go out in order through one thread: a guard's rows (megabytes, pickled) or
         # a batch's layout never make the bus wait while the worker is busy reading
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        # a check command is written by the thread that submits it when no command is queued
+        # or being written (one lock orders the writers): waking the command thread hands it
+        # the GIL, and on a busy machine the bus's thread then waits a scheduler slice for it
+        # back (measured: docs/benchmarks.md)
+        self._write_lock = threading.Lock()
+        self._queued = 0  # commands put in the outbox and not yet written (under _write_lock)
         self._sender = threading.Thread(target=self._send_all, name="guard-worker-commands")
         self._sender.daemon = True
         self._sender.start()
@@ -158,15 +164,18 @@ class GuardWorker:
             if msg is None:
                 break
             try:
-                if isinstance(msg, (bytes, memoryview)):
-                    self._send.send_bytes(msg)
-                else:
-                    self._send.send(msg)
+                with self._write_lock:
+                    self._queued -= 1
+                    if isinstance(msg, (bytes, memoryview)):
+                        self._send.send_bytes(msg)
+                    else:
+                        self._send.send(msg)
             except (OSError, ValueError, TypeError) as exc:  # the worker is gone or closed
                 self._fail(f"the guard worker stopped: {exc!r}")
                 break
         try:  # after the last whole command: the worker reads the end of its pipe and ends
-            self._send.close()
+            with self._write_lock:  # not while the bus's thread writes one (_post_now)
+                self._send.close()
         except OSError:
             pass
 
@@ -175,6 +184,24 @@ class GuardWorker:
         command thread."""
         if self._failed:
             raise WorkerError(self._failed)
+        with self._write_lock:
+            self._queued += 1
+        self._outbox.put(msg)
+
+    def _post_now(self, msg: bytes) -> None:
+        """Send a small pickled command from this thread when nothing is queued before it (the
+        pipe then takes it at once: the worker reads every command), else after the queue."""
+        if self._failed:
+            raise WorkerError(self._failed)
+        with self._write_lock:
+            if self._queued == 0:
+                try:
+                    self._send.send_bytes(msg)
+                except (OSError, ValueError) as exc:  # the worker is gone or closed
+                    self._fail(f"the guard worker stopped: {exc!r}")
+                    raise WorkerError(self._failed) from None
+                return
+            self._queued += 1
         self._outbox.put(msg)
 
     # -- state
@@ -305,9 +332,9 @@ class GuardWorker:
                     else:
                         np.ndarray(a.shape, a.dtype, buffer=self._map, offset=off)[...] = a
                 # pickled here, where its time is the bus's (a batch's templates are a few
-                # shared tuples, pickled once each); the command thread only writes it
+                # shared tuples, pickled once each), and written here when nothing is queued
                 msg = ("check", gid, bid, self._size, templates, values, extra, clean)
-                self._post(_dumps(msg))
+                self._post_now(_dumps(msg))
                 self._busy = bid
             except BaseException as exc:
                 if not isinstance(exc, Exception):  # Ctrl-C or limits.cell_seconds: maybe

@@ -177,9 +177,11 @@ def score_detection(detection, noise_masks) -> dict:
     return out
 
 
-def evaluate(world: World, exchange: Exchange) -> Evaluation:
-    """Reference, accuracy, detection and task utility of one protocol run."""
-    result = exchange.result
+def evaluate(world: World, result: Any) -> Evaluation:
+    """Reference, accuracy, detection and task utility of one protocol run (its
+    :class:`~protocols.ProtocolResult`, or the :class:`Exchange` that holds it)."""
+    if isinstance(result, Exchange):
+        result = result.result
     sc = world.scenario
     with plugin_phase("protocol", world.protocol.name, "reference"):
         with reference_engine(sc.engine, sc.engine_params):  # its solves on the run's workers

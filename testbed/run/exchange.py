@@ -15,7 +15,7 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ class Exchange:
     ledger: PrivacyLedger
     guard: dict  # what the guard checked and found (results.json "guard")
     seconds: float
+    #: what ``run_protocol(then=...)`` returned (the reference stage's evaluation), else None
+    after: Any = None
 
 
 class _Progress:
@@ -143,10 +145,22 @@ def frozen_heap():
                 gc.unfreeze()
 
 
-def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = None) -> Exchange:
+def run_protocol(
+    world: World,
+    progress: bool = False,
+    spill_dir: Path | None = None,
+    then: Callable[[Any], Any] | None = None,
+) -> Exchange:
     """Run the protocol on the scenario's engine; the guard checks every message and, at the
     end, everything the protocol releases. With ``spill_dir`` (the run directory) payloads past
-    the transcript's memory threshold go to a file there."""
+    the transcript's memory threshold go to a file there.
+
+    ``then``: a function of the protocol's result that shows nothing to anyone (``testbed
+    run``'s reference and accuracy stage), run while the guard's worker searches the last batch
+    and the released values on the other core; the guard's answer is awaited after it, so a
+    leak there stops the run as before, only once ``then`` has returned (or failed: the guard's
+    error then comes first). Its value is :attr:`Exchange.after`. ``seconds`` is the
+    protocol's time and what the run waited for the guard, without ``then``."""
     sc = world.scenario
     seed = sc.seed
     guard = world_guard(world)
@@ -155,6 +169,7 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
     ]
     bar = _Progress(progress, sc.name)
     spilling = Transcript(spill_dir=spill_dir) if spill_dir is not None else None
+    after = None
     t0 = time.perf_counter()
     try:
         with (
@@ -175,19 +190,30 @@ def run_protocol(world: World, progress: bool = False, spill_dir: Path | None = 
                 result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
             _check_result(world.protocol.name, result)
             # the guard checks what it has not yet, before the transcript closes, and what the
-            # protocol releases, in one search
-            bus.finish(released_values(result) if guard is not None else None)
+            # protocol releases, in one search (on the worker while `then` runs)
+            bus.finish(released_values(result) if guard is not None else None, wait=then is None)
+        elapsed = time.perf_counter() - t0
+        if then is not None:
+            try:
+                after = then(result)
+            except Exception:
+                bus.await_guard()  # a leak in the last batch is the run's first fault
+                raise
+            t1 = time.perf_counter()
+            bus.await_guard()
+            elapsed += time.perf_counter() - t1
+        transcript = bus.transcript
     finally:
         bar.close()
         if spilling is not None:
             spilling.close()
         if guard is not None:
             guard.close()  # the worker forgets this run's rows
-    elapsed = time.perf_counter() - t0
     return Exchange(
         result=result,
-        transcript=bus.transcript,
+        transcript=transcript,
         ledger=world.ledger,
         guard={"mode": "off"} if guard is None else guard.summary(),
         seconds=elapsed,
+        after=after,
     )

@@ -156,8 +156,11 @@ def run_and_evaluate(
     """The protocol, reference and accuracy stages on ``world``: the results row without
     attacks. With ``spill_dir`` (the run directory) payloads past the transcript's memory
     threshold go to a file there."""
-    exchange = run_protocol(world, progress=progress, spill_dir=spill_dir)
-    ev = evaluate(world, exchange)
+    # the reference stage runs while the guard's worker searches the protocol's last messages
+    exchange = run_protocol(
+        world, progress=progress, spill_dir=spill_dir, then=lambda r: evaluate(world, r)
+    )
+    ev = exchange.after
     results = results_row(world, exchange, ev)
     return RunOutput(spill_dir, world, results, exchange.transcript, exchange.seconds, exchange, ev)
 
