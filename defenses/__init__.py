@@ -5,7 +5,7 @@ are imported on first use (PEP 562): ``import defenses`` imports none of the mod
 from testbed.registry import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(["Defense", "DefenseConfig"], "defenses._base"),
+    **dict.fromkeys(["MEASURE_PROTOCOLS", "Defense", "DefenseConfig"], "defenses._base"),
     **dict.fromkeys(
         ["DPSGDTeachers", "NoisySoftLabels", "PateAggregation"], "defenses.distillation"
     ),

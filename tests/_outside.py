@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,3 +29,22 @@ def outside_package(root: Path, module: str, cls_name: str, registry) -> Iterato
         sys.path.remove(str(root))
         for m in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
             del sys.modules[m]
+
+
+def run_quietly(*cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``cmd``, its output captured, without writing bytecode into the package."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+@contextlib.contextmanager
+def pip_installed(root: Path, dist: str) -> Iterator[Path]:
+    """``pip install -e root`` into this environment (no dependencies, no build isolation);
+    distribution ``dist`` uninstalled on exit. Yields the environment's ``bin`` folder."""
+    pip = [sys.executable, "-m", "pip"]
+    r = run_quietly(*pip, "install", "-q", "-e", str(root), "--no-deps", "--no-build-isolation")
+    assert r.returncode == 0, r.stderr
+    try:
+        yield Path(sys.executable).parent
+    finally:
+        run_quietly(*pip, "uninstall", "-y", "-q", dist)

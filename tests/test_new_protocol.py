@@ -14,7 +14,7 @@ from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.plugins.scaffold import new_protocol
 from testbed.registry import PROTOCOLS
-from tests._outside import outside_package
+from tests._outside import outside_package, pip_installed, run_quietly
 
 NAME = "probe_anchor_sketch"
 
@@ -83,33 +83,21 @@ def test_new_protocol_refuses_a_file_or_a_non_empty_directory(tmp_path, capsys):
 
 @pytest.mark.slow  # pip install -e and CLI subprocesses: 30-90 s on a loaded machine
 def test_installed_protocol_is_listed_passes_its_own_kit_and_has_a_scorecard(tmp_path):
-    import os
-    import subprocess
-    from pathlib import Path
-
-    def run(*cmd):
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-
-    name, bin_ = "probe_installed_protocol", Path(sys.executable).parent
+    name = "probe_installed_protocol"
     pkg = tmp_path / "plugin"
     assert main(["new-protocol", name, str(pkg)]) == 0
-    pip = [sys.executable, "-m", "pip"]
-    r = run(*pip, "install", "-q", "-e", str(pkg), "--no-deps", "--no-build-isolation")
-    assert r.returncode == 0, r.stderr
-    try:
-        listed = run(str(bin_ / "testbed"), "plugins")
-        kit = run(
-            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(pkg / "tests")
+    with pip_installed(pkg, f"ot-testbed-{name.replace('_', '-')}") as bin_:
+        listed = run_quietly(str(bin_ / "testbed"), "plugins")
+        tests = str(pkg / "tests")
+        kit = run_quietly(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests)
+        card = run_quietly(
+            str(bin_ / "testbed"), "scorecard", name, "-o", str(tmp_path / "sc"), "-q"
         )
-        card = run(str(bin_ / "testbed"), "scorecard", name, "-o", str(tmp_path / "sc"), "-q")
         assert listed.returncode == 0 and name in listed.stdout
         assert kit.returncode == 0, kit.stdout + kit.stderr
         assert card.returncode == 0, card.stderr
         data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
         assert data["protocol"] == name and "sent_rows" in data["applicable_attacks"]
-    finally:
-        run(*pip, "uninstall", "-y", "-q", f"ot-testbed-{name.replace('_', '-')}")
 
 
 def test_the_tutorial_shows_the_scaffolded_protocol_verbatim():

@@ -185,6 +185,7 @@ def test_only_commands_that_run_plugins_limit_blas_and_load_pot():
         "plugins",
         "new-attack",
         "new-protocol",
+        "new-defense",
         "keygen",
         "report",
         "transcript",

@@ -1,5 +1,5 @@
 """Command line: ``testbed run | audit | attack | report | bench | validate | plugins |
-new-attack | new-protocol | scorecard | transcript``.
+new-attack | new-protocol | new-defense | scorecard | transcript``.
 
 This module only builds the argument parser; each command lives in a module of its own
 (``testbed/cli/<command>.py``), imported when that command runs, so ``testbed --help`` and
@@ -247,7 +247,7 @@ def _plugin_commands(sub) -> None:
         "list registered protocols, attacks, defenses, datasets",
         computes=False,
     )
-    for kind in ("attack", "protocol"):
+    for kind in ("attack", "protocol", "defense"):
         p = _command(
             sub,
             f"new-{kind}",

@@ -1,9 +1,9 @@
-"""``testbed new-attack NAME [DIR]`` and ``testbed new-protocol NAME [DIR]``: scaffold a plugin
+"""``testbed new-attack``, ``new-protocol`` and ``new-defense NAME [DIR]``: scaffold a plugin
 package."""
 
 from __future__ import annotations
 
-from testbed.plugins.scaffold import new_attack, new_protocol
+from testbed.plugins.scaffold import new_attack, new_defense, new_protocol
 
 
 def run_new_attack(args) -> int:
@@ -16,5 +16,12 @@ def run_new_attack(args) -> int:
 def run_new_protocol(args) -> int:
     root = new_protocol(args.name, args.dir)
     print(f"created protocol plugin {args.name!r} in {root}")
+    print(f"next: pip install -e {root} && testbed plugins && pytest {root / 'tests'}")
+    return 0
+
+
+def run_new_defense(args) -> int:
+    root = new_defense(args.name, args.dir)
+    print(f"created defense plugin {args.name!r} in {root}")
     print(f"next: pip install -e {root} && testbed plugins && pytest {root / 'tests'}")
     return 0

@@ -1,10 +1,11 @@
-"""``testbed new-attack NAME [DIR]`` and ``testbed new-protocol NAME [DIR]``: scaffold a
-third-party attack or protocol plugin package.
+"""``testbed new-attack NAME [DIR]``, ``testbed new-protocol NAME [DIR]`` and ``testbed
+new-defense NAME [DIR]``: scaffold a third-party attack, protocol or defense plugin package.
 
-The package is complete and working: a pyproject with the ``ot_testbed.attacks`` entry point, an
-attack module (a simple attack that returns the last measure each party sent the observer —
-replace its body with yours) and a test that runs the public contract kit. After
-``pip install -e DIR`` the attack shows in ``testbed plugins`` and can be named in a scenario.
+The package is complete and working: a pyproject with the entry point of its kind
+(``ot_testbed.attacks``, ``ot_testbed.protocols``, ``ot_testbed.defenses``), the plugin's module
+(a working example — replace its body with yours) and a test that runs the public contract kit.
+After ``pip install -e DIR`` the plugin shows in ``testbed plugins`` and can be named in a
+scenario. The protocol and defense examples are the ones docs/plugins.md walks through.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 
-__all__ = ["new_attack", "new_protocol"]
+__all__ = ["new_attack", "new_defense", "new_protocol"]
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -112,17 +113,7 @@ Use it in a scenario:
 def new_attack(name: str, directory: str | Path | None = None) -> Path:
     """Write the plugin package for attack ``name`` into ``directory`` (default ``./name``);
     return the directory. Refuses a non-snake_case name and a non-empty directory."""
-    root, fields = _target("new-attack", name, directory)
-    files = {
-        root / "pyproject.toml": PYPROJECT,
-        root
-        / name
-        / "__init__.py": '"""{name} attack plugin."""\n\nfrom {name}.attack import {cls}\n\n__all__ = ["{cls}"]\n',
-        root / name / "attack.py": ATTACK,
-        root / "tests" / f"test_{name}.py": TEST,
-        root / "README.md": README,
-    }
-    return _write(root, files, fields)
+    return _package("attack", name, directory)
 
 
 def _target(cmd: str, name: str, directory) -> tuple[Path, dict[str, str]]:
@@ -147,11 +138,12 @@ def _check_free(cmd: str, name: str) -> None:
     import importlib.util
     import keyword
 
-    from testbed.registry import ATTACKS, PROTOCOLS
+    from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
 
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
         raise TestbedError(f"{cmd}: NAME {name!r} is a Python keyword; pick another name")
-    registry, kind = (ATTACKS, "attack") if cmd == "new-attack" else (PROTOCOLS, "protocol")
+    kind = cmd.removeprefix("new-")
+    registry = {"attack": ATTACKS, "protocol": PROTOCOLS, "defense": DEFENSES}[kind]
     if name in registry:
         raise TestbedError(
             f"{cmd}: NAME {name!r} is already the name of a registered {kind} "
@@ -169,7 +161,24 @@ def _check_free(cmd: str, name: str) -> None:
         )
 
 
-def _write(root: Path, files: dict[Path, str], fields: dict[str, str]) -> Path:
+def _package(kind: str, name: str, directory) -> Path:
+    """Write the package of plugin ``name`` of ``kind`` (attack, protocol, defense): its
+    pyproject, the import package with the plugin in ``<kind>.py``, the kit test, a README and,
+    for a kind with a scenario, ``<name>_tiny.yaml`` seeded afresh (:data:`_TEMPLATES`, each a
+    ``str.format`` template of ``name``, ``cls``, ``dist`` and ``seed``)."""
+    pyproject, module, test, readme, scenario = _TEMPLATES[kind]
+    root, fields = _target(f"new-{kind}", name, directory)
+    init = f'"""{{name}} {kind} plugin."""\n\nfrom {{name}}.{kind} import {{cls}}\n\n__all__ = ["{{cls}}"]\n'
+    files = {
+        root / "pyproject.toml": pyproject,
+        root / name / "__init__.py": init,
+        root / name / f"{kind}.py": module,
+        root / "tests" / f"test_{name}.py": test,
+        root / "README.md": readme,
+    }
+    if scenario is not None:
+        fields["seed"] = str(secrets.randbits(128))
+        files[root / f"{name}_tiny.yaml"] = scenario
     for path, template in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template.format(**fields))
@@ -316,16 +325,141 @@ A protocol plugin for the OT privacy testbed.
 def new_protocol(name: str, directory: str | Path | None = None) -> Path:
     """Write the plugin package for protocol ``name`` into ``directory`` (default ``./name``);
     return the directory. Refuses a non-snake_case name, a file and a non-empty directory."""
-    root, fields = _target("new-protocol", name, directory)
-    fields["seed"] = str(secrets.randbits(128))
-    files = {
-        root / "pyproject.toml": PROTOCOL_PYPROJECT,
-        root
-        / name
-        / "__init__.py": '"""{name} protocol plugin."""\n\nfrom {name}.protocol import {cls}\n\n__all__ = ["{cls}"]\n',
-        root / name / "protocol.py": PROTOCOL,
-        root / "tests" / f"test_{name}.py": PROTOCOL_TEST,
-        root / f"{name}_tiny.yaml": PROTOCOL_SCENARIO,
-        root / "README.md": PROTOCOL_README,
-    }
-    return _write(root, files, fields)
+    return _package("protocol", name, directory)
+
+
+# ----------------------------------------------------------------------------- defenses
+DEFENSE_PYPROJECT = PYPROJECT.replace("an attack plugin", "a defense plugin").replace(
+    '[project.entry-points."ot_testbed.attacks"]\n{name} = "{name}.attack:{cls}"',
+    '[project.entry-points."ot_testbed.defenses"]\n{name} = "{name}.defense:{cls}"',
+)
+
+DEFENSE = '''"""{cls}: a defense plugin for the OT privacy testbed (scaffolded by `testbed new-defense`).
+
+The example rounds every support point a defended party sends to a grid of spacing ``step``:
+at random and unbiased (up with probability equal to the coordinate's fractional position in its
+cell, so the expected point is the point sent; the default) or to the nearest grid point. This is
+what quantising a message for compression does, written as a defense so that its effect on
+leakage and accuracy can be measured.
+
+Privacy: no differential-privacy claim, and nothing is recorded in the ledger. Each coordinate
+moves by less than ``step`` (at most ``step / 2`` when rounding to the nearest), so a sent point
+lands within ``step * sqrt(d)`` of where it was: it hides detail finer than the grid, it does not
+hide a point. Two datasets whose rows fall in different cells are told apart with certainty from
+one message, so no finite epsilon holds; and data already on the grid (integer pixels with
+``step: 1``) pass unchanged.
+
+Rules the contract kit checks (``testbed.testing.check_plugin``): ``__init__`` stores the config
+only; ``on_send`` returns a new envelope (``env.with_payload(...)``) and never mutates the one it
+received; randomness comes only from ``rng``, so the same seed gives the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from pydantic import Field
+
+from defenses import MEASURE_PROTOCOLS, Defense, DefenseConfig
+from testbed.measure import Measure
+
+
+class {cls}Config(DefenseConfig):  # DefenseConfig brings `senders` and `kinds`
+    step: float = Field(0.5, gt=0, description="grid spacing h, in the data's units")
+    stochastic: bool = Field(True, description="round at random, unbiased (else to the nearest)")
+
+
+def round_to_grid(X: np.ndarray, step: float, rng: np.random.Generator | None) -> np.ndarray:
+    """Every coordinate to a multiple of ``step``: with ``rng``, up with probability
+    (x - floor) / step, so that the expected result is x; without, to the nearest multiple."""
+    if rng is None:
+        return np.round(X / step) * step
+    low = np.floor(X / step)
+    up = rng.random(X.shape) < X / step - low
+    return (low + up) * step
+
+
+class {cls}(Defense):
+    """Round every sent support point to a grid of spacing `step` (no DP claim)."""
+
+    name = "{name}"
+    Config = {cls}Config
+    # the built-in measure protocols (fedwad first: the contract kit's fixture) and any protocol
+    # plugin that declares sends_measures = True; `testbed validate` refuses it on another
+    protocols = MEASURE_PROTOCOLS
+
+    def on_send(self, env, rng, ledger):
+        c = self.config
+
+        def rec(p):
+            if isinstance(p, Measure):
+                support = round_to_grid(p.support, c.step, rng if c.stochastic else None)
+                return Measure(support, p.weights)
+            if isinstance(p, Mapping):
+                return {{k: rec(v) for k, v in p.items()}}
+            return p  # distances and arrays pass unchanged
+
+        # no ledger event: rounding is no DP mechanism, there is no epsilon to account
+        return env.with_payload(
+            rec(env.payload), defended_by=(*env.meta.get("defended_by", ()), self.name)
+        )
+'''
+
+DEFENSE_TEST = '''"""{name} passes the testbed's public contract kit."""
+
+from testbed.testing import check_plugin
+
+from {name}.defense import {cls}
+
+
+def test_contract():
+    check_plugin({cls})  # on the tiny FedWAD run of its first protocol
+'''
+
+DEFENSE_SCENARIO = """# {name} against the server's inversion of FedWAD: testbed run {name}_tiny.yaml
+name: {name}_tiny
+# a fresh 128-bit seed: an attack that enumerates small seeds cannot rebuild this run's data
+# (docs/trust.md, "What an attack receives"); keep it, or draw another with
+# python -c "import secrets; print(secrets.randbits(128))"
+seed: {seed}
+data:
+  dataset:
+    name: gaussians
+    params: {{d: 2, components: [{{n: 100, mean: -2.0}}, {{n: 100, mean: 2.0}}]}}
+  partition: {{name: class_subsets, params: {{classes: [[0], [1]]}}}}
+  parties: [alice, bob]
+protocol: {{name: fedwad, params: {{support_size: 10, iterations: 5, t: 0.5}}}}
+threat_model: {{observer: server}}
+attacks:
+  - {{name: fedwad_distributional}}
+sweep:  # one setting per entry: no defense, then coarser and coarser grids
+  defenses:
+    - []
+    - [{{name: {name}, params: {{step: 0.5}}}}]
+    - [{{name: {name}, params: {{step: 2.0}}}}]
+"""
+
+DEFENSE_README = """# {name}
+
+A defense plugin for the OT privacy testbed.
+
+    pip install -e .
+    testbed plugins                       # lists {name} under "defenses"
+    pytest tests                          # the contract kit
+    testbed run {name}_tiny.yaml --out runs/{name}
+"""
+
+
+def new_defense(name: str, directory: str | Path | None = None) -> Path:
+    """Write the plugin package for defense ``name`` into ``directory`` (default ``./name``);
+    return the directory. Refuses a non-snake_case name, a file and a non-empty directory."""
+    return _package("defense", name, directory)
+
+
+#: per kind: pyproject, plugin module, kit test, README and small scenario (None: no scenario)
+_TEMPLATES = {
+    "attack": (PYPROJECT, ATTACK, TEST, README, None),
+    "protocol": (PROTOCOL_PYPROJECT, PROTOCOL, PROTOCOL_TEST, PROTOCOL_README, PROTOCOL_SCENARIO),
+    "defense": (DEFENSE_PYPROJECT, DEFENSE, DEFENSE_TEST, DEFENSE_README, DEFENSE_SCENARIO),
+}
