@@ -345,9 +345,9 @@ leakage and accuracy can be measured.
 Privacy: no differential-privacy claim, and nothing is recorded in the ledger. Each coordinate
 moves by less than ``step`` (at most ``step / 2`` when rounding to the nearest), so a sent point
 lands within ``step * sqrt(d)`` of where it was: it hides detail finer than the grid, it does not
-hide a point. Two datasets whose rows fall in different cells are told apart with certainty from
-one message, so no finite epsilon holds; and data already on the grid (integer pixels with
-``step: 1``) pass unchanged.
+hide a point. A neighbouring dataset that moves a sent point to a cell with no grid point in
+common gives messages that cannot be confused, so no finite epsilon holds; and data already on
+the grid (integer pixels with ``step: 1``) pass unchanged.
 
 Rules the contract kit checks (``testbed.testing.check_plugin``): ``__init__`` stores the config
 only; ``on_send`` returns a new envelope (``env.with_payload(...)``) and never mutates the one it
@@ -372,7 +372,7 @@ class {cls}Config(DefenseConfig):  # DefenseConfig brings `senders` and `kinds`
 
 def round_to_grid(X: np.ndarray, step: float, rng: np.random.Generator | None) -> np.ndarray:
     """Every coordinate to a multiple of ``step``: with ``rng``, up with probability
-    (x - floor) / step, so that the expected result is x; without, to the nearest multiple."""
+    x / step - floor(x / step), so that the expected result is x; without, to the nearest."""
     if rng is None:
         return np.round(X / step) * step
     low = np.floor(X / step)
