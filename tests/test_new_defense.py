@@ -161,6 +161,18 @@ def test_new_defense_refuses_a_file_or_a_non_empty_directory(tmp_path, capsys):
         new_defense("ok_name", tmp_path / "full")
 
 
+@pytest.mark.parametrize("command", ["new-defense", "new-attack", "new-protocol"])
+def test_a_dir_inside_a_file_is_bad_input(tmp_path, capsys, command):
+    """Before, mkdir's NotADirectoryError ended the command with exit code 1, as a failure."""
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main([command, "ok_name", str(f / "pkg" / "sub")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {command}: {f} is a file, not a directory (DIR {f / 'pkg' / 'sub'} is inside it)"
+    ]
+    assert f.read_text() == "x"
+
+
 @pytest.mark.slow  # pip install -e and CLI subprocesses, a three-setting run: 40-100 s
 def test_installed_defense_is_listed_passes_its_own_kit_and_runs_its_scenario(tmp_path):
     name = "probe_pip_defense"

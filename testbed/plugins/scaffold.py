@@ -125,6 +125,10 @@ def _target(cmd: str, name: str, directory) -> tuple[Path, dict[str, str]]:
     root = Path(directory) if directory is not None else Path(name)
     if root.exists() and not root.is_dir():
         raise TestbedError(f"{cmd}: {root} is a file, not a directory")
+    # a folder inside a file cannot be made: bad input (exit 2), not a failure while writing
+    above = next((d for d in root.parents if d.exists()), None)
+    if above is not None and not above.is_dir():
+        raise TestbedError(f"{cmd}: {above} is a file, not a directory (DIR {root} is inside it)")
     if root.exists() and any(root.iterdir()):
         raise TestbedError(f"{cmd}: DIR {root} exists and is not empty")
     cls = "".join(part.capitalize() for part in name.split("_"))
