@@ -220,3 +220,66 @@ def test_frontier_dataset_comes_from_resolved_yaml_when_not_swept(tmp_path, caps
     assert setting_label(rows[0]) == "fr_scn: a"
     # the swept dataset wins over the resolved one
     assert setting_label({**_row("a", "inf", 1, 0, 0), "dataset": "wine"}) == "digits: a"
+
+
+def _set(row: dict, path: str, value) -> dict:
+    """``row`` with the dotted ``path`` set to ``value``."""
+    *head, last = path.split(".")
+    node = row
+    for k in head:
+        node = node[k]
+    node[last] = value
+    return row
+
+
+@pytest.mark.parametrize(
+    "path,value,field",
+    [
+        ("setting", ["data"], "setting is not an object"),
+        ("setting", None, "setting is not an object"),
+        ("setting.data", "digits", "setting.data is not an object with a dataset object"),
+        ("setting.data.dataset", "digits", "setting.data is not an object with a dataset object"),
+        ("setting.data.dataset.name", 3, "setting.data.dataset.name is not a string"),
+        ("results.utility", [0.5], "results.utility is not an object"),
+        ("results.utility", "high", "results.utility is not an object"),
+        ("results.utility", 0.5, "results.utility is not an object"),
+        ("results.utility.distance_accuracy", "0.5", "results.utility.distance_accuracy is not"),
+        ("results.utility.distance_accuracy", {"m": 1}, "results.utility.distance_accuracy is"),
+        ("results.protocol.params", [1], "results.protocol.params is not an object"),
+        ("results.protocol.params", {"noise_multiplier": "x"}, "params.noise_multiplier is not"),
+        ("results.privacy_epsilon", "lots", "results.privacy_epsilon is not"),
+        ("results.attacks", {"leakage": 1}, "results.attacks is not a list of objects"),
+        ("results.attacks", [{"leakage": "x"}], "results.attacks is not a list of objects with"),
+        ("results.defenses", ["mask"], "results.defenses is not a list of objects"),
+        ("results.defenses", [{"name": "m", "params": {"target_epsilon": "1"}}], "defenses (m)"),
+    ],
+)
+def test_frontier_row_of_the_wrong_shape_is_a_one_line_error(tmp_path, capsys, path, value, field):
+    # before: a row whose setting or utility was not an object raised AttributeError (a
+    # traceback) in setting_label, frontier_rows or main; now one line naming the line and field
+    rows = [_row("a", "inf", 1.0, 0.5, 0), _set(_row("b", "inf", 0.5, 0.5, 0), path, value)]
+    run = _sweep(tmp_path / "run", rows)
+    assert main([str(run)]) == 2
+    line = _error(capsys)
+    assert line.startswith(f"error: {run / 'results.jsonl'}:2: "), line
+    assert field in line, line
+
+
+def test_frontier_null_utility_attacks_and_setting_data_are_read_as_absent(tmp_path, capsys):
+    rows = [_row("a", "inf", 1.0, 0.5, 0), _row("b", "inf", 0.5, 0.5, 0)]
+    rows[1]["results"].update(utility=None, attacks=None, defenses=None)
+    rows[1]["setting"]["data"] = None
+    rows[1]["results"]["scenario"] = "fr_scn"
+    run = _sweep(tmp_path / "run", rows)
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "| fr_scn: b | 1 | ∞ | – | 0.000 [0.000, 0.000] |" in out
+
+
+def test_frontier_single_run_whose_utility_is_not_an_object_is_a_one_line_error(tmp_path, capsys):
+    run = tmp_path / "single"
+    run.mkdir()
+    res = _row("triangle_wad", "inf", 0.75, 0.25, 0)["results"]
+    (run / "results.json").write_text(json.dumps({**res, "utility": [0.75]}))
+    assert main([str(run)]) == 2
+    assert _error(capsys) == f"error: {run / 'results.json'}:1: results.utility is not an object"

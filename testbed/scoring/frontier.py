@@ -10,9 +10,11 @@ those whose claim is at most ε. Intervals of a metric that lives in [0, 1] (lea
 before ``:`` is the swept one, else the one of the cell's ``resolved.yaml``. RUN_DIR may also be
 a single run (its ``results.json``). It only reads results (the report renders; this prints).
 
-A run directory that is missing or has neither file, a line that is not a JSON results row, an
-unreadable ``resolved.yaml``, or a ``--utility`` that no row has: one line ``error: ...`` on
-stderr (naming the file and line, or the utilities the results do have) and exit code 2.
+A run directory that is missing or has neither file, a line that is not a JSON results row (or
+one whose fields read here have another shape: a ``setting`` or ``utility`` that is not an
+object, a utility that is not a number, ...), an unreadable ``resolved.yaml``, or a
+``--utility`` that no row has: one line ``error: ...`` on stderr (naming the file and line, and
+the field, or the utilities the results do have) and exit code 2.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _num(x) -> float:
 
 def _worst(res: Mapping[str, Any], key: str) -> float:
     """The largest ``key`` over the row's attacks (0 without attacks)."""
-    return max((a.get(key, 0.0) or 0.0 for a in res.get("attacks", [])), default=0.0)
+    return max((a.get(key, 0.0) or 0.0 for a in res.get("attacks") or []), default=0.0)
 
 
 def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_accuracy") -> list:
@@ -85,7 +87,7 @@ def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_ac
         groups[setting_label(row)].append(row["results"])
     out = []
     for label, res in sorted(groups.items()):
-        util = [_num(r.get("utility", {}).get(utility)) for r in res]
+        util = [_num((r.get("utility") or {}).get(utility)) for r in res]
         eps = [_eps(r.get("privacy_epsilon")) for r in res]
         worst = {
             k: [_worst(r, k) for r in res] for k in ("leakage", "coverage", "coverage_baseline")
@@ -149,12 +151,60 @@ def _json(text: str, path: Path, lineno: int | None = None):
         raise TestbedError(f"{path}:{lineno or 1}: not JSON ({type(exc).__name__})") from None
 
 
+def _is_num(x) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
 def _check_row(row, where: str) -> dict:
-    """``row`` if it is a results row: an object whose ``results`` names its protocol."""
+    """``row`` if it is a results row: an object whose ``results`` names its protocol, and whose
+    fields this module reads have the shapes it reads (objects where it looks keys up, lists
+    where it iterates, numbers where it computes); else one error naming ``where`` and the
+    field."""
     res = row.get("results") if isinstance(row, dict) else None
     proto = res.get("protocol") if isinstance(res, dict) else None
     if not isinstance(proto, dict) or not isinstance(proto.get("name"), str):
         raise TestbedError(f"{where}: not a results row (no results.protocol.name)")
+
+    def bad(field: str, want: str):
+        raise TestbedError(f"{where}: {field} is not {want}")
+
+    setting = row.get("setting", {})
+    if not isinstance(setting, dict):
+        bad("setting", "an object")
+    data = setting.get("data")
+    if data and not isinstance((data.get("dataset") if isinstance(data, dict) else None), dict):
+        bad("setting.data", "an object with a dataset object")
+    if data and not isinstance(data["dataset"].get("name"), str):
+        bad("setting.data.dataset.name", "a string")
+    params = proto.get("params", {})
+    if not isinstance(params, dict):
+        bad("results.protocol.params", "an object")
+    for k in ("target_epsilon", "noise_multiplier"):
+        if not _is_num(params.get(k)):
+            bad(f"results.protocol.params.{k}", "a number or null")
+    if not isinstance(params.get("covariance", ""), str):
+        bad("results.protocol.params.covariance", "a string")
+    utility = res.get("utility") or {}
+    if not isinstance(utility, dict):
+        bad("results.utility", "an object")
+    for k, v in utility.items():
+        if not _is_num(v):
+            bad(f"results.utility.{k}", "a number or null")
+    eps = res.get("privacy_epsilon")
+    if not (_is_num(eps) or eps == "inf"):
+        bad("results.privacy_epsilon", 'a number, null or "inf"')
+    for key in ("defenses", "attacks"):
+        items = res.get(key) or []
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            bad(f"results.{key}", "a list of objects")
+    for d in res.get("defenses") or []:
+        if not isinstance(d.get("name"), str) or not isinstance(d.get("params", {}), dict):
+            bad("results.defenses", "a list of {name, params} objects")
+        if not _is_num(d.get("params", {}).get("target_epsilon")):
+            bad(f"results.defenses ({d['name']}): params.target_epsilon", "a number or null")
+    for a in res.get("attacks") or []:
+        if not all(_is_num(a.get(k)) for k in ("leakage", "coverage", "coverage_baseline")):
+            bad("results.attacks", "a list of objects with numeric leakage and coverage")
     return row
 
 
