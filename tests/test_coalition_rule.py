@@ -193,3 +193,43 @@ def test_run_and_attack_score_a_coalition_against_its_best_members_baseline(tmp_
     assert rows["bob"]["label"] == "sent_rows@server+alice"
     assert rows["bob"]["w2"] == pytest.approx(alone["bob"]["w2"])  # the same reconstruction
     assert rows["bob"]["leakage"] == pytest.approx(alone["bob"]["leakage"])  # was 0.584 vs 0.284
+
+
+def test_a_coalitions_chosen_baseline_w2_is_computed_once(monkeypatch):
+    """Choosing a coalition's best prior-only guess solves W2(guess, target) for each member's
+    guess; the scorer used to solve the chosen one's again for ``w2_baseline``. Each (measure,
+    target) pair is now solved once, and the figures are the same."""
+    import testbed.ot as tot
+    from attacks._base import AttackOutput
+    from testbed.measure import Measure
+    from testbed.run.attack import AttackRun
+    from testbed.run.score import score_runs
+    from testbed.scoring.truth import GroundTruth, PartyTruth
+
+    # Prepare: carol's rows, the coalition's reconstruction, and two members' own-rows guesses
+    g = np.random.default_rng(3)
+    carol, alice, bob = g.normal(size=(8, 2)), g.normal(size=(7, 2)) + 1, g.normal(size=(6, 2)) + 4
+    out = AttackOutput("points", "carol", points=carol + 0.1)
+    bases = [
+        AttackOutput("points", "carol", points=p, meta={"baseline": f"own:{w}"})
+        for w, p in (("alice", alice), ("bob", bob))
+    ]
+    run = AttackRun(0, "probe", "probe", None, SERVER, (out,), tuple(bases))
+    truth = GroundTruth(parties={"carol": PartyTruth(carol)})
+    solved = []
+    real = tot.wasserstein
+
+    def counting(mu, nu, *a, **k):
+        solved.append((mu.support.tobytes(), nu.support.tobytes()))
+        return real(mu, nu, *a, **k)
+
+    monkeypatch.setattr(tot, "wasserstein", counting)
+    # Execute
+    (row,) = score_runs([run], truth, coalition=frozenset({SERVER, "alice", "bob"}))
+    # Assert: no pair solved twice; the baseline is alice's guess (the closer), its W2 exact
+    assert (len(solved), len(set(solved))) == (3, 3)  # was (4, 3): the chosen guess's twice
+    best = real(Measure(alice), Measure(carol))
+    assert best < real(Measure(bob), Measure(carol))
+    assert row["w2_baseline"] == best
+    assert row["w2"] == real(Measure(carol + 0.1), Measure(carol))
+    assert row["leakage_raw"] == 1.0 - row["w2"] / best

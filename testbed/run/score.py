@@ -75,7 +75,7 @@ def score_runs(
         for out in run.outputs:
             if (run.target is not None and out.target != run.target) or out.target in coalition:
                 continue
-            base = _best_baseline(
+            base, base_w2 = _best_baseline(
                 [b for b in run.baseline if b.target == out.target and b.kind == out.kind],
                 truth,
             )
@@ -87,7 +87,7 @@ def score_runs(
                     "would be missing)"
                 )
             try:
-                scored = score_attack(out, base, truth)
+                scored = score_attack(out, base, truth, baseline_w2=base_w2)
             except MetricError as exc:
                 raise MetricError(f"{where}: {exc}") from exc
             rows.append(
@@ -108,18 +108,22 @@ def score_runs(
     return rows
 
 
-def _best_baseline(bases: list, truth: GroundTruth):
-    """The baseline output to score against: the only one, or, when a coalition's members each
-    make their own prior-only guess of a party's rows (``attacks.member_guesses``), the one
-    closest to those rows in W2: the coalition is compared with its best member's prior-only
-    attacker, never with a guess no member would make alone."""
+def _best_baseline(bases: list, truth: GroundTruth) -> tuple[Any, float | None]:
+    """The baseline output to score against and, when it was computed to choose it, its W2 to
+    the target's rows (None otherwise): the only one, or, when a coalition's members each make
+    their own prior-only guess of a party's rows (``attacks.member_guesses``), the one closest to
+    those rows in W2: the coalition is compared with its best member's prior-only attacker,
+    never with a guess no member would make alone. The scorer reuses that W2 as
+    ``w2_baseline`` instead of solving the same transport problem again."""
     if len(bases) <= 1 or any(b.kind != "points" for b in bases):
-        return bases[0] if bases else None
+        return (bases[0] if bases else None), None
     from testbed import ot as tot
     from testbed.measure import Measure
 
     target = Measure(truth.parties[bases[0].target].X)
-    return min(bases, key=lambda b: tot.wasserstein(Measure(b.points, b.weights), target))
+    w2 = [tot.wasserstein(Measure(b.points, b.weights), target) for b in bases]
+    best = min(range(len(bases)), key=w2.__getitem__)  # the first of equal ones, as min() took
+    return bases[best], w2[best]
 
 
 def failure_row(run: AttackRun) -> dict[str, Any]:

@@ -11,12 +11,13 @@ __all__ = ["population_leakage", "w2_leakage"]
 
 
 def w2_leakage(
-    points, weights, truth, baseline_points=None, baseline_weights=None
+    points, weights, truth, baseline_points=None, baseline_weights=None, baseline_w2=None
 ) -> dict[str, float]:
     """Distributional leakage: ``W2(nu_hat, nu)``, its ratio to the prior-only baseline's
     ``W2(baseline, nu)`` (``w2_ratio``, lower = more leakage, unclipped), the normalised leakage
     ``leakage_raw = 1 - ratio`` (negative when the attack is worse than the baseline) and
-    ``leakage`` = that clipped to [0, 1], with ``leakage_clipped`` = 1.0 when the clip changed it."""
+    ``leakage`` = that clipped to [0, 1], with ``leakage_clipped`` = 1.0 when the clip changed it.
+    ``baseline_w2``: ``W2(baseline, nu)`` when the caller has it already (it is not recomputed)."""
     from testbed import ot as tot
     from testbed.measure import Measure
 
@@ -24,7 +25,10 @@ def w2_leakage(
     w = tot.wasserstein(Measure(points, weights), nu)
     out = {"w2": w}
     if baseline_points is not None:
-        wb = tot.wasserstein(Measure(baseline_points, baseline_weights), nu)
+        if baseline_w2 is None:
+            wb = tot.wasserstein(Measure(baseline_points, baseline_weights), nu)
+        else:
+            wb = float(baseline_w2)
         ratio = w / wb if wb > 0 else math.inf
         raw = 1.0 - ratio
         clipped = float(np.clip(raw, 0.0, 1.0))

@@ -160,10 +160,12 @@ METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
 LEAKAGE_METRICS: dict[str, bool] = {k: d for k, (_, d) in METRIC_KEYS.items() if d is not None}
 
 
-def score_attack(output, baseline, truth) -> dict:
+def score_attack(output, baseline, truth, baseline_w2: float | None = None) -> dict:
     """Score one :class:`~attacks.AttackOutput` against ``truth`` (a
     :class:`~testbed.scoring.truth.GroundTruth`, which only the scorer receives) and,
     next to it, the prior-only baseline's output of the same kind and target.
+    ``baseline_w2``: the baseline's W2 to the target's rows when the caller has computed it
+    already (choosing a coalition's best baseline), so it is not computed twice.
 
     points: W2, ratio to the baseline, normalised leakage, coverage@r, exact recovery (1e-6);
     words: matching rate and precision@k against the target's document tokens
@@ -185,6 +187,7 @@ def score_attack(output, baseline, truth) -> dict:
                 truth.X,
                 None if baseline is None else baseline.points,
                 None if baseline is None else baseline.weights,
+                baseline_w2=baseline_w2,
             )
         )
         row.update(coverage_at_r(output.points, truth.X))
