@@ -1,7 +1,8 @@
 """Defense plugin contract.
 
 A defense sees each outgoing envelope of the parties it protects and returns a *new* envelope
-(``on_send``); it records what it did in the privacy ledger. Defenses that are protocol knobs
+(``on_send``), named in its meta's ``defended_by`` (:meth:`Defense.marked`: what ``testbed
+transcript`` and the scorecard show); it records what it did in the privacy ledger. Defenses that are protocol knobs
 (random t, smaller support, ...) instead return ``protocol_overrides()`` applied to the
 protocol's parameters before the run.
 """
@@ -14,7 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from testbed.exchange.bus import SERVER, Envelope
+from testbed.exchange.bus import SERVER, Envelope, Payload
+from testbed.exchange.envelope import defended_by
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import Plugin, PluginConfig
 
@@ -91,8 +93,16 @@ class Defense(Plugin):
     def on_send(
         self, env: Envelope, rng: np.random.Generator, ledger: PrivacyLedger | None
     ) -> Envelope:
-        """Return a new envelope (default: a copy marked as seen). Must never mutate ``env``."""
+        """Return a new envelope (default: an unchanged copy, not marked: a defense that acts
+        returns :meth:`marked`). Must never mutate ``env``."""
         return env.with_payload(env.payload)
+
+    def marked(self, env: Envelope, payload: Payload, **meta) -> Envelope:
+        """A new envelope with ``payload`` (and ``meta`` merged), whose meta's ``defended_by``
+        names this defense after those that acted before it. ``testbed transcript`` and the
+        scorecard show which defenses acted on a message from it; the meta is hashed with the
+        envelope, so the record is evidence like the payload."""
+        return env.with_payload(payload, defended_by=(*defended_by(env.meta), self.name), **meta)
 
     def protocol_overrides(self, protocol_name: str) -> dict[str, Any]:
         """Protocol parameters this defense sets (knob defenses); empty for message defenses."""

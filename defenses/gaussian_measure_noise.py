@@ -178,7 +178,7 @@ class GaussianMeasureNoise(Defense):
             self._check_budget(env.sender, ledger, len(events))
             for e in events:
                 ledger.record(e)
-        return env.with_payload(payload, defended_by=(*env.meta.get("defended_by", ()), self.name))
+        return self.marked(env, payload)
 
     def _event(self, env, z, delta, sigma, note) -> MechanismEvent:
         return MechanismEvent(

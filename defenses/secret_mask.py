@@ -90,6 +90,4 @@ class SecretIsometryMask(Defense):
                 return {k: rec(v) for k, v in p.items()}
             return p
 
-        return env.with_payload(
-            rec(env.payload), defended_by=(*env.meta.get("defended_by", ()), self.name)
-        )
+        return self.marked(env, rec(env.payload))

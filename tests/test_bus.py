@@ -110,6 +110,27 @@ def test_defense_returns_new_envelope_and_transcript_logs_what_was_sent():
     assert bus.send(SERVER, "alice", "p.v", np.zeros(3)).payload.sum() == 0
 
 
+class _Tag(Defense):
+    name = "tag_test"
+
+    def on_send(self, env, rng, ledger):
+        return self.marked(env, env.payload)
+
+
+def test_defended_by_reads_the_names_a_defense_wrote_in_meta():
+    from testbed.exchange.envelope import defended_by
+
+    assert defended_by(None) == defended_by({}) == ()
+    assert defended_by({"defended_by": "noisy_soft_labels"}) == ("noisy_soft_labels",)
+    assert defended_by({"defended_by": ["a", "b"]}) == ("a", "b")  # as reloaded from JSON
+    bus = Bus(defenses=[(_AddOne(), np.random.default_rng(0)), (_Tag(), None)])
+    env = bus.send("alice", SERVER, "p.v", np.zeros(3))
+    # a defense that does not name itself (_AddOne) is not listed: nothing records it
+    assert env.defended_by == ("tag_test",) and env.meta["defended"] is True
+    again = _Tag().marked(env, env.payload)
+    assert again.defended_by == ("tag_test", "tag_test") and env.defended_by == ("tag_test",)
+
+
 def test_defense_returning_the_same_envelope_is_refused():
     bus = Bus(defenses=[(_Mutating(), np.random.default_rng(0))])
     with pytest.raises(TestbedError, match="new Envelope"):

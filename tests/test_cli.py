@@ -691,6 +691,32 @@ def test_run_writes_run_directory_and_transcript_command(tmp_path, capsys):
     assert "fedwad" in capsys.readouterr().out
 
 
+def test_transcript_command_shows_which_defenses_acted_on_each_message(tmp_path, capsys):
+    # before: neither table said which defense had changed a message, though each built-in
+    # defense names itself in the message's meta (defended_by, hashed with the transcript)
+    defenses = (
+        "defenses:\n"
+        "  - {name: gaussian_measure_noise, params: {clip_norm: 6.0, push_max: 0.5, "
+        "noise_multiplier: 0.1, senders: [alice]}}\n"
+        "  - {name: subsample_support, params: {fraction: 0.5}}\n"
+        "output: {save_transcript: true}\n"
+    )
+    run = tmp_path / "run"
+    code, _, err = _run(tmp_path, GOOD + defenses, capsys, "--out", str(run), "-q", command="run")
+    assert code == 0, err
+    assert main(["transcript", str(run), "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-2:] == ["defended", "by"]
+    both = "gaussian_measure_noise, subsample_support"
+    rows = [ln for ln in lines if "fedwad.xi_mu" in ln or "fedwad.xi_nu" in ln]
+    assert rows and all(
+        ln.rstrip().endswith(both if "alice" in ln else " subsample_support") for ln in rows
+    ), rows
+    assert all(ln.rstrip().endswith("-") for ln in lines if "server -> " in ln), lines
+    assert lines[-1].startswith("defenses: gaussian_measure_noise acted on ")
+    assert ", subsample_support acted on " in lines[-1]
+
+
 def test_run_prints_the_tasks_own_metrics(tmp_path, capsys):
     """FedBary's pinned task metrics (contribution Spearman, detection AUC) are printed under
     the quantities, as results.json has them; a distance protocol prints no such line (its

@@ -67,22 +67,30 @@ def test_scorecard_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert main(["scorecard", str(tmp_path / "missing.yaml")]) == 2
 
 
-@pytest.mark.slow  # eight threat models, each re-running the attacks in their own process: ~25 s
-def test_a_scenario_file_is_scored_as_written(toys, tmp_path):
+def _leaky_scenario(tmp_path, name: str, parties: list[str], n: int, **extra):
+    """A scenario file: ``toy_leaky_mean`` on ``n`` Gaussian rows split iid among ``parties``,
+    with ``extra`` top-level keys (e.g. ``defenses``)."""
     import yaml
 
     sc = {
-        "name": "leaky_three",
+        "name": name,
         "seed": 3,
         "data": {
-            "dataset": {"name": "gaussians", "params": {"d": 2, "components": [{"n": 45}]}},
+            "dataset": {"name": "gaussians", "params": {"d": 2, "components": [{"n": n}]}},
             "partition": {"name": "iid"},
-            "parties": ["alice", "bob", "carol"],
+            "parties": parties,
         },
         "protocol": {"name": "toy_leaky_mean"},
+        **extra,
     }
-    path = tmp_path / "leaky_three.yaml"
+    path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(sc))
+    return path
+
+
+@pytest.mark.slow  # eight threat models, each re-running the attacks in their own process: ~25 s
+def test_a_scenario_file_is_scored_as_written(toys, tmp_path):
+    path = _leaky_scenario(tmp_path, "leaky_three", ["alice", "bob", "carol"], 45)
     card = scorecard(str(path), tmp_path / "sc")
     assert card.scenario == "leaky_three"
     assert [t["label"] for t in card.threats][-2:] == ["server+alice+bob", "alice+bob"]
@@ -110,3 +118,59 @@ def test_distillation_scorecard_audits_membership_on_the_audit_target_without_er
     member = [r for r in card.attacks if r["attack"] == "soft_label_membership"]
     assert member and {r["target"] for r in member} == {"client_0"}
     assert all("client_0" not in (r["observer"], *r["colluders"]) for r in member)
+
+
+def test_the_scorecard_says_which_defense_acted_on_the_leaking_messages(
+    toys, tmp_path, monkeypatch
+):
+    # before: the scorecard listed the messages carrying private rows without the defenses that
+    # had acted on them (each message's defended_by, in its hashed meta)
+    from types import SimpleNamespace
+
+    import testbed.plugins.scorecard as card_module
+    from defenses._base import Defense
+    from testbed.registry import DEFENSES
+
+    # the attacks (one process per threat model), the disguise search (its own tests) and the
+    # run's own report are not what this checks (40 s -> a few): one disguised finding stands
+    # for the search's, on the message the defense acted on
+    def one_disguised(run, coalitions):
+        (env,) = [e for e in run.transcript if e.kind.endswith("sample") and e.sender == "alice"]
+        keys = ("seq", "kind", "sender", "receiver")
+        f = SimpleNamespace(**{k: getattr(env, k) for k in keys}, party="alice", transform="t")
+        return {"server": [f]}
+
+    monkeypatch.setattr(card_module, "_attack_rows", lambda *a, **k: [])
+    monkeypatch.setattr("testbed.report.writer.write_report", lambda run_dir: None)
+    monkeypatch.setattr("testbed.testing.disguise.disguise_findings", one_disguised)
+
+    class Tag(Defense):
+        """Changes nothing, names itself: the rows it lets through still leak."""
+
+        name = "toy_tag"
+
+        def on_send(self, env, rng, ledger):
+            return self.marked(env, env.payload)
+
+    tag = {"name": "toy_tag", "params": {"senders": ["alice"], "kinds": ["*.sample"]}}
+    path = _leaky_scenario(tmp_path, "leaky_tagged", ["alice", "bob"], 30, defenses=[tag])
+    DEFENSES.register(Tag)
+    try:
+        card = scorecard(str(path), tmp_path / "sc")
+    finally:
+        DEFENSES._items.pop(Tag.name, None)
+        DEFENSES._origins.pop(Tag.name, None)
+    by = {f["sender"]: f["defended_by"] for f in card.raw_rows["server"]}
+    assert by == {"alice": ["toy_tag"], "bob": []}
+    assert card.defenses == {"toy_tag": {"messages": 1, "kinds": ["toy_leaky_mean.sample"]}}
+    assert "defenses: toy_tag acted on 1 of 4 messages" in card.summary_lines()
+    data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
+    assert data["defenses"] == card.defenses and data["messages"] == 4
+    assert [f["defended_by"] for f in data["private_rows"]["server"]] in (
+        [["toy_tag"], []],
+        [[], ["toy_tag"]],
+    )
+    assert [f["defended_by"] for f in card.disguised["server"]] == [["toy_tag"]]
+    md = (tmp_path / "sc" / "scorecard.md").read_text()
+    assert "Defenses on the messages" in md and "| toy_tag | 1 of 4 | toy_leaky_mean.sample |" in md
+    assert "| server | \\#1 toy_leaky_mean.sample | alice | t | toy_tag |" in md

@@ -1,9 +1,10 @@
 """``testbed transcript RUN``: what was exchanged in a run, message by message and summed
-per kind and route."""
+per kind and route, with the defenses that acted on each message (its meta's ``defended_by``,
+:func:`testbed.exchange.envelope.defended_by`)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 import numpy as np
@@ -52,24 +53,39 @@ def _show(args, tr) -> int:
             e.kind,
             payload_summary(e.payload),
             fmt_bytes(e.nbytes),
+            ", ".join(e.defended_by) or "-",
         ]
         for e in shown
     ]
-    print(table(rows, ["#", "round", "route", "kind", "payload", "size"]))
+    print(table(rows, ["#", "round", "route", "kind", "payload", "size", "defended by"]))
     if len(shown) < len(envs):
         print(f"... {len(envs) - len(shown)} more (use --all)")
-    by = defaultdict(lambda: [0, 0])
+    by = defaultdict(lambda: [0, 0, {}])
+    acted = Counter()  # messages each defense acted on
     for e in envs:
-        by[(e.kind, e.sender, e.receiver)][0] += 1
-        by[(e.kind, e.sender, e.receiver)][1] += e.nbytes
+        group = by[(e.kind, e.sender, e.receiver)]
+        group[0] += 1
+        group[1] += e.nbytes
+        group[2].update(dict.fromkeys(e.defended_by))  # in order of first appearance
+        acted.update(e.defended_by)
     print()
     print(
         table(
-            [[k, f"{s} -> {r}", n, fmt_bytes(b)] for (k, s, r), (n, b) in sorted(by.items())],
-            ["kind", "route", "messages", "bytes"],
+            [
+                [k, f"{s} -> {r}", n, fmt_bytes(b), ", ".join(d) or "-"]
+                for (k, s, r), (n, b, d) in sorted(by.items())
+            ],
+            ["kind", "route", "messages", "bytes", "defended by"],
         )
     )
     print(
         f"total: {len(envs)} messages, {fmt_bytes(tr.nbytes)}, transcript digest {tr.digest()[:16]}"
+    )
+    print(
+        "defenses: "
+        + (
+            ", ".join(f"{d} acted on {n} of {len(envs)} messages" for d, n in acted.items())
+            or "none acted on any message"
+        )
     )
     return 0

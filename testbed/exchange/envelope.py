@@ -16,6 +16,7 @@ __all__ = [
     "EAVESDROPPER",
     "SERVER",
     "Envelope",
+    "defended_by",
     "envelope_record",
     "route_visible_to",
     "visible_to",
@@ -103,6 +104,11 @@ class Envelope:
         )
 
     @property
+    def defended_by(self) -> tuple[str, ...]:
+        """The defenses that acted on this message, in order (:func:`defended_by`)."""
+        return defended_by(self.meta)
+
+    @property
     def protocol(self) -> str:
         return self.kind.split(".", 1)[0]
 
@@ -125,6 +131,23 @@ def envelope_record(seq, round, sender, receiver, kind, nbytes, digest, meta) ->
         "payload": str(digest),
         "meta": dict(meta or {}),
     }
+
+
+def defended_by(meta: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The names of the defenses that acted on a message, in order, as its ``meta`` records
+    them: ``meta["defended_by"]``, a list of names (what :meth:`Defense.marked
+    <defenses._base.Defense.marked>` writes) or one name (``noisy_soft_labels``); ``()`` when no
+    defense marked it. Read from the meta, which the envelope's record digest and the transcript
+    digest cover, so a saved run shows it as it was sent, and runs saved before this was shown
+    show it too."""
+    names = (meta or {}).get("defended_by")
+    if names is None:
+        return ()
+    if isinstance(names, str):
+        return (names,)
+    if isinstance(names, (list, tuple)):
+        return tuple(str(n) for n in names)
+    return (str(names),)
 
 
 def visible_to(env: Envelope, who) -> bool:

@@ -10,7 +10,9 @@ more) the clients but the last colluding among themselves. The guard's near-copy
 each threat model's view too (:func:`testbed.testing.private_row_findings`).
 
 Written to DIR: ``scorecard.md``, ``scorecard.html``, ``scorecard.json`` (what leaks, to whom, how
-much, at what accuracy) and ``run/`` (the run directory with its own report).
+much, at what accuracy, and which defenses acted on which messages: each message's
+``defended_by``, :func:`testbed.exchange.envelope.defended_by`) and ``run/`` (the run directory
+with its own report).
 """
 
 from __future__ import annotations
@@ -42,7 +44,21 @@ class Scorecard:
     errors: list[dict[str, str]]
     applicable: list[str]
     disguised: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: per defense that acted on messages: ``{"messages": count, "kinds": [...]}``
+    defenses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the scenario's knob defenses: they set protocol parameters and act on no message
+    knobs: list[str] = field(default_factory=list)
+    messages: int = 0
     paths: dict[str, Path] = field(default_factory=dict)
+
+    def defense_line(self) -> str:
+        """Which defenses acted on how many of the run's messages (and the knob defenses)."""
+        acted = ", ".join(
+            f"{d} acted on {a['messages']} of {self.messages} messages"
+            for d, a in self.defenses.items()
+        )
+        knobs = f"; knob(s) {', '.join(self.knobs)} (protocol parameters)" if self.knobs else ""
+        return "defenses: " + (acted or "none acted on any message") + knobs
 
     def worst(self) -> dict[str, dict[str, Any]]:
         """Per threat model: how many messages carry near-copies or disguised copies (and whose
@@ -113,6 +129,7 @@ class Scorecard:
             f"{self.protocol} on {self.scenario}: relative error {acc or '-'}",
             f"{len(self.applicable)} applicable attack(s) x {len(self.threats)} threat model(s): "
             f"{len(self.attacks)} row(s), {len(self.errors)} error(s)",
+            self.defense_line(),
         ]
         return (
             lines
@@ -279,9 +296,11 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         coalitions=[(t["observer"], tuple(t["colluders"])) for t in threats if t["colluders"]],
     )
     by_label = {t["label"]: "+".join((t["observer"], *t["colluders"])) for t in threats}
+    defended = {e.seq: list(e.defended_by) for e in ran.transcript}  # from the hashed meta
     raw_rows = {
         t: [
             {k: getattr(f, k) for k in ("seq", "kind", "sender", "receiver", "party", "distance")}
+            | {"defended_by": defended.get(f.seq, [])}
             for f in found.get(key, [])
         ]
         for t, key in by_label.items()
@@ -291,6 +310,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     disguised = {
         t: [
             {k: getattr(f, k) for k in ("seq", "kind", "sender", "receiver", "party", "transform")}
+            | {"defended_by": defended.get(f.seq, [])}
             for f in hidden.get(key, [])
         ]
         for t, key in by_label.items()
@@ -354,9 +374,24 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         errors=errors,
         applicable=applicable,
         disguised=disguised,
+        defenses=_defenses_acted(ran.transcript),
+        knobs=[d.name for d in world.defenses if not getattr(d, "changes_messages", True)],
+        messages=len(defended),
     )
     _write(card, ran.results)
     return card
+
+
+def _defenses_acted(transcript) -> dict[str, dict[str, Any]]:
+    """Per defense named in a message's ``defended_by``: how many messages, of which kinds."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in transcript:
+        for d in e.defended_by:
+            a = out.setdefault(d, {"messages": 0, "kinds": []})
+            a["messages"] += 1
+            if e.kind not in a["kinds"]:
+                a["kinds"].append(e.kind)
+    return out
 
 
 def _write(card: Scorecard, results: dict) -> None:
@@ -389,16 +424,31 @@ def _write(card: Scorecard, results: dict) -> None:
             for k, a in card.accuracy.items()
         ],
     )
+    doc.h(2, "Defenses on the messages")
+    doc.p(
+        card.defense_line()
+        + ". Read from each message's defended_by (its meta, hashed with the transcript); the "
+        "near-copy and disguise tables name the defenses that acted on the messages they list."
+    )
+    doc.table(
+        ["defense", "messages acted on", "kinds"],
+        [
+            [d, f"{a['messages']} of {card.messages}", ", ".join(a["kinds"])]
+            for d, a in card.defenses.items()
+        ]
+        or [["none", f"0 of {card.messages}", "-"]],
+    )
     _leak_tables(doc, card, fmt)
     doc.h(3, "Private rows in what each threat model sees (guard, near-copy search)")
     doc.table(
-        ["threat model", "messages with a near-copy", "whose rows", "kinds"],
+        ["threat model", "messages with a near-copy", "whose rows", "kinds", "defended by"],
         [
             [
                 t,
                 len(fs),
                 ", ".join(sorted({f["party"] for f in fs})) or "-",
                 ", ".join(sorted({f["kind"] for f in fs})) or "-",
+                _defended_by(fs),
             ]
             for t, fs in card.raw_rows.items()
         ],
@@ -453,6 +503,9 @@ def _write(card: Scorecard, results: dict) -> None:
                 "distributional_inference": card.inferences(),
                 "disguised_rows": card.disguised,
                 "worst": card.worst(),
+                "messages": card.messages,
+                "defenses": card.defenses,
+                "knob_defenses": card.knobs,
             }
         ),
     )
@@ -513,11 +566,18 @@ def _leak_tables(doc, card: Scorecard, fmt) -> None:
     )
     doc.h(3, "Private rows in disguise (transform undone, or moments inverted)")
     doc.table(
-        ["threat model", "message", "whose rows", "how"],
+        ["threat model", "message", "whose rows", "how", "defended by"],
         [
-            [t, f"#{f['seq']} {f['kind']}", f["party"], f["transform"]]
+            [t, f"#{f['seq']} {f['kind']}", f["party"], f["transform"], _defended_by([f])]
             for t, fs in card.disguised.items()
             for f in fs
         ]
-        or [["-", "none", "-", "-"]],
+        or [["-", "none", "-", "-", "-"]],
     )
+
+
+def _defended_by(findings: list[dict[str, Any]]) -> str:
+    """The defenses that acted on the findings' messages, in order of first appearance; "-"
+    when none did."""
+    names = dict.fromkeys(d for f in findings for d in f.get("defended_by", []))
+    return ", ".join(names) or "-"
