@@ -270,9 +270,11 @@ class Bus:
     #: or fewer, once their payloads hold this many bytes
     GUARD_BATCH_BYTES = 8 << 20
     #: or this many, when the guard's worker searches them (on the other core, while the
-    #: protocol goes on): the batch left when the protocol ends, which the run waits for, stays
-    #: small (measured: docs/benchmarks.md)
-    WORKER_BATCH_BYTES = 256 << 10
+    #: protocol goes on). Each batch costs the bus's thread a fixed 0.1-0.3 ms (its layout, the
+    #: copy, the command and the answer), and the last one is searched while testbed run's
+    #: reference stage runs (Bus.finish(wait=False)): 1 MiB measured better than 256 KiB for
+    #: FedBary's 26 KB messages and the same for the others (docs/benchmarks.md)
+    WORKER_BATCH_BYTES = 1 << 20
     #: while the worker searches the last batch the next one grows, up to this many messages
     #: or bytes; then the bus waits for the worker
     GUARD_LAG = 1024
