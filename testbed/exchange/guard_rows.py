@@ -61,4 +61,7 @@ def guarded_rows(private, exempt, rel_tol: float) -> tuple[dict[int, tuple], dic
                 tols[i] = float(t)
         out[d] = (X[keep], owner[keep], row_tol[keep])
     thresholds = {party: tols[i] for i, party in enumerate(private) if i in tols}
-    return out, thresholds
+    # widths in the order of their first party with a guarded row (the order a party-by-party
+    # pass adds them; a search reads the widths in this order)
+    first = {d: int(parts[1][0]) for d, parts in out.items()}
+    return {d: out[d] for d in sorted(out, key=first.__getitem__)}, thresholds
