@@ -94,13 +94,13 @@ def test_an_interrupt_after_a_batch_was_posted_gives_the_worker_up(monkeypatch):
     w = _worker()
     try:
         gid = w.load(PrivacyGuard(ROWS, worker=False)._rows, list(ROWS))
-        real = w._post
+        real = w._post_now  # a batch's command: written by the bus's thread
 
         def post_then_interrupt(msg):
             real(msg)
             raise Interrupt
 
-        monkeypatch.setattr(w, "_post", post_then_interrupt)
+        monkeypatch.setattr(w, "_post_now", post_then_interrupt)
         with pytest.raises(Interrupt):
             _batch(w, gid)
         monkeypatch.undo()
