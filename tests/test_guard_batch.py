@@ -257,24 +257,61 @@ def test_a_worker_that_answers_an_error_is_not_believed():
 
 def test_a_check_written_at_once_never_overtakes_a_queued_load():
     """A batch's check command is written by the bus's thread when nothing is queued, else
-    after the queue: a check sent while a large guard's rows are still being written must reach
-    the worker after them (else the worker would answer an error for a guard it does not hold
-    yet, and the batch would be searched here)."""
+    after the queue: a check submitted while a guard's rows still wait in the command thread's
+    queue must reach the worker after them (else the worker would answer an error for a guard
+    it does not hold yet, and the batch would be searched here)."""
+    import threading
+
     if WORKER is None:
         pytest.skip("no guard worker on this platform (needs os.memfd_create)")
     worker = guard_worker.GuardWorker()
     try:
         assert worker.wait_ready()
-        big = {"alice": np.random.default_rng(0).normal(size=(200_000, 4)), **PRIVATE}
-        for _ in range(3):
-            guard = PrivacyGuard(big, worker=False)
-            guard._worker, guard._gid = worker, worker.load(guard._rows, guard._parties)
-            assert worker._queued >= 0
-            bus = Bus(guard=guard)
-            bus.send("bob", SERVER, "p.ok", np.full((3, 4), 50.0))
-            bus.flush()  # submitted at once, behind the rows (megabytes) in the queue
-            assert guard._worker is worker  # answered by the worker, not an error
-            guard.close()
+        gate, held, real = threading.Event(), [], worker._outbox
+
+        class _Gated:  # the command thread gets nothing until the gate opens
+            def put(self, msg):
+                held.append(msg) if not gate.is_set() else real.put(msg)
+
+        worker._outbox = _Gated()
+        guard = PrivacyGuard(PRIVATE, worker=False)
+        guard._worker, guard._gid = worker, worker.load(guard._rows, guard._parties)
+        assert worker._queued == 1  # the rows: queued, not written
+        env = Bus(guard=None).send("bob", SERVER, "p.ok", np.full((3, 4), 50.0))
+        batch = guard.submit([env])  # its command: queued behind the rows, not written first
+        gate.set()
+        for msg in held:
+            real.put(msg)
+        worker._outbox = real
+        assert guard.settle(batch)[0] and batch.worker is worker  # answered by the worker
+        assert guard._worker is worker
+    finally:
+        worker.close()
+
+
+def test_posting_a_command_never_waits_for_a_write_in_progress():
+    """A guard's rows (megabytes) and a batch's command while another command is being written
+    go to the command thread's queue and return at once: the bus's thread never waits for a
+    write (a run's guard is made inside the protocol's time)."""
+    import threading
+
+    if WORKER is None:
+        pytest.skip("no guard worker on this platform (needs os.memfd_create)")
+    worker = guard_worker.GuardWorker()
+    try:
+        assert worker.wait_ready()
+        rows = PrivacyGuard(PRIVATE, worker=False)._rows
+        done = []
+        worker._write_lock.acquire()  # a write in progress
+        try:
+            t = threading.Thread(target=lambda: done.append(worker.load(rows, list(PRIVATE))))
+            t.start()
+            t.join(10)
+            assert done  # returned while the write went on
+            worker._post_now(guard_worker._dumps(("drop", 999)))  # queued behind it, not written
+            assert worker._queued == 2
+        finally:
+            worker._write_lock.release()
     finally:
         worker.close()
 

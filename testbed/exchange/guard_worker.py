@@ -152,8 +152,9 @@ class GuardWorker:
         # or being written (one lock orders the writers): waking the command thread hands it
         # the GIL, and on a busy machine the bus's thread then waits a scheduler slice for it
         # back (measured: docs/benchmarks.md)
-        self._write_lock = threading.Lock()
-        self._queued = 0  # commands put in the outbox and not yet written (under _write_lock)
+        self._write_lock = threading.Lock()  # held while a command is written to the pipe
+        self._count_lock = threading.Lock()  # guards _queued and the order of the outbox
+        self._queued = 0  # commands put in the outbox and not yet wholly written
         self._sender = threading.Thread(target=self._send_all, name="guard-worker-commands")
         self._sender.daemon = True
         self._sender.start()
@@ -165,7 +166,6 @@ class GuardWorker:
                 break
             try:
                 with self._write_lock:
-                    self._queued -= 1
                     if isinstance(msg, (bytes, memoryview)):
                         self._send.send_bytes(msg)
                     else:
@@ -173,6 +173,9 @@ class GuardWorker:
             except (OSError, ValueError, TypeError) as exc:  # the worker is gone or closed
                 self._fail(f"the guard worker stopped: {exc!r}")
                 break
+            finally:
+                with self._count_lock:  # written (or failed): a check may go straight in
+                    self._queued -= 1
         try:  # after the last whole command: the worker reads the end of its pipe and ends
             with self._write_lock:  # not while the bus's thread writes one (_post_now)
                 self._send.close()
@@ -184,25 +187,28 @@ class GuardWorker:
         command thread."""
         if self._failed:
             raise WorkerError(self._failed)
-        with self._write_lock:
+        with self._count_lock:  # never waits for a write: the command thread does it
             self._queued += 1
-        self._outbox.put(msg)
+            self._outbox.put(msg)
 
     def _post_now(self, msg: bytes) -> None:
-        """Send a small pickled command from this thread when nothing is queued before it (the
-        pipe then takes it at once: the worker reads every command), else after the queue."""
+        """Send a small pickled command from this thread when no command is queued or being
+        written (the pipe then takes it at once: the worker reads every command), else after
+        them through the command thread; never waits for another command's write."""
         if self._failed:
             raise WorkerError(self._failed)
-        with self._write_lock:
-            if self._queued == 0:
-                try:
-                    self._send.send_bytes(msg)
-                except (OSError, ValueError) as exc:  # the worker is gone or closed
-                    self._fail(f"the guard worker stopped: {exc!r}")
-                    raise WorkerError(self._failed) from None
+        with self._count_lock:
+            if self._queued or not self._write_lock.acquire(blocking=False):
+                self._queued += 1
+                self._outbox.put(msg)
                 return
-            self._queued += 1
-        self._outbox.put(msg)
+        try:
+            self._send.send_bytes(msg)
+        except (OSError, ValueError) as exc:  # the worker is gone or closed
+            self._fail(f"the guard worker stopped: {exc!r}")
+            raise WorkerError(self._failed) from None
+        finally:
+            self._write_lock.release()
 
     # -- state
     def ready(self) -> bool:
