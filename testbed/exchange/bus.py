@@ -298,13 +298,6 @@ class Bus:
         if self.guard is None:
             self.flush()
             return
-        if not released:
-            if wait or not self.guard.on_worker:
-                self.flush()
-                if released is not None:
-                    self.guard.check_release(released)
-                return
-            released = None
         self._settle_inflight()
         pending, self._pending, self._pending_bytes = self._pending, [], 0
         readings = self.guard.release_readings(released) if released else []

@@ -18,7 +18,6 @@ import numpy as np
 from testbed.errors import PluginFault, TestbedError
 from testbed.exchange.engines import reference_engine
 from testbed.registry import plugin_phase
-from testbed.run.exchange import Exchange
 from testbed.run.roster import World
 from testbed.scenario.headline import headline_patterns
 from testbed.scoring.metrics import detection_metrics, relative_error
@@ -179,9 +178,7 @@ def score_detection(detection, noise_masks) -> dict:
 
 def evaluate(world: World, result: Any) -> Evaluation:
     """Reference, accuracy, detection and task utility of one protocol run (its
-    :class:`~protocols.ProtocolResult`, or the :class:`Exchange` that holds it)."""
-    if isinstance(result, Exchange):
-        result = result.result
+    :class:`~protocols.ProtocolResult`)."""
     sc = world.scenario
     with plugin_phase("protocol", world.protocol.name, "reference"):
         with reference_engine(sc.engine, sc.engine_params):  # its solves on the run's workers
