@@ -48,3 +48,19 @@ def pip_installed(root: Path, dist: str) -> Iterator[Path]:
         yield Path(sys.executable).parent
     finally:
         run_quietly(*pip, "uninstall", "-y", "-q", dist)
+
+
+@contextlib.contextmanager
+def installed_scaffold(kind: str, name: str, tmp_path: Path):
+    """``testbed new-KIND NAME`` into ``tmp_path/plugin``, ``pip install -e`` of it, ``testbed
+    plugins`` and the package's own tests (its contract kit) run as a user runs them. Yields
+    ``(package, bin folder, plugins run, tests run)``; uninstalled on exit."""
+    from testbed.cli.main import main
+
+    pkg = tmp_path / "plugin"
+    assert main([f"new-{kind}", name, str(pkg)]) == 0
+    with pip_installed(pkg, f"ot-testbed-{name.replace('_', '-')}") as bin_:
+        listed = run_quietly(str(bin_ / "testbed"), "plugins")
+        tests = str(pkg / "tests")
+        kit = run_quietly(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests)
+        yield pkg, bin_, listed, kit

@@ -16,7 +16,7 @@ from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.plugins.scaffold import new_defense
 from testbed.registry import DEFENSES
-from tests._outside import outside_package, pip_installed, run_quietly
+from tests._outside import installed_scaffold, outside_package, run_quietly
 
 NAME, CLS = "probe_grid_rounding", "ProbeGridRounding"
 
@@ -176,12 +176,7 @@ def test_a_dir_inside_a_file_is_bad_input(tmp_path, capsys, command):
 @pytest.mark.slow  # pip install -e and CLI subprocesses, a three-setting run: 40-100 s
 def test_installed_defense_is_listed_passes_its_own_kit_and_runs_its_scenario(tmp_path):
     name = "probe_pip_defense"
-    pkg = tmp_path / "plugin"
-    assert main(["new-defense", name, str(pkg)]) == 0
-    with pip_installed(pkg, f"ot-testbed-{name.replace('_', '-')}") as bin_:
-        listed = run_quietly(str(bin_ / "testbed"), "plugins")
-        tests = str(pkg / "tests")
-        kit = run_quietly(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests)
+    with installed_scaffold("defense", name, tmp_path) as (pkg, bin_, listed, kit):
         out = tmp_path / "run"
         testbed_run = [str(bin_ / "testbed"), "run", f"{name}_tiny.yaml", "--out", str(out)]
         ran = run_quietly(*testbed_run, "-q", cwd=pkg)

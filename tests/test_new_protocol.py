@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 
 import pytest
 
@@ -14,7 +13,7 @@ from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.plugins.scaffold import new_protocol
 from testbed.registry import PROTOCOLS
-from tests._outside import outside_package, pip_installed, run_quietly
+from tests._outside import installed_scaffold, outside_package, run_quietly
 
 NAME = "probe_anchor_sketch"
 
@@ -84,12 +83,7 @@ def test_new_protocol_refuses_a_file_or_a_non_empty_directory(tmp_path, capsys):
 @pytest.mark.slow  # pip install -e and CLI subprocesses: 30-90 s on a loaded machine
 def test_installed_protocol_is_listed_passes_its_own_kit_and_has_a_scorecard(tmp_path):
     name = "probe_installed_protocol"
-    pkg = tmp_path / "plugin"
-    assert main(["new-protocol", name, str(pkg)]) == 0
-    with pip_installed(pkg, f"ot-testbed-{name.replace('_', '-')}") as bin_:
-        listed = run_quietly(str(bin_ / "testbed"), "plugins")
-        tests = str(pkg / "tests")
-        kit = run_quietly(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests)
+    with installed_scaffold("protocol", name, tmp_path) as (_, bin_, listed, kit):
         card = run_quietly(
             str(bin_ / "testbed"), "scorecard", name, "-o", str(tmp_path / "sc"), "-q"
         )
