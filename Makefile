@@ -6,6 +6,10 @@ STAMP  := $(VENV)/.installed-stamp
 SCENARIO ?= scenarios/leakage_vs_accuracy.yaml
 PYTEST_ARGS ?=
 JOBS ?= 2
+# make test runs the default suite in one pytest-xdist worker per CPU, an idle worker taking tests
+# queued for a busy one (worksteal: the long ones do not end up at the tail of one queue);
+# TEST_WORKERS=0 runs it in order in this process. The slow, benchmark and Ray targets stay in order
+TEST_WORKERS ?= auto
 
 .PHONY: demo test test-slow test-ray bench lint install clean docs-check mutation
 
@@ -27,7 +31,7 @@ demo: $(STAMP)
 	@$(VENV)/bin/testbed run $(SCENARIO) --jobs $(JOBS)
 
 test: $(STAMP)
-	@$(PY) -m pytest -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	@$(PY) -m pytest -m "slow" $(PYTEST_ARGS)
