@@ -61,6 +61,9 @@ class SubsampleSupport(Defense):
     Config = SubsampleSupportConfig
     #: it acts on measures (and distances): idle on a protocol that sends none
     protocols = MEASURE_PROTOCOLS
+    #: the contract kit's fixture: FedBary's 10-atom measures, of which the default keeps 5 (on
+    #: the FedWAD fixture's 5-atom measures it keeps every atom and changes nothing)
+    contract_scenario = "contract_tiny_fedbary.yaml"
 
     def keep(self, n: int) -> int:
         if self.config.atoms is not None:

@@ -3,12 +3,16 @@ test per (plugin, check) with a readable id; plus plugins that break the contrac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 
 from attacks import Attack, AttackConfig, AttackOutput
+from defenses._base import Defense
 from testbed.exchange.bus import SERVER
-from testbed.registry import ATTACKS, DEFENSES
+from testbed.measure import Measure
+from testbed.registry import ATTACKS, DEFENSES, PluginConfig
 from testbed.testing import check_plugin, plugin_checks
 
 #: (kind, plugin, check) -> why it is known to fail. Keep reasons concrete.
@@ -88,9 +92,60 @@ class UnseededNoise(_Base):
         return [AttackOutput(kind="points", target="bob", points=public.prior + noise)]
 
 
+class _Shift(Defense):
+    """Moves every sent support point by +1 (a stand-in for a real defense)."""
+
+    protocols = ("fedwad",)
+
+    class Config(PluginConfig):
+        pass
+
+    @staticmethod
+    def shifted(p):
+        if isinstance(p, Measure):
+            return Measure(p.support + 1.0, p.weights)
+        if isinstance(p, Mapping):
+            return {k: _Shift.shifted(v) for k, v in p.items()}
+        return p
+
+
+class ChangesNothing(_Shift):
+    """Delivers every message as it was (a new envelope, the same payload): protects nothing."""
+
+    name = "bad_changes_nothing"
+
+    def on_send(self, env, rng, ledger):
+        return self.marked(env, env.payload)
+
+
+class ChangesUnmarked(_Shift):
+    """Changes the measures but does not say so in ``defended_by`` (env.with_payload alone)."""
+
+    name = "bad_changes_unmarked"
+
+    def on_send(self, env, rng, ledger):
+        return env.with_payload(self.shifted(env.payload))
+
+
+class ChangesMarked(_Shift):
+    """The same change, marked: passes every defense check."""
+
+    name = "good_changes_marked"
+
+    def on_send(self, env, rng, ledger):
+        return self.marked(env, self.shifted(env.payload))
+
+
+def test_a_defense_that_changes_and_marks_passes_the_kit():
+    status = check_plugin(ChangesMarked)
+    assert status["changes_some_message"] == status["marks_changed_messages"] == "passed"
+
+
 @pytest.mark.parametrize(
     ("cls", "check"),
     [
+        pytest.param(ChangesNothing, "changes_some_message", id="changes_nothing"),
+        pytest.param(ChangesUnmarked, "marks_changed_messages", id="changes_unmarked"),
         pytest.param(MutatesItsView, "does_not_mutate_view", id="mutates_view"),
         pytest.param(ReadsUnseenMessages, "ignores_unseen_messages", id="reads_unseen"),
         pytest.param(StoresState, "init_stores_config_only", id="stores_state"),

@@ -25,7 +25,12 @@ Attack checks (run on a *fixture*: a tiny scenario of a protocol the attack appl
 Defense checks (on every envelope of the fixture transcript the defense applies to):
 ``default_config_valid``, ``unknown_param_rejected``, ``init_stores_config_only``,
 ``returns_new_envelope`` (``on_send`` returns a new Envelope), ``does_not_mutate_envelope``
-(the envelope it received hashes the same afterwards), ``same_seed_same_output``.
+(the envelope it received hashes the same afterwards), ``same_seed_same_output``,
+``changes_some_message`` (the payload of at least one envelope differs after ``on_send``: a
+defense that delivers every message as it was protects nothing) and ``marks_changed_messages``
+(every envelope whose payload it changed names it in ``meta["defended_by"]``,
+:meth:`Defense.marked <defenses._base.Defense.marked>`, so ``testbed transcript`` and the
+scorecard show it).
 """
 
 from __future__ import annotations
@@ -380,6 +385,43 @@ def check_defense_same_seed(cls, fixture=None) -> None:
         assert a.digest == b.digest, f"message #{e.seq}: same seed, different output"
 
 
+def _changed(cls, fixture):
+    """``(envelope, what on_send made of it)`` for every fixture envelope whose payload the
+    defense changed (seed 0)."""
+    from testbed.exchange.ledger import PrivacyLedger
+
+    defense, envs = _defended(cls, fixture)
+    out = []
+    for e in envs:
+        new = defense.on_send(e, np.random.default_rng(0), PrivacyLedger())
+        if payload_digest(new.payload) != payload_digest(e.payload):
+            out.append((e, new))
+    return envs, out
+
+
+def check_changes_some_message(cls, fixture=None) -> None:
+    envs, changed = _changed(cls, fixture)
+    if not envs:  # a knob defense: it acts through protocol_overrides
+        return
+    kinds = sorted({e.kind for e in envs})
+    assert changed, (
+        f"on_send delivered all {len(envs)} envelopes it applies to ({', '.join(kinds)}) with "
+        "their payloads unchanged: the defense changes no message"
+    )
+
+
+def check_marks_changed_messages(cls, fixture=None) -> None:
+    from testbed.exchange.envelope import defended_by
+
+    _, changed = _changed(cls, fixture)
+    for e, new in changed:
+        assert cls.name in defended_by(new.meta), (
+            f"message #{e.seq} ({e.kind}): its payload changed but meta['defended_by'] does not "
+            f"name {cls.name!r} (return self.marked(env, payload)): testbed transcript and the "
+            "scorecard show it as undefended"
+        )
+
+
 # ----------------------------------------------------------------------------- registry of checks
 Check = Callable[..., None]
 
@@ -401,6 +443,8 @@ DEFENSE_CHECKS: dict[str, Check] = {
     "returns_new_envelope": check_returns_new_envelope,
     "does_not_mutate_envelope": check_does_not_mutate_envelope,
     "same_seed_same_output": check_defense_same_seed,
+    "changes_some_message": check_changes_some_message,
+    "marks_changed_messages": check_marks_changed_messages,
 }
 
 
