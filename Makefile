@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed-stamp
 SCENARIO ?= scenarios/leakage_vs_accuracy.yaml
 PYTEST_ARGS ?=
 JOBS ?= 2
-# make test runs the default suite in one pytest-xdist worker per CPU, an idle worker taking tests
-# queued for a busy one (worksteal: the long ones do not end up at the tail of one queue);
+# make test runs the default suite in one pytest-xdist worker per CPU, at most 4 (many tests start
+# processes of their own; a worker and its sandbox forkserver hold 1.3 GB), an idle worker taking
+# tests queued for a busy one (worksteal: the long ones do not end up at the tail of one queue);
 # TEST_WORKERS=0 runs it in order in this process. The slow, benchmark and Ray targets stay in order
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 
 .PHONY: demo test test-slow test-ray bench lint install clean docs-check mutation
 
