@@ -9,7 +9,9 @@ JOBS ?= 2
 # make test runs the default suite in one pytest-xdist worker per CPU, at most 4 (many tests start
 # processes of their own; a worker and its sandbox forkserver hold 1.3 GB), an idle worker taking
 # tests queued for a busy one (worksteal: the long ones do not end up at the tail of one queue);
-# TEST_WORKERS=0 runs it in order in this process. The slow, benchmark and Ray targets stay in order
+# TEST_WORKERS=0 runs it in order in this process. The slow, benchmark and Ray targets stay in order.
+# --benchmark-disable: the suite deselects the benchmarks anyway; without it pytest-benchmark warns
+# that xdist disabled them
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 
 .PHONY: demo test test-slow test-ray bench lint install clean docs-check mutation
@@ -32,7 +34,7 @@ demo: $(STAMP)
 	@$(VENV)/bin/testbed run $(SCENARIO) --jobs $(JOBS)
 
 test: $(STAMP)
-	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --benchmark-disable -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	@$(PY) -m pytest -m "slow" $(PYTEST_ARGS)
