@@ -51,6 +51,12 @@ def freeze_payload(p: Payload) -> Payload:
         return p
     if t is float or t is str:
         return p
+    if t is np.float64:  # a float from numpy (a subclass of float)
+        return float(p)
+    if t is dict or t is MappingProxyType:  # the usual mappings, before the checks below
+        return MappingProxyType(
+            {k if type(k) is str else str(k): freeze_payload(v) for k, v in p.items()}
+        )
     if isinstance(p, Measure):
         return p  # Measure arrays are private read-only copies already
     if isinstance(p, np.ndarray):
@@ -111,8 +117,11 @@ def payload_nbytes(p: Payload) -> int:
         return p.support.nbytes + p.weights.nbytes
     if t is float:
         return 8
-    if t is MappingProxyType:
-        return sum(payload_nbytes(v) for v in p.values())
+    if t is MappingProxyType:  # a frozen mapping: a loop costs less than sum() of a generator
+        n = 0
+        for v in p.values():
+            n += payload_nbytes(v)
+        return n
     if isinstance(p, Mapping):
         return sum(payload_nbytes(v) for v in p.values())
     if isinstance(p, Measure):
