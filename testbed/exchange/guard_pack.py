@@ -70,6 +70,8 @@ def _pack(p, arrays: list, values: list):
     elif t is float:
         values.append(p)
         return "v"
+    elif t is MappingProxyType:  # every mapping of a frozen payload (freeze_payload)
+        return _shared(("D", tuple([(k, _pack(v, arrays, values)) for k, v in p.items()])))
     if isinstance(p, Measure):
         s, w = p.support, p.weights
         arrays.append(s)
@@ -78,8 +80,8 @@ def _pack(p, arrays: list, values: list):
     if isinstance(p, np.ndarray):
         arrays.append(p)
         return _shared(("A", p.dtype.str, p.shape))
-    if t is MappingProxyType or isinstance(p, Mapping):  # frozen mappings skip the ABC check
-        return _shared(("D", tuple((k, _pack(v, arrays, values)) for k, v in p.items())))
+    if isinstance(p, Mapping):
+        return _shared(("D", tuple([(k, _pack(v, arrays, values)) for k, v in p.items()])))
     if type(p) in _SCALARS:
         values.append(p)
         return "v"
