@@ -140,6 +140,12 @@ class Protocol(Plugin):
         parties, each with its own rows."""
         return None
 
+    def needs_labels(self) -> str | None:
+        """What this configuration reads the parties' labels for (``party.y``), or ``None``
+        (default: it never does). ``testbed validate`` refuses it, before any data is loaded,
+        on a dataset whose config says it has no labels (a file without ``label_column``)."""
+        return None
+
     def check_rows(self, rows: PartyRows) -> tuple[tuple, str] | None:
         """A parameter the parties' rows cannot satisfy, known before the data is loaded
         (``testbed validate`` and ``testbed run`` refuse it, :mod:`testbed.scenario.resources`):

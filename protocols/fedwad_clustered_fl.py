@@ -249,6 +249,9 @@ class FedWADClusteredFL(Protocol):
         parameters (arrays, which ``gaussian_measure_noise`` refuses) and row counts (ints)."""
         return FedWADClustering(self.config.clustering).client_releases(parties)
 
+    def needs_labels(self) -> str:
+        return "the OTDD class statistics and each cluster's local training"
+
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         names = list(parties)

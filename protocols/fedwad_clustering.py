@@ -166,6 +166,9 @@ class FedWADClustering(Protocol):
     def _seed(self, rng: np.random.Generator) -> int:
         return int(rng.integers(0, 2**31 - 1))
 
+    def needs_labels(self) -> str:
+        return "the ARI score against the label sets the clients hold"
+
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         names = list(parties)

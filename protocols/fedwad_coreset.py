@@ -315,6 +315,11 @@ class FedWADCoreset(Protocol):
             losses.append(float(np.mean(ests)))
         return C, losses
 
+    def needs_labels(self) -> str | None:
+        if self.config.local_coreset_size > 0:
+            return "the 1-NN classifier's atom labels; local_coreset_size: 0 skips it"
+        return None
+
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config
         clients = self._clients(parties)

@@ -280,6 +280,9 @@ class SinkhornDistillation(Protocol):
         return int(np.max(y_test)) + 1
 
     # -- the protocol
+    def needs_labels(self) -> str:
+        return "the teachers' training and the student's test accuracy"
+
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         from protocols import _distill as dl
 

@@ -127,6 +127,26 @@ def _protocol(spec: str) -> callable:
     return lambda s: s[: s.index("protocol:")] + f"protocol: {spec}\n"
 
 
+#: protocols whose configuration reads labels (Protocol.needs_labels), as validate names them
+_NEEDS_LABELS = [
+    (
+        "fedwad_clustering",
+        "{name: fedwad_clustering, params: {n_clusters: 2}}",
+        "the ARI score against the label sets the clients hold",
+    ),
+    (
+        "fedwad_clustered_fl",
+        "{name: fedwad_clustered_fl, params: {clustering: {n_clusters: 2}}}",
+        "the OTDD class statistics and each cluster's local training",
+    ),
+    (
+        "fedwad_coreset",
+        "{name: fedwad_coreset, params: {test: null}}",
+        "the 1-NN classifier's atom labels; local_coreset_size: 0 skips it",
+    ),
+]
+
+
 def _partition(spec: str) -> callable:
     """GOOD with line 11's ``partition:`` replaced by ``spec``."""
     return lambda s: s.replace("{name: class_subsets, params: {classes: [[0], [1]]}}", spec)
@@ -146,6 +166,8 @@ data:
 protocol:
   name: sinkhorn_distillation
 """
+_SINKHORN_DATA = _SINKHORN_5[_SINKHORN_5.index("  dataset:") : _SINKHORN_5.index("  partition:")]
+_CSV_DATA = "  dataset: {name: csv, params: {path: pts.csv}}\n"
 
 
 @pytest.mark.parametrize(
@@ -445,6 +467,26 @@ protocol:
             "data.transform.name: transform 'otdd_augment' needs labels, but dataset 'csv' has "
             "none (give data.dataset.params.label_column)",
         ),
+        *[
+            (
+                lambda s, spec=spec: _protocol(spec)(
+                    _with_dataset("{name: csv, params: {path: pts.csv}}")
+                ),
+                6,
+                f"protocol.name: protocol {name!r} needs labels ({why}), but dataset 'csv' has "
+                "none (give data.dataset.params.label_column)",
+            )
+            for name, spec, why in _NEEDS_LABELS
+        ],
+        (
+            lambda s: _SINKHORN_5.replace(_SINKHORN_DATA, _CSV_DATA).replace(
+                "distill_split", "iid"
+            ),
+            8,
+            "protocol.name: protocol 'sinkhorn_distillation' needs labels (the teachers' "
+            "training and the student's test accuracy), but dataset 'csv' has none (give "
+            "data.dataset.params.label_column)",
+        ),
         (
             lambda s: (
                 s + "defenses: [{name: gaussian_measure_noise, params: {target_epsilon: 1.0, "
@@ -510,6 +552,8 @@ protocol:
         "gaussians-cov-vs-d",
         "csv-without-labels-class-subsets",
         "csv-without-labels-otdd-augment",
+        *[f"csv-without-labels-{name}" for name, _, _ in _NEEDS_LABELS],
+        "csv-without-labels-sinkhorn_distillation",
         "gaussian-noise-releases-below-fedwad-count",
         "attack-target-not-a-party",
     ],
@@ -533,6 +577,21 @@ def test_validate_refuses_what_run_would_refuse(tmp_path, capsys, mutate, line, 
     code, _, run_err = _run(tmp_path, text, capsys, "--out", str(run_dir), "-q", command="run")
     assert (code, run_err) == (2, err)
     assert not run_dir.exists()
+
+
+def test_a_protocol_that_reads_no_labels_runs_on_a_dataset_without(tmp_path, capsys):
+    """fedwad_coreset reads labels only for its 1-NN classifier: with ``local_coreset_size: 0``
+    a CSV without a label column validates and runs."""
+    (tmp_path / "pts.csv").write_text("x,y\n1,2\n3,4\n5,6\n7,8\n2,1\n4,3\n")
+    text = _protocol(
+        "{name: fedwad_coreset, params: {test: null, local_coreset_size: 0, coreset_size: 2, "
+        "epochs: 1}}"
+    )(_with_dataset("{name: csv, params: {path: pts.csv}}"))
+    code, _, err = _run(tmp_path, text, capsys)
+    assert code == 0, err
+    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
+    assert code == 0, err
+    assert (tmp_path / "run" / "results.json").exists()
 
 
 @pytest.mark.parametrize("protocol", ["fedwad", "triangle_wad", "dp_jl_ot"])

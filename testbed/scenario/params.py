@@ -170,6 +170,19 @@ def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname:
     )
 
 
+def _check_protocol_labels(protocol, sc: Scenario, root, fname: str) -> None:
+    """A protocol whose configuration reads labels, on a dataset whose config says it has none
+    (else the run would stop there, after loading the data and maybe after its heavy part)."""
+    why = getattr(protocol, "needs_labels", lambda: None)()
+    if not why:
+        return
+    raise ScenarioError(
+        f"{where(fname, root, ['protocol', 'name'])}: protocol {sc.protocol.name!r} needs "
+        f"labels ({why}), but dataset {sc.data.dataset.name!r} has none (give "
+        "data.dataset.params.label_column)"
+    )
+
+
 def _check_needs_labels(cls, what: str, sc: Scenario, root, fname: str) -> None:
     """A partition or transform that reads labels, on a dataset whose config says it has none."""
     if not getattr(cls, "needs_labels", False):
@@ -229,6 +242,8 @@ def validate_plugins(
     pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, pctx)
     resolved["protocol"] = cfg.model_dump(mode="json")
     _check_party_count(pcls, sc.protocol.name, names, root, fname)
+    if has_labels is False:
+        _check_protocol_labels(pcls(cfg), sc, root, fname)
     resolved["defenses"] = []
     proto_params = dict(resolved["protocol"])
     for i, d in enumerate(sc.defenses):
