@@ -3,7 +3,9 @@
 ``dp_sgd_teachers``  a protocol knob: every teacher is trained with DP-SGD through opacus
     (``make_private_with_epsilon``, per-sample clipping, Poisson sampling, RDP accountant). The
     ε opacus reports as spent goes into the ledger with ``ledger.claim`` (by the protocol, which
-    runs the training). ``epsilon: inf`` switches it off (the sweep's no-DP point).
+    runs the training). ``epsilon: inf`` switches it off (the sweep's no-DP point). The noise
+    comes from a generator seeded from the scenario's seed (opacus's ``secure_mode`` off), so
+    the same seed gives the same run: right for auditing, not for a deployment.
 ``noisy_soft_labels``  a message defense: Gaussian or Laplace noise on each released probability
     vector (soft labels on the transfer set and the probability bias), then clipped at 0 and
     renormalised (post-processing). Accounting: one training record can move the released

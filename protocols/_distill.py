@@ -12,6 +12,7 @@ Gradients use ``grad="last_step"`` (differentiating the last Sinkhorn iteration)
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -90,6 +91,32 @@ def predict_proba(model: nn.Module, X: np.ndarray) -> np.ndarray:
         return torch.softmax(model(_tensor(X)), dim=1).numpy().astype(np.float64)
 
 
+def _hide_dp_sgd_notices() -> None:
+    """Hide three warnings a DP-SGD training would print on a user's screen, each about a choice
+    made on purpose. Installed in the process's filters when a DP-SGD training starts (an
+    identical filter replaces the last, so calling it again adds nothing): teachers may train on
+    several threads at once, where a ``warnings.catch_warnings`` block would race, and filters set
+    at import would be lost wherever the import ran inside such a block."""
+    # opacus's "Secure RNG turned off": DP-SGD's noise is drawn from a generator seeded from the
+    # scenario's seed, so that the same seed gives the same run (a cryptographically secure
+    # generator, opacus's ``secure_mode``, cannot be seeded); dp_sgd_teachers's docs say so
+    warnings.filterwarnings(
+        "ignore", message="Secure RNG turned off", module="opacus.privacy_engine"
+    )
+    # torch's "Full backward hook is firing when gradients are computed with respect to module
+    # outputs": opacus's per-sample gradients hook the first layer, whose input (the data) needs
+    # no gradient; the hook then fires on the layer's output gradient, which is exactly what
+    # opacus reads (its "backprops"). Making the data require a gradient would only add work.
+    warnings.filterwarnings(
+        "ignore", message="Full backward hook is firing when gradients are computed"
+    )
+    # opacus's "Optimal order is the largest alpha" when ε is read: still a valid bound, on the
+    # orders opacus calibrated the noise with (the privacy ledger hides it for its events too)
+    warnings.filterwarnings(
+        "ignore", message="Optimal order is the", module="opacus.accountants.analysis.rdp"
+    )
+
+
 def train_classifier(
     X: np.ndarray,
     y: np.ndarray,
@@ -114,6 +141,8 @@ def train_classifier(
     eps_spent = None
     if dp is not None:
         from opacus import PrivacyEngine
+
+        _hide_dp_sgd_notices()
 
         opt = torch.optim.Adam(model.parameters(), lr=lr)  # opacus wraps any optimizer
         engine = PrivacyEngine(accountant="rdp")

@@ -6,6 +6,7 @@ noise-setting validation and the summary. Written against the survivors of mutat
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -83,6 +84,17 @@ def test_calibration_with_the_prv_accountant():
     z = calibrate_noise_multiplier(2.0, 1e-5, 3, accountant="prv")
     eps = _opacus_eps([(z, 1.0, 3)], 1e-5, "prv")
     assert 2.0 - 0.005 <= eps <= 2.0
+
+
+def test_the_prv_accountant_prints_nothing():
+    """opacus's PRV takes log(1 - q) = -inf for full-batch releases on purpose; the ledger reads
+    it under np.errstate, so a user sees no "divide by zero" RuntimeWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        z = calibrate_noise_multiplier(2.0, 1e-5, 3, accountant="prv")
+        L = PrivacyLedger(accountant="prv")
+        L.record(MechanismEvent("a", "gaussian", z, count=3))
+        assert 0 < L.epsilon("a", 1e-5) <= 2.0
 
 
 def test_gaussian_noise_choice_defaults_and_validation():

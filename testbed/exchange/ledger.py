@@ -38,6 +38,16 @@ RDP_ORDERS: list[float] = (
 )
 
 
+def _prv_quiet():
+    """``np.errstate`` for opacus's PRV accountant: for a full-batch release (sample rate q = 1)
+    it takes ``log(1 - q)`` = -inf on purpose, and its ``np.where`` then takes the other branch;
+    numpy would print "divide by zero encountered in log" each time (``np.errstate`` holds per
+    thread, unlike a warnings filter)."""
+    import numpy as np
+
+    return np.errstate(divide="ignore")
+
+
 def _rdp_epsilon(acc, delta: float) -> float:
     with warnings.catch_warnings():
         # opacus warns when the optimum is an extreme order; the epsilon is still a valid bound
@@ -53,7 +63,7 @@ def calibrate_noise_multiplier(
     ``get_noise_multiplier`` with the ledger's RDP orders."""
     from opacus.accountants.utils import get_noise_multiplier
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _prv_quiet():
         warnings.filterwarnings("ignore", message="Optimal order is the")
         kw = {"alphas": RDP_ORDERS} if accountant == "rdp" else {}
         try:
@@ -159,11 +169,11 @@ class PrivacyLedger:
 
             acc = create_accountant(self.accountant)
             acc.history = [(e.noise_multiplier, e.sample_rate, e.count) for e in gauss]
-            eps += (
-                _rdp_epsilon(acc, delta)
-                if self.accountant == "rdp"
-                else float(acc.get_epsilon(delta=delta))
-            )
+            if self.accountant == "rdp":
+                eps += _rdp_epsilon(acc, delta)
+            else:
+                with _prv_quiet():
+                    eps += float(acc.get_epsilon(delta=delta))
         if party in self.claims:
             eps += self.claims[party][0]
         return eps
