@@ -337,6 +337,36 @@ def _in_a_child(body, nobody: bool) -> dict:
     return out
 
 
+def test_torch_in_the_sandbox_prints_nothing():
+    """torch's cpuinfo parses /proc/cpuinfo at its first CPU kernel and, where it cannot read
+    it, prints "Error in cpuinfo: failed to parse processor information" on the user's screen:
+    every attack optimising with torch did, until the sandbox let it read the CPU list. A fresh
+    interpreter in the sandbox: nothing torch did earlier in this process counts."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from testbed.sandbox.confine import Policy, confine, python_paths
+
+    scratch = tempfile.mkdtemp(prefix="testbed-attack-")
+    code = (
+        "import torch; x = torch.randn(50, 2, dtype=torch.float64, requires_grad=True); "
+        "opt = torch.optim.Adam([x]); (x ** 2).sum().backward(); opt.step()"
+    )
+
+    def body(out):
+        out["level"] = confine(Policy(read=python_paths(), tmp=scratch))
+        got = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+        )
+        out["returncode"], out["stderr"] = got.returncode, got.stderr
+
+    out = _in_a_child(body, nobody=False)
+    assert "error" not in out, out
+    assert out["level"].startswith("landlock"), out
+    assert (out["returncode"], out["stderr"]) == (0, ""), out
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
 def test_an_unprivileged_user_gets_the_same_sandbox(tmp_path):
     """Without root the namespaces come from a user namespace (ids mapped to themselves)."""

@@ -346,5 +346,10 @@ def python_paths() -> tuple[str, ...]:
     paths.update(("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/sys/devices/system/cpu"))
     # the CPU quota (joblib/loky, hence scikit-learn, read it to size their thread pools)
     paths.update(p for p in ("/sys/fs/cgroup",) if os.path.exists(p))
+    # the machine's CPU list: torch's cpuinfo parses it at its first CPU kernel and, when it
+    # cannot, prints "Error in cpuinfo: failed to parse processor information" on the user's
+    # screen (an attack optimising with torch did). It holds no process's state, only the
+    # processors' model and flags, which /sys/devices/system/cpu shows already in part
+    paths.update(p for p in ("/proc/cpuinfo",) if os.path.exists(p))
     paths.update(("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"))
     return tuple(sorted(p for p in paths if p and p != "/" and os.path.exists(p)))
