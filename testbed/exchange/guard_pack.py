@@ -71,7 +71,7 @@ def _pack(p, arrays: list, values: list):
         values.append(p)
         return "v"
     elif t is MappingProxyType:  # every mapping of a frozen payload (freeze_payload)
-        return _shared(("D", tuple([(k, _pack(v, arrays, values)) for k, v in p.items()])))
+        return _pack_mapping(p, arrays, values)
     if isinstance(p, Measure):
         s, w = p.support, p.weights
         arrays.append(s)
@@ -81,11 +81,15 @@ def _pack(p, arrays: list, values: list):
         arrays.append(p)
         return _shared(("A", p.dtype.str, p.shape))
     if isinstance(p, Mapping):
-        return _shared(("D", tuple([(k, _pack(v, arrays, values)) for k, v in p.items()])))
+        return _pack_mapping(p, arrays, values)
     if type(p) in _SCALARS:
         values.append(p)
         return "v"
     raise TypeError(f"unsupported payload type {type(p).__name__}")
+
+
+def _pack_mapping(p, arrays: list, values: list) -> tuple:
+    return _shared(("D", tuple([(k, _pack(v, arrays, values)) for k, v in p.items()])))
 
 
 class ArrayReader:

@@ -54,9 +54,7 @@ def freeze_payload(p: Payload) -> Payload:
     if t is np.float64:  # a float from numpy (a subclass of float)
         return float(p)
     if t is dict or t is MappingProxyType:  # the usual mappings, before the checks below
-        return MappingProxyType(
-            {k if type(k) is str else str(k): freeze_payload(v) for k, v in p.items()}
-        )
+        return _freeze_mapping(p)
     if isinstance(p, Measure):
         return p  # Measure arrays are private read-only copies already
     if isinstance(p, np.ndarray):
@@ -72,10 +70,16 @@ def freeze_payload(p: Payload) -> Payload:
     if isinstance(p, str):
         return p
     if isinstance(p, Mapping):
-        return MappingProxyType({str(k): freeze_payload(v) for k, v in p.items()})
+        return _freeze_mapping(p)
     if isinstance(p, (list, tuple)):
         return freeze_payload(np.asarray(p))
     raise TypeError(f"unsupported payload type {type(p).__name__}")
+
+
+def _freeze_mapping(p: Mapping) -> MappingProxyType:
+    return MappingProxyType(
+        {k if type(k) is str else str(k): freeze_payload(v) for k, v in p.items()}
+    )
 
 
 def iter_arrays(p: Payload, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:

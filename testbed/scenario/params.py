@@ -170,28 +170,30 @@ def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname:
     )
 
 
+def _no_labels(sc: Scenario, root, fname: str, loc: list, needs: str) -> ScenarioError:
+    """``needs`` (e.g. "partition 'dirichlet' needs labels") on a dataset whose config says it
+    has none: the one-line error at ``loc``."""
+    return ScenarioError(
+        f"{where(fname, root, loc)}: {needs}, but dataset {sc.data.dataset.name!r} has none "
+        "(give data.dataset.params.label_column)"
+    )
+
+
 def _check_protocol_labels(protocol, sc: Scenario, root, fname: str) -> None:
     """A protocol whose configuration reads labels, on a dataset whose config says it has none
     (else the run would stop there, after loading the data and maybe after its heavy part)."""
     why = getattr(protocol, "needs_labels", lambda: None)()
-    if not why:
-        return
-    raise ScenarioError(
-        f"{where(fname, root, ['protocol', 'name'])}: protocol {sc.protocol.name!r} needs "
-        f"labels ({why}), but dataset {sc.data.dataset.name!r} has none (give "
-        "data.dataset.params.label_column)"
-    )
+    if why:
+        needs = f"protocol {sc.protocol.name!r} needs labels ({why})"
+        raise _no_labels(sc, root, fname, ["protocol", "name"], needs)
 
 
 def _check_needs_labels(cls, what: str, sc: Scenario, root, fname: str) -> None:
     """A partition or transform that reads labels, on a dataset whose config says it has none."""
-    if not getattr(cls, "needs_labels", False):
-        return
-    spec = sc.data.partition if what == "partition" else sc.data.transform
-    raise ScenarioError(
-        f"{where(fname, root, ['data', what, 'name'])}: {what} {spec.name!r} needs labels, but "
-        f"dataset {sc.data.dataset.name!r} has none (give data.dataset.params.label_column)"
-    )
+    if getattr(cls, "needs_labels", False):
+        spec = sc.data.partition if what == "partition" else sc.data.transform
+        needs = f"{what} {spec.name!r} needs labels"
+        raise _no_labels(sc, root, fname, ["data", what, "name"], needs)
 
 
 def validate_plugins(
