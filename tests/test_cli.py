@@ -1152,20 +1152,71 @@ def test_csv_rows_count_a_last_line_without_its_newline(tmp_path):
 
 def test_distill_split_too_few_rows_names_distill_split(tmp_path, capsys):
     """distill_split on too little data: the message names distill_split, its 10-row minimum per
-    client and its params, not the inner 'partition dirichlet' the scenario never used."""
+    client and its params, not the inner 'partition dirichlet' the scenario never used. The
+    dataset's size tells it before loading: validate refuses it at the partition's line, as
+    run does, and no run directory is made; a run that gets past (execute) refuses it when it
+    splits the data, with the same words."""
+    from testbed.errors import DataError
+    from testbed.run import execute
+    from testbed.scenario.loading import load_scenario
+
     text = _partition("{name: distill_split}")(GOOD).replace(
         "[alice, bob]", "[transfer, test, alice, bob]"
     )
     text = _protocol("{name: sinkhorn_distillation}")(text)
-    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
-    assert code == 2, err
-    assert "dirichlet" not in err and "Traceback" not in err
-    assert err.strip().endswith(
+    why = (
         "partition distill_split: could not give each of the 2 clients (alice, bob) 10 rows (the "
         "minimum) from the 18 of 35 rows left after test_fraction=0.2 and transfer_fraction=0.3, "
         "with label skew alpha=0.5; use more rows, fewer clients, smaller fractions or a larger "
         "alpha"
+    )
+    line = text.splitlines().index("  partition: {name: distill_split}") + 1
+    code, _, err = _run(tmp_path, text, capsys)
+    assert (code, err) == (2, f"error: {tmp_path / 's.yaml'}:{line}: data.partition.name: {why}\n")
+    code, _, err = _run(tmp_path, text, capsys, "--out", str(tmp_path / "run"), "-q", command="run")
+    assert code == 2 and "dirichlet" not in err and "Traceback" not in err
+    assert err.strip().endswith(why) and not (tmp_path / "run").exists(), err
+    with pytest.raises(DataError, match=re.escape(why)):
+        execute(load_scenario(tmp_path / "s.yaml"), tmp_path / "run")
+    # 20 client rows (40 in all): enough for the check; the split itself may still redraw
+    roomy = text.replace("{n: 15, mean: 3.0}", "{n: 20, mean: 3.0}")
+    assert _run(tmp_path, roomy, capsys)[0] == 0
+
+
+def test_distill_split_audit_rows_beyond_the_target_s_largest_share(tmp_path, capsys):
+    """audit_rows needs 3x as many rows in the audited client; more than the most that client
+    can get (the client rows less the other clients' 10-row minimum) is refused at its line."""
+    text = _partition("{name: distill_split, params: {audit_target: alice, audit_rows: AUDIT}}")(
+        GOOD.replace("{n: 15, mean: 3.0}", "{n: 80, mean: 3.0}")
+    ).replace("[alice, bob]", "[transfer, test, audit, alice, bob]")
+    text = _protocol("{name: sinkhorn_distillation}")(text)
+    # 100 rows: 20 test, 30 transfer, 50 for the clients; alice gets at most 40
+    code, _, err = _run(tmp_path, text.replace("AUDIT", "14"), capsys)
+    assert code == 2 and "data.partition.params.audit_rows: partition distill_split: " in err
+    assert err.strip().endswith(
+        "audit_rows=14 needs 3x as many rows in 'alice', which gets at most 40 of the 50 client "
+        "rows"
     ), err
+    assert _run(tmp_path, text.replace("AUDIT", "13"), capsys)[0] == 0
+
+
+def test_dirichlet_min_size_beyond_the_rows_is_bad_input(tmp_path, capsys):
+    """dirichlet's min_size for every party needs parties x min_size rows: more than the dataset
+    has is refused at min_size's line; the default min_size, at the partition's."""
+    text = _partition("{name: dirichlet, params: {min_size: 18}}")(GOOD)
+    line = text.splitlines().index("  partition: {name: dirichlet, params: {min_size: 18}}") + 1
+    code, _, err = _run(tmp_path, text, capsys)
+    assert (code, err) == (
+        2,
+        f"error: {tmp_path / 's.yaml'}:{line}: data.partition.params.min_size: partition "
+        "dirichlet: 2 parties of at least min_size=18 rows need 36 rows; the dataset has 35\n",
+    )
+    assert _run(tmp_path, text.replace("min_size: 18", "min_size: 17"), capsys)[0] == 0
+    many = _partition("{name: dirichlet}")(GOOD).replace(
+        "[alice, bob]", "[" + ", ".join(f"p{i}" for i in range(36)) + "]"
+    )
+    code, _, err = _run(tmp_path, many, capsys)
+    assert code == 2 and ": data.partition.name: partition dirichlet: 36 parties" in err, err
 
 
 def test_a_seed_beside_seeds_is_named_as_unused(tmp_path, capsys, scenarios_dir):

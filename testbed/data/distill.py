@@ -224,8 +224,7 @@ class DistillSplit(PartitionerPlugin):
 
     def party_rows(self, n, parties, class_rows=None):
         cfg = self.config
-        n_test = int(round(cfg.test_fraction * n))
-        n_tr = int(round(cfg.transfer_fraction * n))
+        n_test, n_tr = self._sizes(n)
         server = {cfg.test: n_test, cfg.transfer: n_tr}
         if cfg.audit_target is not None:
             server[cfg.audit] = 2 * cfg.audit_rows
@@ -233,6 +232,38 @@ class DistillSplit(PartitionerPlugin):
         rows = {p: server.get(p, rest) for p in parties}
         # the audit's members stay in the target's rows: counted twice
         return PartyRows(rows, n + cfg.audit_rows)
+
+    def _sizes(self, n: int) -> tuple[int, int]:
+        """Rows of the test and the transfer set in a dataset of ``n`` rows."""
+        cfg = self.config
+        return int(round(cfg.test_fraction * n)), int(round(cfg.transfer_fraction * n))
+
+    def _too_few(self, clients: list[str], rest: int, n: int) -> str:
+        cfg = self.config
+        return (
+            f"partition distill_split: could not give each of the {len(clients)} clients "
+            f"({', '.join(clients)}) {MIN_CLIENT_ROWS} rows (the minimum) from the "
+            f"{rest} of {n} rows left after test_fraction={cfg.test_fraction:g} and "
+            f"transfer_fraction={cfg.transfer_fraction:g}, with label skew "
+            f"alpha={cfg.alpha:g}; use more rows, fewer clients, smaller fractions or a "
+            "larger alpha"
+        )
+
+    def check_rows(self, n, parties):
+        cfg = self.config
+        server = [cfg.transfer, cfg.test] + ([cfg.audit] if cfg.audit_target else [])
+        clients = [p for p in parties if p not in server]
+        n_test, n_tr = self._sizes(n)
+        rest = max(n - n_test - n_tr, 0)
+        if clients and rest < len(clients) * MIN_CLIENT_ROWS:
+            return ("name",), self._too_few(clients, rest, n)
+        most = rest - (len(clients) - 1) * MIN_CLIENT_ROWS  # the audit target's largest share
+        if clients and cfg.audit_target is not None and 3 * cfg.audit_rows > most:
+            return ("params", "audit_rows"), (
+                f"partition distill_split: audit_rows={cfg.audit_rows} needs 3x as many rows "
+                f"in {cfg.audit_target!r}, which gets at most {most} of the {rest} client rows"
+            )
+        return None
 
     def split(self, ds, parties, rng):
         cfg = self.config
@@ -250,8 +281,7 @@ class DistillSplit(PartitionerPlugin):
                 f"partition distill_split: audit_target {cfg.audit_target!r} is not a client"
             )
         perm = rng.permutation(ds.n)
-        n_test = int(round(cfg.test_fraction * ds.n))
-        n_tr = int(round(cfg.transfer_fraction * ds.n))
+        n_test, n_tr = self._sizes(ds.n)
         test, transfer, rest = perm[:n_test], perm[n_test : n_test + n_tr], perm[n_test + n_tr :]
         sub = Dataset(ds.X[rest], None if ds.y is None else ds.y[rest], ds.name)
         try:
@@ -259,14 +289,7 @@ class DistillSplit(PartitionerPlugin):
                 DirichletConfig(alpha=cfg.alpha, min_size=MIN_CLIENT_ROWS)
             ).split(sub, clients, rng)
         except DataError:  # the inner split's message names dirichlet, which the user never set
-            raise DataError(
-                f"partition distill_split: could not give each of the {len(clients)} clients "
-                f"({', '.join(clients)}) {MIN_CLIENT_ROWS} rows (the minimum) from the "
-                f"{rest.size} of {ds.n} rows left after test_fraction={cfg.test_fraction:g} and "
-                f"transfer_fraction={cfg.transfer_fraction:g}, with label skew "
-                f"alpha={cfg.alpha:g}; use more rows, fewer clients, smaller fractions or a "
-                "larger alpha"
-            ) from None
+            raise DataError(self._too_few(clients, rest.size, ds.n)) from None
         out = {c: np.sort(rest[idx]) for c, idx in inner.items()}
         if cfg.audit_target is not None:
             # members and non-members are both uniform draws from the target's own share, so

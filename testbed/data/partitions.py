@@ -95,6 +95,14 @@ class PartitionerPlugin(Plugin):
         preflight then assumes an equal split."""
         return None
 
+    def check_rows(self, n: int, parties: Sequence[str]) -> tuple[tuple, str] | None:
+        """A parameter that no split of a dataset of ``n`` rows among ``parties`` can satisfy,
+        known before the data is loaded (``testbed validate`` and ``testbed run`` refuse it,
+        :mod:`testbed.scenario.resources`): ``(field location under data.partition, what is
+        wrong)``, or ``None`` (default). Refuse only what every draw would fail, not what a
+        random split might."""
+        return None
+
     def public_parties(self, parties: Sequence[str]) -> list[str]:
         """Parties whose rows this split makes public by design (e.g. a transfer set the server
         sends to every client): the privacy guard does not protect them (default: none)."""
@@ -223,6 +231,15 @@ class DirichletLabel(PartitionerPlugin):
         # random: a party holds at most what the others' min_size rows leave
         most = max(n - (len(parties) - 1) * self.config.min_size, 1)
         return PartyRows(dict.fromkeys(parties, most), n)
+
+    def check_rows(self, n, parties):
+        need = len(parties) * self.config.min_size
+        if n < need:
+            return ("params", "min_size"), (
+                f"partition dirichlet: {len(parties)} parties of at least "
+                f"min_size={self.config.min_size} rows need {need} rows; the dataset has {n}"
+            )
+        return None
 
     def split(self, ds, parties, rng):
         if ds.y is None:

@@ -188,9 +188,10 @@ def _party_rows(res: dict, N: int) -> PartyRows:
 
 
 def check_party_rows(sc, resolved: dict | None = None) -> None:
-    """A protocol parameter the parties' rows cannot satisfy, when the scenario tells the rows
-    before loading (:meth:`protocols._base.Protocol.check_rows`): refused as the run would be."""
-    from testbed.registry import PROTOCOLS
+    """A partition (:meth:`~testbed.data.partitions.PartitionerPlugin.check_rows`) or protocol
+    parameter (:meth:`protocols._base.Protocol.check_rows`) the dataset's rows cannot satisfy,
+    when the scenario tells the rows before loading: refused as the run would be."""
+    from testbed.registry import PARTITIONERS, PROTOCOLS
     from testbed.scenario.resolve import resolve
 
     res = resolved if resolved is not None else resolve(sc)
@@ -198,6 +199,18 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
     shape = _dataset_shape(ds["name"], ds.get("params") or {})
     if shape is None or res["data"].get("transform"):  # a transform may change the rows
         return
+    part = res["data"]["partition"]
+    try:
+        plugin = PARTITIONERS.get(part["name"]).from_params(part.get("params") or {})
+    except Exception:  # a bad partition is reported with its own message
+        plugin = None
+    problem = plugin.check_rows(shape[0], list(res["data"]["parties"])) if plugin else None
+    if problem:
+        loc = ["data", "partition", *problem[0]]
+        given = getattr(getattr(sc.data, "partition", None), "params", None) or {}
+        if problem[0][:1] == ("params",) and problem[0][-1] not in given:
+            loc = ["data", "partition", "name"]  # a default: the partition's own line
+        raise ScenarioError(f"{_where(sc, loc)}: {problem[1]}")
     rows = _known_party_rows(res, shape[0])
     proto = res["protocol"]
     check = getattr(PROTOCOLS.get(proto["name"]), "check_rows", None)
