@@ -15,9 +15,10 @@ from pathlib import Path
 @contextlib.contextmanager
 def outside_package(root: Path, module: str, cls_name: str, registry) -> Iterator[type]:
     """Import ``module`` from the package at ``root``, register its ``cls_name`` in
-    ``registry``; undo all of it (registry entry, sys.path, modules) on exit."""
+    ``registry``; undo all of it (registry entry, sys.path, modules) on exit. The package is
+    in ``root/src`` (the scaffold's layout)."""
     package = module.split(".")[0]
-    sys.path.insert(0, str(root))
+    sys.path.insert(0, str(root / "src"))
     cls = None
     try:
         cls = registry.register(getattr(importlib.import_module(module), cls_name))
@@ -26,7 +27,7 @@ def outside_package(root: Path, module: str, cls_name: str, registry) -> Iterato
         if cls is not None:
             registry._items.pop(cls.name, None)
             registry._origins.pop(cls.name, None)
-        sys.path.remove(str(root))
+        sys.path.remove(str(root / "src"))
         for m in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
             del sys.modules[m]
 
@@ -40,10 +41,13 @@ def run_quietly(*cmd: str, cwd: Path | None = None) -> subprocess.CompletedProce
 @contextlib.contextmanager
 def pip_installed(root: Path, dist: str) -> Iterator[Path]:
     """``pip install -e root`` into this environment (no dependencies, no build isolation);
-    distribution ``dist`` uninstalled on exit. Yields the environment's ``bin`` folder."""
+    distribution ``dist`` uninstalled on exit. Yields the environment's ``bin`` folder. The
+    install must print no warning (a scaffold in the flat layout drew setuptools' editable-install
+    warning about folders named like the package)."""
     pip = [sys.executable, "-m", "pip"]
     r = run_quietly(*pip, "install", "-q", "-e", str(root), "--no-deps", "--no-build-isolation")
     assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr, r.stderr
     try:
         yield Path(sys.executable).parent
     finally:

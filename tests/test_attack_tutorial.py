@@ -30,7 +30,7 @@ def package(tmp_path_factory):
     """`testbed new-attack nearest_support DIR`, then the page's attack.py, scenario and test."""
     root = tmp_path_factory.mktemp("tutorial") / NAME
     assert main(["new-attack", NAME, str(root)]) == 0
-    (root / NAME / "attack.py").write_text(_block("python", "class NearestSupport"))
+    (root / "src" / NAME / "attack.py").write_text(_block("python", "class NearestSupport"))
     (root / "my_membership.yaml").write_text(_block("yaml", "name: my_membership"))
     (root / "tests" / f"test_{NAME}.py").write_text(_block("python", "def test_contract"))
     with outside_package(root, f"{NAME}.attack", "NearestSupport", ATTACKS) as cls:

@@ -57,7 +57,7 @@ def package(tmp_path_factory):
     """`testbed new-defense grid_rounding DIR`, then the page's defense.py, scenario and test."""
     root = tmp_path_factory.mktemp("tutorial") / NAME
     assert main(["new-defense", NAME, str(root)]) == 0
-    (root / NAME / "defense.py").write_text(_block("python", f"class {CLS}("))
+    (root / "src" / NAME / "defense.py").write_text(_block("python", f"class {CLS}("))
     (root / "my_rounding.yaml").write_text(_block("yaml", "name: my_rounding"))
     (root / "tests" / f"test_{NAME}.py").write_text(_block("python", "def test_contract"))
     with outside_package(root, f"{NAME}.defense", CLS, DEFENSES) as cls:

@@ -46,7 +46,7 @@ def test_scaffold_has_entry_point_defense_kit_test_and_scenario(package):
     }
     assert DEFENSES.group == "ot_testbed.defenses"  # the group the registry reads
     assert meta["project"]["name"] == f"ot-testbed-{NAME.replace('_', '-')}"
-    assert cls.name == NAME and "def on_send(" in (root / NAME / "defense.py").read_text()
+    assert cls.name == NAME and "def on_send(" in (root / "src" / NAME / "defense.py").read_text()
     assert f"check_plugin({CLS})" in (root / "tests" / f"test_{NAME}.py").read_text()
     assert f"name: {NAME}" in (root / f"{NAME}_tiny.yaml").read_text()
 
@@ -104,7 +104,7 @@ def test_the_entry_point_as_installed_names_the_defense(package, tmp_path, monke
     pkg = tmp_path / "pkg"
     assert main(["new-defense", name, str(pkg)]) == 0
     eps = _toml(pkg / "pyproject.toml")["project"]["entry-points"]
-    info = pkg / f"ot_testbed_{name}-0.1.0.dist-info"
+    info = pkg / "src" / f"ot_testbed_{name}-0.1.0.dist-info"  # beside the package, as on sys.path
     info.mkdir()
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: ot-testbed-{name}\nVersion: 0.1.0\n"
@@ -115,7 +115,7 @@ def test_the_entry_point_as_installed_names_the_defense(package, tmp_path, monke
             for group, table in eps.items()
         )
     )
-    monkeypatch.syspath_prepend(str(pkg))
+    monkeypatch.syspath_prepend(str(pkg / "src"))
     monkeypatch.setattr(DEFENSES, "_loaded", False)  # a registry that had loaded every plugin
     try:
         got = DEFENSES.get(name)

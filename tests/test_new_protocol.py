@@ -31,7 +31,7 @@ def test_scaffold_has_entry_point_example_kit_test_and_scenario(package):
     root, _ = package
     assert '[project.entry-points."ot_testbed.protocols"]' in (root / "pyproject.toml").read_text()
     assert f'{NAME} = "{NAME}.protocol:ProbeAnchorSketch"' in (root / "pyproject.toml").read_text()
-    src = (root / NAME / "protocol.py").read_text()
+    src = (root / "src" / NAME / "protocol.py").read_text()
     assert "bus.send(" in src and "bus.local(" in src and "def reference(" in src
     assert "check_protocol(ProbeAnchorSketch)" in (root / "tests" / f"test_{NAME}.py").read_text()
 

@@ -35,6 +35,7 @@ dependencies = ["ot-testbed"]
 {name} = "{name}.attack:{cls}"
 
 [tool.setuptools.packages.find]
+where = ["src"]
 include = ["{name}*"]
 """
 
@@ -167,7 +168,9 @@ def _check_free(cmd: str, name: str) -> None:
 
 def _package(kind: str, name: str, directory) -> Path:
     """Write the package of plugin ``name`` of ``kind`` (attack, protocol, defense): its
-    pyproject, the import package with the plugin in ``<kind>.py``, the kit test, a README and,
+    pyproject, the import package with the plugin in ``src/<name>/<kind>.py`` (a src layout: an
+    editable install then imports the installed package, never a folder of the same name in the
+    current directory, and setuptools has nothing to warn about), the kit test, a README and,
     for a kind with a scenario, ``<name>_tiny.yaml`` seeded afresh (:data:`_TEMPLATES`, each a
     ``str.format`` template of ``name``, ``cls``, ``dist`` and ``seed``)."""
     pyproject, module, test, readme, scenario = _TEMPLATES[kind]
@@ -175,8 +178,8 @@ def _package(kind: str, name: str, directory) -> Path:
     init = f'"""{{name}} {kind} plugin."""\n\nfrom {{name}}.{kind} import {{cls}}\n\n__all__ = ["{{cls}}"]\n'
     files = {
         root / "pyproject.toml": pyproject,
-        root / name / "__init__.py": init,
-        root / name / f"{kind}.py": module,
+        root / "src" / name / "__init__.py": init,
+        root / "src" / name / f"{kind}.py": module,
         root / "tests" / f"test_{name}.py": test,
         root / "README.md": readme,
     }
