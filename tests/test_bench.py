@@ -145,6 +145,19 @@ def test_cli_bench_quick_subset(tmp_path, capsys):
     assert [(r["case"], r["n"], r["d"]) for r in rows] == [("fedwad_paper", 30, 2)]
 
 
+@pytest.mark.parametrize("cases", ["nope", "fedwad_paper,fedbary_100", ","])
+def test_cli_bench_refuses_an_unknown_case(tmp_path, capsys, cases):
+    """A misspelt --cases key is bad input (one line naming it and the known keys, exit 2), not
+    a bench that measures nothing and writes an empty report; --scaling reads the same keys."""
+    for extra in ([], ["--scaling"]):
+        out = tmp_path / "o"
+        assert main(["bench", "--cases", cases, "-q", "--out", str(out), *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: bench: --cases: ") and err.count("\n") == 1, err
+        assert "the cases: fedwad_paper, fedwad_accurate, triangle_wad, fedbary" in err
+        assert not out.exists()
+
+
 def test_cli_bench_rejects_bad_grid(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--n", "0,10"])

@@ -22,6 +22,7 @@ __all__ = [
     "BenchCase",
     "BenchOptions",
     "emd_baseline",
+    "case_keys",
     "fedwad_public_algorithm",
     "make_protocol",
     "measure_against",
@@ -237,6 +238,25 @@ def measure_against(fn, baseline, opts: BenchOptions, memory: bool) -> dict[str,
         m_fn, m_base = peak_memory(fn), peak_memory(baseline)
         row.update(peak_mib=m_fn / 2**20, emd_peak_mib=m_base / 2**20, mem_ratio=m_fn / m_base)
     return row
+
+
+#: ``--cases`` keys that name a section rather than a protocol case: the public FedWAD code's
+#: algorithm beside paper mode, the sandbox's cost per attack, and ``pairwise``, which names no
+#: case (``--pairwise N --cases pairwise``: that section alone)
+SECTION_KEYS = ("fedwad_public", "isolation", "pairwise")
+
+
+def case_keys(text: str) -> list[str]:
+    """The keys of a ``--cases`` value (comma-separated); an unknown key is bad input."""
+    from testbed.errors import TestbedError
+
+    keys = [c.strip() for c in text.split(",") if c.strip()]
+    known = [c.key for c in (*PAIR_CASES, *CLIENT_CASES)] + list(SECTION_KEYS)
+    unknown = [k for k in keys if k not in known]
+    if unknown or not keys:
+        what = f"unknown case {unknown[0]!r}" if unknown else "no case given"
+        raise TestbedError(f"bench: --cases: {what}; the cases: {', '.join(known)}")
+    return keys
 
 
 def pick(cases: Sequence[BenchCase], opts: BenchOptions) -> list[BenchCase]:

@@ -11,13 +11,14 @@ from testbed.cli._common import bench_command, stderr_log
 
 
 def _scaling(args) -> int:
+    from testbed.bench.cases import case_keys
     from testbed.bench.scaling import ScalingOptions, bench_scaling, write_scaling
 
     kw = {k: getattr(args, k) for k in ("ns", "clients") if getattr(args, k) is not None}
     if args.ds is not None:
         kw["d"] = args.ds[0]
     if args.cases is not None:
-        kw["cases"] = [c for c in args.cases.split(",") if c]
+        kw["cases"] = case_keys(args.cases)
     opts = ScalingOptions(**kw, log=stderr_log(args.quiet))
     paths = write_scaling(bench_scaling(opts), args.out, bench_command())
     print("wrote " + ", ".join(str(p) for p in paths))
@@ -40,14 +41,14 @@ def _sweep_bookkeeping(args) -> int:
 
 
 def _options(args):
-    from testbed.bench.cases import BenchOptions
+    from testbed.bench.cases import BenchOptions, case_keys
 
     kw = {}
     for key in ("ns", "ds", "clients"):
         if getattr(args, key) is not None:
             kw[key] = getattr(args, key)
     if args.cases is not None:
-        kw["cases"] = [c for c in args.cases.split(",") if c]
+        kw["cases"] = case_keys(args.cases)
     if args.ray_clients is not None:
         kw.update(ray=True, ray_clients=args.ray_clients)
     if args.scenario is not None:

@@ -198,7 +198,12 @@ def _bench_command(sub) -> None:
     p.add_argument("--n", dest="ns", type=_ints, help="points per party, e.g. 250,500,1000")
     p.add_argument("--d", dest="ds", type=_ints, help="dimensions, e.g. 2,64,784")
     p.add_argument("--clients", type=_ints, help="client counts N, e.g. 5,20,100")
-    p.add_argument("--cases", help="comma-separated case keys (default: all registered)")
+    p.add_argument(
+        "--cases",
+        help="comma-separated case keys (default: all registered): fedwad_paper, "
+        "fedwad_accurate, triangle_wad, fedbary, fedwad_pairwise, fedwad_public, isolation; "
+        "pairwise (no case: with --pairwise, that section alone)",
+    )
     p.add_argument("--ray-clients", type=_ints, help="also run the N-client cases on Ray")
     p.add_argument("--scenario", help="also time this scenario end to end (target: 3 min)")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
