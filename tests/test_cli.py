@@ -876,6 +876,24 @@ def test_validate_does_not_load_the_report_or_the_runner(tmp_path):
     assert not loaded & {"testbed.report.writer", "testbed.run.execute", "matplotlib"}
 
 
+def test_bad_input_to_computing_commands_is_refused_before_pot_and_torch_load(tmp_path):
+    """`run`, `bench` and `audit` refuse bad input before POT (and the torch it imports) load:
+    a missing file, a bad param, an unknown bench case answer in about a second, not after the
+    seconds of those imports. POT loads where a run's time budget starts or at its first solve."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("support_size: 4", "support_size: -1"))
+    assert "support_size: -1" in bad.read_text()
+    for argv in (
+        ["run", str(tmp_path / "missing.yaml")],
+        ["run", str(bad)],
+        ["audit", str(bad)],
+        ["bench", "--cases", "nope"],
+        ["bench", "--scenario", str(bad)],
+    ):
+        code = f"from testbed.cli.main import main\nassert main({argv!r}) == 2\n"
+        assert not _modules_after(code) & {"ot", "torch"}, argv
+
+
 # ----------------------------------------------------------------------------- a new user's path
 def test_a_scenario_elsewhere_announces_its_run_directory(tmp_path, monkeypatch, capsys):
     """Issue 24, user's list 1 and 2: the run of a scenario kept in another folder goes under

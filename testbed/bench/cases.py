@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import ot
 
 from testbed.bench.timing import peak_memory, time_interleaved
 from testbed.exchange.bus import Bus
@@ -55,6 +54,8 @@ def fedwad_public_algorithm(
     in the public code), t fixed, distances only at the end, xi's weights taken uniform.
     Returns :math:`W(\\mu, \\xi^{(K)}) + W(\\xi^{(K)}, \\nu)`.
     """
+    import ot  # at first use: importing POT takes seconds that refusing bad input does not need
+
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if xi0 is None:
@@ -199,6 +200,8 @@ def make_protocol(case: BenchCase):
 
 
 def emd_baseline(X: np.ndarray, Y: np.ndarray) -> Callable[[], Any]:
+    import ot
+
     a, b = ot.unif(len(X)), ot.unif(len(Y))
     M = ot.dist(X, Y)
 

@@ -40,6 +40,17 @@ def _sweep_bookkeeping(args) -> int:
     return 0
 
 
+def _check_scenario(path: str) -> None:
+    """``--scenario``: refuse, before anything is measured, what ``testbed run`` would refuse
+    (the timed run is the last step of the bench, minutes later)."""
+    from types import SimpleNamespace
+
+    from testbed.cli._common import load_checked
+    from testbed.scenario.preflight import preflight
+
+    preflight(load_checked(SimpleNamespace(scenario=path)))
+
+
 def _options(args):
     from testbed.bench.cases import BenchOptions, case_keys
 
@@ -52,6 +63,7 @@ def _options(args):
     if args.ray_clients is not None:
         kw.update(ray=True, ray_clients=args.ray_clients)
     if args.scenario is not None:
+        _check_scenario(args.scenario)
         kw.update(report_scenario=args.scenario, targets=True)
     if args.targets:
         kw["targets"] = True
@@ -79,10 +91,11 @@ def run(args) -> int:
         from testbed.cli.audit import bench_audit
 
         return bench_audit(args)
+    opts = _options(args)  # bad input is refused before the bench's imports (seconds)
     from testbed.bench.main import run_bench
     from testbed.bench.output import write_outputs
 
-    res = run_bench(_options(args), command=bench_command())
+    res = run_bench(opts, command=bench_command())
     paths = write_outputs(res, args.out)
     for t in res["targets"]:
         state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"

@@ -68,8 +68,10 @@ def _open_unit(text: str) -> float:
 # ----------------------------------------------------------------------------- the commands
 def _command(sub, name: str, module: str, help: str, func: str = "run", computes: bool = True):
     """A subcommand whose ``module.func(args)`` (in ``testbed/cli/``) runs it. ``computes``: it
-    runs protocols or attacks, so BLAS is limited and POT loaded before it starts (see
-    :func:`main`); a command that only reads files or prints (``computes=False``) skips both."""
+    runs protocols or attacks, so BLAS is limited to one thread before it starts (see
+    :func:`main`; POT is loaded where a run's time budget starts,
+    :func:`testbed.scenario.limits.cell_budget`, or at the first solve); a command that only
+    reads files or prints (``computes=False``) skips it."""
     p = sub.add_parser(name, help=help)
     p.set_defaults(module=module, func=func, computes=computes)
     return p
@@ -326,9 +328,6 @@ def main(argv: list[str] | None = None) -> int:
             from testbed.threads import limit_blas_threads
 
             limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
-            # POT (and the torch it imports) now: the plugins import it at their first solve,
-            # which would otherwise count towards the first run's limits.cell_seconds
-            import ot  # noqa: F401
         module = importlib.import_module(f"testbed.cli.{args.module}")
         return getattr(module, args.func)(args)
 
