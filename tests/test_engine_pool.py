@@ -201,3 +201,32 @@ def test_closing_the_bus_ends_what_a_party_forked(parties, tmp_path):
         pid = bus.local("b", _fork_sleeper, str(pidfile), False)
         assert not _gone(pid, 0.2)
     assert _gone(pid)
+
+
+def _pot_loaded(party):
+    import sys
+
+    return "ot" in sys.modules
+
+
+def test_workers_are_forked_with_pot_loaded():
+    """The driver loads POT (and torch) before forking the workers, so they share it instead of
+    each importing it at its first solve: in a fresh interpreter, a worker finds it loaded
+    before any solve ran."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from testbed.data.datasets import PartyData\n"
+        "from testbed.exchange.engines.pool import PoolBus\n"
+        "import numpy as np\n"
+        "from tests.test_engine_pool import _pot_loaded\n"
+        "assert 'ot' not in sys.modules\n"
+        "ps = {p: PartyData(p, np.zeros((3, 2)), None) for p in ('a', 'b')}\n"
+        "with PoolBus(parties=ps, workers=2) as bus:\n"
+        "    print(bus.local_map([(p, _pot_loaded) for p in ps]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[True, True]", out.stdout

@@ -156,13 +156,14 @@ def check_cell_count(sc, n_cells: int) -> None:
 @contextlib.contextmanager
 def cell_budget(sc) -> Iterator[None]:
     """Raise :class:`CellTimeoutError` in this run when it passes ``limits.cell_seconds``.
-    A timer signal (SIGALRM) of the main thread; elsewhere (a worker thread) no budget applies."""
+    A timer signal (SIGALRM) of the main thread; elsewhere (a worker thread) no budget applies.
+    POT is loaded first, outside any budget."""
+    # POT (and the torch it imports) before any clock starts: the plugins import it at their
+    # first solve, which would otherwise count towards the first run's budget and its reported
+    # time. Not at the command's start: bad input is refused without waiting for it (seconds)
+    import ot  # noqa: F401
+
     seconds = _limits(sc).cell_seconds
-    if seconds is not None:
-        # POT (and the torch it imports) before the clock starts: the plugins import it at
-        # their first solve, which would otherwise count towards the first run's budget. Not
-        # at the command's start: bad input is refused without waiting for it (seconds)
-        import ot  # noqa: F401
     if (
         seconds is None
         or threading.current_thread() is not threading.main_thread()

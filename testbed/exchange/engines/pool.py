@@ -204,6 +204,10 @@ class PoolBus(Bus):
         names = list(parties)
         k = max(1, min(int(workers), len(names) or 1))
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        # POT (and the torch it imports) once, here, before the fork: the workers solve, and
+        # each would otherwise import it on its own (seconds of CPU, and memory not shared)
+        import ot  # noqa: F401
+
         from testbed.exchange.engines.ray_bus import _driver_blas_threads
 
         threads = _driver_blas_threads()
