@@ -49,6 +49,8 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
     """Run every section asked for; return the JSON-able result."""
     if len(opts.ns) == 0 or len(opts.ds) == 0:
         raise TestbedError("bench: --n and --d need at least one value each")
+    import ot  # noqa: F401  (POT and torch: loaded before anything is timed)
+
     started = time.time()
     info_start = machine_info()
     pairs, notes = bench_pairs(opts)

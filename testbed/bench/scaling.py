@@ -80,6 +80,8 @@ def _grow(case_key, engine, sizes, make_run, opts, started, rows, notes, axis):
 
 
 def bench_scaling(opts: ScalingOptions) -> dict[str, Any]:
+    import ot  # noqa: F401  (POT and torch: loaded before anything is timed)
+
     from testbed.bench.cases import CLIENT_CASES, PAIR_CASES, registered, run_protocol
     from testbed.bench.data import make_clients, make_pair
     from testbed.bench.timing import fit_exponent, machine_info
