@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from testbed.bench.timing import peak_memory, time_interleaved
+from testbed.errors import TestbedError
 from testbed.exchange.bus import Bus
 
 __all__ = [
@@ -20,8 +21,8 @@ __all__ = [
     "PAIR_CASES",
     "BenchCase",
     "BenchOptions",
-    "emd_baseline",
     "case_keys",
+    "emd_baseline",
     "fedwad_public_algorithm",
     "make_protocol",
     "measure_against",
@@ -251,8 +252,6 @@ SECTION_KEYS = ("fedwad_public", "isolation", "pairwise")
 
 def case_keys(text: str) -> list[str]:
     """The keys of a ``--cases`` value (comma-separated); an unknown key is bad input."""
-    from testbed.errors import TestbedError
-
     keys = [c.strip() for c in text.split(",") if c.strip()]
     known = [c.key for c in (*PAIR_CASES, *CLIENT_CASES)] + list(SECTION_KEYS)
     unknown = [k for k in keys if k not in known]

@@ -190,6 +190,11 @@ class DistillSplitConfig(PluginConfig):
     )
     audit_rows: int = Field(0, ge=0, description="members (and as many non-members) to draw")
 
+    @property
+    def server_parties(self) -> list[str]:
+        """The parties holding the server's data: transfer, test and, with an audit, audit."""
+        return [self.transfer, self.test] + ([self.audit] if self.audit_target else [])
+
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo):
         if self.transfer_fraction + self.test_fraction >= 0.95:
@@ -197,7 +202,7 @@ class DistillSplitConfig(PluginConfig):
         if (self.audit_target is None) != (self.audit_rows == 0):
             raise ValueError("audit_target and audit_rows > 0 go together")
         # the parties split() needs (checked when validated with the scenario, PluginConfig)
-        server = [self.transfer, self.test] + ([self.audit] if self.audit_target else [])
+        server = self.server_parties
         check_parties(server, info)
         parties = scenario_parties(info)
         if parties is not None:
@@ -224,19 +229,20 @@ class DistillSplit(PartitionerPlugin):
 
     def party_rows(self, n, parties, class_rows=None):
         cfg = self.config
-        n_test, n_tr = self._sizes(n)
+        n_test, n_tr, rest = self._sizes(n)  # the clients' Dirichlet split of rest: random
         server = {cfg.test: n_test, cfg.transfer: n_tr}
         if cfg.audit_target is not None:
             server[cfg.audit] = 2 * cfg.audit_rows
-        rest = max(n - n_test - n_tr, 0)  # the clients' Dirichlet split of the rest: random
         rows = {p: server.get(p, rest) for p in parties}
         # the audit's members stay in the target's rows: counted twice
         return PartyRows(rows, n + cfg.audit_rows)
 
-    def _sizes(self, n: int) -> tuple[int, int]:
-        """Rows of the test and the transfer set in a dataset of ``n`` rows."""
+    def _sizes(self, n: int) -> tuple[int, int, int]:
+        """Rows of the test set, of the transfer set and left for the clients in a dataset of
+        ``n`` rows."""
         cfg = self.config
-        return int(round(cfg.test_fraction * n)), int(round(cfg.transfer_fraction * n))
+        n_test, n_tr = int(round(cfg.test_fraction * n)), int(round(cfg.transfer_fraction * n))
+        return n_test, n_tr, max(n - n_test - n_tr, 0)
 
     def _too_few(self, clients: list[str], rest: int, n: int) -> str:
         cfg = self.config
@@ -251,10 +257,8 @@ class DistillSplit(PartitionerPlugin):
 
     def check_rows(self, n, parties):
         cfg = self.config
-        server = [cfg.transfer, cfg.test] + ([cfg.audit] if cfg.audit_target else [])
-        clients = [p for p in parties if p not in server]
-        n_test, n_tr = self._sizes(n)
-        rest = max(n - n_test - n_tr, 0)
+        clients = [p for p in parties if p not in cfg.server_parties]
+        _, _, rest = self._sizes(n)
         if clients and rest < len(clients) * MIN_CLIENT_ROWS:
             return ("name",), self._too_few(clients, rest, n)
         most = rest - (len(clients) - 1) * MIN_CLIENT_ROWS  # the audit target's largest share
@@ -267,7 +271,7 @@ class DistillSplit(PartitionerPlugin):
 
     def split(self, ds, parties, rng):
         cfg = self.config
-        server = [cfg.transfer, cfg.test] + ([cfg.audit] if cfg.audit_target else [])
+        server = cfg.server_parties
         for p in server:
             if p not in parties:
                 raise DataError(
@@ -281,7 +285,7 @@ class DistillSplit(PartitionerPlugin):
                 f"partition distill_split: audit_target {cfg.audit_target!r} is not a client"
             )
         perm = rng.permutation(ds.n)
-        n_test, n_tr = self._sizes(ds.n)
+        n_test, n_tr, _ = self._sizes(ds.n)
         test, transfer, rest = perm[:n_test], perm[n_test : n_test + n_tr], perm[n_test + n_tr :]
         sub = Dataset(ds.X[rest], None if ds.y is None else ds.y[rest], ds.name)
         try:

@@ -163,18 +163,28 @@ def _class_rows(name: str, p: dict) -> dict[int, int] | None:
     return None
 
 
-def _known_party_rows(res: dict, N: int) -> PartyRows | None:
-    """Each party's rows from the partition's params (exact, or an upper bound where the
-    partition is random); ``None`` when the partitioner does not say."""
+def _partitioner(res: dict):
+    """The scenario's partitioner with its params, or ``None`` when it cannot be built (a bad
+    partition is reported with its own message)."""
     from testbed.registry import PARTITIONERS
 
-    names = list(res["data"]["parties"])
     part = res["data"]["partition"]
-    ds = res["data"]["dataset"]
     try:
-        plugin = PARTITIONERS.get(part["name"]).from_params(part.get("params") or {})
+        return PARTITIONERS.get(part["name"]).from_params(part.get("params") or {})
+    except Exception:
+        return None
+
+
+def _known_party_rows(res: dict, N: int, plugin=None) -> PartyRows | None:
+    """Each party's rows from the partition's params (exact, or an upper bound where the
+    partition is random); ``None`` when the partitioner does not say. ``plugin``: the
+    :func:`_partitioner`, when the caller built it already."""
+    names = list(res["data"]["parties"])
+    ds = res["data"]["dataset"]
+    plugin = plugin if plugin is not None else _partitioner(res)
+    try:
         rows = plugin.party_rows(N, names, _class_rows(ds["name"], ds.get("params") or {}))
-    except Exception:  # a bad partition is reported by the run, with its own message
+    except Exception:  # a bad partition (or none) is reported by the run, with its own message
         rows = None
     return None if rows is None or set(rows.rows) != set(names) else rows
 
@@ -191,7 +201,7 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
     """A partition (:meth:`~testbed.data.partitions.PartitionerPlugin.check_rows`) or protocol
     parameter (:meth:`protocols._base.Protocol.check_rows`) the dataset's rows cannot satisfy,
     when the scenario tells the rows before loading: refused as the run would be."""
-    from testbed.registry import PARTITIONERS, PROTOCOLS
+    from testbed.registry import PROTOCOLS
     from testbed.scenario.resolve import resolve
 
     res = resolved if resolved is not None else resolve(sc)
@@ -199,11 +209,7 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
     shape = _dataset_shape(ds["name"], ds.get("params") or {})
     if shape is None or res["data"].get("transform"):  # a transform may change the rows
         return
-    part = res["data"]["partition"]
-    try:
-        plugin = PARTITIONERS.get(part["name"]).from_params(part.get("params") or {})
-    except Exception:  # a bad partition is reported with its own message
-        plugin = None
+    plugin = _partitioner(res)
     problem = plugin.check_rows(shape[0], list(res["data"]["parties"])) if plugin else None
     if problem:
         loc = ["data", "partition", *problem[0]]
@@ -211,7 +217,7 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
         if problem[0][:1] == ("params",) and problem[0][-1] not in given:
             loc = ["data", "partition", "name"]  # a default: the partition's own line
         raise ScenarioError(f"{_where(sc, loc)}: {problem[1]}")
-    rows = _known_party_rows(res, shape[0])
+    rows = _known_party_rows(res, shape[0], plugin)
     proto = res["protocol"]
     check = getattr(PROTOCOLS.get(proto["name"]), "check_rows", None)
     if rows is None or check is None:
