@@ -37,6 +37,15 @@ def _snoop(view, public) -> np.ndarray:
         elif "X" in (getattr(type(x), "__dataclass_fields__", None) or {}):
             take(x.X)  # PartyData and the like
 
+    with warnings.catch_warnings():
+        # reading every attribute of every live object touches deprecated ones (torch's
+        # reduce_op, importlib's SelectableGroups), which warn on access
+        warnings.simplefilter("ignore")
+        _reach(take)
+    return np.vstack(found) if found else np.empty((0, D))
+
+
+def _reach(take) -> None:
     f = sys._getframe()
     while f is not None:  # stack walking
         for v in list(f.f_locals.values()):
@@ -50,7 +59,6 @@ def _snoop(view, public) -> np.ndarray:
     for mod in list(sys.modules.values()):  # module globals
         for v in list(getattr(mod, "__dict__", {}).values()):
             take(v)
-    return np.vstack(found) if found else np.empty((0, D))
 
 
 def _arrays(p):
