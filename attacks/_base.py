@@ -24,7 +24,7 @@ Writing an attack::
             return [AttackOutput(kind="points", target="bob", points=guess)]
 
 Third-party packages expose it with an entry point in the group ``ot_testbed.attacks`` and check
-it with :func:`testbed.testing.check_attack` (or ``testbed new-attack NAME`` to scaffold both).
+it with :func:`testbed.testing.check_plugin` (or ``testbed new-attack NAME`` to scaffold both).
 
 What an attacker may know (:class:`~testbed.exchange.bus.PublicInfo`, filled by the runner):
 

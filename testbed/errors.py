@@ -24,6 +24,11 @@ class EngineCallError(PluginFault):
     :class:`~testbed.registry.plugin_phase` names the plugin in front of the engine's line."""
 
 
+class DriverReadError(PluginFault):
+    """A protocol's driver code reached for a party's private rows through its handle.
+    :class:`~testbed.registry.plugin_phase` names the protocol in front of the line."""
+
+
 class ScenarioError(TestbedError):
     """The scenario file is malformed or refers to something that does not exist."""
 

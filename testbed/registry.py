@@ -15,6 +15,7 @@ their source (the class docstring's first line) without importing them.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import os
@@ -25,7 +26,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo
 
-from testbed.errors import EngineCallError, PluginFault, TestbedError, UnknownPluginError
+from testbed.errors import (
+    DriverReadError,
+    EngineCallError,
+    PluginFault,
+    TestbedError,
+    UnknownPluginError,
+)
 
 __all__ = [
     "ATTACKS",
@@ -144,7 +151,7 @@ class plugin_phase:  # noqa: N801 - used as a context manager, reads like a stat
         return self
 
     def __exit__(self, et, exc, tb):
-        if isinstance(exc, EngineCallError):  # the engine says what failed, not whose call
+        if isinstance(exc, (EngineCallError, DriverReadError)):  # what failed, not whose call
             raise PluginFault(f"{self.kind} {self.name!r} failed in {self.phase}: {exc}") from exc
         if exc is None or isinstance(exc, TestbedError):
             return False  # user-facing errors already say what is wrong
@@ -209,10 +216,13 @@ class Plugin:
 class Registry:
     """Name -> class mapping for one plugin kind."""
 
-    def __init__(self, kind: str, group: str, builtin: str):
+    def __init__(self, kind: str, group: str, builtin: str, base: str = "testbed.registry:Plugin"):
         self.kind = kind
         self.group = group
         self._builtin = builtin
+        #: "module:Class" every plugin of this kind subclasses (imported when the first plugin
+        #: registers: its module has imported it already)
+        self._base = base
         self._items: dict[str, type] = {}
         self._origins: dict[str, str] = {}
         #: name -> why it cannot be used (failed import, refused duplicate); only scenarios
@@ -225,6 +235,20 @@ class Registry:
         """Class decorator. Refuses a duplicate name and a non-snake_case name."""
 
         def deco(c: type) -> type:
+            base = self.base()
+            if not (isinstance(c, type) and issubclass(c, base)):
+                what = c.__name__ if isinstance(c, type) else f"a {type(c).__name__}"
+                raise TestbedError(
+                    f"{what} is not {'an' if self.kind[0] in 'aeiou' else 'a'} {self.kind} "
+                    f"plugin: subclass "
+                    f"{base.__module__.split('._')[0]}.{base.__qualname__}"
+                )
+            own = vars(c).get("name")
+            if name is not None and isinstance(own, str) and own and own != name:
+                raise TestbedError(
+                    f"its class {c.__name__} is named {own!r}: a scenario uses the entry "
+                    f"point's name, so give both the same name"
+                )
             key = name or getattr(c, "name", "")
             if not key or not _SNAKE.match(key):
                 raise TestbedError(
@@ -241,6 +265,11 @@ class Registry:
             return c
 
         return deco(cls) if cls is not None else deco
+
+    def base(self) -> type:
+        """The class every plugin of this kind subclasses."""
+        module, cls = self._base.split(":")
+        return getattr(importlib.import_module(module), cls)
 
     def _ensure_loaded(self) -> None:
         if self._loaded or self._loading:
@@ -319,8 +348,22 @@ class Registry:
             return self._items[name]
         except KeyError:
             self._ensure_loaded()
-            known = ", ".join(sorted(self._items)) or "(none)"
-            raise UnknownPluginError(f"unknown {self.kind} {name!r}; known: {known}") from None
+            raise UnknownPluginError(self._unknown(name)) from None
+
+    def _unknown(self, name: str) -> str:
+        """One line for a name nobody registered: the closest names, else every name, and
+        where a plugin of one's own comes from."""
+        known = sorted(set(self._items) - set(self._broken))
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.75)
+        if close:
+            hint = f"did you mean {' or '.join(repr(c) for c in close)}?"
+        else:
+            hint = f"known: {', '.join(known) or '(none)'}"
+        return (
+            f"unknown {self.kind} {name!r}; {hint} (a plugin of your own is found through its "
+            f"package's entry point in group {self.group!r}: `pip install -e` the package again "
+            f"after editing its entry points)"
+        )
 
     def broken(self) -> dict[str, str]:
         """Plugins that cannot be used, with the reason (import error, duplicate name). Loads
@@ -446,9 +489,21 @@ def _class_docs(path: str) -> dict[str, str]:
     return out
 
 
-PROTOCOLS = Registry("protocol", "ot_testbed.protocols", "protocols")
-ATTACKS = Registry("attack", "ot_testbed.attacks", "attacks")
-DEFENSES = Registry("defense", "ot_testbed.defenses", "defenses")
-DATASETS = Registry("dataset", "ot_testbed.datasets", "testbed.data.builtins")
-PARTITIONERS = Registry("partitioner", "ot_testbed.partitioners", "testbed.data.builtins")
-TRANSFORMS = Registry("transform", "ot_testbed.transforms", "testbed.data.transforms")
+PROTOCOLS = Registry("protocol", "ot_testbed.protocols", "protocols", "protocols._base:Protocol")
+ATTACKS = Registry("attack", "ot_testbed.attacks", "attacks", "attacks._base:Attack")
+DEFENSES = Registry("defense", "ot_testbed.defenses", "defenses", "defenses._base:Defense")
+DATASETS = Registry(
+    "dataset", "ot_testbed.datasets", "testbed.data.builtins", "testbed.data.datasets:DatasetPlugin"
+)
+PARTITIONERS = Registry(
+    "partitioner",
+    "ot_testbed.partitioners",
+    "testbed.data.builtins",
+    "testbed.data.partitions:PartitionerPlugin",
+)
+TRANSFORMS = Registry(
+    "transform",
+    "ot_testbed.transforms",
+    "testbed.data.transforms",
+    "testbed.data.transforms:Transform",
+)

@@ -93,6 +93,17 @@ class Unseeded(PrivateMean):
         return super().run(parties, bus, rng)
 
 
+class DriverReader(PrivateMean):
+    """Reads a party's rows through the handle its driver code holds."""
+
+    name = "toy_driver_reader"
+    message_kinds = ("toy_driver_reader.mean",)
+
+    def run(self, parties, bus, rng):
+        rows = parties[list(parties)[0]].X
+        return ProtocolResult(estimates={"mean_distance": float(np.abs(rows).sum())})
+
+
 class OffReference(PrivateMean):
     """Reports twice the distance it computes."""
 

@@ -70,7 +70,7 @@ def test_good_scenario_validates(tmp_path, capsys):
         (
             lambda s: s.replace("name: fedwad", "name: fedwat"),
             14,
-            "unknown protocol 'fedwat'; known: ",
+            "unknown protocol 'fedwat'; did you mean 'fedwad'?",
         ),
         (
             lambda s: s.replace("{n: 15, mean: 3.0}", "{n: -15, mean: 3.0}"),

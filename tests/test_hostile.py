@@ -1307,3 +1307,22 @@ def test_a_guard_stop_is_the_protocols_fault_exit_1(tmp_path, capsys, monkeypatc
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: privacy guard: message #") and err.count("\n") == 1, err
+
+
+def test_a_protocol_reading_rows_on_the_driver_is_its_fault_exit_1(tmp_path, capsys, monkeypatch):
+    """The handles a protocol's driver holds refuse its rows: one line naming the protocol and
+    the phase, exit 1 (the plugin's fault, not bad input), and no results written."""
+    from _toy_protocols import DriverReader
+
+    from testbed.registry import PROTOCOLS
+
+    monkeypatch.setitem(PROTOCOLS._items, DriverReader.name, DriverReader)
+    monkeypatch.setitem(PROTOCOLS._origins, DriverReader.name, "_toy_protocols.DriverReader")
+    f = tmp_path / "s.yaml"
+    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_driver_reader}\n", BASE))
+    assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
+    assert capsys.readouterr().err == (
+        "error: protocol 'toy_driver_reader' failed in run: it read party 'alice''s private `X` "
+        "on the driver; run local work at the party with bus.local('alice', fn, ...)\n"
+    )
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -24,7 +24,7 @@ import numpy as np
 from testbed.data.datasets import NoiseSpec, PartyData, build_parties
 from testbed.data.population import Population, population_rows
 from testbed.data.public import gaussian_prior
-from testbed.errors import TestbedError
+from testbed.errors import DriverReadError
 from testbed.exchange.bus import PublicInfo
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
@@ -44,9 +44,9 @@ class PartyHandle:
 
     def __getattr__(self, attr: str) -> Any:
         if attr in ("X", "y", "source_index"):
-            raise TestbedError(
-                f"the protocol read party {self.name!r}'s private `{attr}` on the driver; "
-                f"run local work at the party with bus.local({self.name!r}, fn, ...)"
+            raise DriverReadError(
+                f"it read party {self.name!r}'s private `{attr}` on the driver; run local work "
+                f"at the party with bus.local({self.name!r}, fn, ...)"
             )
         raise AttributeError(attr)
 

@@ -117,8 +117,19 @@ def unpack_view(blob: bytes) -> tuple[View, PublicInfo]:
     return view, public
 
 
-def _to_safe(x: Any, arrays: dict[str, np.ndarray]) -> Any:
+#: how deep an attack's result may nest (lists, tuples, mappings, outputs): far beyond any real
+#: output's meta, and far below what the scorer's and report's recursive code could handle
+MAX_RESULT_DEPTH = 100
+
+
+class NestingError(ValueError):
+    """An attack's result nests deeper than :data:`MAX_RESULT_DEPTH`."""
+
+
+def _to_safe(x: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
     """JSON-able form of an attack's output; arrays go to ``arrays`` (numeric dtypes only)."""
+    if depth > MAX_RESULT_DEPTH:
+        raise NestingError(f"its outputs nest deeper than {MAX_RESULT_DEPTH} levels")
     if isinstance(x, np.ndarray):
         if x.dtype.hasobject:
             raise TypeError("object arrays cannot leave the attack process")
@@ -126,36 +137,42 @@ def _to_safe(x: Any, arrays: dict[str, np.ndarray]) -> Any:
         arrays[key] = np.ascontiguousarray(x)
         return {"__array__": key}
     if isinstance(x, (np.generic,)):
-        return _to_safe(x.item(), arrays)
+        return _to_safe(x.item(), arrays, depth)
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
     if isinstance(x, tuple):
-        return {"__tuple__": [_to_safe(v, arrays) for v in x]}
+        return {"__tuple__": [_to_safe(v, arrays, depth + 1) for v in x]}
     if isinstance(x, list):
-        return [_to_safe(v, arrays) for v in x]
+        return [_to_safe(v, arrays, depth + 1) for v in x]
     if isinstance(x, Mapping):
         if not all(isinstance(k, str) for k in x):
             raise TypeError("mapping keys must be str")
-        return {"__map__": {k: _to_safe(v, arrays) for k, v in x.items()}}
+        return {"__map__": {k: _to_safe(v, arrays, depth + 1) for k, v in x.items()}}
     if is_dataclass(x) and type(x).__name__ == "AttackOutput":
-        return {"__output__": {f.name: _to_safe(getattr(x, f.name), arrays) for f in fields(x)}}
+        return {
+            "__output__": {
+                f.name: _to_safe(getattr(x, f.name), arrays, depth + 1) for f in fields(x)
+            }
+        }
     raise TypeError(f"{type(x).__name__} cannot leave the attack process")
 
 
-def _from_safe(x: Any, arrays) -> Any:
+def _from_safe(x: Any, arrays, depth: int = 0) -> Any:
+    if depth > MAX_RESULT_DEPTH:
+        raise NestingError(f"the result nests deeper than {MAX_RESULT_DEPTH} levels")
     if isinstance(x, list):
-        return [_from_safe(v, arrays) for v in x]
+        return [_from_safe(v, arrays, depth + 1) for v in x]
     if isinstance(x, dict):
         if "__array__" in x:
             return np.array(arrays[x["__array__"]])
         if "__tuple__" in x:
-            return tuple(_from_safe(v, arrays) for v in x["__tuple__"])
+            return tuple(_from_safe(v, arrays, depth + 1) for v in x["__tuple__"])
         if "__map__" in x:
-            return {k: _from_safe(v, arrays) for k, v in x["__map__"].items()}
+            return {k: _from_safe(v, arrays, depth + 1) for k, v in x["__map__"].items()}
         if "__output__" in x:
             from attacks._base import AttackOutput
 
-            kw = {k: _from_safe(v, arrays) for k, v in x["__output__"].items()}
+            kw = {k: _from_safe(v, arrays, depth + 1) for k, v in x["__output__"].items()}
             kw["meta"] = kw.get("meta") or {}
             return AttackOutput(**kw)
     return x

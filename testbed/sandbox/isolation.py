@@ -42,6 +42,8 @@ from typing import Any
 from testbed.errors import TestbedError
 from testbed.exchange.bus import PublicInfo, View
 from testbed.sandbox.codec import (
+    MAX_RESULT_DEPTH,
+    NestingError,
     decode_result,
     encode_result,
     freeze_tree,
@@ -157,15 +159,28 @@ def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int)
         phase = "baseline"
         baseline = attack.baseline(view, public, rngs[1])
         phase = "output"
-        msg = encode_result({"ok": [list(outputs), list(baseline)], "isolation": level})
+        wrong = _not_a_list(outputs, "run") or _not_a_list(baseline, "baseline")
+        if wrong:
+            msg = encode_result({"error": [phase, wrong, "", level]})
+        else:
+            msg = encode_result({"ok": [list(outputs), list(baseline)], "isolation": level})
         if len(msg) > cap:
             line = f"its outputs are {len(msg) / 2**20:.1f} MiB, above {_mib(cap)}"
             msg = encode_result({"error": [phase, line, "", level]})
     except BaseException as exc:  # reported to the parent, which decides what to do
         line = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        if phase == "output" and isinstance(exc, (RecursionError, NestingError)):
+            line = f"its outputs nest deeper than {MAX_RESULT_DEPTH} levels"
         msg = encode_result({"error": [phase, line[:300], traceback.format_exc()[-20000:], level]})
     _send(conn.fileno(), msg)
     conn.close()
+
+
+def _not_a_list(got, method: str) -> str:
+    """What is wrong with a ``run``/``baseline`` result that is no list ("" when it is one)."""
+    if isinstance(got, (list, tuple)):
+        return ""
+    return f"{method} returned a {type(got).__name__}, not a list of AttackOutput"
 
 
 def _mib(n: int) -> str:
@@ -252,7 +267,15 @@ def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
             raise AttackFailedError.of(
                 name, "output", f"it sent {size} bytes, above {_mib(limits.output_bytes)}"
             )
-        msg = decode_result(_read_exact(fd, size, deadline))
+        blob = _read_exact(fd, size, deadline)
+        try:
+            msg = decode_result(blob)
+        except (RecursionError, NestingError):
+            raise AttackFailedError.of(
+                name,
+                "output",
+                f"its process sent a result nested deeper than {MAX_RESULT_DEPTH} levels",
+            ) from None
     except TimeoutError:
         raise AttackFailedError.of(
             name, "time", f"it ran past limits.attack_seconds = {limits.seconds:g} s and was killed"
@@ -266,9 +289,28 @@ def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
         raise AttackFailedError.of(
             name, "run", f"its process ended without a readable result ({how})"
         ) from None
-    if not isinstance(msg, dict) or not ({"ok", "isolation"} == set(msg) or {"error"} == set(msg)):
+    if not _well_formed(msg):
         raise AttackFailedError.of(name, "output", "its process sent a malformed result")
     return msg
+
+
+def _well_formed(msg) -> bool:
+    """The shape :func:`_child` sends: ``{"ok": [outputs, baseline], "isolation": level}`` or
+    ``{"error": [phase, line, traceback, level]}``, every text a str."""
+    if not isinstance(msg, dict):
+        return False
+    if set(msg) == {"error"}:
+        e = msg["error"]
+        return isinstance(e, list) and len(e) == 4 and all(isinstance(v, str) for v in e)
+    if set(msg) == {"ok", "isolation"}:
+        ok = msg["ok"]
+        return (
+            isinstance(msg["isolation"], str)
+            and isinstance(ok, list)
+            and len(ok) == 2
+            and all(isinstance(v, list) for v in ok)
+        )
+    return False
 
 
 #: how long the driver waits for a killed attack process to be reaped: at once, unless the
