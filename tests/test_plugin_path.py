@@ -166,13 +166,47 @@ class ForgedResult(Boom):
         f = sys._getframe()
         while "conn" not in f.f_locals:
             f = f.f_back
-        buf = io.BytesIO()
-        np.savez(buf, __json__=np.frombuffer(self.doc.encode(), dtype=np.uint8))
-        msg = buf.getvalue()
+        msg = self._blob()
         data = memoryview(len(msg).to_bytes(8, "little") + msg)
         while data:
             data = data[os.write(f.f_locals["conn"].fileno(), data) :]
         os._exit(0)
+
+    def _blob(self) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        np.savez(buf, __json__=np.frombuffer(self.doc.encode(), dtype=np.uint8))
+        return buf.getvalue()
+
+
+class Deflated(ForgedResult):
+    """Sends a valid result beside a deflated member that inflates to 64 MiB of zeros."""
+
+    name = "deflated_attack"
+
+    def _blob(self) -> bytes:
+        import io
+        import zipfile
+
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as zf:
+            doc = '{"__map__": {"ok": [[], []], "isolation": "x"}}'
+            with zf.open("__json__.npy", "w") as f:
+                np.lib.format.write_array(f, np.frombuffer(doc.encode(), dtype=np.uint8))
+            zf.writestr(
+                zipfile.ZipInfo("a1.npy"), b"\0" * (64 << 20), compress_type=zipfile.ZIP_DEFLATED
+            )
+        return buf.getvalue()
+
+
+class NotAnArchive(ForgedResult):
+    """Sends bytes that are no .npz archive."""
+
+    name = "not_an_archive_attack"
+
+    def _blob(self) -> bytes:
+        return b"\x80\x04K\x01." * 4
 
 
 def _forged(cls: str, name: str, doc: str) -> type:
@@ -284,6 +318,8 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
         (DeepOutputs, "its process sent a result nested deeper than 100 levels"),
         (ShortError, "its process sent a malformed result"),
         (DeepError, "its process sent a malformed result"),
+        (Deflated, "its process sent a compressed result ('a1.npy' inflates to 67108864 bytes)"),
+        (NotAnArchive, "its process sent a result that is not an .npz archive"),
     ],
     ids=lambda v: v.name if isinstance(v, type) else None,
 )

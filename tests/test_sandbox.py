@@ -454,3 +454,26 @@ def test_a_kept_path_under_tmp_is_mounted_back_read_only_and_nothing_else(nobody
         srv.close()
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_the_attack_keeps_no_descriptor_of_the_drivers(obs):
+    """Only stdin, stdout, stderr (its own now) and its result pipe are open in the attack's
+    process: not the forkserver's pipes, nor multiprocessing's resource tracker's, a write to
+    which could make that process (outside the sandbox) unlink any name in /dev/shm."""
+    fds, conn = _attack(obs, "fds")["got"].rsplit(" ", 1)
+    assert eval(fds) == sorted({0, 1, 2, int(conn)})
+
+
+def test_what_an_attack_prints_stays_off_the_users_screen(obs, capfd, caplog):
+    """An attack's prints (Python's and raw writes to descriptors 1 and 2) never reach the
+    testbed's stdout or stderr, where they could pass for the testbed's own lines or corrupt a
+    pipe reading them; the driver logs their tail, shown by ``--debug``."""
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="testbed.sandbox.isolation"):
+        assert _attack(obs, "shout")["got"] == "shouted"
+    out, err = capfd.readouterr()
+    assert MARK.decode() not in out + err
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for how in ("print", "stderr", "fd1", "fd2"):
+        assert f"{MARK.decode()} {how}" in logged

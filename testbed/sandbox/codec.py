@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import zipfile
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from types import MappingProxyType
@@ -122,7 +123,11 @@ def unpack_view(blob: bytes) -> tuple[View, PublicInfo]:
 MAX_RESULT_DEPTH = 100
 
 
-class NestingError(ValueError):
+class UnreadableResult(ValueError):
+    """An attack's result that the driver refuses to read; the message says why."""
+
+
+class NestingError(UnreadableResult):
     """An attack's result nests deeper than :data:`MAX_RESULT_DEPTH`."""
 
 
@@ -188,6 +193,20 @@ def encode_result(obj: Any) -> bytes:
 
 
 def decode_result(blob: bytes) -> Any:
+    """The attack's result from :func:`encode_result`'s bytes. Every member must be stored, not
+    compressed (``np.savez`` stores), so what is read is at most the bytes received, which the
+    driver has capped at ``limits.attack_output_mb``: a deflated member could hold gigabytes."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(blob))
+    except zipfile.BadZipFile:
+        raise UnreadableResult("its process sent a result that is not an .npz archive") from None
+    with zf:
+        for info in zf.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size > len(blob):
+                raise UnreadableResult(
+                    f"its process sent a compressed result ({info.filename!r} inflates to "
+                    f"{info.file_size} bytes)"
+                )
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     doc = json.loads(arrays.pop("__json__").tobytes().decode())

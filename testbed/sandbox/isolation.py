@@ -25,6 +25,7 @@ Cost: one fork of a warm server per attack, the sandbox, and pickling the view (
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -44,6 +45,7 @@ from testbed.exchange.bus import PublicInfo, View
 from testbed.sandbox.codec import (
     MAX_RESULT_DEPTH,
     NestingError,
+    UnreadableResult,
     decode_result,
     encode_result,
     freeze_tree,
@@ -64,6 +66,7 @@ __all__ = [
     "unpack_view",
 ]
 
+_LOG = logging.getLogger(__name__)
 _CTX: Any = None
 _NOTICE: list[str] = []  # the one-time "no kernel sandbox here" notice, once given
 _HEADER = 8  # bytes of the little-endian length before the result
@@ -141,12 +144,56 @@ def _send(fd: int, msg: bytes) -> None:
         data = data[os.write(fd, data) :]
 
 
-def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int) -> None:
+#: what an attack printed, in its temporary directory; the driver logs its tail (``--debug``)
+PRINTED = "printed.txt"
+PRINTED_TAIL = 64 << 10
+
+
+def _own_descriptors(conn, tmp: str) -> None:
+    """The attack's process keeps no descriptor of the driver's: its stdout and stderr go to a
+    file of its own (what it prints never reaches the user's terminal or a pipe reading the
+    testbed's output), stdin reads nothing, and every other inherited descriptor is closed but
+    its result pipe (the forkserver's and multiprocessing's resource tracker's pipes among them:
+    through the tracker's, a write could have made that process, outside the sandbox, unlink
+    any name in /dev/shm)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    out = os.open(os.path.join(tmp, PRINTED), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    keep = conn.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 20)
+    from multiprocessing import resource_tracker
+
+    # its descriptor number is closed now (and may be reused by a file the attack opens): the
+    # tracker starts afresh, inside the sandbox, if the attack ever needs one
+    resource_tracker._resource_tracker._fd = None
+
+
+def _printed(tmp: str) -> str:
+    """The last :data:`PRINTED_TAIL` bytes the attack printed (empty when it printed nothing)."""
+    try:
+        with open(os.path.join(tmp, PRINTED), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - PRINTED_TAIL))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int, tmp: str) -> None:
     """Runs in the attack's own process: confine it, rebuild the inputs, run, send the outputs
     back (at most ``cap`` bytes)."""
     phase, level = "sandbox", "process"
     sys.argv = [sys.argv[0] if sys.argv else "attack"]  # the driver's command line stays there
     try:
+        _own_descriptors(conn, tmp)
         if policy is not None:
             level = confine(policy)  # first: unshare wants a single-threaded process
         _apply_thread_limits(limits)
@@ -276,6 +323,8 @@ def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
                 "output",
                 f"its process sent a result nested deeper than {MAX_RESULT_DEPTH} levels",
             ) from None
+        except UnreadableResult as exc:
+            raise AttackFailedError.of(name, "output", str(exc)) from None
     except TimeoutError:
         raise AttackFailedError.of(
             name, "time", f"it ran past limits.attack_seconds = {limits.seconds:g} s and was killed"
@@ -373,6 +422,7 @@ def run_isolated(
             _thread_limits(),
             _policy(cls, limits, tmp),
             limits.output_bytes,
+            tmp,
         ),
         daemon=True,
     )
@@ -390,6 +440,11 @@ def run_isolated(
     finally:  # also on Ctrl-C or limits.cell_seconds in the parent: the attack stops too
         recv.close()
         _end(proc, 2.0 if msg is not None else 0.0)
+        printed = _printed(tmp)
+        if printed:
+            _LOG.debug(
+                "--- %s printed (its last %d bytes at most) ---\n%s", name, PRINTED_TAIL, printed
+            )
         shutil.rmtree(tmp, ignore_errors=True)
     if "error" in msg:
         phase, line, tb, level = (str(v) for v in msg["error"])
