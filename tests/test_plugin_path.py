@@ -159,7 +159,6 @@ class ForgedResult(Boom):
     doc = ""
 
     def run(self, view, public, rng):
-        import io
         import os
         import sys
 
