@@ -66,6 +66,12 @@ __all__ = [
 OutputKind = Literal["points", "scores", "words", "histogram"]
 OUTPUT_KINDS: tuple[str, ...] = ("points", "scores", "words", "histogram")
 
+#: a reconstruction may have at most this many rows per row of its target (and at least
+#: POINTS_FLOOR rows whatever the target's size): the scorer compares it with the target's rows
+#: and with the population by exact OT, whose cost grows with the product of the sizes
+POINTS_PER_ROW = 10
+POINTS_FLOOR = 10_000
+
 
 class AttackOutputError(TestbedError):
     """An attack returned something that does not follow the AttackOutput schema."""
@@ -234,6 +240,13 @@ def validate_outputs(outputs: Any, public: PublicInfo, kinds: Sequence[str] = OU
                 raise AttackOutputError(f"{where}.points: need a non-empty 2-D array")
             if public.dim and p.shape[1] != public.dim:
                 raise AttackOutputError(f"{where}.points: dimension {p.shape[1]} != {public.dim}")
+            n = (public.extra.get("sizes") or {}).get(o.target)
+            if n is not None and p.shape[0] > max(POINTS_PER_ROW * int(n), POINTS_FLOOR):
+                raise AttackOutputError(
+                    f"{where}.points: {p.shape[0]} rows for {o.target!r}'s {n}; a reconstruction "
+                    f"may have {POINTS_PER_ROW} per row of its target, and {POINTS_FLOOR} in any "
+                    "case"
+                )
             if not np.all(np.isfinite(p)):
                 raise AttackOutputError(f"{where}.points: not finite")
             if o.weights is not None:

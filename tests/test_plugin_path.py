@@ -139,6 +139,18 @@ class ReturnsDict(Boom):
         return {"alice": AttackOutput(kind="points", target="alice", points=np.zeros((3, 3)))}
 
 
+class TooManyPoints(Boom):
+    """Returns a 40^3 grid over the box for the 20-row alice: exact OT of 64,000 rows against
+    the target and the population once held the scorer for longer than 15 minutes."""
+
+    name = "too_many_points_attack"
+
+    def run(self, view, public, rng):
+        g = np.linspace(-3.0, 3.0, 40)
+        grid = np.stack(np.meshgrid(g, g, g), axis=-1).reshape(-1, 3)
+        return [AttackOutput(kind="points", target="alice", points=grid)]
+
+
 class DeepMeta(Boom):
     """Returns an output whose meta nests 3000 levels deep."""
 
@@ -313,6 +325,11 @@ def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, cap
         (ReturnsNone, "run returned a NoneType, not a list of AttackOutput"),
         (ReturnsDict, "run returned a dict, not a list of AttackOutput"),
         (DeepMeta, "its outputs nest deeper than 100 levels"),
+        (
+            TooManyPoints,
+            "run returned an invalid output: output[0].points: 64000 rows for 'alice''s 30; a "
+            "reconstruction may have 10 per row of its target, and 10000 in any case",
+        ),
         (DeepJson, "its process sent a result nested deeper than 100 levels"),
         (DeepOutputs, "its process sent a result nested deeper than 100 levels"),
         (ShortError, "its process sent a malformed result"),
