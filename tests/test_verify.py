@@ -166,7 +166,24 @@ def test_an_added_file_is_refused(run):
 def test_an_edited_resolved_yaml_is_refused(run):
     p = run / "resolved.yaml"
     p.write_text(p.read_text().replace("seed: 7", "seed: 8"))
-    _fails(run, r"resolved.yaml: does not match config_hash")
+    _fails(run, r"resolved.yaml: does not match config_hash \(edited since the run, or made by ")
+
+
+def test_a_plugin_whose_params_changed_since_the_run_is_named(run, monkeypatch):
+    """A plugin that gained a defaulted parameter after the run resolves the saved scenario to
+    another one: the message names the new parameter, not an edit of the file."""
+    from pydantic import create_model
+
+    from testbed.registry import PROTOCOLS
+
+    cls = PROTOCOLS.get("triangle_wad")
+    grown = create_model("Grown", __base__=cls.Config, mistake=(str, "none"))
+    monkeypatch.setattr(cls, "Config", grown)
+    _fails(
+        run,
+        r"resolved.yaml: does not match config_hash \(resolving it with the plugins installed "
+        r"now changes protocol.params.mistake \(new, 'none'\): a plugin's parameters",
+    )
 
 
 def _rewrite_every_digest(d):

@@ -129,12 +129,57 @@ def _check_config(d: Path, results: dict) -> str:
             f"{str(results.get('config_hash'))[:12]} vs config_hash's {want[:12]})"
         )
     path = d / "resolved.yaml"
-    sc = parse_scenario(_read_text(path), str(path), str(d))
-    if config_hash(resolve(sc)) != want:
-        raise TestbedError(
-            f"{path}: does not match config_hash (edited, or made by another version)"
-        )
+    text = _read_text(path)
+    sc = parse_scenario(text, str(path), str(d))
+    now = resolve(sc)
+    if config_hash(now) != want:
+        raise TestbedError(f"{path}: does not match config_hash ({_why_not(text, now)})")
     return f"resolved.yaml hashes to config_hash {want[:12]}"
+
+
+def _why_not(text: str, now: dict) -> str:
+    """Why a resolved.yaml no longer hashes to its run's config_hash: resolving it again with
+    the plugins installed now fills in something it does not hold (a plugin's parameters
+    changed since the run), or the file itself was changed."""
+    import yaml
+
+    from testbed.scenario.resolve import UNHASHED
+
+    try:
+        saved = yaml.safe_load(text)
+    except yaml.YAMLError:
+        saved = None
+    if isinstance(saved, dict):
+        saved = {k: v for k, v in saved.items() if k not in UNHASHED}
+        where = _first_difference(saved, {k: v for k, v in now.items() if k not in UNHASHED})
+        if where:
+            return (
+                f"resolving it with the plugins installed now changes {where}: a plugin's "
+                "parameters or defaults changed since the run; reinstall the version that made it"
+            )
+    return "edited since the run, or made by another version of the testbed"
+
+
+def _first_difference(a, b, path: str = "") -> str:
+    """The first path at which two YAML trees differ, with what each holds there ("" if none)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            sub = f"{path}.{k}" if path else str(k)
+            if k not in a:
+                return f"{sub} (new, {b[k]!r})"
+            if k not in b:
+                return f"{sub} (gone, was {a[k]!r})"
+            found = _first_difference(a[k], b[k], sub)
+            if found:
+                return found
+        return ""
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        return ""
+    return "" if a == b else f"{path} ({a!r} then, {b!r} now)"
 
 
 def _check_leakage(d: Path, digests: dict) -> str:
