@@ -36,6 +36,16 @@ SCENARIOS = [
     ("empty", "", "1: the file holds no scenario (empty, or only comments)"),
     ("only-comments", "# to do\n", "1: the file holds no scenario"),
     ("a-list", "- name: x\n", "1: the scenario must be a YAML mapping (name: ..., data: ..., "),
+    # nine levels of nine aliases: 9^9 values from ten lines (walked once, it hung validate)
+    (
+        "alias-bomb",
+        'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'
+        + "".join(
+            f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi")
+        )
+        + "name: bomb\n",
+        "7: its aliases expand the scenario to more than 1,000,000 values; write the values out",
+    ),
     # coercion of bool / str into numbers
     ("seed-true", _sub("seed: 7", "seed: true"), "seed"),
     ("seed-false", _sub("seed: 7", "seed: false"), "seed"),

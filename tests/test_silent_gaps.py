@@ -93,6 +93,39 @@ def test_npy_of_the_wrong_kind_is_refused_naming_the_file(tmp_path, arr, says):
     assert "d.npy" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "write, says",
+    [
+        (lambda f: np.savez(f, X=np.zeros((6, 3))), "an .npz archive, not a .npy file"),
+        (lambda f: f.write_bytes(b""), "not a .npy file (empty, or another format)"),
+        (lambda f: f.write_bytes(b"\x93NUMPY\x01\x00zz"), "not a plain numeric .npy file (EOF"),
+    ],
+    ids=["npz", "empty", "cut-header"],
+)
+def test_a_file_that_is_no_npy_is_refused_at_validate_naming_the_field(
+    tmp_path, capsys, write, says
+):
+    """Once an AttributeError or EOFError with exit 1 (an .npz named as .npy, a zero-byte file):
+    the header is read when the scenario is validated, one line at the path's line, exit 2."""
+    from testbed.cli.main import main
+
+    f = tmp_path / "d.npy"
+    write(f)
+    if not f.exists():  # np.savez appends .npz
+        (tmp_path / "d.npy.npz").rename(f)
+    sc = tmp_path / "s.yaml"
+    sc.write_text(
+        TINY.split("data:")[0]
+        + "data:\n  dataset: {name: npy, params: {path: d.npy}}\n"
+        + "  partition: {name: iid}\n  parties: [alice, bob]\n"
+        + "protocol: {name: fedwad, params: {support_size: 5, iterations: 3}}\n"
+    )
+    assert main(["validate", str(sc)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {sc}:") and "data.dataset.params.path: " + says in err, err
+    assert err.count("\n") == 1
+
+
 # ----------------------------------------------------------------------------- attacks that do not apply
 TINY = (Path(__file__).parent.parent / "scenarios" / "contract_tiny.yaml").read_text()
 

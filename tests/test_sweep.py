@@ -143,6 +143,25 @@ def test_cells_are_cached_by_config_hash(tmp_path):
     assert all((tmp_path / "cells" / r["cell"] / "results.json").is_file() for r in rows)
 
 
+def test_a_cell_edited_by_hand_is_computed_again_not_reused(tmp_path):
+    """Resuming reads a finished cell only if its row still matches the digests the run wrote:
+    an edited estimate is not carried into results.jsonl; the cell is computed again, as a
+    truncated one is, and the directory verifies."""
+    from testbed.run.verify import verify_run
+
+    sc = parse_scenario(GRID)
+    run_sweep(sc, tmp_path)
+    cell = tmp_path / "cells" / expand_cells(sc)[0].hash / "results.json"
+    res = json.loads(cell.read_text())
+    key = next(iter(res["estimates"]))
+    res["estimates"][key] = 1.2345
+    cell.write_text(json.dumps(res))
+    again = run_sweep(sc, tmp_path)
+    assert (again.computed, again.cached) == (1, 7)
+    assert "1.2345" not in (tmp_path / "results.jsonl").read_text()
+    verify_run(tmp_path)
+
+
 def _snapshot(out: Path) -> dict[str, tuple[int, bytes]]:
     snap = {}
     for p in (out / "cells").glob("*/results.json"):

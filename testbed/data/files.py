@@ -126,7 +126,32 @@ class CsvConfig(FileConfig):
         return v
 
 
+def npy_shape(path: str) -> tuple[int, ...]:
+    """The shape in a .npy file's header (nothing else is read); ValueError saying what the
+    file is instead (an .npz archive, empty, not .npy, an object array)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+            if head[:2] == b"PK":
+                raise ValueError("an .npz archive, not a .npy file: save one array with numpy.save")
+            if head != b"\x93NUMPY":
+                raise ValueError("not a .npy file (empty, or another format)")
+    except OSError as exc:
+        raise ValueError(f"cannot read it ({exc})") from None
+    try:  # the header only: the array is mapped, not read
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, EOFError, ValueError) as exc:
+        raise ValueError(f"not a plain numeric .npy file ({' '.join(str(exc).split())})") from None
+    return tuple(arr.shape)
+
+
 class NpyConfig(FileConfig):
+    @field_validator("path")
+    @classmethod
+    def _is_npy(cls, v: str) -> str:
+        npy_shape(v)  # the header only
+        return v
+
     @field_validator("label_column")
     @classmethod
     def _in_file(cls, v, info: ValidationInfo):
@@ -134,10 +159,7 @@ class NpyConfig(FileConfig):
             raise ValueError("must be a column index for .npy files (they have no header)")
         path = info.data.get("path")
         if v is not None and path is not None:
-            try:  # the header only: the array is mapped, not read
-                shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
-            except (OSError, ValueError):
-                return v  # the loader names an unreadable file
+            shape = npy_shape(path)
             bad = _label_problem(v, None, shape[1], Path(path).name) if len(shape) == 2 else None
             if bad:
                 raise ValueError(bad)
@@ -210,8 +232,9 @@ class NpyFile(DatasetPlugin):
     def load(self, rng):
         path = Path(self.config.path)
         try:
+            npy_shape(str(path))
             arr = np.load(path, allow_pickle=False)
-        except ValueError as exc:
+        except (ValueError, EOFError) as exc:
             raise DataError(f"{path}: not a plain numeric .npy file ({exc})") from None
         col = self.config.label_column
         if isinstance(col, str):

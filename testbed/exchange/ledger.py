@@ -98,8 +98,10 @@ class GaussianNoiseChoice(PluginConfig):
     noise_multiplier: float | None = Field(
         None, ge=0, description="z = noise std / sensitivity (or target_epsilon; default z = 1)"
     )
+    # opacus's search never ends for a target its smallest noise cannot reach (1e15 and up);
+    # an epsilon above a million protects nothing anyway
     target_epsilon: float | None = Field(
-        None, gt=0, description="calibrate z with opacus so that the releases cost this"
+        None, gt=0, le=1e6, description="calibrate z with opacus so that the releases cost this"
     )
     target_delta: float = Field(1e-5, gt=0, lt=1)
 

@@ -48,15 +48,24 @@ class SweepOutput:
 
 
 def _done(cdir: Path, h: str) -> dict | None:
-    """The cell's results if it finished (results.json is written last, atomically)."""
+    """The cell's results if it finished (results.json is written last, atomically) and reads
+    as the run wrote it: a row whose digests no longer match (edited by hand) is computed again,
+    as an unreadable one is, rather than passed on into results.jsonl and the summary."""
+    from testbed.run.results import results_digests
+
     p = cdir / "results.json"
     if not p.is_file():
         return None
     try:
         res = json.loads(p.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None  # unreadable: recompute (atomic writes make this a foreign file)
-    return res if res.get("config_hash") == h else None
+    if not isinstance(res, dict) or res.get("config_hash") != h:
+        return None
+    saved = res.get("digests")
+    if not isinstance(saved, dict) or saved.get("results") != results_digests(res)["results"]:
+        return None
+    return res
 
 
 def _row(cell: Cell, results: dict) -> dict:

@@ -59,11 +59,21 @@ def _check_depth(text: str, fname: str) -> None:
         raise ScenarioError(_yaml_msg(exc, fname)) from None
 
 
+#: how many values a scenario may hold once its YAML aliases are expanded: far beyond any real
+#: scenario, and far below what a "billion laughs" of nested aliases makes of a few lines
+MAX_EXPANDED_NODES = 1_000_000
+
+
 def _check_tree(node, fname: str) -> None:
-    """Plain data only: no duplicate keys (both lines named), no !!set / custom tags, finite floats."""
-    stack = [node]
+    """Plain data only: no duplicate keys (both lines named), no !!set / custom tags, finite
+    floats; each node checked once however many aliases name it, and the tree they expand to
+    at most :data:`MAX_EXPANDED_NODES` values."""
+    stack, seen_nodes = [node], set()
     while stack:
         n = stack.pop()
+        if id(n) in seen_nodes:
+            continue
+        seen_nodes.add(id(n))
         line = n.start_mark.line + 1
         if n.tag not in _PLAIN_TAGS and not n.tag.startswith("tag:yaml.org,2002:merge"):
             raise ScenarioError(
@@ -99,7 +109,36 @@ def _compose_lines(text: str, fname: str):
         raise ScenarioError(_yaml_msg(exc, fname)) from None
     if node is not None:
         _check_tree(node, fname)
+        _check_expansion(node, fname)
     return node
+
+
+def _check_expansion(root, fname: str) -> None:
+    """Refuse aliases that expand the scenario beyond :data:`MAX_EXPANDED_NODES` values (each
+    node's expanded size computed once, children first)."""
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in size:
+            continue
+        kids = (
+            [x for kv in n.value for x in kv]
+            if isinstance(n, yaml.MappingNode)
+            else n.value
+            if isinstance(n, yaml.SequenceNode)
+            else []
+        )
+        if not ready:
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+            continue
+        size[id(n)] = 1 + sum(size[id(k)] for k in kids)
+        if size[id(n)] > MAX_EXPANDED_NODES:
+            raise ScenarioError(
+                f"{fname}:{n.start_mark.line + 1}: its aliases expand the scenario to more than "
+                f"{MAX_EXPANDED_NODES:,} values; write the values out"
+            )
 
 
 def _yaml_msg(exc: yaml.YAMLError, fname: str) -> str:
