@@ -36,6 +36,25 @@ SCENARIOS = [
     ("empty", "", "1: the file holds no scenario (empty, or only comments)"),
     ("only-comments", "# to do\n", "1: the file holds no scenario"),
     ("a-list", "- name: x\n", "1: the scenario must be a YAML mapping (name: ..., data: ..., "),
+    # switches that pydantic's lax mode read as false: the guard silently off
+    ("guard-no", BASE + 'guard: "no"\n', "guard: Input should be 'stop', 'record' or 'off' (got"),
+    ("guard-zero", BASE + "guard: 0\n", "guard: Input should be 'stop', 'record' or 'off' (got 0)"),
+    (
+        "save-transcript-no",
+        BASE + 'output: {save_transcript: "no"}\n',
+        "output.save_transcript: Input should be a valid boolean (got 'no')",
+    ),
+    (
+        "rel-tol-true",
+        BASE + "guard_rel_tol: true\n",
+        "guard_rel_tol: Input should be a valid number",
+    ),
+    ("rel-tol-quoted", BASE + "guard_rel_tol: '1e-6'\n", "guard_rel_tol: Input should be a valid"),
+    (
+        "defense-bool-no",
+        BASE + 'defenses: [{name: gaussian_measure_noise, params: {noise_distances: "no"}}]\n',
+        "defenses[0].params.noise_distances: expected true or false, got 'no'",
+    ),
     # nine levels of nine aliases: 9^9 values from ten lines (walked once, it hung validate)
     (
         "alias-bomb",
@@ -297,6 +316,15 @@ def test_base_scenario_is_valid(tmp_path, capsys):
     f = tmp_path / "s.yaml"
     f.write_text(BASE)
     assert main(["validate", str(f)]) == 0
+
+
+def test_floats_with_an_exponent_are_numbers_as_yaml_1_2_reads_them(tmp_path):
+    """PyYAML reads `1e3` and `1e-5` as text; a scenario reads them as numbers, so the fields
+    that refuse text take them (before: `limits: {memory_gb: 1e3}` was refused)."""
+    from testbed.scenario.loading import parse_scenario
+
+    sc = parse_scenario(BASE + "guard_rel_tol: 1e-5\nlimits: {memory_gb: 1e3}\n")
+    assert (sc.guard_rel_tol, sc.limits.memory_gb) == (1e-5, 1000.0)
 
 
 @pytest.mark.parametrize(

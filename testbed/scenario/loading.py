@@ -7,6 +7,8 @@ error is a :class:`ScenarioError` whose message names the file, the YAML line an
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import yaml
@@ -21,8 +23,22 @@ from testbed.scenario.yamlloc import first_error
 __all__ = ["MAX_YAML_DEPTH", "load_scenario", "parse_scenario"]
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that records the line of every mapping key and sequence item."""
+class _ScenarioLoader(yaml.SafeLoader):
+    """SafeLoader that reads YAML 1.2's floats with an exponent as numbers (below)."""
+
+
+class _LineLoader(_ScenarioLoader):
+    """The scenario's loader, used to compose the node tree that gives every value's line."""
+
+
+# YAML 1.2's floats with an exponent, which PyYAML (YAML 1.1) reads as text unless they have a
+# dot and a signed exponent: `1e-8`, `1e3`, `2.5E4` are numbers in a scenario, as a user writes
+# them, so the fields that refuse text (limits:, guard_rel_tol) accept them too
+_ScenarioLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
 
 
 MAX_YAML_DEPTH = 64  # nesting levels; checked on the token stream before any tree is built
@@ -95,10 +111,18 @@ def _check_tree(node, fname: str) -> None:
             stack.extend(n.value)
         elif n.tag.endswith(":float"):
             low = str(n.value).lower().lstrip("+-")
-            if low in (".inf", ".nan"):
+            if low in (".inf", ".nan") or _overflows(low):
                 raise ScenarioError(
                     f"{fname}:{line}: {n.value} is not allowed (only finite numbers)"
                 )
+
+
+def _overflows(text: str) -> bool:
+    """A float literal too large for a float (1e400 reads as inf)."""
+    try:
+        return not math.isfinite(float(text.replace("_", "")))
+    except ValueError:
+        return False  # a YAML 1.1 form float() does not read (60:30.5): PyYAML's to convert
 
 
 def _compose_lines(text: str, fname: str):
@@ -158,7 +182,7 @@ def _yaml_msg(exc: yaml.YAMLError, fname: str) -> str:
 def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") -> Scenario:
     root = _compose_lines(text, fname)
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_ScenarioLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         raise ScenarioError(_yaml_msg(exc, fname)) from None
     if raw is None:

@@ -41,6 +41,14 @@ def _number_kinds(annotation) -> set[type]:
     return out
 
 
+def _only_bool(annotation) -> bool:
+    """Whether the annotation is ``bool`` (or ``bool | None``) and admits nothing else."""
+    if annotation is bool:
+        return True
+    args = set(typing.get_args(annotation))
+    return bool(args) and args <= {bool, type(None)} and bool in args
+
+
 _SCI = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 # any integer plugin parameter (sizes, iterations, dimensions); seeds excepted
 MAX_COUNT = 10_000_000
@@ -70,6 +78,11 @@ def _refuse_coerced_numbers(model, params, loc, root, fname) -> None:
             for sub in _submodels(field.annotation):
                 _refuse_coerced_numbers(sub, x, sub_loc, root, fname)
             kinds = _number_kinds(field.annotation)
+            if _only_bool(field.annotation) and x is not None and not isinstance(x, bool):
+                # pydantic's lax mode reads "no", "off", 0 as false: a switch silently flipped
+                raise ScenarioError(
+                    f"{where(fname, root, sub_loc)}: expected true or false, got {x!r}"
+                )
             if not kinds:
                 continue
             bad = None

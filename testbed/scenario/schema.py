@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     StrictInt,
     field_validator,
     model_validator,
@@ -143,7 +144,7 @@ class DataSpec(BaseModel):
 class OutputSpec(BaseModel):
     model_config = _STRICT
     dir: str | None = Field(None, description="run directory (default: runs/<name>-<hash8>)")
-    save_transcript: bool = True
+    save_transcript: StrictBool = True  # not "no" or 0 read as false
 
 
 class Scenario(BaseModel):
@@ -162,7 +163,7 @@ class Scenario(BaseModel):
         None, description="membership-candidate pool for membership attacks (members + held-out)"
     )
     output: OutputSpec = Field(default_factory=OutputSpec)
-    guard: Literal["stop", "record", "off"] | bool = Field(
+    guard: Literal["stop", "record", "off"] | StrictBool = Field(  # `guard: "no"` is an error
         "stop",
         description="privacy guard on every message: 'stop' ends the run at the first private "
         "row or near-copy, 'record' keeps it as a finding and goes on, 'off' (true = stop, "
@@ -172,6 +173,7 @@ class Scenario(BaseModel):
         1e-6,
         gt=0,
         le=1,
+        strict=True,  # not true (1.0) or the string '1e-6'
         allow_inf_nan=False,
         description="near-copy threshold relative to the median private row norm",
     )
