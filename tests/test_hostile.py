@@ -186,6 +186,11 @@ SCENARIOS = [
     ("sweep-badval", BASE + "sweep: {protocol.params.iterations: [2, true]}\n", "sweep cell"),
     ("sweep-str", BASE + "sweep: hello\n", "sweep"),
     (
+        "sweep-repeat",  # ran as two cells and counted as two seeds of one setting
+        BASE + "sweep: {protocol.params.iterations: [2, 3, 2]}\n",
+        "sweep: protocol.params.iterations: 2 is listed twice (items 0 and 2)",
+    ),
+    (
         "sweep-too-many",
         BASE + "limits: {max_cells: 3}\nsweep:\n  protocol.params.iterations: [1, 2, 3, 4]\n",
         "4 cells, above the limit 3",

@@ -158,6 +158,21 @@ def _grids(sc: Scenario) -> list[dict[str, list[Any]]]:
     return [sc.sweep] if isinstance(sc.sweep, dict) else list(sc.sweep)
 
 
+def _refuse_repeats(sc: Scenario, gloc: list, path: str, values: list) -> None:
+    """A value listed twice on one axis would run the same cells twice and count them as two
+    samples (a summary's n and interval); repeating a cell is what ``seeds:`` is for."""
+    first: dict[str, int] = {}
+    for j, v in enumerate(values):
+        key = json.dumps(v, sort_keys=True, default=str)
+        if key in first:
+            line = line_of(sc._yaml_root, [*gloc, path, j])
+            raise ScenarioError(
+                f"{sc._fname}:{line}: sweep: {path}: {v!r} is listed twice (items {first[key]} "
+                f"and {j}); list each value once (seeds: repeats cells with other seeds)"
+            )
+        first[key] = j
+
+
 def expand_cells(sc: Scenario) -> list[Cell]:
     """Every cell of the sweep (grid(s) x seeds), each validated with line-numbered errors.
     A scenario loaded from YAML was expanded once at load time; that list is returned."""
@@ -185,6 +200,7 @@ def expand_cells(sc: Scenario) -> list[Cell]:
             except ValueError as exc:
                 line = line_of(sc._yaml_root, [*gloc, p])
                 raise ScenarioError(f"{fname}:{line}: sweep: {exc}") from None
+            _refuse_repeats(sc, gloc, p, grid[p])
         for combo in itertools.product(*(range(len(grid[p])) for p in paths)):
             for s_i, seed in enumerate(seeds):
                 cell_raw = copy.deepcopy(raw)
