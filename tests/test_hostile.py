@@ -386,7 +386,8 @@ def test_bad_flags_exit_2(capsys, argv):
         main(argv)
     assert ei.value.code == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and "error:" in err
+    assert err.startswith("error: testbed") and err.count("\n") == 1, err  # no usage block
+    assert err.endswith(" -h` lists the options)\n")
 
 
 def _run_dir(tmp_path):
@@ -619,7 +620,7 @@ def test_bad_limit_flags_exit_2(capsys, argv):
         main(argv)
     assert ei.value.code == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and "error:" in err
+    assert err.startswith("error: testbed") and err.count("\n") == 1, err
 
 
 # ----------------------------------------------------------------------------- resources

@@ -289,8 +289,17 @@ def _version() -> str:
         return __version__
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the testbed's one-line errors: a bad flag or value is one ``error:`` line
+    naming the command (exit 2), with where to find the options, instead of the usage block;
+    ``-h`` still prints the whole usage. Sub-commands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (`{self.prog} -h` lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="testbed",
         description="Privacy-auditing testbed for federated optimal-transport protocols.",
         epilog="Exit codes: 0 done; 1 a plugin (protocol, attack, defense) failed at run time, "
