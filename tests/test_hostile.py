@@ -36,6 +36,8 @@ SCENARIOS = [
     ("empty", "", "1: the file holds no scenario (empty, or only comments)"),
     ("only-comments", "# to do\n", "1: the file holds no scenario"),
     ("a-list", "- name: x\n", "1: the scenario must be a YAML mapping (name: ..., data: ..., "),
+    # a run directory named <name>-<hash8> past a file system's 255 bytes: "File name too long"
+    ("long-name", BASE.replace("name: t\n", "name: " + "a" * 101 + "\n", 1), "name: String should"),
     # switches that pydantic's lax mode read as false: the guard silently off
     ("guard-no", BASE + 'guard: "no"\n', "guard: Input should be 'stop', 'record' or 'off' (got"),
     ("guard-zero", BASE + "guard: 0\n", "guard: Input should be 'stop', 'record' or 'off' (got 0)"),
@@ -482,8 +484,43 @@ def test_output_dir_under_missing_file_parent(tmp_path, capsys):
     blocker.write_text("user file")
     rc = main(["run", str(f), "--out", str(blocker / "sub" / "run")])
     err = capsys.readouterr().err
-    assert rc in (1, 2) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert rc == 2 and err == (
+        f"error: {blocker}: is a file, so {blocker / 'sub' / 'run'} cannot be made; choose "
+        "another --out\n"
+    )
     assert blocker.read_text() == "user file"
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["audit", "{s}", "--out", "afile"], "afile: exists and is not a directory"),
+        (["bench", "--out", "afile"], "afile: exists and is not a directory"),
+        (["bench", "--scaling", "--out", "afile/x"], "afile: is a file, so afile/x cannot be"),
+        (["run", "{s}"], "runs: is a file, so runs/t-"),  # ./runs is a file
+        (["run", "{s}", "--out", "/proc/testbed-x"], "/proc/testbed-x: cannot be made (No such"),
+        (["scorecard", "{s}", "-o", "others"], "others: exists and holds no scorecard"),
+    ],
+    ids=["audit", "bench", "bench-scaling", "run-default", "run-proc", "scorecard"],
+)
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path, capsys, monkeypatch, argv, says
+):
+    """Before: the audit and the bench ran in full, then stopped with exit 1 on 'File exists';
+    scorecard -o wrote a run into an existing run directory or any folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text(BASE)
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "runs").write_text("mine")
+    (tmp_path / "others").mkdir()
+    (tmp_path / "others" / "notes.txt").write_text("mine")
+    t0 = time.monotonic()
+    assert main([a.replace("{s}", "s.yaml") for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and err.count("\n") == 1, err
+    assert time.monotonic() - t0 < 30  # refused, not measured first (the bench takes minutes)
+    assert sorted(p.name for p in (tmp_path / "others").iterdir()) == ["notes.txt"]
+    assert (tmp_path / "afile").read_text() == (tmp_path / "runs").read_text() == "mine"
 
 
 # ----------------------------------------------------------------------------- sweeps

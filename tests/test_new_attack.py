@@ -92,7 +92,9 @@ def test_scaffold_refuses_bad_input(tmp_path):
         ("sent_rows", "'sent_rows' is already the name of a registered attack"),
         ("json", "'json' is already an importable module ("),
         ("numpy", "'numpy' is already an importable module ("),
-    ],
+        ("a" * 300, "NAME has 300 characters, at most 64"),  # once: File name too long, half
+    ],  # a package written
+    ids=["class", "match", "sent_rows", "json", "numpy", "too-long"],
 )
 def test_scaffold_refuses_a_name_the_package_could_not_carry(tmp_path, capsys, name, says):
     """A keyword (its import fails), a registered attack's name (the registry refuses a second)

@@ -82,7 +82,10 @@ def _check_out(out, sc) -> None:
     would not be covered by its signature; ``testbed attack --sign`` signs again; audit a copy),
     a run directory that does not verify, or a run of another scenario."""
     from testbed.run.manifest import is_signed, sweep_of
+    from testbed.run.rundir import check_creatable
 
+    if out:
+        check_creatable(out)
     if out and Path(out).is_dir() and is_signed(out):
         raise TestbedError(
             f"{out}: the run is signed; write the audit to another folder (--out DIR) or audit "

@@ -83,6 +83,9 @@ def _options(args):
 
 
 def run(args) -> int:
+    from testbed.run.rundir import check_creatable
+
+    check_creatable(args.out)  # before minutes of measuring, not when writing
     if args.scaling:
         return _scaling(args)
     if args.sweep_bookkeeping:

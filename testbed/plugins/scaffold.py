@@ -117,11 +117,17 @@ def new_attack(name: str, directory: str | Path | None = None) -> Path:
     return _package("attack", name, directory)
 
 
+#: the longest plugin name a scaffold takes (names become file, package and entry-point names)
+MAX_NAME = 64
+
+
 def _target(cmd: str, name: str, directory) -> tuple[Path, dict[str, str]]:
     """The package directory (refused when it is a file or a non-empty directory) and the
     template fields of plugin ``name``."""
     if not _SNAKE.match(name):
         raise TestbedError(f"{cmd}: NAME must be snake_case (a-z, 0-9, _), got {name!r}")
+    if len(name) > MAX_NAME:  # file names (and the package's) would pass the system's limit
+        raise TestbedError(f"{cmd}: NAME has {len(name)} characters, at most {MAX_NAME}")
     _check_free(cmd, name)
     root = Path(directory) if directory is not None else Path(name)
     if root.exists() and not root.is_dir():

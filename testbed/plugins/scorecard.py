@@ -273,6 +273,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     from testbed.registry import ATTACKS, PROTOCOLS
     from testbed.report.writer import write_report
     from testbed.run import execute
+    from testbed.run.rundir import check_creatable
     from testbed.testing.disguise import disguise_findings
     from testbed.testing.protocol_checks import ProtocolRun, private_row_findings
 
@@ -280,8 +281,12 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     sc = _scenario(target)
     name = sc.protocol.name
     out_dir = Path(out or Path("runs") / f"scorecard-{name}")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise TestbedError(f"{out_dir}: is a file, not a directory")
+    check_creatable(out_dir)
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / "scorecard.json").exists():
+        raise TestbedError(
+            f"{out_dir}: exists and holds no scorecard; choose another --out (a scorecard "
+            "replaces an earlier scorecard, never a run directory or other files)"
+        )
     run_dir = out_dir / "run"
     say(f"running {name} on {sc.name} ...")
     ran = execute(sc, run_dir)

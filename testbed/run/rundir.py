@@ -108,7 +108,12 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
     """Hold ``directory``'s lock: exclusive to write, shared to read; never wait for it."""
     directory = Path(directory)
     if write:
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only or virtual file system (/proc), a name too long
+            raise TestbedError(
+                f"{directory}: cannot be made ({exc.strerror}); choose another output directory"
+            ) from None
     elif not (directory / LOCK_NAME).exists():
         yield  # a directory written before locks existed, or copied without the lock file
         return
@@ -349,12 +354,30 @@ def scenario_of(run_dir: str | Path) -> str | None:
     return None
 
 
+def check_creatable(out: str | Path, flag: str = "--out") -> None:
+    """Refuse (one line, before any work) an output folder that cannot be made: it is a file,
+    or a folder above it is a file (``runs`` a file in the working directory included)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TestbedError(f"{out}: exists and is not a directory; choose another {flag}")
+    for parent in out.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise TestbedError(
+                    f"{parent}: is a file, so {out} cannot be made; choose another {flag}"
+                )
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise TestbedError(f"{parent}: not writable, so {out} cannot be made")
+            return
+
+
 def check_replaceable(out: str | Path, scenario: str | None = None) -> None:
     """Refuse (one line) an ``--out`` that exists, is not empty and is not a testbed run
     directory: a run replaces a previous run whole, never a folder of other files. With
     ``scenario``, also a run directory that holds another scenario's run (a rerun of the same
     scenario, with other settings, replaces its run)."""
     out = Path(out)
+    check_creatable(out)
     held = scenario_of(out) if scenario is not None and out.is_dir() else None
     if held is not None and held != scenario:
         raise TestbedError(
@@ -380,7 +403,12 @@ def fresh_run_dir(out: str | Path) -> Iterator[RunDirWriter]:
     out = Path(os.path.realpath(out))  # "--out ." has a parent; a symlink's target is replaced
     check_replaceable(out)
     existed = out.exists()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only or virtual file system (/proc), a name too long
+        raise TestbedError(
+            f"{out.parent}: cannot be made ({exc.strerror}); choose another output directory"
+        ) from None
     with run_dir_lock(out, write=True):
         _remove_fresh_dirs(out.parent, out.name)  # a killed writer's; we hold out's lock
         tmp = Path(

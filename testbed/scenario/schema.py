@@ -151,7 +151,9 @@ class Scenario(BaseModel):
     """A whole experiment: data, protocol, defenses, threat model, attacks, output."""
 
     model_config = _STRICT
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    # the run directory is named <name>-<hash8>: at most 100 characters keep it, its temporary
+    # twin and a sweep's cell paths within a file system's 255-byte names
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)
     description: str = ""
     seed: int = Field(0, ge=0, strict=True)  # `seed: true` or "7" is an error, not 1 or 7
     data: DataSpec
