@@ -104,6 +104,17 @@ class DriverReader(PrivateMean):
         return ProtocolResult(estimates={"mean_distance": float(np.abs(rows).sum())})
 
 
+class RenamedEstimate(PrivateMean):
+    """Estimates under another key than its reference's."""
+
+    name = "toy_renamed_estimate"
+    message_kinds = ("toy_renamed_estimate.mean",)
+
+    def run(self, parties, bus, rng):
+        r = super().run(parties, bus, rng)
+        return ProtocolResult(estimates={"distance": r.estimates["mean_distance"]})
+
+
 class OffReference(PrivateMean):
     """Reports twice the distance it computes."""
 

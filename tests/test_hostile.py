@@ -1407,3 +1407,23 @@ def test_a_protocol_reading_rows_on_the_driver_is_its_fault_exit_1(tmp_path, cap
         "on the driver; run local work at the party with bus.local('alice', fn, ...)\n"
     )
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_estimates_that_match_no_reference_key_are_the_protocols_fault(
+    tmp_path, capsys, monkeypatch
+):
+    """Before: exit 0 with an empty accuracy table and `accuracy: {}` in results.json."""
+    from _toy_protocols import RenamedEstimate
+
+    from testbed.registry import PROTOCOLS
+
+    monkeypatch.setitem(PROTOCOLS._items, RenamedEstimate.name, RenamedEstimate)
+    monkeypatch.setitem(PROTOCOLS._origins, RenamedEstimate.name, "_toy_protocols.RenamedEstimate")
+    f = tmp_path / "s.yaml"
+    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_renamed_estimate}\n", BASE))
+    assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
+    assert capsys.readouterr().err == (
+        "error: protocol 'toy_renamed_estimate': none of its estimates has a key of its "
+        "reference, so its accuracy cannot be measured: it estimated ['distance'], its reference "
+        "has ['mean_distance']\n"
+    )

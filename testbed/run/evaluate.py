@@ -199,6 +199,12 @@ def evaluate(world: World, result: Any) -> Evaluation:
                     f"({type(scored[k]).__name__}) cannot be compared with the reference "
                     f"({type(ref[k]).__name__}): {exc}"
                 ) from None
+    if scored and ref and not accuracy:  # a renamed key: the run would report no accuracy
+        raise PluginFault(
+            f"protocol {world.protocol.name!r}: none of its estimates has a key of its "
+            f"reference, so its accuracy cannot be measured: it estimated {sorted(scored)}, its "
+            f"reference has {sorted(ref)}"
+        )
     detection = score_detection(result.detection, world.noise_masks)
     assumptions = []
     for dfn in world.defenses:
