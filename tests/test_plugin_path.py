@@ -354,3 +354,33 @@ def test_an_attack_returning_what_cannot_be_read_fails_alone_in_one_line(
     (row,) = json.loads((tmp_path / "r" / "results.json").read_text())["attacks"]
     assert (row["failed"], row["reason"]) == ("output", reason)
     assert (tmp_path / "r" / "report.html").is_file()
+
+
+def test_attack_runs_with_other_params_get_their_own_columns(tmp_path, capsys):
+    """Two `testbed attack` runs of one attack with other params: each its own label (name plus
+    a digest of the params, as two configurations in a scenario get), so the report's columns
+    do not collide; without params the label stays the name."""
+    import csv
+
+    import yaml
+
+    raw = yaml.safe_load(open(TINY))
+    raw["output"] = {"save_transcript": True}
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    assert main(["run", str(sc), "--out", str(out)]) == 0
+    for steps in (5, 6):
+        arg = f'fedwad_distributional:{{"steps": {steps}}}'
+        assert main(["attack", str(out), "--attack", arg]) == 0
+    assert main(["attack", str(out), "--attack", "sent_rows"]) == 0
+    assert main(["report", str(out)]) == 0
+    with open(out / "results.csv") as f:
+        sources = {r["source"] for r in csv.DictReader(f)}
+    from testbed.scenario.labels import params_digest
+
+    assert {
+        f"fedwad_distributional-{params_digest({'steps': 5})}@server",
+        f"fedwad_distributional-{params_digest({'steps': 6})}@server",
+        "sent_rows@server",
+    } <= sources, sources

@@ -9,6 +9,7 @@ import json
 from testbed.cli._common import failed_attacks, find_run_dir, print_attack_rows
 from testbed.errors import TestbedError
 from testbed.run.rerun import why_no_rows
+from testbed.scenario.labels import params_digest
 
 
 def _attack_specs(specs):
@@ -25,7 +26,10 @@ def _attack_specs(specs):
             ) from None
         if not isinstance(p, dict):
             raise TestbedError(f"--attack {spec!r}: params after ':' must be a JSON object")
-        attacks.append({"name": name, "params": p})
+        spec = {"name": name, "params": p}
+        if p:  # two runs of `testbed attack` with other params must not share their columns
+            spec["label"] = f"{name}-{params_digest(p)}"
+        attacks.append(spec)
     return attacks
 
 

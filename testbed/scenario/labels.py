@@ -10,7 +10,13 @@ from typing import Any
 
 from testbed.errors import TestbedError
 
-__all__ = ["attack_labels"]
+__all__ = ["attack_labels", "params_digest"]
+
+
+def params_digest(params: dict[str, Any] | None) -> str:
+    """Six hex digits of an attack's params: what tells two configurations' labels apart."""
+    blob = json.dumps(params or {}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
 def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
@@ -20,8 +26,7 @@ def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
     refused."""
 
     def digest(p):
-        blob = json.dumps(p.get("params") or {}, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:6]
+        return params_digest(p.get("params"))
 
     variants: dict[str, set[str]] = {}
     for p in specs:
