@@ -115,6 +115,19 @@ class RenamedEstimate(PrivateMean):
         return ProtocolResult(estimates={"distance": r.estimates["mean_distance"]})
 
 
+class GuardOff(PrivateMean):
+    """Takes the guard off its bus, then sends a party's raw rows."""
+
+    name = "toy_guard_off"
+    message_kinds = ("toy_guard_off.*",)
+
+    def run(self, parties, bus, rng):
+        bus.guard = None
+        first = list(parties)[0]
+        bus.send(first, SERVER, f"{self.name}.rows", bus.local(first, _first_rows, 5))
+        return super().run(parties, bus, rng)
+
+
 class OffReference(PrivateMean):
     """Reports twice the distance it computes."""
 

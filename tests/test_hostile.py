@@ -1427,3 +1427,22 @@ def test_estimates_that_match_no_reference_key_are_the_protocols_fault(
         "reference, so its accuracy cannot be measured: it estimated ['distance'], its reference "
         "has ['mean_distance']\n"
     )
+
+
+def test_a_protocol_that_takes_the_guard_off_its_bus_is_stopped(tmp_path, capsys, monkeypatch):
+    """The red team's protocol set `bus.guard = None` and sent raw rows: the run passed with
+    `messages_checked: 0`. The testbed keeps its own reference to the guard and compares what
+    it checked with what was sent."""
+    from _toy_protocols import GuardOff
+
+    from testbed.registry import PROTOCOLS
+
+    monkeypatch.setitem(PROTOCOLS._items, GuardOff.name, GuardOff)
+    monkeypatch.setitem(PROTOCOLS._origins, GuardOff.name, "_toy_protocols.GuardOff")
+    f = tmp_path / "s.yaml"
+    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_guard_off}\n", BASE))
+    assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: protocol 'toy_guard_off': the privacy guard checked ")
+    assert "replaced or switched off the testbed's guard" in err and err.count("\n") == 1
+    assert not (tmp_path / "run" / "results.json").exists()

@@ -203,6 +203,15 @@ def run_protocol(
             bus.await_guard()
             elapsed += time.perf_counter() - t1
         transcript = bus.transcript
+        if guard is not None and guard.messages_checked != len(transcript):
+            # the testbed's own guard object, which the protocol never received: a bus whose
+            # guard was replaced or switched off by the protocol's code checked fewer messages
+            # (a cheap check of the obvious tampering; code that patches the driver can do more)
+            raise PluginFault(
+                f"protocol {world.protocol.name!r}: the privacy guard checked "
+                f"{guard.messages_checked} of the {len(transcript)} messages sent; the "
+                "protocol's code replaced or switched off the testbed's guard"
+            )
     finally:
         bar.close()
         if spilling is not None:
