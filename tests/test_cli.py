@@ -1237,6 +1237,26 @@ def test_dirichlet_min_size_beyond_the_rows_is_bad_input(tmp_path, capsys):
     assert code == 2 and ": data.partition.name: partition dirichlet: 36 parties" in err, err
 
 
+def test_iid_beyond_the_rows_is_bad_input(tmp_path, capsys):
+    """More parties than rows, or sizes asking for more rows than the dataset has: refused at
+    validate (before: the run failed with 'party ... received no rows', no file or line)."""
+    many = _partition("{name: iid}")(GOOD).replace(
+        "[alice, bob]", "[" + ", ".join(f"p{i}" for i in range(36)) + "]"
+    )
+    code, _, err = _run(tmp_path, many, capsys)
+    assert code == 2 and err.endswith(
+        ": data.partition.name: partition iid: 36 parties cannot each get a row of the "
+        "dataset's 35; use fewer parties or more rows\n"
+    ), err
+    assert _run(tmp_path, many.replace(", p35]", "]"), capsys)[0] == 0
+    sized = _partition("{name: iid, params: {sizes: [20, 16]}}")(GOOD)
+    code, _, err = _run(tmp_path, sized, capsys)
+    assert (
+        code == 2 and "params.sizes: partition iid: the sizes ask for 36 rows; the dataset " in err
+    )
+    assert _run(tmp_path, sized.replace("16]", "15]"), capsys)[0] == 0
+
+
 def test_a_seed_beside_seeds_is_named_as_unused(tmp_path, capsys, scenarios_dir):
     text = (scenarios_dir / "contract_tiny.yaml").read_text()
     assert "seed: 7" in text

@@ -115,6 +115,7 @@ def test_gaussian_noise_choice_defaults_and_validation():
         {"noise_multiplier": -0.1},
         {"target_epsilon": 0.0},
         {"target_epsilon": 1e300},  # opacus's search for it never ended
+        {"noise_multiplier": 1e300},  # inf in the cost matrices, then a misleading POT error
         {"target_delta": 0.0},
         {"target_delta": 1.0},
         {"noise_multiplier": 1.0, "target_epsilon": 1.0},

@@ -161,6 +161,19 @@ class Iid(PartitionerPlugin):
             return equal_rows(n, parties)
         return PartyRows(dict(zip(parties, sizes)), n) if len(sizes) == len(parties) else None
 
+    def check_rows(self, n, parties):
+        sizes = self.config.sizes
+        if sizes is None and len(parties) > n:
+            return ("name",), (
+                f"partition iid: {len(parties)} parties cannot each get a row of the dataset's "
+                f"{n}; use fewer parties or more rows"
+            )
+        if sizes is not None and sum(sizes) > n:
+            return ("params", "sizes"), (
+                f"partition iid: the sizes ask for {sum(sizes)} rows; the dataset has {n}"
+            )
+        return None
+
     def split(self, ds, parties, rng):
         sizes = _sizes_or_equal(ds.n, len(parties), self.config.sizes, "partition iid")
         perm = rng.permutation(ds.n)

@@ -95,8 +95,13 @@ class GaussianNoiseChoice(PluginConfig):
     """Parameters of a Gaussian mechanism: a noise multiplier, or a target epsilon that opacus
     calibrates it from (exactly one; default ``noise_multiplier: 1``)."""
 
+    # noise a million times the sensitivity leaves nothing of the signal; far beyond that the
+    # noise overflows in the mechanisms' products (1e300: inf in a cost matrix, then POT fails)
     noise_multiplier: float | None = Field(
-        None, ge=0, description="z = noise std / sensitivity (or target_epsilon; default z = 1)"
+        None,
+        ge=0,
+        le=1e6,
+        description="z = noise std / sensitivity (or target_epsilon; default z = 1)",
     )
     # opacus's search never ends for a target its smallest noise cannot reach (1e15 and up);
     # an epsilon above a million protects nothing anyway
