@@ -1446,3 +1446,27 @@ def test_a_protocol_that_takes_the_guard_off_its_bus_is_stopped(tmp_path, capsys
     assert err.startswith("error: protocol 'toy_guard_off': the privacy guard checked ")
     assert "replaced or switched off the testbed's guard" in err and err.count("\n") == 1
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.parametrize(
+    "blocked, says",
+    [
+        ("results.csv", "results.csv: is a directory, so the file cannot be written; move it away"),
+        ("report.html", "report.html: is a directory, so the file cannot be written; move it away"),
+        ("plots", "plots: is a file, not the folder of figures; move it away"),
+    ],
+)
+def test_a_report_file_blocked_by_a_folder_is_named(tmp_path, capsys, blocked, says):
+    """Before: exit 1 naming the writer's temporary file (.results.csv.testbed-....tmp)."""
+    import shutil
+
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--out", str(d), "-q"]) == 0
+    capsys.readouterr()
+    p = d / blocked
+    shutil.rmtree(p) if p.is_dir() else p.unlink()
+    p.write_text("x") if blocked == "plots" else p.mkdir()
+    assert main(["report", str(d)]) == 2
+    assert capsys.readouterr().err == f"error: {d}/{says}\n"

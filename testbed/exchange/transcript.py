@@ -73,7 +73,14 @@ TEMP_MARK = "testbed-"  # in every temp file name the testbed creates; restarts 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # os.replace would fail naming the temporary file, not this one
+        raise TestbedError(f"{path}: is a directory, so the file cannot be written; move it away")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise TestbedError(
+            f"{path.parent}: is a file, so {path.name} cannot be written there; move it away"
+        ) from None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{TEMP_MARK}", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

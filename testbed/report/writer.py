@@ -62,6 +62,10 @@ def write_report(run_dir: str | Path) -> Path:
     ``run_dir``; static figures into ``run_dir/plots/``."""
     data = gather(run_dir)
     run_dir = data.run_dir
+    if (run_dir / "plots").exists() and not (run_dir / "plots").is_dir():
+        raise TestbedError(
+            f"{run_dir / 'plots'}: is a file, not the folder of figures; move it away"
+        )
     if (run_dir / "plots").is_symlink():  # before any file: figures would land in its target
         raise TestbedError(
             f"{run_dir / 'plots'}: a symlink; the report writes only inside the run directory "
