@@ -377,6 +377,11 @@ FLAGS = [
     ["transcript", "r", "--limit", "0"],
     ["transcript", "r", "--limit", "-1"],
     ["transcript", "r", "--limit", "ten"],
+    ["transcript", "r", "--all", "--limit", "3"],  # --limit was ignored
+    ["run", "s.yaml", "--out", ""],  # fell back to runs/ silently
+    ["audit", "s.yaml", "--out", " "],
+    ["bench", "--out", ""],
+    ["scorecard", "fedwad", "-o", ""],
     ["nosuchcommand"],
     [],
 ]

@@ -126,6 +126,23 @@ def test_a_file_that_is_no_npy_is_refused_at_validate_naming_the_field(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("text", ["", "\n \n\t\n"], ids=["empty", "blank"])
+def test_a_csv_without_rows_is_refused_at_validate(tmp_path, capsys, text):
+    from testbed.cli.main import main
+
+    (tmp_path / "d.csv").write_text(text)
+    sc = tmp_path / "s.yaml"
+    sc.write_text(
+        TINY.split("data:")[0]
+        + "data:\n  dataset: {name: csv, params: {path: d.csv}}\n"
+        + "  partition: {name: iid}\n  parties: [alice, bob]\n"
+        + "protocol: {name: fedwad, params: {support_size: 5, iterations: 3}}\n"
+    )
+    assert main(["validate", str(sc)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(": data.dataset.params.path: the CSV file holds no rows\n"), err
+
+
 # ----------------------------------------------------------------------------- attacks that do not apply
 TINY = (Path(__file__).parent.parent / "scenarios" / "contract_tiny.yaml").read_text()
 

@@ -46,6 +46,13 @@ def _positive_int(text: str) -> int:
     return _bounded_int(text, 1_000_000)
 
 
+def _folder(text: str) -> str:
+    """An output folder: not empty (``--out ''`` once fell back to the default silently)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty folder name; give a folder or leave --out out")
+    return text
+
+
 def _cell_count(text: str) -> int:
     return _bounded_int(text, 100_000_000)
 
@@ -93,7 +100,7 @@ def _limit_flags(p) -> None:
 def _run_commands(sub) -> None:
     p = _command(sub, "run", "run", "run a scenario and write its run directory")
     p.add_argument("scenario")
-    p.add_argument("--out", help="run directory (default: runs/<name>-<hash8>)")
+    p.add_argument("--out", type=_folder, help="run directory (default: runs/<name>-<hash8>)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument("--sign", metavar="KEYFILE", help="sign the run's manifest (testbed keygen)")
     p.add_argument(
@@ -124,7 +131,7 @@ def _run_commands(sub) -> None:
         action="store_false",
         help="skip running the scenario's attacks for the reconstruction bound",
     )
-    p.add_argument("--out", help="write audit.csv and audit.json to this folder")
+    p.add_argument("--out", type=_folder, help="write audit.csv and audit.json to this folder")
     _limit_flags(p)
 
 
@@ -155,8 +162,11 @@ def _run_dir_commands(sub) -> None:
         sub, "transcript", "transcript", "show what was exchanged in a run", computes=False
     )
     p.add_argument("run_dir", nargs="+", metavar="RUN", help=RUN_HELP)
-    p.add_argument("--limit", type=_positive_int, default=40, help="messages listed (default 40)")
-    p.add_argument("--all", action="store_true", help="list every message (no --limit)")
+    many = p.add_mutually_exclusive_group()
+    many.add_argument(
+        "--limit", type=_positive_int, default=40, help="messages listed (default 40)"
+    )
+    many.add_argument("--all", action="store_true", help="list every message (no --limit)")
     p = _command(
         sub,
         "verify",
@@ -239,7 +249,9 @@ def _bench_command(sub) -> None:
         type=_pairs_arg,
         help="run the first K pairs of each N, or 'all' (default 500; all pairs when fewer)",
     )
-    p.add_argument("--out", default="runs/bench", help="output folder (default: runs/bench)")
+    p.add_argument(
+        "--out", type=_folder, default="runs/bench", help="output folder (default: runs/bench)"
+    )
     p.add_argument("-q", "--quiet", action="store_true")
 
 
@@ -272,7 +284,9 @@ def _plugin_commands(sub) -> None:
         "run a protocol once, then every applicable attack under every threat model",
     )
     p.add_argument("target", help="a protocol name (its small contract scenario) or a scenario")
-    p.add_argument("-o", "--out", help="output directory (default: runs/scorecard-<name>)")
+    p.add_argument(
+        "-o", "--out", type=_folder, help="output directory (default: runs/scorecard-<name>)"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 

@@ -74,6 +74,19 @@ def _first_row(path: str) -> list[str] | None:
     return row if read < _FIRST_ROW_CHARS else None
 
 
+def _blank(path: str) -> bool:
+    """Whether the file holds nothing but whitespace (read in blocks, stopping at the first
+    other character)."""
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 16):
+                if block.strip():
+                    return False
+    except OSError:
+        return False  # the loader names an unreadable file
+    return True
+
+
 def _label_problem(
     col: int | str | None, header: list[str] | None, ncols: int, fname: str
 ) -> str | None:
@@ -109,6 +122,14 @@ def _split_labels(arr: np.ndarray, col: int | None, where: str):
 
 
 class CsvConfig(FileConfig):
+    @field_validator("path")
+    @classmethod
+    def _not_empty(cls, v: str) -> str:
+        """A file with no row at all is refused here, not only when the run loads it."""
+        if _blank(v):
+            raise ValueError("the CSV file holds no rows")
+        return v
+
     @field_validator("label_column")
     @classmethod
     def _in_file(cls, v, info: ValidationInfo):
