@@ -113,17 +113,23 @@ def test_a_file_that_is_no_npy_is_refused_at_validate_naming_the_field(
     write(f)
     if not f.exists():  # np.savez appends .npz
         (tmp_path / "d.npy.npz").rename(f)
+    sc, err = _validate_file_scenario(tmp_path, main, capsys, "npy", "d.npy")
+    assert err.startswith(f"error: {sc}:") and "data.dataset.params.path: " + says in err, err
+    assert err.count("\n") == 1
+
+
+def _validate_file_scenario(tmp_path, main, capsys, dataset: str, path: str):
+    """`testbed validate` of a two-party FedWAD scenario on data file ``path``: exit 2 asserted;
+    (the scenario's path, what it printed on stderr)."""
     sc = tmp_path / "s.yaml"
     sc.write_text(
         TINY.split("data:")[0]
-        + "data:\n  dataset: {name: npy, params: {path: d.npy}}\n"
+        + f"data:\n  dataset: {{name: {dataset}, params: {{path: {path}}}}}\n"
         + "  partition: {name: iid}\n  parties: [alice, bob]\n"
         + "protocol: {name: fedwad, params: {support_size: 5, iterations: 3}}\n"
     )
     assert main(["validate", str(sc)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"error: {sc}:") and "data.dataset.params.path: " + says in err, err
-    assert err.count("\n") == 1
+    return sc, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text", ["", "\n \n\t\n"], ids=["empty", "blank"])
@@ -131,15 +137,7 @@ def test_a_csv_without_rows_is_refused_at_validate(tmp_path, capsys, text):
     from testbed.cli.main import main
 
     (tmp_path / "d.csv").write_text(text)
-    sc = tmp_path / "s.yaml"
-    sc.write_text(
-        TINY.split("data:")[0]
-        + "data:\n  dataset: {name: csv, params: {path: d.csv}}\n"
-        + "  partition: {name: iid}\n  parties: [alice, bob]\n"
-        + "protocol: {name: fedwad, params: {support_size: 5, iterations: 3}}\n"
-    )
-    assert main(["validate", str(sc)]) == 2
-    err = capsys.readouterr().err
+    _, err = _validate_file_scenario(tmp_path, main, capsys, "csv", "d.csv")
     assert err.endswith(": data.dataset.params.path: the CSV file holds no rows\n"), err
 
 
