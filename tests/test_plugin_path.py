@@ -384,3 +384,37 @@ def test_attack_runs_with_other_params_get_their_own_columns(tmp_path, capsys):
         f"fedwad_distributional-{params_digest({'steps': 6})}@server",
         "sent_rows@server",
     } <= sources, sources
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["--attack", "sent_rows", "--attack", 'fedwad_distributional:{"mood": 1}'],
+            "--attack 'fedwad_distributional' (#2): params.mood: unknown key",
+        ),
+        (
+            ["--attack", "sent_rows", "--observer", "nobody"],
+            "the command line (--attack, --observer, --colluders): threat_model.observer: "
+            "unknown party 'nobody'",
+        ),
+        (["--attack", "sent_rows", "--attack", "sent_rows"], "--attack 'sent_rows' is given twice"),
+    ],
+    ids=["bad-param", "bad-observer", "twice"],
+)
+def test_bad_attack_arguments_are_named_as_the_user_typed_them(tmp_path, capsys, argv, said):
+    """Before: a line number of a YAML text the testbed wrote itself ('resolved.yaml with the
+    command line's attacks/threat model:4: attacks[1].params.mood'), or 'attacks[1]: label ...
+    already used' for an --attack given twice."""
+    import yaml
+
+    raw = yaml.safe_load(open(TINY))
+    raw["output"] = {"save_transcript": True}
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    assert main(["run", str(sc), "--out", str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["attack", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {said}") and err.count("\n") == 1, err

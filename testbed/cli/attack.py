@@ -16,19 +16,21 @@ def _attack_specs(specs):
     if not specs:
         return None
     attacks = []
-    for spec in specs:
-        name, _, params = spec.partition(":")
+    for spec_text in specs:
+        name, _, params = spec_text.partition(":")
         try:
             p = json.loads(params) if params else {}
         except json.JSONDecodeError as exc:
             raise TestbedError(
-                f"--attack {spec!r}: params after ':' must be JSON ({exc.msg})"
+                f"--attack {spec_text!r}: params after ':' must be JSON ({exc.msg})"
             ) from None
         if not isinstance(p, dict):
-            raise TestbedError(f"--attack {spec!r}: params after ':' must be a JSON object")
+            raise TestbedError(f"--attack {spec_text!r}: params after ':' must be a JSON object")
         spec = {"name": name, "params": p}
         if p:  # two runs of `testbed attack` with other params must not share their columns
             spec["label"] = f"{name}-{params_digest(p)}"
+        if spec in attacks:
+            raise TestbedError(f"--attack {spec_text!r} is given twice")
         attacks.append(spec)
     return attacks
 

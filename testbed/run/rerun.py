@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from testbed.errors import TestbedError
+from testbed.errors import ScenarioError, TestbedError
 from testbed.exchange.bus import Transcript
 from testbed.run.execute import Replay, execute
 from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
@@ -165,12 +165,28 @@ def _attack(run_dir: Path, attacks, observer, colluders):
             "colluders": colluders if colluders is not None else tm.get("colluders", []),
         }
         where = f"{resolved_path} with the command line's attacks/threat model"
-        sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
+        try:
+            sc = parse_scenario(yaml.safe_dump(raw, sort_keys=False), where, str(run_dir))
+        except ScenarioError as exc:  # the line of a file written here means nothing to a user
+            raise ScenarioError(_on_the_command_line(str(exc), where, attacks)) from None
     saved = _load_results(run_dir / "results.json")
     transcript = Transcript.load(run_dir)  # checks every envelope's payload and record digest
     _check_same_run(run_dir, saved, (run_dir / "config_hash").read_text().strip(), transcript)
     out = execute(sc, replay=Replay(transcript, released=saved.get("estimates")))
     return out.rows, sc, saved
+
+
+def _on_the_command_line(msg: str, where: str, attacks) -> str:
+    """A scenario error in what the command line added to a saved run, said in its terms:
+    ``--attack 'NAME' (#2): params.x: unknown key`` instead of a line of a YAML text made here."""
+    import re
+
+    rest = msg[len(where) :].lstrip(":0123456789 ") if msg.startswith(where) else msg
+    m = re.match(r"attacks\[(\d+)\]\.?", rest)
+    if m and attacks is not None and int(m[1]) < len(attacks):
+        i = int(m[1])
+        return f"--attack {attacks[i]['name']!r} (#{i + 1}): {rest[m.end() :].lstrip(': ')}"
+    return f"the command line (--attack, --observer, --colluders): {rest}"
 
 
 def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
