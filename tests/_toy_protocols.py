@@ -128,6 +128,27 @@ class GuardOff(PrivateMean):
         return super().run(parties, bus, rng)
 
 
+def _chatty_mean(party):
+    print("chatty at the party")
+    return party.X.mean(axis=0)
+
+
+class Chatty(PrivateMean):
+    """Prints from its driver code and from a party's local call."""
+
+    name = "toy_chatty"
+    message_kinds = ("toy_chatty.mean",)
+
+    def run(self, parties, bus, rng):
+        print("chatty on the driver")
+        a, b = list(parties)[:2]
+        m = {
+            p: bus.send(p, SERVER, f"{self.name}.mean", bus.local(p, _chatty_mean)).payload
+            for p in (a, b)
+        }
+        return ProtocolResult(estimates={"mean_distance": float(np.linalg.norm(m[a] - m[b]))})
+
+
 class OffReference(PrivateMean):
     """Reports twice the distance it computes."""
 

@@ -1475,3 +1475,22 @@ def test_a_report_file_blocked_by_a_folder_is_named(tmp_path, capsys, blocked, s
     p.write_text("x") if blocked == "plots" else p.mkdir()
     assert main(["report", str(d)]) == 2
     assert capsys.readouterr().err == f"error: {d}/{says}\n"
+
+
+@pytest.mark.parametrize("engine", ["", "engine_params: {workers: 2}\n"], ids=["inprocess", "pool"])
+def test_what_a_protocol_prints_goes_to_stderr_not_stdout(tmp_path, capfd, monkeypatch, engine):
+    """stdout carries only the testbed's own lines (the run directory, the summary, the paths),
+    which scripts read; a protocol's prints, on the driver or at a party (in a pool worker
+    too), go to stderr."""
+    from _toy_protocols import Chatty
+
+    from testbed.registry import PROTOCOLS
+
+    monkeypatch.setitem(PROTOCOLS._items, Chatty.name, Chatty)
+    monkeypatch.setitem(PROTOCOLS._origins, Chatty.name, "_toy_protocols.Chatty")
+    f = tmp_path / "s.yaml"
+    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_chatty}\n", BASE) + engine)
+    assert main(["run", str(f), "--out", str(tmp_path / "run")]) == 0
+    out, err = capfd.readouterr()
+    assert "chatty on" not in out and "chatty at" not in out and "results:" in out, out
+    assert "chatty on the driver" in err and "chatty at the party" in err, err

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,7 +188,9 @@ def run_protocol(
                 transcript=spilling,
             ) as bus,
         ):
-            with plugin_phase("protocol", world.protocol.name, "run"):
+            # what the protocol's code prints goes to stderr: stdout carries only the
+            # testbed's own output (its summary and paths), which scripts read
+            with plugin_phase("protocol", world.protocol.name, "run"), redirect_stdout(sys.stderr):
                 result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
             _check_result(world.protocol.name, result)
             # the guard checks what it has not yet, before the transcript closes, and what the

@@ -120,6 +120,19 @@ def resolve_workers(workers: int | str, parties: Mapping[str, Any] | None) -> in
     return max(1, min(int(workers), n_parties or 1))
 
 
+def _stdout_to_stderr() -> None:
+    """What the protocol's code prints (``print`` or a write to descriptor 1) goes to stderr:
+    stdout carries only the testbed's own output (the summary, paths), which scripts read."""
+    import sys
+
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr  # the object print() writes to (it may hold a descriptor of its own)
+
+
 def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     """Worker loop: receive a batch of ``(party | None, fn, args, kwargs)``, run it in order,
     send back ``(ok, value)`` per call; ``None`` stops the worker. Ctrl-C reaches the whole
@@ -134,6 +147,7 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     except OSError:
         pass
     tie_to_parent()  # a killed driver leaves no worker behind
+    _stdout_to_stderr()  # a party's prints stay off the testbed's output
     if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
         from testbed.threads import limit_blas_threads  # workers do not each start a pool
 
