@@ -670,16 +670,20 @@ def test_a_sweep_cell_that_run_would_refuse_is_refused_by_validate(tmp_path, cap
 
 
 def test_a_sweep_whose_first_cell_fails_leaves_no_directory(tmp_path, capsys):
-    """A failure validate cannot see (more rows asked than the dataset has) in the first cell:
-    run exits 2 with one line and removes the directory it made, since no cell finished."""
-    text = GOOD.replace("class_subsets, params: {classes: [[0], [1]]}", "iid") + (
-        "sweep:\n  data.partition.params.sizes: [[100, 100], [5, 5]]\n"
-    )
+    """A failure validate cannot see (a NaN in row 21 of a CSV file: validate reads its first
+    row and counts the rows, the run reads the values) in the first cell: run exits 2 with one
+    line and removes the directory it made, since no cell finished. (Sizes beyond the rows,
+    this test's failure before, are now refused by validate.)"""
+    rows = "".join(f"{i}.0,{i % 3}.5\n" for i in range(35)).replace("20.0,2.5", "20.0,nan")
+    (tmp_path / "d.csv").write_text(rows)
+    text = _with_dataset("{name: csv, params: {path: d.csv}}").replace(
+        "parties: [alice, bob]", "partition: {name: iid}\n  parties: [alice, bob]"
+    ) + ("sweep:\n  data.partition.params.sizes: [[15, 15], [5, 5]]\n")
     assert _run(tmp_path, text, capsys)[0] == 0
     run_dir = tmp_path / "run"
     code, _, err = _run(tmp_path, text, capsys, "--out", str(run_dir), "-q", command="run")
     assert code == 2 and err.count("\n") == 1, err
-    assert "requested 200 rows but the dataset has only 35" in err
+    assert err.endswith("d.csv:21: NaN or inf in column 1\n"), err
     assert not run_dir.exists()
 
 

@@ -138,7 +138,7 @@ def test_a_csv_without_rows_is_refused_at_validate(tmp_path, capsys, text):
 
     (tmp_path / "d.csv").write_text(text)
     _, err = _validate_file_scenario(tmp_path, main, capsys, "csv", "d.csv")
-    assert err.endswith(": data.dataset.params.path: the CSV file holds no rows\n"), err
+    assert err.endswith(": data.dataset.params.path: d.csv is empty (no rows)\n"), err
 
 
 # ----------------------------------------------------------------------------- attacks that do not apply

@@ -127,7 +127,7 @@ class CsvConfig(FileConfig):
     def _not_empty(cls, v: str) -> str:
         """A file with no row at all is refused here, not only when the run loads it."""
         if _blank(v):
-            raise ValueError("the CSV file holds no rows")
+            raise ValueError(f"{Path(v).name} is empty (no rows)")
         return v
 
     @field_validator("label_column")
