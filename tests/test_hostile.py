@@ -1494,3 +1494,14 @@ def test_what_a_protocol_prints_goes_to_stderr_not_stdout(tmp_path, capfd, monke
     out, err = capfd.readouterr()
     assert "chatty on" not in out and "chatty at" not in out and "results:" in out, out
     assert "chatty on the driver" in err and "chatty at the party" in err, err
+
+
+def test_an_audit_of_an_unknown_party_is_refused_before_any_step(tmp_path, capsys):
+    """Before: progress lines first, then an error naming no file."""
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE)
+    assert main(["audit", str(f), "--party", "mallory"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        f"error: --party 'mallory': not a party of {f} (parties: alice, bob)\n"
+    )

@@ -312,6 +312,12 @@ def run(args) -> int:
     """Audit the scenario, or each cell of its sweep (one verdict per party and cell)."""
     sc = load_checked(args)
     _check_out(args.out, sc)
+    known = sc.data.party_names()
+    for p in args.party or []:  # before any progress line, not when its turn comes
+        if p not in known:
+            raise TestbedError(
+                f"--party {p!r}: not a party of {args.scenario} (parties: {', '.join(known)})"
+            )
     targets = _targets(sc)
     per_cell = len(args.party or [None, None]) * (2 if args.method == "both" else 1) + 1
     steps = _Steps(per_cell * len(targets), sc.name)
