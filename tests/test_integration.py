@@ -98,7 +98,7 @@ def test_attacks_rerun_on_a_saved_transcript_reproduce_the_run(tmp_path, capsys)
     assert (
         main(["attack", str(tmp_path / "run"), "--attack", 'measure_inversion:{"bogus": 1}']) == 2
     )
-    assert "attacks[0].params.bogus: unknown key" in capsys.readouterr().err
+    assert "--attack 'measure_inversion' (#1): params.bogus: unknown key" in capsys.readouterr().err
 
 
 def test_attack_rerun_refuses_an_edited_run(tmp_path):
