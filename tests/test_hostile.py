@@ -1505,3 +1505,16 @@ def test_an_audit_of_an_unknown_party_is_refused_before_any_step(tmp_path, capsy
     assert out == "" and err == (
         f"error: --party 'mallory': not a party of {f} (parties: alice, bob)\n"
     )
+
+
+def test_a_scenario_file_of_megabytes_is_refused_at_once(tmp_path, capsys):
+    """Before: a 60 MB description took 90 s to validate."""
+    f = tmp_path / "s.yaml"
+    f.write_text(BASE + "description: " + "x" * (5 << 20) + "\n")
+    t0 = time.monotonic()
+    assert main(["validate", str(f)]) == 2
+    assert time.monotonic() - t0 < 5
+    assert capsys.readouterr().err == (
+        f"error: {f}: 5.0 MiB; a scenario is at most 4 MiB (data belongs in a data file: "
+        "dataset: {name: csv, params: {path: ...}})\n"
+    )

@@ -209,11 +209,22 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
     return sc
 
 
+#: the largest scenario file read: far beyond any scenario (the longest shipped is a few KiB, a
+#: sweep of 10,000 seeds 60 KiB), far below what takes minutes to parse
+MAX_SCENARIO_BYTES = 4 << 20
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read, parse and fully validate a scenario file."""
     p = Path(path)
     if not p.is_file():
         raise ScenarioError(f"{p}: scenario file not found")
+    size = p.stat().st_size
+    if size > MAX_SCENARIO_BYTES:  # a 60 MB description took 90 s to validate
+        raise ScenarioError(
+            f"{p}: {size / 2**20:.1f} MiB; a scenario is at most {MAX_SCENARIO_BYTES >> 20} MiB "
+            "(data belongs in a data file: dataset: {name: csv, params: {path: ...}})"
+        )
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as exc:
