@@ -381,6 +381,7 @@ FLAGS = [
     ["run", "s.yaml", "--out", ""],  # fell back to runs/ silently
     ["audit", "s.yaml", "--out", " "],
     ["bench", "--out", ""],
+    ["bench", "--scaling", "--audit"],  # ran the scaling section only
     ["scorecard", "fedwad", "-o", ""],
     ["nosuchcommand"],
     [],
@@ -1518,3 +1519,14 @@ def test_a_scenario_file_of_megabytes_is_refused_at_once(tmp_path, capsys):
         f"error: {f}: 5.0 MiB; a scenario is at most 4 MiB (data belongs in a data file: "
         "dataset: {name: csv, params: {path: ...}})\n"
     )
+
+
+@pytest.mark.parametrize("command", ["report", "transcript", "attack"])
+def test_a_scenario_named_twice_is_refused_by_commands_that_read_its_name(
+    tmp_path, capsys, command
+):
+    """Before: the last `name:` won and the command looked for that scenario's runs."""
+    f = tmp_path / "dup.yaml"
+    f.write_text("name: x\nname: y\n")
+    assert main([command, str(f)]) == 2
+    assert capsys.readouterr().err == f"error: {f}:2: duplicate key 'name' (first at line 1)\n"

@@ -356,8 +356,12 @@ def _scenario_target(text: str) -> tuple[str, Path | None]:
     if p.is_file():
         import yaml
 
+        from testbed.scenario.loading import check_yaml
+
         try:
-            raw = yaml.safe_load(p.read_text())
+            text_of = p.read_text()
+            check_yaml(text_of, str(p))  # duplicate keys: the first name: is not the one used
+            raw = yaml.safe_load(text_of)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise TestbedError(
                 f"{p}: not a run directory, and unreadable as a scenario ({exc})"

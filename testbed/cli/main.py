@@ -222,18 +222,19 @@ def _bench_command(sub) -> None:
     p.add_argument(
         "--targets", action="store_true", help="check the speed targets (docs/benchmarks.md)"
     )
-    p.add_argument(
+    only = p.add_mutually_exclusive_group()  # each runs one section alone: one at a time
+    only.add_argument(
         "--scaling",
         action="store_true",
         help="only the scaling curves: time and peak memory against n (--n) and N (--clients), "
         "every engine available (about 15 min on 2 cores)",
     )
-    p.add_argument(
+    only.add_argument(
         "--sweep-bookkeeping",
         action="store_true",
         help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",
     )
-    p.add_argument(
+    only.add_argument(
         "--audit",
         action="store_true",
         help="only the privacy audit: one run vs many runs, null rates, miscalibrated defenses",

@@ -20,7 +20,7 @@ from testbed.scenario.params import validate_plugins
 from testbed.scenario.schema import Scenario
 from testbed.scenario.yamlloc import first_error
 
-__all__ = ["MAX_YAML_DEPTH", "load_scenario", "parse_scenario"]
+__all__ = ["MAX_YAML_DEPTH", "check_yaml", "load_scenario", "parse_scenario"]
 
 
 class _ScenarioLoader(yaml.SafeLoader):
@@ -163,6 +163,12 @@ def _check_expansion(root, fname: str) -> None:
                 f"{fname}:{n.start_mark.line + 1}: its aliases expand the scenario to more than "
                 f"{MAX_EXPANDED_NODES:,} values; write the values out"
             )
+
+
+def check_yaml(text: str, fname: str) -> None:
+    """The YAML checks of a scenario alone (syntax, depth, duplicate keys, tags, aliases), with
+    the same one-line errors: for commands that read a scenario file only for its name."""
+    _compose_lines(text, fname)
 
 
 def _yaml_msg(exc: yaml.YAMLError, fname: str) -> str:
