@@ -134,7 +134,8 @@ def plugins_loose_tolerances() -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="docs-scaffold-") as tmp:
         root = f"{tmp}/{name}"
         new_protocol(name, root)
-        sys.path.insert(0, root)
+        src = f"{root}/src"  # scaffolds use a src layout
+        sys.path.insert(0, src)
         try:
             cls = importlib.import_module(f"{name}.protocol").DocsAnchorSketch
             PROTOCOLS.register(cls)
@@ -142,7 +143,7 @@ def plugins_loose_tolerances() -> dict[str, float]:
         finally:
             PROTOCOLS._items.pop(name, None)
             PROTOCOLS._origins.pop(name, None)
-            sys.path.remove(root)
+            sys.path.remove(src)
             for m in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
                 del sys.modules[m]
     out["scaffold.max"] = max(max(v) for v in errs.values())
