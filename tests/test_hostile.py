@@ -1380,17 +1380,24 @@ def test_a_defense_fault_is_the_defenses_not_the_protocols(
     assert err == f"error: defense {cls.name!r} {said}\n", err
 
 
+def _toy_scenario(tmp_path, monkeypatch, cls, extra: str = ""):
+    """BASE with the toy protocol ``cls`` (registered for this test only) in place of its
+    protocol, plus ``extra`` top-level lines; the scenario file's path."""
+    from testbed.registry import PROTOCOLS
+
+    monkeypatch.setitem(PROTOCOLS._items, cls.name, cls)
+    monkeypatch.setitem(PROTOCOLS._origins, cls.name, f"_toy_protocols.{cls.__name__}")
+    f = tmp_path / "s.yaml"
+    f.write_text(re.sub(r"protocol:\n(  .*\n)+", f"protocol: {{name: {cls.name}}}\n", BASE) + extra)
+    return f
+
+
 def test_a_guard_stop_is_the_protocols_fault_exit_1(tmp_path, capsys, monkeypatch):
     """A protocol that sends raw rows is stopped by the guard with one line and exit 1 (a
     plugin's fault at run time), not 2, the code of bad input (a walk-through's finding)."""
     from _toy_protocols import LeakyMean
 
-    from testbed.registry import PROTOCOLS
-
-    monkeypatch.setitem(PROTOCOLS._items, LeakyMean.name, LeakyMean)
-    monkeypatch.setitem(PROTOCOLS._origins, LeakyMean.name, "_toy_protocols.LeakyMean")
-    f = tmp_path / "s.yaml"
-    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_leaky_mean}\n", BASE))
+    f = _toy_scenario(tmp_path, monkeypatch, LeakyMean)
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: privacy guard: message #") and err.count("\n") == 1, err
@@ -1401,12 +1408,7 @@ def test_a_protocol_reading_rows_on_the_driver_is_its_fault_exit_1(tmp_path, cap
     the phase, exit 1 (the plugin's fault, not bad input), and no results written."""
     from _toy_protocols import DriverReader
 
-    from testbed.registry import PROTOCOLS
-
-    monkeypatch.setitem(PROTOCOLS._items, DriverReader.name, DriverReader)
-    monkeypatch.setitem(PROTOCOLS._origins, DriverReader.name, "_toy_protocols.DriverReader")
-    f = tmp_path / "s.yaml"
-    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_driver_reader}\n", BASE))
+    f = _toy_scenario(tmp_path, monkeypatch, DriverReader)
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
     assert capsys.readouterr().err == (
         "error: protocol 'toy_driver_reader' failed in run: it read party 'alice''s private `X` "
@@ -1421,12 +1423,7 @@ def test_estimates_that_match_no_reference_key_are_the_protocols_fault(
     """Before: exit 0 with an empty accuracy table and `accuracy: {}` in results.json."""
     from _toy_protocols import RenamedEstimate
 
-    from testbed.registry import PROTOCOLS
-
-    monkeypatch.setitem(PROTOCOLS._items, RenamedEstimate.name, RenamedEstimate)
-    monkeypatch.setitem(PROTOCOLS._origins, RenamedEstimate.name, "_toy_protocols.RenamedEstimate")
-    f = tmp_path / "s.yaml"
-    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_renamed_estimate}\n", BASE))
+    f = _toy_scenario(tmp_path, monkeypatch, RenamedEstimate)
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
     assert capsys.readouterr().err == (
         "error: protocol 'toy_renamed_estimate': none of its estimates has a key of its "
@@ -1441,12 +1438,7 @@ def test_a_protocol_that_takes_the_guard_off_its_bus_is_stopped(tmp_path, capsys
     it checked with what was sent."""
     from _toy_protocols import GuardOff
 
-    from testbed.registry import PROTOCOLS
-
-    monkeypatch.setitem(PROTOCOLS._items, GuardOff.name, GuardOff)
-    monkeypatch.setitem(PROTOCOLS._origins, GuardOff.name, "_toy_protocols.GuardOff")
-    f = tmp_path / "s.yaml"
-    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_guard_off}\n", BASE))
+    f = _toy_scenario(tmp_path, monkeypatch, GuardOff)
     assert main(["run", str(f), "--out", str(tmp_path / "run"), "-q"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: protocol 'toy_guard_off': the privacy guard checked ")
@@ -1485,12 +1477,7 @@ def test_what_a_protocol_prints_goes_to_stderr_not_stdout(tmp_path, capfd, monke
     too), go to stderr."""
     from _toy_protocols import Chatty
 
-    from testbed.registry import PROTOCOLS
-
-    monkeypatch.setitem(PROTOCOLS._items, Chatty.name, Chatty)
-    monkeypatch.setitem(PROTOCOLS._origins, Chatty.name, "_toy_protocols.Chatty")
-    f = tmp_path / "s.yaml"
-    f.write_text(re.sub(r"protocol:\n(  .*\n)+", "protocol: {name: toy_chatty}\n", BASE) + engine)
+    f = _toy_scenario(tmp_path, monkeypatch, Chatty, engine)
     assert main(["run", str(f), "--out", str(tmp_path / "run")]) == 0
     out, err = capfd.readouterr()
     assert "chatty on" not in out and "chatty at" not in out and "results:" in out, out

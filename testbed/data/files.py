@@ -253,7 +253,10 @@ class NpyFile(DatasetPlugin):
     def load(self, rng):
         path = Path(self.config.path)
         try:
-            npy_shape(str(path))
+            npy_shape(str(path))  # its message says what the file is instead
+        except ValueError as exc:
+            raise DataError(f"{path}: {exc}") from None
+        try:
             arr = np.load(path, allow_pickle=False)
         except (ValueError, EOFError) as exc:
             raise DataError(f"{path}: not a plain numeric .npy file ({exc})") from None

@@ -384,8 +384,6 @@ def check_replaceable(out: str | Path, scenario: str | None = None) -> None:
             f"{out}: holds a run of scenario {held!r}, not {scenario!r}; choose another --out, "
             "or delete that directory to replace it"
         )
-    if out.exists() and not out.is_dir():
-        raise TestbedError(f"{out}: exists and is not a directory; choose another --out")
     if out.is_dir() and any(out.iterdir()) and not any((out / m).exists() for m in _RUN_MARKERS):
         raise TestbedError(
             f"{out}: exists and is not a testbed run directory; choose another --out "
@@ -403,13 +401,7 @@ def fresh_run_dir(out: str | Path) -> Iterator[RunDirWriter]:
     out = Path(os.path.realpath(out))  # "--out ." has a parent; a symlink's target is replaced
     check_replaceable(out)
     existed = out.exists()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a read-only or virtual file system (/proc), a name too long
-        raise TestbedError(
-            f"{out.parent}: cannot be made ({exc.strerror}); choose another output directory"
-        ) from None
-    with run_dir_lock(out, write=True):
+    with run_dir_lock(out, write=True):  # makes out and its parents, or says why it cannot
         _remove_fresh_dirs(out.parent, out.name)  # a killed writer's; we hold out's lock
         tmp = Path(
             tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.{TEMP_MARK}", suffix=".tmp")

@@ -162,9 +162,12 @@ def _to_safe(x: Any, arrays: dict[str, np.ndarray], depth: int = 0) -> Any:
     raise TypeError(f"{type(x).__name__} cannot leave the attack process")
 
 
+_SENT_TOO_DEEP = f"its process sent a result nested deeper than {MAX_RESULT_DEPTH} levels"
+
+
 def _from_safe(x: Any, arrays, depth: int = 0) -> Any:
     if depth > MAX_RESULT_DEPTH:
-        raise NestingError(f"the result nests deeper than {MAX_RESULT_DEPTH} levels")
+        raise NestingError(_SENT_TOO_DEEP)
     if isinstance(x, list):
         return [_from_safe(v, arrays, depth + 1) for v in x]
     if isinstance(x, dict):
@@ -209,5 +212,7 @@ def decode_result(blob: bytes) -> Any:
                 )
     with np.load(io.BytesIO(blob), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    doc = json.loads(arrays.pop("__json__").tobytes().decode())
-    return _from_safe(doc, arrays)
+    try:
+        return _from_safe(json.loads(arrays.pop("__json__").tobytes().decode()), arrays)
+    except RecursionError:  # JSON nested beyond the interpreter's limit: json.loads's own
+        raise NestingError(_SENT_TOO_DEEP) from None
