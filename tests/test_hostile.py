@@ -1001,6 +1001,27 @@ def test_opacus_budget_too_low_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "target_epsilon" in err and "opacus" in err
+    # validate refuses it already, naming the file and line (before: only the run, no line)
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    line = next(i for i, t in enumerate(f.read_text().splitlines(), 1) if "target_epsilon" in t)
+    assert f"{f}:{line}: protocol.params.target_epsilon: target_epsilon 1e-09" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_uncalibratable_defense_target_refused_at_validate(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        BASE + "defenses:\n  - name: gaussian_measure_noise\n"
+        "    params: {target_epsilon: 1.0e-300, releases: 100}\n"
+    )
+    assert main(["validate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "defenses[0].params.target_epsilon: target_epsilon 1e-300" in err, err
+    assert "over 100 release(s)" in err
+    f.write_text(f.read_text().replace("1.0e-300", "2.0"))
+    assert main(["validate", str(f)]) == 0
 
 
 # ----------------------------------------------------------------------------- output dirs

@@ -148,6 +148,23 @@ def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context,
     return cls, cfg
 
 
+def _check_calibration(cls, cfg, loc, root, fname: str) -> None:
+    """A ``target_epsilon`` that opacus cannot calibrate a noise multiplier for (below what any
+    noise reaches over the plugin's releases) is refused here, at its line, instead of when the
+    run reaches the mechanism. Plugins with a Gaussian mechanism say how they calibrate through
+    their ``multiplier()`` method (memoised, so the run does not calibrate twice)."""
+    if getattr(cfg, "target_epsilon", None) is None or not callable(
+        getattr(cls, "multiplier", None)
+    ):
+        return
+    try:
+        cls(cfg).multiplier()
+    except TestbedError as exc:
+        raise ScenarioError(
+            f"{where(fname, root, [*loc, 'params', 'target_epsilon'])}: {exc}"
+        ) from None
+
+
 def _check_party_count(pcls, name: str, names: list[str], root, fname: str) -> None:
     """The protocol's declared party count (``Protocol.min_parties``, ``max_parties``)."""
     lo = getattr(pcls, "min_parties", 1)
@@ -257,6 +274,7 @@ def validate_plugins(
     pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, pctx)
     resolved["protocol"] = cfg.model_dump(mode="json")
     _check_party_count(pcls, sc.protocol.name, names, root, fname)
+    _check_calibration(pcls, cfg, ["protocol"], root, fname)
     if has_labels is False:
         _check_protocol_labels(pcls(cfg), sc, root, fname)
     resolved["defenses"] = []
@@ -274,6 +292,7 @@ def validate_plugins(
             ),
         )
         check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
+        _check_calibration(dcls, cfg, ["defenses", i], root, fname)
         resolved["defenses"].append(cfg.model_dump(mode="json"))
         # knob defenses set protocol parameters: a knob the protocol lacks is an error here
         try:
