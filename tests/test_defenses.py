@@ -154,6 +154,31 @@ def test_target_epsilon_calibration_spends_at_most_the_target(target, releases):
     assert target - 0.01 <= eps <= target
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    delta=st.floats(1e-12, 0.5),
+    releases=st.integers(1, 10**6),
+    scale=st.floats(1.0, 1.2),
+)
+def test_surely_calibratable_is_sufficient(delta, releases, scale):
+    """validate skips opacus only where the arithmetic bound says it would succeed: there it
+    does; under the bound the answer is opacus's."""
+    from testbed.exchange.ledger import _LARGEST_TRIED, RDP_ORDERS, surely_calibratable
+
+    a = max(RDP_ORDERS)
+    bound = releases * a / (2 * _LARGEST_TRIED**2) + math.log(1 / delta) / (a - 1)
+    target = 1.01 * bound * scale
+    assert surely_calibratable(target, delta, releases)
+    calibrate_noise_multiplier(target, delta, releases)  # raises when the bound lies
+    assert not surely_calibratable(0.99 * bound, delta, releases)
+
+
+def test_shipped_targets_need_no_opacus_at_validate():
+    from testbed.exchange.ledger import surely_calibratable
+
+    assert all(surely_calibratable(t, 1e-5, r) for t in (0.5, 1.0, 10.0) for r in (1, 41, 1000))
+
+
 def test_releases_beyond_the_calibrated_budget_are_refused():
     d = GaussianMeasureNoise.from_params({"clip_norm": 1.0, "target_epsilon": 5.0, "releases": 2})
     ledger, rng = PrivacyLedger(), np.random.default_rng(0)

@@ -26,6 +26,7 @@ __all__ = [
     "PrivacyLedger",
     "calibrate_noise_multiplier",
     "calibrated_multiplier",
+    "surely_calibratable",
 ]
 
 #: RDP orders: opacus's defaults extended to larger orders, so that few heavily-noised releases
@@ -83,6 +84,24 @@ def calibrate_noise_multiplier(
                 "or give noise_multiplier"
             ) from None
         return float(z)
+
+
+#: the largest noise multiplier opacus's ``get_noise_multiplier`` tries (it doubles from 10 and
+#: gives up past its ``MAX_SIGMA`` = 1e6)
+_LARGEST_TRIED = 10.0 * 2**16
+
+
+def surely_calibratable(target_epsilon: float, delta: float, releases: int) -> bool:
+    """A sufficient condition, in arithmetic only (no opacus, hence no torch import), that
+    :func:`calibrate_noise_multiplier` finds a multiplier: at the largest one opacus tries, the
+    ``releases``-fold Gaussian mechanism's RDP at the ledger's largest order :math:`\\alpha` is
+    :math:`R\\alpha / (2\\sigma^2)`, and the RDP-to-DP conversion opacus uses
+    (``get_privacy_spent``: Balle et al. 2020) is at most that plus
+    :math:`\\log(1/\\delta) / (\\alpha - 1)`. A target above it is reached (1 % margin for
+    opacus's tolerance). False means only "ask opacus" (``testbed validate`` then does)."""
+    a = float(max(RDP_ORDERS))
+    bound = releases * a / (2.0 * _LARGEST_TRIED**2) + math.log(1.0 / delta) / (a - 1.0)
+    return target_epsilon >= 1.01 * bound
 
 
 @functools.lru_cache(maxsize=256)
