@@ -544,6 +544,37 @@ def test_wide_errors_take_a_log_axis_with_the_exact_point_at_its_floor():
     assert ax.get_xscale() == "log" and ax.get_xlim()[0] > 1e-3
 
 
+def test_one_huge_error_does_not_move_the_good_settings():
+    """Errors 3.7 %, 4.6 %, 6.5 % beside one of 5890 (a noise level far too high): each point is
+    drawn at its own error in both figures (a four-decade cap drew the three good ones at 59 %);
+    leakages below the leakage axis' floor are triangles in both, named in the static legend."""
+    from testbed.report.figures import View, tradeoff_figure
+    from testbed.report.static_figures import tradeoff_fig
+
+    errs = {"a": 0.0455, "b": 0.0374, "c": 0.0648, "d": 5890.0}
+    leaks = {"a": 0.8, "b": 0.9, "c": 1e-7, "d": 0.0001}
+    agg = {
+        ("fedwad", k): {
+            "n": 1,
+            "w.relative_error": (e, e, e),
+            "any_attack.leakage": (leaks[k],) * 3,
+        }
+        for k, e in errs.items()
+    }
+    view = View("any_attack.leakage", "leakage", True, "t")
+    fig = tradeoff_figure(agg, "w.relative_error", [view])
+    fw = next(t for t in fig.data if t.name == "fedwad")
+    assert fig.layout.xaxis.type == "log"
+    assert sorted(fw.x) == sorted(errs.values())
+    c = list(fw.x).index(0.0648)
+    assert fw.marker.symbol[c] == "triangle-down" and "below the axis floor" in fw.hovertext[c]
+    ax = tradeoff_fig(agg, "w.relative_error", view).axes[0]
+    xs = [x for ln in ax.lines if ln.get_marker() == "o" for x in ln.get_xdata()]
+    assert all(any(abs(x - e) <= 1e-12 * e for x in xs) for e in errs.values()), xs
+    floored = [h for h in ax.get_legend_handles_labels()[1] if "drawn at the axis floor" in h]
+    assert floored == ["below 9e-05: drawn at the axis floor"]
+
+
 def test_an_error_axis_never_shows_negative_errors():
     """One setting (a single run): plotly would centre its point, showing errors from -0.5; a
     relative error is never negative, so every error axis starts at 0, static ones too."""

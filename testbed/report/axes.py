@@ -11,8 +11,10 @@ from testbed.report.fmt import EXACT_BELOW
 
 __all__ = ["LOG_DECADES", "Axis", "error_axis", "is_exact", "value_axis"]
 
-#: a log axis shows at most this many decades below its largest value; smaller values are drawn
-#: at the floor and flagged in their hover text
+#: a log axis of a leakage or epsilon shows at most this many decades below its largest value;
+#: smaller values (all about as small as nothing) are drawn at the floor and flagged (a
+#: triangle, and a note in the hover text and the static figures' legend). The error axis has
+#: no such floor for inexact errors: every one is drawn where it is
 LOG_DECADES = 4
 
 
@@ -43,12 +45,14 @@ def _log(vals: list[float]) -> bool:
 
 def error_axis(errs: list[float]) -> Axis:
     """The relative-error axis: exact estimates neither choose the scale nor stretch it — on a
-    log axis they sit at the floor (half a decade below the smallest inexact error)."""
+    log axis they sit at the floor (half a decade below the smallest inexact error). Every
+    inexact error is drawn at its value, however many decades the errors span: a setting with a
+    huge error must not move the good ones (a cap of four decades under the largest error drew
+    errors of 3.7 %, 4.6 % and 6.5 % at 59 % beside one of 5890)."""
     inexact = [x for x in errs if math.isfinite(x) and not is_exact(x)]
     if not _log(inexact):  # autoscaled, but never to negative errors (one point: plotly centres it)
         return Axis("linear", nonnegative=True)
-    top, low = max(inexact), min(inexact)
-    floor = max(low, top / 10**LOG_DECADES)
+    floor = min(inexact)
     if any(is_exact(x) for x in errs):
         floor /= 10**0.5
     return Axis("log", floor)

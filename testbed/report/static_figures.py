@@ -126,6 +126,7 @@ def tradeoff_fig(agg, err_key: str, view, err_label: str | None = None):
     fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     labels = []
+    floored = []  # (x, y) of values below the leakage axis' floor, drawn at it
     for si, s in enumerate(sorted({k[0] for k in keys})):
         c = colors[si % len(colors)]
         ks = sorted(k for k in keys if k[0] == s)
@@ -133,16 +134,21 @@ def tradeoff_fig(agg, err_key: str, view, err_label: str | None = None):
         if inexact:
             xs = [agg[k][err_key] for k in inexact]
             ys = [agg[k][y_key] for k in inexact]
+            placed = [ya.place(y[0]) for y in ys]
             ax.errorbar(
                 [xa.place(x[0])[0] for x in xs],
-                [ya.place(y[0])[0] for y in ys],
+                [y for y, _ in placed],
                 xerr=[[max(0.0, x[0] - x[1]) for x in xs], [max(0.0, x[2] - x[0]) for x in xs]],
-                yerr=[[max(0.0, y[0] - y[1]) for y in ys], [max(0.0, y[2] - y[0]) for y in ys]],
+                yerr=[
+                    [0.0 if moved else max(0.0, y[0] - y[1]) for y, (_, moved) in zip(ys, placed)],
+                    [max(0.0, y[2] - y[0]) for y in ys],
+                ],
                 fmt="o",
                 color=c,
                 capsize=3,
                 label=s,
             )
+            floored += [(xa.place(x[0])[0], y) for x, (y, moved) in zip(xs, placed) if moved]
         exact = [k for k in ks if k not in inexact]
         if exact:
             ax.scatter(
@@ -159,6 +165,17 @@ def tradeoff_fig(agg, err_key: str, view, err_label: str | None = None):
             x = (xa.place(x)[0] if xa.floor else 0.0) if is_exact(x) else xa.place(x)[0]
             tag = f"{point_id(agg, k)}" + (" exact" if is_exact(agg[k][err_key][0]) else "")
             labels.append((x, ya.place(agg[k][y_key][0])[0], tag))
+    if floored:  # as the interactive figure: a triangle, and what it means in the legend
+        ax.scatter(
+            [x for x, _ in floored],
+            [y for _, y in floored],
+            marker="v",
+            s=90,
+            facecolors="white",
+            edgecolors="black",
+            zorder=4,
+            label=f"below {ya.floor:.3g}: drawn at the axis floor",
+        )
     sign = 1 if view.higher_leaks else -1
     front = pareto_front([(agg[k][err_key][0], agg[k][y_key][0] * sign) for k in keys])
     if front:
