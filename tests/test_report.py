@@ -341,6 +341,26 @@ def test_report_of_a_run_without_defense_or_attack(tmp_path):
     assert "No attack ran in this run" in html
 
 
+def test_a_run_whose_every_attack_failed_says_so(tmp_path, capsys):
+    """Every attack over its time limit: the headline, its caption and the coverage matrix say
+    the attacks failed (before: "no attack applied to this protocol", "not run")."""
+    scenario = tmp_path / "f.yaml"
+    scenario.write_text(
+        tiny("f", "attacks: [{name: fedwad_distributional}]\nlimits: {attack_seconds: 0.001}")
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 3
+    capsys.readouterr()
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "no attack applied" not in html
+    assert "every attack that could measure a leak failed; no leak was measured." in html
+    assert "Failed: fedwad_distributional (nothing measured by them; not evidence" in html
+    assert "No attack finished (1 failed, listed above)" in html
+    cov = html.split("Coverage: protocol × threat</h2>")[1].split("<h2>")[0]
+    recon = cov.split("<tbody>")[1].split("</td>")[0]  # the reconstruction column
+    assert "failed, nothing measured (fedwad_distributional (failed in time)" in recon, recon
+    assert "FAILED in time" in html
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 10), st.floats(0, 10)), min_size=1, max_size=25))
 def test_pareto_front(points):

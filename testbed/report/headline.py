@@ -51,12 +51,19 @@ def attack_status(rows: list[dict]) -> list[str]:
     atk = [a for r in rows for a in r["results"].get("attacks", [])]
     levels = sorted({a.get("isolation") or "not recorded" for a in atk})
     out = [f"Attack isolation: {', '.join(levels)} (docs/trust.md)."] if atk else []
-    for a in atk:
-        if "failed" in a:
-            out.append(
-                f"Attack {a.get('label')} (observer {a.get('observer')}) FAILED in "
-                f"{a['failed']}: {a.get('reason', '')}"
-            )
+    for r in rows:
+        # a sweep's cells are told apart by their setting and seed
+        where = (
+            f", {series_of(r)} {setting_name(point_of(r))}, seed {r['results'].get('seed')}"
+            if len(rows) > 1
+            else ""
+        )
+        for a in r["results"].get("attacks", []):
+            if "failed" in a:
+                out.append(
+                    f"Attack {a.get('label')} (observer {a.get('observer')}{where}) FAILED in "
+                    f"{a['failed']}: {a.get('reason', '')}"
+                )
     return out
 
 
@@ -219,7 +226,13 @@ def headline(
             "central exact reference."
         )
     else:
-        table, caption = "", "No attack ran, so no leakage level is measured."
+        failed = sum("failed" in a for r in rows for a in r["results"].get("attacks") or [])
+        caption = (
+            f"No attack finished ({failed} failed, listed above), so no leakage level is measured."
+            if failed
+            else "No attack ran, so no leakage level is measured."
+        )
+        table = ""
     html_text = (
         '<div class="headline-text"><h2>Headline: who learns what, at what accuracy</h2>'
         + "".join(f'<p class="verdict">{v}</p>' for v in verdicts)
@@ -244,12 +257,18 @@ def _setting(key) -> str:
 
 
 def _silent(rows: list[dict], series: str) -> dict[str, list[str]]:
-    """The attacks of a protocol's cells that ran without output, and those skipped."""
-    out: dict[str, list[str]] = {"no output": [], "skipped": []}
+    """The attacks of a protocol's cells that ran without output, those that failed (their
+    labels) and those skipped."""
+    out: dict[str, list[str]] = {"no output": [], "skipped": [], "failed": []}
     for r in rows:
         if series_of(r) != series:
             continue
         res = r["results"]
+        out["failed"] += [
+            str(a.get("label") or a.get("attack"))
+            for a in res.get("attacks") or []
+            if "failed" in a and str(a.get("label") or a.get("attack")) not in out["failed"]
+        ]
         out["no output"] += [
             a for a in res.get("attacks_without_output") or [] if a not in out["no output"]
         ]
@@ -275,9 +294,19 @@ def verdict(
             f" Produced no output: {e(', '.join(silent['no output']))} (nothing measured by them;"
             " not evidence of no leak)."
         )
+    if silent.get("failed"):
+        quiet_note += (
+            f" Failed: {e(', '.join(silent['failed']))} (nothing measured by them; not evidence"
+            " of no leak; their reasons are listed above)."
+        )
     if silent.get("skipped"):
         quiet_note += f" Skipped (not applicable): {e(', '.join(silent['skipped']))}."
     if not w:
+        if silent.get("failed"):
+            return (
+                f"<b>{e(series)}</b>: every attack that could measure a leak failed; no leak was "
+                "measured." + quiet_note
+            )
         if silent.get("no output"):
             return (
                 f"<b>{e(series)}</b>: no attack produced output; no leak was measured." + quiet_note

@@ -130,6 +130,21 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
     return drawn
 
 
+def _failed_labels(rows: list[dict], series: str, names: list[str]) -> list[str]:
+    """``label (failed in PHASE)`` of each attack of ``names`` that failed in a cell of
+    ``series`` (once each)."""
+    out: list[str] = []
+    for r in rows:
+        if series_of(r) != series:
+            continue
+        for a in r["results"].get("attacks") or []:
+            if "failed" in a and a.get("attack") in names:
+                tag = f"{a.get('label') or a['attack']} (failed in {a['failed']})"
+                if tag not in out:
+                    out.append(tag)
+    return out
+
+
 def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
     """Protocol x threat: the worst leak's figure, or why there is none; each cell opens onto
     every number of that attack row and the command that reproduces the cell."""
@@ -154,7 +169,10 @@ def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
                     if kind in getattr(cls, "output_kinds", ())
                     and ("*" in cls.protocols or pname in cls.protocols)
                 ]
-                if able:
+                failed = _failed_labels(rows, s, able)
+                if failed:
+                    txt = f"failed, nothing measured ({'; '.join(failed)}; reasons above)"
+                elif able:
                     txt = f"not run (would apply: {', '.join(able)})"
                 else:
                     txt = "not applicable (no attack of this kind applies)"
