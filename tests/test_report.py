@@ -341,6 +341,36 @@ def test_report_of_a_run_without_defense_or_attack(tmp_path):
     assert "No attack ran in this run" in html
 
 
+def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
+    """The drill-down's `testbed attack` line names the attack by its plugin name and params,
+    quoted for the shell (it passed the label, which --attack does not take: "unknown attack
+    'mylabel'", and a label "-A1" read as an option)."""
+    import html as html_mod
+    import shlex
+
+    scenario = tmp_path / "l.yaml"
+    scenario.write_text(
+        tiny(
+            "l",
+            "attacks: [{name: fedwad_distributional, label: '-A1', params: {restarts: 2}}]",
+        )
+    )
+    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 0
+    html = (tmp_path / "run" / "report.html").read_text()
+    line = next(
+        html_mod.unescape(ln.split("   #")[0])
+        for ln in html.split("\n")
+        if ln.startswith("testbed attack ") or "<pre>testbed attack " in ln
+        for ln in [ln[ln.index("testbed attack ") :]]
+    )
+    argv = shlex.split(line)[1:]
+    assert "-A1" not in argv and '"restarts":2' in " ".join(argv), argv
+    capsys.readouterr()
+    assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "fedwad_distributional-" in out and "@server" in out
+
+
 def test_a_run_whose_every_attack_failed_says_so(tmp_path, capsys):
     """Every attack over its time limit: the headline, its caption and the coverage matrix say
     the attacks failed (before: "no attack applied to this protocol", "not run")."""

@@ -415,6 +415,8 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
                     "value": t,
                     "metric": metric,
                     "attack": col,
+                    "name": a.get("attack"),  # the plugin's name (col may be a label)
+                    "source": a.get("source"),  # a `testbed attack` row's attacks file
                     "target": str(a.get("target")),
                     "observer": str(a.get("observer", "?")),
                     "key": (s, p),

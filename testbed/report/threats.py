@@ -5,6 +5,8 @@ commands that reproduce it."""
 from __future__ import annotations
 
 import html
+import json
+import shlex
 from pathlib import Path
 
 from testbed.report import leak_png
@@ -207,6 +209,35 @@ def _record_tag(agg, b: dict) -> str:
     return f" — no record leak (distributional inference{extra})"
 
 
+def attack_arguments(cell: Path, b: dict) -> str:
+    """``--attack NAME[:PARAMS] --observer X [--colluders ...]`` that run the attack of the
+    best row ``b`` again on the saved messages of ``cell``, quoted for a POSIX shell. The
+    attack is named by its plugin name and the params of its configuration (the scenario's
+    ``resolved.yaml``, or the attacks file of a ``testbed attack`` row), never by its label,
+    which ``--attack`` does not take."""
+    import yaml
+
+    source = cell / (b.get("source") or "resolved.yaml")
+    col = b["attack"].split("@", 1)[0] if b.get("source") else b["attack"]
+    try:
+        text = source.read_text()
+        spec = (json.loads(text) if source.suffix == ".json" else yaml.safe_load(text)) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        spec = {}
+    params: dict = {}
+    for a in spec.get("attacks") or []:
+        if isinstance(a, dict) and (a.get("label") or a.get("name")) == col:
+            params = a.get("params") or {}
+            break
+    colluders = (spec.get("threat_model") or {}).get("colluders") or []
+    name = b.get("name") or col
+    arg = f"{name}:{json.dumps(params, sort_keys=True, separators=(',', ':'))}" if params else name
+    out = f"--attack {shlex.quote(arg)} --observer {shlex.quote(b['observer'])}"
+    if colluders:
+        out += f" --colluders {shlex.quote(','.join(map(str, colluders)))}"
+    return out
+
+
 def drill(run_dir: Path, rows: list[dict], agg, b: dict) -> str:
     e = html.escape
     a = agg[b["key"]]
@@ -228,9 +259,10 @@ def drill(run_dir: Path, rows: list[dict], agg, b: dict) -> str:
             f"testbed run {src} --out runs/reproduce-{str(r.get('cell', ''))[:8] or 'run'}"
             f"   # seed {r.get('seed')}"
         )
+    cell = cell_dir_of(run_dir, cells[0])
     cmds.append(
-        f"testbed attack {cell_dir_of(run_dir, cells[0])} --attack {b['attack']} "
-        f"--observer {b['observer']}   # this attack on the saved messages"
+        f"testbed attack {shlex.quote(str(cell))} {attack_arguments(cell, b)}"
+        "   # this attack on the saved messages"
     )
     arrow = "↑" if LEAKAGE_METRICS[b["metric"]] else "↓"
     return (
