@@ -625,6 +625,18 @@ def test_one_huge_error_does_not_move_the_good_settings():
     assert floored == ["below 9e-05: drawn at the axis floor"]
 
 
+def test_plotly_text_escapes_tags_but_shows_quotes():
+    """Plotly reads labels as a subset of HTML and shows `&quot;` literally: a setting named
+    `d"><img src=x onerror=alert(1)>` is shown with its quote, its tags escaped."""
+    from testbed.report.figures import error_by_setting_figure
+
+    name = 'd"><img src=x onerror=alert(1)>'
+    agg = {("fedwad", name): {"n": 1, "e.relative_error": (0.05,) * 3}}
+    fig = error_by_setting_figure(agg, "e.relative_error")
+    (tick,) = fig.data[0].y
+    assert tick == "#1 d\"&gt;&lt;img src=x onerror=alert(1)&gt;", tick
+
+
 def test_an_error_axis_never_shows_negative_errors():
     """One setting (a single run): plotly would centre its point, showing errors from -0.5; a
     relative error is never negative, so every error axis starts at 0, static ones too."""

@@ -6,12 +6,11 @@ only: every number comes from the file."""
 
 from __future__ import annotations
 
-import html
 import json
 import math
 
 from testbed.report.doc import Doc
-from testbed.report.fmt import fmt
+from testbed.report.fmt import fmt, plotly_text
 from testbed.report.model import ReportData
 from testbed.report.static_figures import render
 
@@ -42,7 +41,7 @@ def _epsilon_figures(party: str, rows: list[dict]):
         by = {r["rounds"]: r for r in rows if r["observer"] == obs}
         xs = [s for s in scopes if s in by]
         ys = [float(by[s]["eps_lower"]) for s in xs]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=html.escape(obs)))
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=plotly_text(obs)))
         ax.plot(xs, ys, marker="o", label=obs)
     claim = {r["rounds"]: float(r["epsilon_claimed"]) for r in rows}
     xs = [s for s in scopes if math.isfinite(claim.get(s, math.inf))]
@@ -53,7 +52,7 @@ def _epsilon_figures(party: str, rows: list[dict]):
         ax.set_yscale("log" if max(ys) > 100 else "linear")
     title = f"audited ε ≥ per observer and round vs claimed ε ({party})"
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": 14}},
+        title={"text": plotly_text(title), "font": {"size": 14}},
         xaxis={"title": "rounds (k: that round only, <=k: up to it, all)", "type": "category"},
         yaxis={"title": "ε"},
         template="plotly_white",
@@ -81,8 +80,8 @@ def _reconstruction_figures(rows: list[dict]):
     bound = [float(r["bound"]) for r in rows]
     fig = go.Figure(
         [
-            go.Bar(x=[html.escape(x) for x in labels], y=succ, name="success ≥ (95 %)"),
-            go.Bar(x=[html.escape(x) for x in labels], y=bound, name="bound Φ(Φ⁻¹(κ)+μ)"),
+            go.Bar(x=[plotly_text(x) for x in labels], y=succ, name="success ≥ (95 %)"),
+            go.Bar(x=[plotly_text(x) for x in labels], y=bound, name="bound Φ(Φ⁻¹(κ)+μ)"),
         ]
     )
     title = "reconstruction within the coverage radius vs the μ-GDP bound"

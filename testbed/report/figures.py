@@ -3,13 +3,12 @@ cell, the Pareto front drawn; accuracy by setting."""
 
 from __future__ import annotations
 
-import html
 import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
-from testbed.report.fmt import ci, fmt
+from testbed.report.fmt import ci, fmt, plotly_text
 from testbed.report.model import (
     ANY_ATTACK,
     UNIT_METRICS,
@@ -27,20 +26,20 @@ def hover(agg, key, err_key: str, y_key: str, eps: list) -> str:
     computed once per figure (it is the same for every point)."""
     a = agg[key]
     lines = [
-        f"<b>{html.escape(key[0])}</b> #{point_id(agg, key)}",
-        f"setting: {html.escape(str(key[1]))}",
+        f"<b>{plotly_text(key[0])}</b> #{point_id(agg, key)}",
+        f"setting: {plotly_text(str(key[1]))}",
         f"seeds: {', '.join(map(str, a.get('seeds', [])))}",
-        f"{html.escape(err_key)}: {ci(a[err_key])}",
-        f"{html.escape(y_key)}: {ci(a[y_key])}",
+        f"{plotly_text(err_key)}: {ci(a[err_key])}",
+        f"{plotly_text(y_key)}: {ci(a[y_key])}",
     ]
     # the cell's other headline numbers: the worst attack's figures, then claimed ε (parties
     # alike in every cell on one line)
     for k in sorted(a):
         if k.startswith(ANY_ATTACK + ".") and k != y_key:
-            lines.append(f"{html.escape(k)}: {ci(a[k])}")
+            lines.append(f"{plotly_text(k)}: {ci(a[k])}")
     for label, k in eps:
         if k in a and k != y_key:
-            lines.append(f"{html.escape(label)}: {ci(a[k])}")
+            lines.append(f"{plotly_text(label)}: {ci(a[k])}")
     if "bytes" in a:
         lines.append(f"observer bytes: {fmt(a.get('observer_bytes', (math.nan,))[0])}")
     return "<br>".join(lines)
@@ -133,7 +132,7 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
                 textposition="bottom center",
                 cliponaxis=False,
                 textfont={"size": 11, "color": colors[s]},
-                name=html.escape(s),  # plotly renders trace names as (a subset of) HTML
+                name=plotly_text(s),  # plotly renders trace names as (a subset of) HTML
                 legendgroup=s,
                 marker={
                     "size": [14 if t else 10 for t in tr["label"]],
@@ -160,11 +159,11 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
             )
         )
     layout = {
-        "title.text": html.escape(view.title),
+        "title.text": plotly_text(view.title),
         "xaxis.type": xa.type,
         "xaxis.rangemode": "nonnegative" if xa.nonnegative else "normal",
         "yaxis.type": ya.type,
-        "yaxis.title.text": html.escape(view.y_label),
+        "yaxis.title.text": plotly_text(view.y_label),
     }
     if ya.range:
         layout.update({"yaxis.range": list(ya.range), "yaxis.autorange": False})
@@ -214,7 +213,7 @@ def tradeoff_figure(
     if len(views) > 1:
         buttons = [
             {
-                "label": html.escape(v.name or v.y_key),
+                "label": plotly_text(v.name or v.y_key),
                 "method": "update",
                 "args": [{"visible": [a <= i < b for i in range(n)]}, layouts[j]],
             }
@@ -234,7 +233,7 @@ def tradeoff_figure(
             ],
             annotations=[
                 {
-                    "text": html.escape(selector),
+                    "text": plotly_text(selector),
                     "x": 0.0,
                     "xref": "paper",
                     "xanchor": "left",
@@ -276,9 +275,9 @@ def error_by_setting_figure(agg, err_key: str, err_label: str | None = None):
         fig.add_trace(
             go.Scatter(
                 x=xs,
-                y=[html.escape(f"#{point_id(agg, k)} {k[1]}"[:60]) for k in ks],
+                y=[plotly_text(f"#{point_id(agg, k)} {k[1]}"[:60]) for k in ks],
                 mode="markers",
-                name=html.escape(s),
+                name=plotly_text(s),
                 marker={"size": 9},
                 error_x={
                     "type": "data",

@@ -4,9 +4,10 @@ imports this module), so one figure reads the same everywhere. Imports nothing h
 
 from __future__ import annotations
 
+import html
 import math
 
-__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "fmt_bytes", "pct"]
+__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "fmt_bytes", "pct", "plotly_text"]
 
 #: a relative error below this is an exact estimate (what is left is floating-point rounding)
 EXACT_BELOW = 1e-9
@@ -59,3 +60,10 @@ def fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
+
+
+def plotly_text(text: str) -> str:
+    """Text for a plotly label, title or hover: plotly reads it as a subset of HTML, so ``&``,
+    ``<`` and ``>`` are escaped (no tag can be injected); quotes are left as they are, since
+    plotly shows ``&quot;`` literally."""
+    return html.escape(str(text), quote=False)

@@ -18,7 +18,10 @@ CSS = (
     ".headline>.headline-text{flex:0 0 50%;max-width:50%}.headline>.plot{flex:1 1 0;"
     "min-width:0}.headline table{font-size:0.76em;margin:0.3em 0;width:100%;"
     "table-layout:fixed}.headline td{overflow-wrap:normal;word-break:normal;hyphens:none}"
-    ".setting{display:inline}.nowrap{white-space:nowrap}"
+    # a setting name with no punctuation to wrap after breaks anywhere rather than spill over
+    # the next column of the headline's fixed-layout table
+    ".setting{display:inline}.headline td .setting{overflow-wrap:anywhere}"
+    ".nowrap{white-space:nowrap}"
     ".headline td,.headline th{vertical-align:top}.headline small{color:#555}"
     "td.none{color:#999}.hit{background:#c8f0c8;font-weight:bold;padding:0 3px}"
     ".miss{color:#777;padding:0 3px}details summary{cursor:pointer}"

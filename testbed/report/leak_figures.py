@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 import math
 
+from testbed.report.fmt import plotly_text
+
 __all__ = ["cloud_figure", "digits_figure", "histogram_figure", "roc_figure", "words_html"]
 
 
@@ -43,7 +45,7 @@ def digits_figure(ev: dict, title: str):
             font={"size": 10},
         )
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": 13}},
+        title={"text": plotly_text(title), "font": {"size": 13}},
         xaxis={"visible": False},
         yaxis={"visible": False, "autorange": "reversed", "scaleanchor": "x"},
         height=260,
@@ -90,7 +92,7 @@ def cloud_figure(ev: dict, title: str):
         )
     )
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": 13}},
+        title={"text": plotly_text(title), "font": {"size": 13}},
         xaxis={"title": f"PC 1 ({100 * ex[0]:.0f} % of the private variance)"},
         yaxis={"title": f"PC 2 ({100 * ex[1]:.0f} %)"},
         height=380,
@@ -128,7 +130,7 @@ def roc_figure(ev: dict, title: str):
         )
     )
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": 13}},
+        title={"text": plotly_text(title), "font": {"size": 13}},
         xaxis={"title": "false positive rate (log)", "type": "log"},
         yaxis={"title": "true positive rate (log)", "type": "log"},
         height=380,
@@ -149,7 +151,7 @@ def histogram_figure(ev: dict, title: str):
         ]
     )
     fig.update_layout(
-        title={"text": html.escape(title), "font": {"size": 13}},
+        title={"text": plotly_text(title), "font": {"size": 13}},
         xaxis={"title": "label"},
         yaxis={"title": "share of rows"},
         barmode="group",
