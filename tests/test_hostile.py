@@ -173,6 +173,10 @@ SCENARIOS = [
     ("name-html", _sub("name: t", "name: '<b>x</b>'"), "name"),
     ("label-formula", BASE + "attacks: [{name: fedwad_distributional, label: '=x'}]\n", "label"),
     ("label-html", BASE + "attacks: [{name: fedwad_distributional, label: '<i>'}]\n", "label"),
+    # read as an option on a command line (`testbed report -x`, `--attack -A1`), or hidden
+    ("label-dash", BASE + "attacks: [{name: fedwad_distributional, label: '-A1'}]\n", "label"),
+    ("name-dash", BASE.replace("name: t\n", "name: -t\n", 1), "name: String should match"),
+    ("name-dot", BASE.replace("name: t\n", "name: .t\n", 1), "name: String should match"),
     ("party-html", _sub("parties: [alice, bob]", "parties: [alice, '<b>']"), "party"),
     ("party-formula", _sub("parties: [alice, bob]", "parties: [alice, '@bob']"), "party"),
     ("desc-list", BASE + "description: [1]\n", "description"),

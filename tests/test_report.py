@@ -344,7 +344,7 @@ def test_report_of_a_run_without_defense_or_attack(tmp_path):
 def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
     """The drill-down's `testbed attack` line names the attack by its plugin name and params,
     quoted for the shell (it passed the label, which --attack does not take: "unknown attack
-    'mylabel'", and a label "-A1" read as an option)."""
+    'my-label'")."""
     import html as html_mod
     import shlex
 
@@ -352,7 +352,7 @@ def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
     scenario.write_text(
         tiny(
             "l",
-            "attacks: [{name: fedwad_distributional, label: '-A1', params: {restarts: 2}}]",
+            "attacks: [{name: fedwad_distributional, label: my-label, params: {restarts: 2}}]",
         )
     )
     assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 0
@@ -364,7 +364,7 @@ def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
         for ln in [ln[ln.index("testbed attack ") :]]
     )
     argv = shlex.split(line)[1:]
-    assert "-A1" not in argv and '"restarts":2' in " ".join(argv), argv
+    assert "my-label" not in " ".join(argv) and '"restarts":2' in " ".join(argv), argv
     capsys.readouterr()
     assert main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
@@ -634,7 +634,7 @@ def test_plotly_text_escapes_tags_but_shows_quotes():
     agg = {("fedwad", name): {"n": 1, "e.relative_error": (0.05,) * 3}}
     fig = error_by_setting_figure(agg, "e.relative_error")
     (tick,) = fig.data[0].y
-    assert tick == "#1 d\"&gt;&lt;img src=x onerror=alert(1)&gt;", tick
+    assert tick == '#1 d"&gt;&lt;img src=x onerror=alert(1)&gt;', tick
 
 
 def test_an_error_axis_never_shows_negative_errors():

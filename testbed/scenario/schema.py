@@ -53,7 +53,7 @@ class AttackSpec(PluginSpec):
     )
     label: str | None = Field(
         None,
-        pattern=r"^[A-Za-z0-9_.-]+$",
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
         description="column label of this attack configuration in results.csv and the report "
         "(default: the name, plus a short digest of its params when another entry of the same "
         "attack has different params)",
@@ -153,7 +153,7 @@ class Scenario(BaseModel):
     model_config = _STRICT
     # the run directory is named <name>-<hash8>: at most 100 characters keep it, its temporary
     # twin and a sweep's cell paths within a file system's 255-byte names
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=100)
+    name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=100)
     description: str = ""
     seed: int = Field(0, ge=0, strict=True)  # `seed: true` or "7" is an error, not 1 or 7
     data: DataSpec
