@@ -637,6 +637,26 @@ def test_plotly_text_escapes_tags_but_shows_quotes():
     assert tick == '#1 d"&gt;&lt;img src=x onerror=alert(1)&gt;', tick
 
 
+def test_settings_keep_the_sweeps_order():
+    """support_size: [1, 3, 10] is numbered and listed 1, 3, 10 (it was sorted as text: 1, 10,
+    3), protocols still alphabetical."""
+    from testbed.report.figures import error_by_setting_figure
+    from testbed.report.model import point_id, settings_in_order
+
+    agg = {
+        (s, v): {"n": 1, "e.relative_error": (0.05,) * 3}
+        for s in ("triangle_wad", "fedwad")
+        for v in ("1", "3", "10")
+    }
+    order = settings_in_order(agg)
+    assert order == [("fedwad", v) for v in ("1", "3", "10")] + [
+        ("triangle_wad", v) for v in ("1", "3", "10")
+    ]
+    assert [point_id(agg, k) for k in order] == [1, 2, 3, 4, 5, 6]
+    ticks = [y for tr in error_by_setting_figure(agg, "e.relative_error").data for y in tr.y]
+    assert ticks[:3] == ["#1 1", "#2 3", "#3 10"], ticks
+
+
 def test_an_error_axis_never_shows_negative_errors():
     """One setting (a single run): plotly would centre its point, showing errors from -0.5; a
     relative error is never negative, so every error axis starts at 0, static ones too."""

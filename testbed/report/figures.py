@@ -16,6 +16,7 @@ from testbed.report.model import (
     error_title,
     pareto_front,
     point_id,
+    settings_in_order,
 )
 
 __all__ = ["PALETTE", "View", "error_by_setting_figure", "tradeoff_figure"]
@@ -264,7 +265,9 @@ def _nested(flat: dict) -> dict:
 def error_by_setting_figure(agg, err_key: str, err_label: str | None = None):
     import plotly.graph_objects as go
 
-    keys = sorted(k for k in agg if err_key in agg[k] and math.isfinite(agg[k][err_key][0]))
+    keys = [
+        k for k in settings_in_order(agg) if err_key in agg[k] and math.isfinite(agg[k][err_key][0])
+    ]
     xa = error_axis([agg[k][err_key][0] for k in keys])
     xtype, xfloor = xa.type, xa.floor
     eps = eps_groups(agg)

@@ -347,8 +347,17 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(idx, key=lambda i: points[i][0])
 
 
+def settings_in_order(agg) -> list[tuple[str, str]]:
+    """The settings of ``agg`` as the report lists and numbers them: by protocol series, and
+    within one in the order the run made them (:func:`aggregate` keeps the rows' order: a
+    sweep's own order, as ``testbed run`` prints it), not as text (``1, 10, 3``)."""
+    first = {k: i for i, k in enumerate(agg)}
+    return sorted(agg, key=lambda k: (k[0], first[k]))
+
+
 def point_id(agg, key) -> int:
-    return sorted(agg).index(key) + 1
+    """The setting's number (the "#" of the tables and figures)."""
+    return settings_in_order(agg).index(key) + 1
 
 
 def setting_name(point: str) -> str:

@@ -11,7 +11,13 @@ import textwrap
 from typing import Any
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
-from testbed.report.model import UNIT_METRICS, error_title, pareto_front, point_id
+from testbed.report.model import (
+    UNIT_METRICS,
+    error_title,
+    pareto_front,
+    point_id,
+    settings_in_order,
+)
 
 __all__ = [
     "DPI",
@@ -207,7 +213,7 @@ def error_by_setting_png(agg, err_key: str, err_label: str | None = None) -> dic
 def error_by_setting_fig(agg, err_key: str, err_label: str | None = None):
     """Relative error per setting with its interval; long setting names wrap, never truncated."""
     plt = _plt()
-    keys = sorted(k for k in agg if err_key in agg[k])
+    keys = [k for k in settings_in_order(agg) if err_key in agg[k]]
     names = ["\n".join(textwrap.wrap(f"#{point_id(agg, k)} {k[0]}: {k[1]}", 48)) for k in keys]
     lines = sum(n.count("\n") + 1 for n in names)
     fig, ax = plt.subplots(

@@ -23,6 +23,7 @@ from testbed.report.model import (
     point_id,
     point_of,
     series_of,
+    settings_in_order,
     utility_columns,
 )
 
@@ -56,7 +57,7 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
     rest = [k for k in metric_keys if k not in main]
     for s in data.protocols:
         doc.h(3, s)
-        keys = sorted(k for k in agg if k[0] == s)
+        keys = [k for k in settings_in_order(agg) if k[0] == s]
         cols = ([err_key] if err_key else []) + utility_columns(agg, keys) + main
         eps = eps_groups(agg, keys)
         # this protocol's own quantity (the figures' axis names every protocol's)
@@ -210,7 +211,7 @@ def epsilon_section(doc: Doc, data: ReportData) -> None:
 def observer_section(doc: Doc, data: ReportData) -> None:
     """Per setting what share of the transcript the observer saw, by message kind."""
     doc.h(2, "What the observer saw")
-    for k in sorted(data.agg):
+    for k in settings_in_order(data.agg):
         r = next(x for x in data.rows if (series_of(x), point_of(x)) == k)
         res = r["results"]
         ov = res.get("observer_view") or {}
