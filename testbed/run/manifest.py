@@ -50,22 +50,35 @@ _NOT_EVIDENCE = {
     "summary.csv",
     "plots",
 }
+#: what `testbed report` renders into a directory: not evidence in a sweep's cell either
+_RENDERED = {"report.html", "report.md", "results.csv", "summary.csv", "plots"}
 _CHUNK = 1 << 22
+
+
+def _cell_root(rel: Path) -> bool:
+    """Whether ``rel`` (relative to a run directory) is a sweep cell's own directory."""
+    return len(rel.parts) == 2 and rel.parts[0] == "cells"
 
 
 def evidence_files(directory: str | Path) -> list[str]:
     """Every evidence file under ``directory`` (relative POSIX paths, sorted): all files but the
     lock files, the testbed's temporary files (exactly its own ``.NAME.testbed-XXXX.tmp`` names,
-    :func:`testbed.run.rundir.is_temp_name`) and the top-level non-evidence names."""
+    :func:`testbed.run.rundir.is_temp_name`), the top-level non-evidence names and what
+    ``testbed report`` renders into a sweep's cell."""
     directory = Path(directory)
     out = []
     for root, dirs, files in os.walk(directory):
         rel = Path(root).relative_to(directory)
-        if rel == Path("."):
+        top = rel == Path(".")
+        if top:
             dirs[:] = [d for d in dirs if d not in _NOT_EVIDENCE]
+        elif _cell_root(rel):  # `testbed report CELL` renders into a sweep's cell
+            dirs[:] = [d for d in dirs if d not in _RENDERED]
         dirs[:] = sorted(d for d in dirs if not is_temp_name(d))
         for f in files:
-            if f == LOCK_NAME or is_temp_name(f) or (rel == Path(".") and f in _NOT_EVIDENCE):
+            if f == LOCK_NAME or is_temp_name(f) or (top and f in _NOT_EVIDENCE):
+                continue
+            if not top and _cell_root(rel) and f in _RENDERED:
                 continue
             out.append((rel / f).as_posix())
     return sorted(out)
@@ -280,9 +293,15 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
         raise TestbedError(f"{path}: not a manifest ({type(exc).__name__})") from None
     if not ok:
         raise TestbedError(f"{path}: unknown manifest format {doc.get('format')!r}")
+    evidence = set(evidence_files(directory))
     for name, want in sorted(files.items()):
         p = directory / name
-        if ".." in Path(name).parts or not p.is_file():
+        if name not in evidence:  # absent, or no evidence file of this directory (an absolute
+            # path, "..", a temporary or non-evidence name): never read from outside the run
+            if Path(name).is_absolute() or ".." in Path(name).parts or p.exists():
+                raise TestbedError(
+                    f"{path}: lists {name!r}, which is not an evidence file of this run directory"
+                )
             raise TestbedError(f"{p}: missing (listed in {MANIFEST_NAME})")
         try:
             got = file_digest(p, digest_algorithm(want))
@@ -292,7 +311,7 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
             raise TestbedError(
                 f"{p}: changed since the run wrote it (digest differs from {path.name})"
             )
-    extra = sorted(set(evidence_files(directory)) - set(files))
+    extra = sorted(evidence - set(files))
     if extra:
         raise TestbedError(f"{directory / extra[0]}: not listed in {MANIFEST_NAME} (added later)")
     links = linked_dirs(directory)

@@ -65,7 +65,12 @@ def finished_cells(run_dir: str | Path) -> list[Path]:
     """A sweep directory's finished cells (those with a ``results.json``), in the sweep's own
     order (its ``sweep.json``; name order for a cell it does not list)."""
     order = cell_labels(run_dir)
-    done = [d for d in (Path(run_dir) / "cells").glob("*") if (d / "results.json").is_file()]
+    done = [
+        d
+        for d in (Path(run_dir) / "cells").glob("*")
+        # a temporary name is no cell: the manifest does not list it (evidence_files)
+        if not is_temp_name(d.name) and (d / "results.json").is_file()
+    ]
     return sorted(done, key=lambda d: (order.get(d.name, (len(order), ""))[0], d.name))
 
 

@@ -41,7 +41,13 @@ from testbed.run.manifest import MANIFEST_NAME, check_manifest
 from testbed.run.results import RESULTS_DIGESTS, evidence_digest, json_form, results_digests
 from testbed.run.rundir import attack_files, finished_cells, is_sweep
 
-__all__ = ["ATTACKS_DIGESTS", "attack_file_digests", "rerun_compare", "verify_run"]
+__all__ = [
+    "ATTACKS_DIGESTS",
+    "attack_file_digests",
+    "rerun_compare",
+    "verify_in_sweep",
+    "verify_run",
+]
 
 #: the format of the ``digests`` section of an ``attacks-*.json`` file
 ATTACKS_DIGESTS = "testbed-attacks/1"
@@ -58,6 +64,22 @@ def verify_run(run_dir: str | Path, pubkey: str | Path | None = None) -> list[st
     if is_sweep(run_dir):
         return _verify_sweep(run_dir, pubkey)
     return _verify_single(run_dir, pubkey)
+
+
+def verify_in_sweep(run_dir: str | Path, pubkey: str | Path | None = None) -> list[str]:
+    """:func:`verify_run`, and for a cell of a sweep the whole sweep: a cell's own manifest is
+    only as good as the sweep's, which lists it and is what a signature covers (a cell forged
+    with its manifest rewritten passed a check of the cell alone; with ``--pubkey`` the cell had
+    no signature of its own). The caller holds the sweep's lock, then the cell's."""
+    from testbed.run.manifest import sweep_of
+
+    sweep = sweep_of(run_dir) if not is_sweep(run_dir) else None
+    if sweep is None:
+        return verify_run(run_dir, pubkey)
+    return [
+        f"a cell of the sweep {sweep}: checked with the whole sweep",
+        *verify_run(sweep, pubkey),
+    ]
 
 
 def _load_json(path: Path) -> Any:

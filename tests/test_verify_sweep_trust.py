@@ -1,0 +1,106 @@
+"""An auditor's attacks on a signed sweep and its cells (29 Nov 2026): a cell hidden under a
+temporary name, a report rendered into a cell, a cell forged with its own manifest rewritten, a
+manifest entry outside the run, corrupted binary files. Each test takes the attacker's steps on
+a copy of one signed sweep and fails on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from test_verify import TRIANGLE, _fails
+
+from testbed.cli.main import main
+from testbed.run.manifest import keygen, write_manifest
+from testbed.run.results import results_digests
+from testbed.run.rundir import finished_cells
+
+
+@pytest.fixture(scope="module")
+def signed_sweep(tmp_path_factory):
+    """A sweep of two seeds with an attack, signed: (its directory, private key, public key)."""
+    tmp = tmp_path_factory.mktemp("signed_sweep")
+    key, pub = keygen(tmp / "k")
+    f = tmp / "sweep.yaml"
+    f.write_text(TRIANGLE + "seeds: [0, 1]\n")
+    out = tmp / "sweep"
+    assert main(["run", str(f), "--out", str(out), "-q", "--sign", str(key)]) == 0
+    return out, key, pub
+
+
+@pytest.fixture
+def sweep(signed_sweep, tmp_path):
+    src, key, pub = signed_sweep
+    d = tmp_path / "sweep"
+    shutil.copytree(src, d)
+    return d, key, pub
+
+
+def _cells(d):
+    return sorted(p for p in (d / "cells").iterdir() if not p.name.startswith("."))
+
+
+def test_a_cell_hidden_under_a_temporary_name_is_no_cell(sweep, capsys):
+    d, _, pub = sweep
+    hidden = d / "cells" / ".c0ffee.testbed-zz99.tmp"
+    shutil.copytree(_cells(d)[0], hidden)  # the manifest leaves temporary names out
+    assert hidden not in finished_cells(d)
+    capsys.readouterr()
+    assert main(["verify", str(d), "--pubkey", str(pub), "--rerun", "-q"]) == 0
+    assert "re-ran 2 scenario(s)" in capsys.readouterr().out  # not 3
+    assert main(["transcript", str(d)]) == 2
+    assert "a sweep of 2 cells" in capsys.readouterr().err
+
+
+def test_a_report_rendered_into_a_cell_keeps_the_sweep_verifiable(sweep, capsys):
+    d, _, pub = sweep
+    cell = _cells(d)[0]
+    assert main(["report", str(cell)]) == 0
+    assert (cell / "report.html").is_file() and (cell / "plots").is_dir()
+    capsys.readouterr()
+    assert main(["verify", str(d), "--pubkey", str(pub)]) == 0
+
+
+def test_a_cell_is_verified_with_its_signed_sweep(sweep, capsys):
+    """`verify CELL --pubkey` said the cell was not signed; the sweep's signature covers it."""
+    d, _, pub = sweep
+    cell = _cells(d)[0]
+    capsys.readouterr()
+    assert main(["verify", str(cell), "--pubkey", str(pub)]) == 0
+    assert f"a cell of the sweep {d.resolve()}" in capsys.readouterr().out
+
+
+def test_a_cell_forged_with_its_manifest_rewritten_is_refused(sweep, capsys):
+    """The cell's own digests and manifest rewritten: checking the cell alone said ok and
+    `report CELL` drew the forged numbers; the sweep's manifest, which lists the cell's, says
+    otherwise."""
+    d, _, pub = sweep
+    cell = _cells(d)[0]
+    res = json.loads((cell / "results.json").read_text())
+    res["attacks"][0]["leakage"] = 0.0
+    res["digests"].update(results_digests(res))
+    (cell / "results.json").write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+    write_manifest(cell)  # the cell's manifest agrees with the forged file
+    caught = rf"row differs from \S*{cell.name}/results.json|{cell.name}/manifest.json: changed"
+    _fails(d, caught, None)
+    for cmd in (["verify", str(cell)], ["report", str(cell)]):
+        capsys.readouterr()
+        assert main(cmd) == 2, cmd
+        err = capsys.readouterr().err
+        assert re.search(caught, err) and err.count("\n") == 1, err
+    assert not (cell / "report.html").exists()
+
+
+def test_a_manifest_entry_outside_the_run_is_not_read(sweep, capsys):
+    d, _, _ = sweep
+    cell = _cells(d)[0]
+    m = json.loads((cell / "manifest.json").read_text())
+    m["files"]["/etc/hostname"] = next(iter(m["files"].values()))
+    (cell / "manifest.json").write_text(json.dumps(m))
+    (cell / "manifest.sig").unlink(missing_ok=True)
+    from testbed.run.manifest import check_manifest
+
+    with pytest.raises(Exception, match="lists '/etc/hostname', which is not an evidence file"):
+        check_manifest(cell)
