@@ -104,3 +104,40 @@ def test_a_manifest_entry_outside_the_run_is_not_read(sweep, capsys):
 
     with pytest.raises(Exception, match="lists '/etc/hostname', which is not an evidence file"):
         check_manifest(cell)
+
+
+# ----------------------------------------------------------------------------- corrupt bytes
+from test_verify import run, saved_run  # noqa: E402,F401 - the single-run fixtures
+
+from testbed.errors import TestbedError  # noqa: E402
+from testbed.run.verify import verify_run  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["payloads.npz", "leakage.npz", "envelopes.jsonl"])
+def test_a_flipped_bit_anywhere_in_a_binary_file_is_one_line(run, name):
+    """A one-bit flip in a zip's headers or members raised TokenError, NotImplementedError,
+    struct.error, BadZipFile or zlib.error out of verify and report (exit 1, no file named)."""
+    path = run / name
+    if not path.is_file():
+        pytest.skip(f"the fixture run wrote no {name}")
+    data = path.read_bytes()
+    for off in range(0, min(len(data), 2400), 23):
+        b = bytearray(data)
+        b[off] ^= 0x01
+        path.write_bytes(bytes(b))
+        with pytest.raises(TestbedError) as info:  # any other exception fails the test
+            verify_run(run)
+        msg = str(info.value)  # the file, or the transcript line whose payload it changed
+        assert "\n" not in msg and (name in msg or "envelopes.jsonl:" in msg), (off, msg)
+    path.write_bytes(data)
+    verify_run(run)
+
+
+def test_an_unknown_digest_name_in_the_transcript_is_one_line(run):
+    path = run / "envelopes.jsonl"
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["record"] = "blake3.w2:" + rec["record"].split(":", 1)[-1]
+    path.write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
+    with pytest.raises(TestbedError, match=r"envelopes.jsonl:1: corrupt transcript record"):
+        verify_run(run)

@@ -11,7 +11,6 @@ import json
 import operator
 import os
 import tempfile
-import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.errors import DataError, TestbedError
+from testbed.errors import TestbedError
 from testbed.exchange.envelope import Envelope, route_visible_to, visible_to
 from testbed.exchange.payload import (
     Payload,
@@ -395,9 +394,13 @@ class Transcript:
                 raise TestbedError(f"{p}: transcript file not found")
         try:
             arrays = mapped_npz(npz_path)  # read-only memory map: pages are read when touched
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise TestbedError(f"{npz_path}: not a readable payload file ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - whatever a corrupted zip or .npy header raises
+            raise TestbedError(
+                f"{npz_path}: not a readable payload file ({type(exc).__name__}: {exc})"
+            ) from None
         out = cls()
+        if not env_path.is_file():
+            raise TestbedError(f"{env_path}: not a file")
         with open(env_path, "rb") as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
@@ -429,13 +432,17 @@ def _loaded_envelope(line: bytes, arrays, where: str) -> Envelope:
             algorithm=algorithm,
         )
         record = str(rec["record"])
-    except (ValueError, KeyError, TypeError, DataError, UnicodeDecodeError, RecursionError) as exc:
-        raise TestbedError(f"{where}: corrupt transcript record ({exc})") from None
+        record_algorithm = digest_algorithm(record)
+    except Exception as exc:  # noqa: BLE001 - any unreadable record or payload array (its .npy
+        # header, a zip member that does not inflate, a bad digest name) is one line naming it
+        raise TestbedError(
+            f"{where}: corrupt transcript record ({type(exc).__name__}: {exc})"
+        ) from None
     if env.digest != rec["digest"]:
         raise TestbedError(f"{where}: payload digest mismatch for message #{env.seq}")
     if env.nbytes != rec.get("nbytes"):
         raise TestbedError(f"{where}: size of message #{env.seq} does not match its payload")
-    if canonical_digest(env.record(), digest_algorithm(record)) != record:
+    if canonical_digest(env.record(), record_algorithm) != record:
         raise TestbedError(
             f"{where}: record digest mismatch for message #{env.seq} (routing, kind or meta "
             "changed)"
