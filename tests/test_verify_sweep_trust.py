@@ -10,12 +10,18 @@ import re
 import shutil
 
 import pytest
+import test_verify
 from test_verify import TRIANGLE, _fails
 
 from testbed.cli.main import main
+from testbed.errors import TestbedError
 from testbed.run.manifest import keygen, write_manifest
 from testbed.run.results import results_digests
 from testbed.run.rundir import finished_cells
+from testbed.run.verify import verify_run
+
+# test_verify's single-run fixtures (a copy of one saved run per test)
+saved_run, run = test_verify.saved_run, test_verify.run
 
 
 @pytest.fixture(scope="module")
@@ -107,10 +113,6 @@ def test_a_manifest_entry_outside_the_run_is_not_read(sweep, capsys):
 
 
 # ----------------------------------------------------------------------------- corrupt bytes
-from test_verify import run, saved_run  # noqa: E402,F401 - the single-run fixtures
-
-from testbed.errors import TestbedError  # noqa: E402
-from testbed.run.verify import verify_run  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["payloads.npz", "leakage.npz", "envelopes.jsonl"])
