@@ -143,3 +143,30 @@ def test_an_unknown_digest_name_in_the_transcript_is_one_line(run):
     path.write_text("\n".join([json.dumps(rec), *lines[1:]]) + "\n")
     with pytest.raises(TestbedError, match=r"envelopes.jsonl:1: corrupt transcript record"):
         verify_run(run)
+
+
+def test_rerun_recomputes_the_rows_testbed_attack_added(run, tmp_path, capsys):
+    """A signer's forged attacks file (a row's leakage lowered, its digests recomputed, the
+    manifest signed again) passed `verify --pubkey --rerun`, which re-ran only the scenario; the
+    report then showed the forged row."""
+    from testbed.run.verify import attack_file_digests
+
+    key, pub = keygen(tmp_path / "signer")
+    write_manifest(run, key)
+    assert main(["attack", str(run), "--observer", "eavesdropper", "--sign", str(key)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(run), "--pubkey", str(pub), "--rerun", "-q"]) == 0
+    assert "re-ran the attacks of 1 attacks file(s)" in capsys.readouterr().out
+    (f,) = run.glob("attacks-*.json")
+    doc = json.loads(f.read_text())
+    results = json.loads((run / "results.json").read_text())
+    row = next(r for r in doc["rows"] if "leakage" in r)
+    row["leakage"] = row["leakage"] / 2 + 0.001
+    doc["digests"] = attack_file_digests(results, doc["rows"])
+    f.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_manifest(run, key)
+    verify_run(run, pubkey=pub)  # every digest agrees: only recomputing tells
+    assert main(["verify", str(run), "--pubkey", str(pub), "--rerun", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{f.name}: row " in err and "differs from a fresh run of its attacks" in err, err
+    assert err.count("\n") == 1

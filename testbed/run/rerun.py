@@ -87,9 +87,7 @@ def attack_saved_run(
             "threat_model": sc.threat_model.model_dump(mode="json"),
         }
         out = run_dir / f"attacks-{config_hash(spec)[:8]}.json"
-        for r in rows:
-            r["label"] = f"{r.get('label') or r['attack']}@{threat_label(sc)}"
-            r["source"] = out.name
+        rows = file_rows(rows, sc, out.name)
         doc = {**spec, "rows": rows, "digests": attack_file_digests(saved, rows)}
         text = json.dumps(jsonable(doc), indent=2, sort_keys=True) + "\n"
         atomic_write_bytes(out, text.encode())
@@ -134,6 +132,31 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
         out = [attack_saved_run(c, attacks, observer, colluders, sign_key) for c in cells]
         write_manifest(sweep, sign_key)
     return out
+
+
+def file_rows(rows: list[dict], sc, source: str) -> list[dict]:
+    """Rows as an attacks file holds them: each label carries the threat model it ran under
+    (two threat models never share a column), and ``source`` names the file."""
+    for r in rows:
+        r["label"] = f"{r.get('label') or r['attack']}@{threat_label(sc)}"
+        r["source"] = source
+    return rows
+
+
+def rerun_attack_file(run_dir: Path, path: Path) -> list[dict]:
+    """The rows of the attacks file ``path`` computed again: its attacks under its threat model
+    on the run's saved messages (nothing written). ``testbed verify --rerun`` compares them
+    with the file's, so rows a forger wrote (their digests recomputed) are found."""
+    import json
+
+    try:
+        doc = json.loads(path.read_text())
+        tm = doc["threat_model"]
+        attacks, observer, colluders = doc["attacks"], tm["observer"], tm.get("colluders") or []
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TestbedError(f"{path}: not an attacks file ({type(exc).__name__})") from None
+    rows, sc, _ = _attack(run_dir, attacks, observer, colluders)
+    return file_rows(rows, sc, path.name)
 
 
 def _need_run_dir(run_dir: Path) -> None:
