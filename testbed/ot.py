@@ -35,6 +35,7 @@ __all__ = [
     "interpolate",
     "interpolate_barycentric",
     "interpolate_exact",
+    "merge_coincident",
     "measure_cost",
     "plan",
     "plan_product",
@@ -396,7 +397,13 @@ def interpolate_exact(
 
     Entries of the optimal plan below ``prune`` times its largest entry are dropped (they come
     from floating-point round-off of the network simplex) and the rest renormalised; this keeps the
-    support at most ``n + m - 1`` atoms, the size of a basic optimal plan.
+    support at most ``n + m - 1`` atoms, the size of a basic optimal plan. Atoms that coincide
+    (equal rows of either measure, e.g. duplicated data rows, move to the same point) are merged
+    into one with their summed weight, in the order of their first occurrence: the same measure,
+    and without it the support of an iterated interpolation grew each round (a basic plan from
+    ``s`` atoms has up to ``s + m - 1`` entries): 60 to 895 atoms in nine FedWAD rounds on data
+    with repeated rows, and without end on constant data. With no coinciding atoms the measure
+    is returned exactly as before.
     """
     if P is None:
         P, _ = plan(mu, nu)
@@ -405,7 +412,23 @@ def interpolate_exact(
     rows, cols = np.nonzero(P > prune * P.max())
     w = P[rows, cols]
     support = (1.0 - t) * mu.support[rows] + t * nu.support[cols]
+    support, w = merge_coincident(support, w)
     return Measure(support, w / w.sum())
+
+
+def merge_coincident(support: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms with equal rows merged into the first of them, weights summed (the inputs
+    themselves when no two rows are equal)."""
+    if len(w) < 2:
+        return support, w
+    _, first, inverse = np.unique(support, axis=0, return_index=True, return_inverse=True)
+    if len(first) == len(w):
+        return support, w
+    keep = np.sort(first)  # first occurrences, in their order
+    slot = np.empty(len(first), dtype=np.int64)
+    slot[np.argsort(first)] = np.arange(len(first))  # unique row -> its place in `keep`
+    merged = np.bincount(slot[inverse.reshape(-1)], weights=w, minlength=len(first))
+    return support[keep], merged
 
 
 def interpolate_barycentric(

@@ -33,6 +33,41 @@ def test_exact_interpolation_is_on_the_geodesic(data, t):
 
 
 @FAST
+@given(data=st.data(), t=st.floats(0.05, 0.95), k=st.integers(2, 4))
+def test_exact_interpolation_merges_atoms_that_coincide(data, t, k):
+    """Duplicated rows move to the same points: those atoms are one (summed weight), the
+    measure is the same, and iterating keeps the support bounded (it grew every round)."""
+    base = data.draw(measures(min_n=1, max_n=6, d=2, uniform=True))
+    nu = data.draw(measures(min_n=1, max_n=6, d=2, uniform=True))
+    mu = Measure(np.tile(base.support, (k, 1)))  # every row k times
+    eta = tot.interpolate_exact(mu, nu, t)
+    assert len(np.unique(eta.support, axis=0)) == eta.n
+    assert eta.n <= base.n + nu.n - 1
+    w = tot.wasserstein(mu, nu)
+    np.testing.assert_allclose(tot.wasserstein(mu, eta), t * w, rtol=1e-7, atol=1e-6)
+    xi = Measure(nu.support[:1])  # FedWAD's accurate mode: iterate from one atom
+    for _ in range(6):
+        xi = tot.interpolate_exact(mu, tot.interpolate_exact(xi, nu, t), t)
+        assert xi.n <= base.n * nu.n  # at most one atom per pair of distinct points
+
+
+def test_merging_leaves_a_measure_without_coinciding_atoms_as_it_was():
+    rng = np.random.default_rng(3)
+    mu, nu = (
+        Measure(rng.normal(size=(7, 3))),
+        Measure(rng.normal(size=(5, 3)), rng.dirichlet([1] * 5)),
+    )
+    P, _ = tot.plan(mu, nu)
+    rows, cols = np.nonzero(P > 1e-12 * P.max())
+    eta = tot.interpolate_exact(mu, nu, 0.3, P=P)
+    want = 0.7 * mu.support[rows] + 0.3 * nu.support[cols]
+    assert np.array_equal(eta.support, want)  # bit for bit, same order
+    np.testing.assert_array_equal(
+        eta.weights, Measure(want, P[rows, cols] / P[rows, cols].sum()).weights
+    )
+
+
+@FAST
 @given(n=st.integers(1, 15), seed=st.integers(0, 10**6), t=st.floats(0.0, 1.0))
 def test_theorem1_barycentric_equals_exact_for_equal_uniform(n, seed, t):
     # Prepare: equal sizes, uniform weights
