@@ -263,3 +263,20 @@ def test_known_t_with_more_clients_returns_the_exact_matrix_for_k1():
         TriangleWad(TriangleWadConfig(setting="unknown_t", clients=["a", "b", "c"])).run(
             parties, Bus(parties=parties), np.random.default_rng(0)
         )
+
+
+def test_the_marketplace_estimate_can_fall_below_w_and_says_so():
+    """Each seller pushed toward gamma on its own, the buyer's OT on the mixture: for k > 1 the
+    marketplace is not bounded below by W (the two-party protocol is). Its deviations said
+    ">= W" until an audit found seed 10 below (29 Nov 2026)."""
+    from protocols.triangle_wad import MARKET_BIAS_NOTE
+
+    rng = np.random.default_rng(10)
+    B = rng.normal(size=(30, 2))
+    S1, S2 = rng.normal(size=(20, 2)) + 1, rng.normal(size=(45, 2)) - 1
+    parties = {n: PartyData(n, X) for n, X in (("buyer", B), ("s1", S1), ("s2", S2))}
+    proto = TriangleWadMarketplace.from_params({"support_size": 4, "t": 0.4, "gamma_seed": 10})
+    res = proto.run(parties, Bus(guard=None, parties=parties), np.random.default_rng(0))
+    exact = tot.wasserstein(Measure(np.vstack([S1, S2])), Measure(B))
+    assert res.estimates["wasserstein"] < exact * (1 - 1e-3)
+    assert MARKET_BIAS_NOTE in res.deviations and ">= W" not in " ".join(res.deviations)
