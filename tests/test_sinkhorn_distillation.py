@@ -82,6 +82,24 @@ def test_sinkhorn_loss_has_nonzero_gradient_and_is_zero_at_identity():
     assert float(same[0]) < 0.05
 
 
+def test_sinkhorn_loss_counts_batches_stopped_unconverged():
+    """At the paper's reg (0.001) 300 iterations leave pairs unconverged, and their value is
+    not eq. 2's (below the unregularised OT cost, which T_eps never is): such calls are
+    counted, so the protocol can say so. At reg 1 every pair converges."""
+    rng = np.random.default_rng(0)
+    p = torch.tensor(rng.dirichlet(np.ones(5), 64))
+    q = torch.tensor(rng.dirichlet(np.ones(5), 64))
+    M = torch.tensor(dl.label_cost(np.arange(5.0)[:, None]))
+    stats: dict = {}
+    value = dl.sinkhorn_loss(p, q, M, 0.001, max_iter=300, stats=stats)
+    assert stats["pairs"] == 64 and stats["unconverged"] > 32
+    exact = [ot.emd2(a, b, M.numpy()) for a, b in zip(p.numpy(), q.numpy())]
+    assert (value.detach().numpy() < np.array(exact) - 1e-3).any()
+    stats = {}
+    dl.sinkhorn_loss(p, q, M, 1.0, max_iter=300, stats=stats)
+    assert stats == {"pairs": 64, "unconverged": 0}
+
+
 def test_weightings():
     # Prepare: 2 teachers, 2 samples, 3 labels
     P = np.array([[[1, 0, 0], [1 / 3, 1 / 3, 1 / 3]], [[0.5, 0.5, 0], [0, 0, 1]]], float)
