@@ -488,7 +488,9 @@ class FedBary(Protocol):
             outputs=outputs,
             mode="validation" if val is not None else "barycenter",
             deviations=(
-                "interpolation = FedWAD's (diag(1/a)·P·Y barycentric map, exact OT)",
+                "interpolation = FedWAD's (diag(1/a)·P·Y barycentric map, exact OT)"
+                if cfg.interpolation == "barycentric"
+                else "interpolation = FedWAD's exact McCann interpolation (eq. 5, exact OT)",
                 "server's Q update uses the gamma_i it received this round (gamma_i^(k-1))",
                 "uniform lambda_i",
             ),

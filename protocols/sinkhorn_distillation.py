@@ -416,7 +416,9 @@ class SinkhornDistillation(Protocol):
                     else ()
                 ),
             ),
-            diagnostics={"sinkhorn_unconverged_share": unconverged} if cfg.loss == "sinkhorn" else {},
+            diagnostics={"sinkhorn_unconverged_share": unconverged}
+            if cfg.loss == "sinkhorn"
+            else {},
         )
 
     def reference(self, parties) -> dict[str, float]:

@@ -271,3 +271,14 @@ def test_barycenter_steps_equal_pot_bit_for_bit(steps, reuse):
         product = [np.outer(np.full(10, 0.1), m.weights) for m in measures]
         wrong = barycenter_steps(measures, X0, steps, first_plans=product)
         assert not np.allclose(wrong.support, pot.support)
+
+
+@pytest.mark.parametrize("interpolation", ["barycentric", "exact"])
+def test_the_deviations_name_the_interpolation_that_ran(interpolation):
+    rng = np.random.default_rng(0)
+    parties = {f"c{i}": PartyData(f"c{i}", rng.normal(size=(12, 2)) + i) for i in range(3)}
+    cfg = FedBaryConfig(support_size=5, iterations=2, interpolation=interpolation)
+    res = FedBary(cfg).run(parties, Bus(parties=parties), np.random.default_rng(0))
+    (named,) = [d for d in res.deviations if d.startswith("interpolation")]
+    assert ("barycentric map" in named) == (interpolation == "barycentric")
+    assert ("McCann" in named) == (interpolation == "exact")
