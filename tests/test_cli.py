@@ -941,6 +941,21 @@ def test_a_scenario_elsewhere_announces_its_run_directory(tmp_path, monkeypatch,
         f"{scenario} as it is now ("
     )
     assert err[0].endswith(f"`testbed run {scenario}` makes one)")
+    # a run copied into the name of another config hash is not taken for that run (an auditor
+    # found "the run of FILE as it is now" said of another scenario's run put under its name)
+    import shutil
+
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for d in (run1, run2):
+        shutil.move(d, aside / d.name)
+    shutil.copytree(aside / run1.name, work / "runs" / "tiny-00000000")
+    assert main(["transcript", "tiny", "--limit", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "tiny-00000000: its name says config hash 00000000, but it holds a run of" in err
+    shutil.rmtree(work / "runs" / "tiny-00000000")
+    for d in (run1, run2):
+        shutil.move(aside / d.name, d)
     # what the README's old glob gave: two run directories
     assert main(["report", "runs/" + run1.name, "runs/" + run2.name]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -420,6 +420,16 @@ def find_run_dir(targets: list[str], command: str) -> Path:
             f"{target}: no finished run of scenario {name!r} under {out or RUNS}/ "
             f"(`testbed run` writes one)"
         )
+    # a directory named <name>-<hash8> must hold that config hash: one renamed or copied into
+    # the name of another scenario's run is never taken for it
+    misnamed = [d for _, d in finished if out is None and not _holds_its_hash(d)]
+    finished = [(t, d) for t, d in finished if d not in misnamed]
+    if not finished:
+        bad = misnamed[0]
+        raise TestbedError(
+            f"{bad}: its name says config hash {bad.name[-8:]}, but it holds a run of another "
+            f"({_config_hash_of(bad)[:8] or 'none'}); not using it"
+        )
     run = max(finished)[1]
     more = f"the latest of {len(finished)} runs" if len(finished) > 1 else "its only run"
     more += f" of scenario {name!r}"
@@ -436,6 +446,18 @@ def find_run_dir(targets: list[str], command: str) -> Path:
             )
     print(f"using {run}/ ({more})", file=sys.stderr)
     return run
+
+
+def _config_hash_of(d: Path) -> str:
+    try:
+        return (d / "config_hash").read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _holds_its_hash(d: Path) -> bool:
+    """Whether a run directory named ``<name>-<hash8>`` holds a run of that config hash."""
+    return _config_hash_of(d).startswith(d.name[-8:])
 
 
 def _planned_for_file(target: str) -> Path | None:
