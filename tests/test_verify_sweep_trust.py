@@ -170,3 +170,29 @@ def test_rerun_recomputes_the_rows_testbed_attack_added(run, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{f.name}: row " in err and "differs from a fresh run of its attacks" in err, err
     assert err.count("\n") == 1
+
+
+def test_ctrl_c_in_testbed_attack_on_a_sweep_keeps_it_verifiable(sweep, monkeypatch, capsys):
+    """An interrupt after the first cell's rows: that cell's new file and manifest were left
+    unlisted in the sweep's manifest, and the sweep failed verify for good (report and attack
+    --sign refused it too)."""
+    import testbed.run.rerun as rerun
+
+    d, key, pub = sweep
+    real, calls = rerun.attack_saved_run, []
+
+    def interrupted_second(*args, **kw):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(rerun, "attack_saved_run", interrupted_second)
+    with pytest.raises(KeyboardInterrupt):
+        rerun.attack_run_or_sweep(d, None, "eavesdropper", None, key)
+    monkeypatch.undo()
+    assert len(list(calls[0].glob("attacks-*.json"))) == 1
+    verify_run(d, pubkey=pub)
+    capsys.readouterr()
+    assert main(["attack", str(d), "--observer", "eavesdropper", "--sign", str(key)]) == 0
+    verify_run(d, pubkey=pub)

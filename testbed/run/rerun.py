@@ -90,8 +90,10 @@ def attack_saved_run(
         rows = file_rows(rows, sc, out.name)
         doc = {**spec, "rows": rows, "digests": attack_file_digests(saved, rows)}
         text = json.dumps(jsonable(doc), indent=2, sort_keys=True) + "\n"
-        atomic_write_bytes(out, text.encode())
-        write_manifest(run_dir, sign_key)
+        try:
+            atomic_write_bytes(out, text.encode())
+        finally:  # a Ctrl-C right after the file is in place must not leave it unlisted
+            write_manifest(run_dir, sign_key)
     return rows, sc, out
 
 
@@ -129,8 +131,15 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
         from testbed.run.verify import verify_run
 
         verify_run(sweep)  # the sweep's own files too, not only each cell's
-        out = [attack_saved_run(c, attacks, observer, colluders, sign_key) for c in cells]
-        write_manifest(sweep, sign_key)
+        out = []
+        try:
+            for c in cells:
+                out.append(attack_saved_run(c, attacks, observer, colluders, sign_key))
+        finally:
+            # the cells done so far (a Ctrl-C or a failure in a later cell): the sweep's
+            # manifest lists each cell's refreshed one, else the sweep no longer verifies
+            if out:
+                write_manifest(sweep, sign_key)
     return out
 
 
