@@ -399,23 +399,7 @@ class SinkhornDistillation(Protocol):
             + ("+lwf" if cfg.lwf else "")
             + ("/pate" if cfg.aggregation == "pate" else "")
             + ("/dp-sgd" if cfg.dp_sgd is not None else ""),
-            deviations=(
-                "MLP teachers/student on fixed features (paper: fine-tuned BERT)",
-                "probability bias from column-resampled transfer rows (paper: random-token texts)",
-                f"entropic regularisation {cfg.reg} (paper: 0.001 in Sec. 6, 0.003 in the "
-                "discussion of its Fig. 7)",
-                "Sinkhorn gradient by differentiating the last iteration (POT envelope grad is zero wrt marginals)",
-                *(
-                    (
-                        f"T_eps not converged for {unconverged:.1%} of the (sample, teacher) pairs "
-                        f"of training (plan off its marginal by > 1e-6 after sinkhorn_iter = "
-                        f"{cfg.sinkhorn_iter} iterations): their loss is the last iterate's, "
-                        "not eq. 2's",
-                    )
-                    if cfg.loss == "sinkhorn" and unconverged > 0
-                    else ()
-                ),
-            ),
+            deviations=_deviations(cfg, unconverged),
             diagnostics={"sinkhorn_unconverged_share": unconverged}
             if cfg.loss == "sinkhorn"
             else {},
@@ -439,3 +423,23 @@ class SinkhornDistillation(Protocol):
             )  # fmt: skip
             m = dl.scores(dl.predict_proba(model, X_te), y_te, self._coords(C))
         return {k: m[k] for k in ("macro_f1", "accuracy", "semantic_distance")}
+
+
+def _deviations(cfg, unconverged: float) -> tuple[str, ...]:
+    """The run's deviations from the paper (``unconverged``: the share of (sample, teacher)
+    pairs whose Sinkhorn plan was still off its marginal at ``sinkhorn_iter``)."""
+    out = (
+        "MLP teachers/student on fixed features (paper: fine-tuned BERT)",
+        "probability bias from column-resampled transfer rows (paper: random-token texts)",
+        f"entropic regularisation {cfg.reg} (paper: 0.001 in Sec. 6, 0.003 in the discussion of "
+        "its Fig. 7)",
+        "Sinkhorn gradient by differentiating the last iteration (POT envelope grad is zero wrt "
+        "marginals)",
+    )
+    if cfg.loss == "sinkhorn" and unconverged > 0:
+        out += (
+            f"T_eps not converged for {unconverged:.1%} of the (sample, teacher) pairs of "
+            f"training (plan off its marginal by > 1e-6 after sinkhorn_iter = "
+            f"{cfg.sinkhorn_iter} iterations): their loss is the last iterate's, not eq. 2's",
+        )
+    return out

@@ -1118,7 +1118,7 @@ def test_markdown_escaping(text):
 
 
 HOSTILE_SWEEP = tiny(
-    "-hostile",
+    "hostile",  # a name starting with "-" is refused at validate (test_hostile SCENARIOS)
     'sweep:\n  description: ["=1+2", "<script>alert(1)</script>", "[x](javascript:y) | z"]\n',
 )
 

@@ -12,8 +12,9 @@ def run(args) -> int:
 
     from testbed.cli._common import find_run_dir
     from testbed.run.manifest import sweep_of
+    from testbed.run.rerun import rerun_compare
     from testbed.run.rundir import run_dir_lock
-    from testbed.run.verify import rerun_compare, verify_in_sweep
+    from testbed.run.verify import verify_in_sweep
 
     run_dir = find_run_dir([args.run_dir], "verify")
     sweep = sweep_of(run_dir)  # a cell is checked with its sweep: the sweep's lock first

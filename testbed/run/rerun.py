@@ -15,7 +15,9 @@ from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
 __all__ = [
     "attack_run_or_sweep",
     "attack_saved_run",
+    "rerun_attack_file",
     "rerun_attacks",
+    "rerun_compare",
     "saved_attack_rows",
     "threat_label",
     "why_no_rows",
@@ -322,3 +324,61 @@ def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[
                 "reads was in this observer's view)"
             )
     return out
+
+
+# ----------------------------------------------------------------------------- --rerun
+def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
+    """Run each scenario of ``run_dir`` (a run, or every cell of a sweep) again into a temporary
+    directory and compare ``results.json`` byte for byte, and the attacks of each of its
+    ``attacks-*.json`` files (``testbed attack``) on its saved messages row by row; the first
+    difference is one line."""
+    import tempfile
+
+    from testbed.scenario.loading import parse_scenario
+
+    run_dir = Path(run_dir)
+    dirs = finished_cells(run_dir) if is_sweep(run_dir) else [run_dir]
+    files = 0
+    for d in dirs:
+        sc = parse_scenario((d / "resolved.yaml").read_text(), str(d / "resolved.yaml"), str(d))
+        with tempfile.TemporaryDirectory(prefix="testbed-rerun-") as tmp:
+            out = execute(sc, Path(tmp) / "run", progress=progress).out_dir
+            a, b = (d / "results.json").read_bytes(), (out / "results.json").read_bytes()
+        if a != b:
+            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            line = a[:at].count(b"\n") + 1
+            raise TestbedError(
+                f"{d / 'results.json'}:{line}: differs from a fresh run of its resolved.yaml"
+            )
+        files += _rerun_attack_files(d)
+    out = [f"re-ran {len(dirs)} scenario(s): results.json identical byte for byte"]
+    if files:
+        out.append(
+            f"re-ran the attacks of {files} attacks file(s) on the saved messages: same rows"
+        )
+    return out
+
+
+def _rerun_attack_files(d: Path) -> int:
+    """Each ``attacks-*.json`` of ``d`` computed again (:func:`rerun_attack_file`) and compared row by row with the file; returns how many."""
+    from testbed.run.results import json_form, jsonable
+    from testbed.run.rundir import attack_files
+    from testbed.run.verify import _load_json
+
+    files = attack_files(d)
+    for f in files:
+        saved = _load_json(f).get("rows") or []
+        fresh = json.loads(json.dumps(jsonable(rerun_attack_file(d, f)), sort_keys=True))
+        if len(fresh) != len(saved):
+            raise TestbedError(
+                f"{f}: {len(saved)} row(s), a fresh run of its attacks on the saved messages "
+                f"gives {len(fresh)}"
+            )
+        for i, (x, y) in enumerate(zip(saved, fresh)):
+            if json_form(x) != json_form(y):
+                key = next((k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)), "?")
+                raise TestbedError(
+                    f"{f}: row {i} ({y.get('label')}) differs from a fresh run of its attacks on "
+                    f"the saved messages (first in {key!r})"
+                )
+    return len(files)
