@@ -69,6 +69,24 @@ def test_a_report_rendered_into_a_cell_keeps_the_sweep_verifiable(sweep, capsys)
     assert main(["verify", str(d), "--pubkey", str(pub)]) == 0
 
 
+def test_the_report_says_whether_the_run_is_signed_and_by_which_key(sweep, capsys):
+    """`testbed report` showed no signature status: a forged run re-signed with another key
+    rendered like any other."""
+    from testbed.run.manifest import signing_key_id
+
+    d, _, pub = sweep
+    key = signing_key_id(d)
+    assert key and len(key) == 16
+    for target in (d, _cells(d)[0]):  # a cell names its sweep's key
+        assert main(["report", str(target)]) == 0
+        text = (target / "report.md").read_text()
+        assert f"Signed with key {key} (manifest.sig)" in text, target
+    (d / "manifest.sig").unlink()
+    write_manifest(d)
+    assert main(["report", str(d)]) == 0
+    assert "Not signed: the run's digests show" in (d / "report.md").read_text()
+
+
 def test_a_cell_is_verified_with_its_signed_sweep(sweep, capsys):
     """`verify CELL --pubkey` said the cell was not signed; the sweep's signature covers it."""
     d, _, pub = sweep

@@ -42,8 +42,28 @@ def title_section(doc: Doc, data: ReportData) -> None:
         "intervals are 95 % Student-t intervals over seeds (a single seed shows the value alone)."
     )
     doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', md_escape(run_line))
-    for line in attack_status(data.rows):
+    for line in [signature_status(data.run_dir), *attack_status(data.rows)]:
         doc.raw(f'<p class="runinfo">{html.escape(line)}</p>', md_escape(line))
+
+
+def signature_status(run_dir) -> str:
+    """Whether the run is signed, and with which key (``testbed verify --pubkey`` checks who)."""
+    from testbed.errors import TestbedError
+    from testbed.run.manifest import signing_key_id
+
+    try:
+        key = signing_key_id(run_dir)
+    except TestbedError as exc:
+        return f"Signature: unreadable ({exc})."
+    if key is None:
+        return (
+            "Not signed: the run's digests show its files belong together, not who wrote them "
+            "(docs/trust.md; testbed run --sign KEYFILE signs)."
+        )
+    return (
+        f"Signed with key {key} (manifest.sig); who signed is checked by testbed verify RUN "
+        "--pubkey KEY.pub, not by this report."
+    )
 
 
 def attack_status(rows: list[dict]) -> list[str]:

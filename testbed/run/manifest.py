@@ -33,6 +33,7 @@ __all__ = [
     "is_signed",
     "keygen",
     "load_private_key",
+    "signing_key_id",
     "sweep_of",
     "write_manifest",
 ]
@@ -221,6 +222,17 @@ def _read_signature(sig_path: Path) -> tuple[bytes, bytes]:
     if len(pub) != 32 or len(signature) != 64:
         raise TestbedError(f"{sig_path}: not a signature file (not an Ed25519 key and signature)")
     return pub, signature
+
+
+def signing_key_id(directory: str | Path) -> str | None:
+    """The first 16 hex digits of the public key ``manifest.sig`` names (the sweep's for a
+    sweep's cell), as ``testbed verify`` prints it; None when the run is not signed."""
+    directory = Path(directory)
+    where = sweep_of(directory) or directory
+    if not is_signed(where):
+        return None
+    pub, _ = _read_signature(where / SIGNATURE_NAME)
+    return pub.hex()[:16]
 
 
 def _check_signature(directory: Path, data: bytes, pubkey, label=None) -> str:
