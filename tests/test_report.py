@@ -312,17 +312,22 @@ def test_the_tasks_own_metrics_stand_beside_the_error(sweep_dir, tmp_path):
     assert all(t[4] == "0.7" for t in table)
 
 
+def _run_tiny(tmp_path, name: str, extra: str, exit_code: int = 0) -> str:
+    """`testbed run` of the tiny scenario ``name`` with ``extra`` YAML into ``tmp_path/run``,
+    ending with ``exit_code``; the report.html it wrote."""
+    scenario = tmp_path / f"{name}.yaml"
+    scenario.write_text(tiny(name, extra))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == exit_code
+    return (tmp_path / "run" / "report.html").read_text()
+
+
 def test_single_run_report_and_cli(tmp_path, capsys):
     # `testbed run` writes the report for a single run too
-    scenario = tmp_path / "one.yaml"
-    scenario.write_text(
-        tiny(
-            "one",
-            "defenses: [{name: gaussian_measure_noise, params: {clip_norm: 6.0, noise_multiplier: 2.0}}]",
-        )
+    html = _run_tiny(
+        tmp_path,
+        "one",
+        "defenses: [{name: gaussian_measure_noise, params: {clip_norm: 6.0, noise_multiplier: 2.0}}]",
     )
-    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 0
-    html = (tmp_path / "run" / "report.html").read_text()
     _assert_self_contained(html)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     assert res["config_hash"] in html
@@ -348,22 +353,14 @@ def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
     import html as html_mod
     import shlex
 
-    scenario = tmp_path / "l.yaml"
-    scenario.write_text(
-        tiny(
-            "l",
-            "attacks: [{name: fedwad_distributional, label: my-label, params: {restarts: 2}}]",
-        )
+    html = _run_tiny(
+        tmp_path,
+        "l",
+        "attacks: [{name: fedwad_distributional, label: my-label, params: {restarts: 2}}]",
     )
-    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 0
-    html = (tmp_path / "run" / "report.html").read_text()
-    line = next(
-        html_mod.unescape(ln.split("   #")[0])
-        for ln in html.split("\n")
-        if ln.startswith("testbed attack ") or "<pre>testbed attack " in ln
-        for ln in [ln[ln.index("testbed attack ") :]]
-    )
-    argv = shlex.split(line)[1:]
+    # the drill-down's command line, up to its comment
+    line = re.search(r"testbed attack [^\n<]*?(?=   #)", html).group(0)
+    argv = shlex.split(html_mod.unescape(line))[1:]
     assert "my-label" not in " ".join(argv) and '"restarts":2' in " ".join(argv), argv
     capsys.readouterr()
     assert main(argv) == 0, capsys.readouterr().err
@@ -374,13 +371,13 @@ def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
 def test_a_run_whose_every_attack_failed_says_so(tmp_path, capsys):
     """Every attack over its time limit: the headline, its caption and the coverage matrix say
     the attacks failed (before: "no attack applied to this protocol", "not run")."""
-    scenario = tmp_path / "f.yaml"
-    scenario.write_text(
-        tiny("f", "attacks: [{name: fedwad_distributional}]\nlimits: {attack_seconds: 0.001}")
+    html = _run_tiny(
+        tmp_path,
+        "f",
+        "attacks: [{name: fedwad_distributional}]\nlimits: {attack_seconds: 0.001}",
+        exit_code=3,
     )
-    assert main(["run", str(scenario), "--out", str(tmp_path / "run"), "-q"]) == 3
     capsys.readouterr()
-    html = (tmp_path / "run" / "report.html").read_text()
     assert "no attack applied" not in html
     assert "every attack that could measure a leak failed; no leak was measured." in html
     assert "Failed: fedwad_distributional (nothing measured by them; not evidence" in html

@@ -8,18 +8,11 @@ from testbed.report.writer import write_report
 
 
 def run(args) -> int:
-    from contextlib import nullcontext
-
-    from testbed.run.manifest import sweep_of
-    from testbed.run.rundir import run_dir_lock
-    from testbed.run.verify import verify_in_sweep
+    from testbed.run.verify import verified_for_reading
 
     run_dir = find_run_dir(args.run_dir, "report")
-    sweep = sweep_of(run_dir)  # a sweep's cell: checked with its sweep (its lock first)
-    with (
-        run_dir_lock(sweep, write=False) if sweep is not None else nullcontext(),
-        run_dir_lock(run_dir, write=False),  # the whole read; a run directory that does not
-    ):
-        verify_in_sweep(run_dir)  # verify is refused with the first mismatch
+    # the whole read under the lock; a run directory (a cell: with its sweep) that does not
+    # verify is refused with the first mismatch
+    with verified_for_reading(run_dir):
         print(f"report: {write_report(run_dir)}")
     return 0

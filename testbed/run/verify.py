@@ -27,6 +27,7 @@ and compares ``results.json`` byte for byte. Nothing is unpickled: JSON, ``.npz`
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,14 @@ from testbed.errors import TestbedError
 from testbed.exchange.payload import canonical_digest
 from testbed.exchange.spill import HEADER_NAME, SPILL_NAME
 from testbed.exchange.transcript import Transcript, read_spilled, records_digest
-from testbed.run.manifest import MANIFEST_NAME, check_manifest
+from testbed.run.manifest import MANIFEST_NAME, check_manifest, sweep_of
 from testbed.run.results import RESULTS_DIGESTS, evidence_digest, json_form, results_digests
-from testbed.run.rundir import attack_files, is_sweep
+from testbed.run.rundir import attack_files, is_sweep, run_dir_lock
 
 __all__ = [
     "ATTACKS_DIGESTS",
     "attack_file_digests",
+    "verified_for_reading",
     "verify_in_sweep",
     "verify_run",
 ]
@@ -64,13 +66,25 @@ def verify_run(run_dir: str | Path, pubkey: str | Path | None = None) -> list[st
     return _verify_single(run_dir, pubkey)
 
 
+@contextmanager
+def verified_for_reading(run_dir: str | Path, pubkey: str | Path | None = None):
+    """Hold ``run_dir``'s shared lock (for a sweep's cell, the sweep's first, the order writers
+    take them in) and yield :func:`verify_in_sweep`'s lines: a command reads the directory inside
+    the block, so nothing changes between the check and the read."""
+    sweep = sweep_of(run_dir)
+    with (
+        run_dir_lock(sweep, write=False) if sweep is not None else nullcontext(),
+        run_dir_lock(run_dir, write=False),
+    ):
+        yield verify_in_sweep(run_dir, pubkey)
+
+
 def verify_in_sweep(run_dir: str | Path, pubkey: str | Path | None = None) -> list[str]:
     """:func:`verify_run`, and for a cell of a sweep the whole sweep: a cell's own manifest is
     only as good as the sweep's, which lists it and is what a signature covers (a cell forged
     with its manifest rewritten passed a check of the cell alone; with ``--pubkey`` the cell had
-    no signature of its own). The caller holds the sweep's lock, then the cell's."""
-    from testbed.run.manifest import sweep_of
-
+    no signature of its own). The caller holds the sweep's lock, then the cell's
+    (:func:`verified_for_reading`)."""
     sweep = sweep_of(run_dir) if not is_sweep(run_dir) else None
     if sweep is None:
         return verify_run(run_dir, pubkey)
