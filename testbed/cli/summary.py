@@ -20,22 +20,12 @@ from testbed.report.model import (
     series_of,
     utility_columns,
 )
-from testbed.scenario.cells import parse_path
+from testbed.report.points import field_name
 
 __all__ = ["privacy_lines", "setting_label", "sweep_rows"]
 
 #: parties named on a failed assumption's line; the rest are counted (the report lists them)
 SHOWN_PARTIES = 3
-
-
-def _field(path: str, paths: list[str]) -> str:
-    """The name a swept path is shown by: its last field, or the whole path when two swept paths
-    end in the same field."""
-    last = [t for t in parse_path(path) if isinstance(t, str)][-1]
-    others = [p for p in paths if p != path]
-    if any([t for t in parse_path(p) if isinstance(t, str)][-1] == last for p in others):
-        return path
-    return last
 
 
 def setting_label(row: dict) -> str:
@@ -51,7 +41,7 @@ def setting_label(row: dict) -> str:
         elif isinstance(value, (dict, list)):
             parts.append(label)
         else:
-            parts.append(f"{_field(path, list(labels))}={label}")
+            parts.append(f"{field_name(path, list(labels))}={label}")
     return ", ".join(parts) or "base"
 
 

@@ -4,9 +4,10 @@ kept apart (:func:`distinct_points`)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
-__all__ = ["distinct_points", "point_of", "series_of"]
+__all__ = ["distinct_points", "field_name", "point_of", "series_of"]
 
 
 def series_of(row: dict) -> str:
@@ -16,15 +17,32 @@ def series_of(row: dict) -> str:
     return row["results"].get("protocol", {}).get("name", "?")
 
 
+def field_name(path: str, paths: list[str]) -> str:
+    """The name a swept path is shown by: its last field (``defenses[0].params.sigma`` ->
+    ``sigma``), or the whole path when two swept paths end in the same field."""
+
+    def last(p: str) -> str:
+        return re.sub(r"\[\d+\]", "", p.rsplit(".", 1)[-1])
+
+    if any(last(q) == last(path) for q in paths if q != path):
+        return path
+    return last(path)
+
+
 def point_of(row: dict) -> str:
-    """The setting a row belongs to within its series: the swept value alone when one field is
-    swept, else ``path=value`` pairs; what :func:`distinct_points` set when that collides."""
+    """The setting a row belongs to within its series, named as ``testbed run`` names it: a
+    swept number or word by its field, ``noise_multiplier=0.1``; one swept plugin spec or list by
+    its label alone (``large_t(t=0.9)``); several fields as ``field=label`` pairs; what
+    :func:`distinct_points` set when that collides."""
     if "point" in row:
         return row["point"]
     labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
+    setting = row.get("setting") or {}
     if len(labels) == 1:
-        return next(iter(labels.values()))
-    return ", ".join(f"{k}={v}" for k, v in labels.items()) or "base"
+        path, label = next(iter(labels.items()))
+        if isinstance(setting.get(path, []), (dict, list)):
+            return label
+    return ", ".join(f"{field_name(k, list(labels))}={v}" for k, v in labels.items()) or "base"
 
 
 def distinct_points(rows: list[dict]) -> list[dict]:
