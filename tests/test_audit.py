@@ -189,3 +189,36 @@ def test_audit_cli_refuses_bad_flags(capsys, flags):
     assert ei.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "error:" in err
+
+
+DP_PROTOCOL = """\
+name: audit_dp_protocol
+seed: 0
+data:
+  dataset:
+    name: gaussians
+    params: {d: 2, components: [{n: 30, mean: -2.0}, {n: 30, mean: 2.0}]}
+  partition: {name: class_subsets, params: {classes: [[0], [1]]}}
+  parties: [alice, bob]
+  transform: {name: scale, params: {clip_norm: 6.0}}
+protocol: {name: dp_gaussian_moments, params: {clip_norm: 6.0, target_epsilon: 1.0}}
+threat_model: {observer: server}
+attacks: [{name: moments_sampling}]
+"""
+
+
+def test_audit_cli_on_a_dp_protocol_names_what_it_could_not_audit(tmp_path, capsys):
+    # a protocol whose claim is its own (no defense) and whose messages hold no rows of the
+    # data's width: the audit used to say "against no claim", print an empty table and stop
+    # with "ValueError: max() arg is an empty sequence", writing nothing with --out
+    f = tmp_path / "dp.yaml"
+    f.write_text(DP_PROTOCOL)
+    out_dir = tmp_path / "audit"
+    args = ["audit", str(f), "--party", "alice", "--canaries", "16", "--out", str(out_dir)]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    assert "against no claim" not in cap.out + cap.err
+    assert "the protocol's own claim" in cap.err
+    assert "alice: not audited by canaries: no message the observers saw holds rows" in cap.out
+    assert "reconstruction moments_sampling -> alice:" in cap.out
+    assert (out_dir / "audit.json").exists()

@@ -199,3 +199,19 @@ def test_claims_are_floats_and_summary_per_party():
     assert s["c"]["events"] == 0 and s["c"]["epsilon"] == 3.0
     assert [e["party"] for e in L.to_json()] == ["a", "a", "a", "b"]
     assert L.to_json()[0]["count"] == 3
+
+
+def test_a_claim_at_its_own_delta_is_reported_at_that_delta():
+    # DP-SGD's opacus accountant claims (2.0, 1e-3); the report said (2.0 + Laplace, 1e-5), an
+    # epsilon understated at the delta printed beside it
+    led = PrivacyLedger()
+    led.claim("c0", 2.0, 1e-3)
+    led.claim("c1", 2.0, 1e-3)
+    led.record(MechanismEvent("c1", "laplace", 1.0, epsilon=0.5, count=2))
+    led.record(MechanismEvent("c2", "gaussian", 2.0, count=3))
+    s = led.summary(1e-5)
+    assert s["c0"]["epsilon"] == 2.0 and s["c0"]["delta"] == 1e-3
+    assert s["c1"]["epsilon"] == pytest.approx(3.0) and s["c1"]["delta"] == pytest.approx(
+        1e-3 + 1e-5
+    )
+    assert s["c2"]["delta"] == 1e-5

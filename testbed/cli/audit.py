@@ -29,6 +29,15 @@ from testbed.errors import TestbedError
 __all__ = ["bench_audit", "run", "verdict_line", "write_audit_rows"]
 
 
+#: a party no canary audit scores: they read rows of the data's width in the messages an
+#: observer saw, and none held any (e.g. a DP protocol that releases noisy moments); the
+#: reconstruction bound, if the scenario has attacks, is printed above
+NO_SCORES = (
+    "{party}: not audited by canaries: no message the observers saw holds rows of the data's "
+    "width, which is what the canary audits read"
+)
+
+
 def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf: float) -> str:
     """One line: what the audit proved about ``party``'s claim."""
     c = f"{100 * conf:g} %"
@@ -280,7 +289,10 @@ def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[
     where = f"{setting}: " if setting else ""
     world = execute(sc, until="world").world
     if not world.defenses:
-        _log(f"{args.scenario}: {where}no defense: the audit measures leakage against no claim")
+        _log(
+            f"{args.scenario}: {where}no defense on the messages: the audit holds the protocol's "
+            "own claim, if it makes one"
+        )
     parties = args.party or [p for p in world.parties][:2]
     rows: list[dict] = []
     for party in parties:
@@ -344,14 +356,17 @@ def run(args) -> int:
     for (setting, _), (parties, cell_rows, _) in zip(targets, done):
         for party in parties:
             mine = [r for r in cell_rows if r["party"] == party]
-            worst = max(mine, key=lambda r: (r["violated"], r["eps_lower"]))
-            line = verdict_line(
-                party,
-                worst["epsilon_claimed"],
-                worst["eps_lower"],
-                any(r["violated"] for r in mine),
-                args.confidence,
-            )
+            if mine:
+                worst = max(mine, key=lambda r: (r["violated"], r["eps_lower"]))
+                line = verdict_line(
+                    party,
+                    worst["epsilon_claimed"],
+                    worst["eps_lower"],
+                    any(r["violated"] for r in mine),
+                    args.confidence,
+                )
+            else:
+                line = NO_SCORES.format(party=party)
             print(f"{setting}: {line}" if setting else line)
     if args.out:
         paths = write_audit_rows(rows + [{"reconstruction": True, **c} for c in recon], args.out)

@@ -179,7 +179,9 @@ class PrivacyLedger:
         return sorted({e.party for e in self.events} | set(self.claims))
 
     def epsilon(self, party: str, delta: float) -> float:
-        """Claimed epsilon for ``party`` at ``delta``; ``inf`` when nothing protects it."""
+        """Claimed epsilon for ``party``: its mechanism events' at ``delta`` plus a recorded
+        claim's (at the claim's own δ: :meth:`delta` says the δ of the sum); ``inf`` when
+        nothing protects it."""
         evs = [e for e in self.events if e.party == party]
         if party in self.claims and not evs:
             return self.claims[party][0]
@@ -204,6 +206,18 @@ class PrivacyLedger:
             eps += self.claims[party][0]
         return eps
 
+    def delta(self, party: str, delta: float) -> float:
+        """The δ that goes with :meth:`epsilon` ``(party, delta)``: ``delta`` for the
+        mechanism events (their accountant's), plus the δ of a claim recorded with
+        :meth:`claim` (basic composition: (ε₁ + ε₂, δ₁ + δ₂)); a claim alone keeps its own δ.
+        A claim made at another δ (opacus's DP-SGD accountant at the defense's ``delta``) is
+        thus never reported at the ledger's smaller one."""
+        has_events = any(e.party == party for e in self.events)
+        if party not in self.claims:
+            return delta
+        claimed = self.claims[party][1]
+        return delta + claimed if has_events else claimed
+
     def gdp_mu(self, party: str) -> float | None:
         """The μ-GDP the events of ``party`` claim when every one is a full-batch Gaussian
         mechanism (noise multiplier z: μ = 1/z per release; composition √Σ count/z²); ``None``
@@ -221,7 +235,7 @@ class PrivacyLedger:
         return {
             p: {
                 "epsilon": self.epsilon(p, delta),
-                "delta": delta,
+                "delta": self.delta(p, delta),
                 "events": sum(e.count for e in self.events if e.party == p),
                 "accountant": self.accountant,
                 "noise_multipliers": sorted(

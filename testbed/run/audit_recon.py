@@ -2,8 +2,9 @@
 2023): under μ-GDP no attacker reconstructs a target within radius η with probability above
 Φ(Φ⁻¹(κ) + μ), κ the success of the attacker who knows only the prior. Here η is the coverage
 radius (``coverage_r``: the median leave-one-out nearest-neighbour distance inside the target's
-data), the success is the attack's ``coverage`` and κ the prior-only baseline's
-``coverage_baseline`` on the same rows; both are taken conservatively
+data), the success is the attack's ``coverage`` and κ the larger of the prior-only baseline's
+``coverage_baseline`` on the same rows and what the same output covers of population rows
+(``coverage_population_hi``, where the scorer has population rows); both are taken conservatively
 (:func:`testbed.scoring.audit_bounds.reconstruction_audit`) and a success above the bound is a
 violated claim, flagged like an audited ε above a claimed ε."""
 
@@ -33,6 +34,8 @@ def reconstruction_checks(
         n = int(parties[target].n)
         hits = int(round(float(row["coverage"]) * n))
         prior = int(round(float(row["coverage_baseline"]) * n))
+        pop = row.get("coverage_population_hi")
+        pop = float(pop) if isinstance(pop, (int, float)) and math.isfinite(pop) else None
         out.append(
             {
                 "attack": row.get("label") or row.get("attack"),
@@ -40,7 +43,7 @@ def reconstruction_checks(
                 "observer": row.get("observer"),
                 "radius": row.get("coverage_r"),
                 "rows": n,
-                **reconstruction_audit(hits, n, prior, n, mu, confidence),
+                **reconstruction_audit(hits, n, prior, n, mu, confidence, population_upper=pop),
             }
         )
     return out

@@ -319,23 +319,45 @@ def reconstruction_bound(mu: float, kappa: float) -> float:
 
 
 def reconstruction_audit(
-    hits: int, n: int, prior_hits: int, prior_n: int, mu: float, confidence: float = 0.95
+    hits: int,
+    n: int,
+    prior_hits: int,
+    prior_n: int,
+    mu: float,
+    confidence: float = 0.95,
+    population_upper: float | None = None,
 ) -> dict[str, float | bool]:
     """Measured reconstruction success (``hits`` of ``n`` targets within η) against the bound
     of [5] for a claimed μ. Both sides are taken conservatively, jointly at ``confidence``: the
-    success by its Clopper–Pearson lower bound, κ (the prior-only attacker's ``prior_hits`` of
-    ``prior_n``) by its upper bound. ``violated``: the success's lower bound exceeds the bound.
-    Deviation: [5] bounds one target drawn from the prior; here each private row is a target
-    and the rows are treated as independent trials."""
+    success by its Clopper–Pearson lower bound, κ by an upper estimate. ``violated``: the
+    success's lower bound exceeds the bound.
+
+    κ is the larger of the prior-only attacker's success (``prior_hits`` of ``prior_n``, at its
+    Clopper–Pearson upper bound) and ``population_upper``: what the same reconstruction covers
+    of population rows no party holds (an upper quantile over population subsets of the
+    target's size). Both are successes a prior-knowing attacker reaches, so both are below the
+    κ of [5]; the second is also the other side of DP's own test: under μ-GDP (replace one row
+    by a fresh draw) an output covers a private row with probability at most Φ(Φ⁻¹(p) + μ), p
+    the probability that it covers a fresh row. Comparing the same output's coverage of the
+    party's rows and of population rows pairs the two sides, so the randomness of the output,
+    which moves both together, does not make a correct claim look violated (with κ from the
+    baseline alone a correct ε = 1 claim was flagged in 3 of 16 runs at 95 %).
+
+    Deviation: [5] bounds one target drawn from the prior; here each private row is a target and
+    the rows are treated as independent trials (they share one output: without population rows
+    the check is indicative only)."""
     a = (1.0 - confidence) / 2
     success_lo = clopper_pearson_lower(hits, n, a)
     kappa_hi = clopper_pearson_upper(prior_hits, prior_n, a)
+    if population_upper is not None and math.isfinite(population_upper):
+        kappa_hi = max(kappa_hi, min(float(population_upper), 1.0))
     bound = reconstruction_bound(mu, kappa_hi)
     return {
         "success": hits / n,
         "success_lower": success_lo,
         "kappa": prior_hits / prior_n,
         "kappa_upper": kappa_hi,
+        "kappa_population": population_upper,
         "mu": mu,
         "bound": bound,
         "violated": bool(success_lo > bound),
