@@ -174,3 +174,34 @@ def test_the_scorecard_says_which_defense_acted_on_the_leaking_messages(
     md = (tmp_path / "sc" / "scorecard.md").read_text()
     assert "Defenses on the messages" in md and "| toy_tag | 1 of 4 | toy_leaky_mean.sample |" in md
     assert "| server | \\#1 toy_leaky_mean.sample | alice | t | toy_tag |" in md
+
+
+def test_an_attack_that_cannot_be_built_costs_its_row_not_the_card(toys, tmp_path, capsys):
+    # an installed attack whose config has a required field (or whose constructor raises)
+    # stopped `testbed scorecard` for every protocol, in a line naming neither it nor its package
+    from attacks import Attack, AttackConfig
+    from testbed.registry import ATTACKS
+
+    class NeedsK(AttackConfig):
+        k: int
+
+    class RequiredParam(Attack):
+        name = "probe_required_param"
+        Config = NeedsK
+
+        def run(self, view, public, rng):
+            return []
+
+    ATTACKS.register(RequiredParam)
+    try:
+        code = main(["scorecard", "toy_leaky_mean", "-o", str(tmp_path / "sc"), "-q"])
+    finally:
+        ATTACKS._items.pop(RequiredParam.name, None)
+        ATTACKS._origins.pop(RequiredParam.name, None)
+    out = capsys.readouterr().out
+    assert code == 3  # as testbed run: an attack failed while the rest ran
+    data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
+    err = [e for e in data["errors"] if e["attack"] == "probe_required_param"]
+    assert err and "could not be built with its default config: ValidationError" in err[0]["error"]
+    assert any(r["attack"] == "sent_rows" for r in data["attacks"])  # the others still ran
+    assert "scorecard:" in out

@@ -267,6 +267,25 @@ def _attack_rows(
     return [r for r in rows if "failed" not in r]
 
 
+def _applicable(protocol: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The registered attacks that apply to ``protocol``, and those that could not be asked:
+    ``(name, one line)`` for an attack whose default config or constructor fails (an installed
+    plugin's fault), so one broken package costs its own row of the card, not the card."""
+    from testbed.registry import ATTACKS
+
+    ok, broken = [], []
+    for n, cls in ATTACKS.items():
+        try:
+            if cls(cls.Config()).applies_to(protocol):
+                ok.append(n)
+        except Exception as exc:  # noqa: BLE001 - third-party code: any failure is its own
+            first = (str(exc).strip().splitlines() or [""])[0]
+            broken.append(
+                (n, f"could not be built with its default config: {type(exc).__name__}: {first}")
+            )
+    return ok, broken
+
+
 def scorecard(target: str, out: str | Path | None = None, progress: bool = False) -> Scorecard:
     """Run ``target`` (a protocol name or a scenario file) once and score every applicable
     attack under every threat model; write the scorecard into ``out``."""
@@ -320,7 +339,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         ]
         for t, key in by_label.items()
     }
-    applicable = [n for n, cls in ATTACKS.items() if cls(cls.Config()).applies_to(name)]
+    applicable, broken = _applicable(name)
     # a protocol's own membership experiment (distillation's audit rows) has members of some
     # clients only: its membership attacks are scored on those targets
     own = world.protocol.membership_truth(world.parties)
@@ -328,7 +347,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     per_target = {
         n: audited for n in applicable if audited and "scores" in ATTACKS.get(n).output_kinds
     }
-    rows, errors = [], []
+    rows, errors = [], [{"threat": "*", "attack": n, "error": e} for n, e in broken]
     for tm in threats:
         say(f"  {tm['label']}: {len(applicable)} attack(s)")
         for r in _attack_rows(run_dir, applicable, tm, errors, say, per_target):
