@@ -477,3 +477,18 @@ def test_what_an_attack_prints_stays_off_the_users_screen(obs, capfd, caplog):
     logged = "\n".join(r.getMessage() for r in caplog.records)
     for how in ("print", "stderr", "fd1", "fd2"):
         assert f"{MARK.decode()} {how}" in logged
+
+
+def test_debug_shows_what_an_attack_printed(obs, capfd):
+    """``testbed --debug`` (its ``attack_tracebacks`` handler) shows the tail of an attack's
+    prints on stderr, as docs/plugins.md says; without it they stay off the screen. The handler
+    used to listen only to the traceback's logger, so the prints never showed."""
+    from testbed.cli._common import attack_tracebacks
+
+    with attack_tracebacks(False):
+        _attack(obs, "shout")
+    assert MARK.decode() not in "".join(capfd.readouterr())
+    with attack_tracebacks(True):
+        _attack(obs, "shout")
+    err = capfd.readouterr().err
+    assert f"{MARK.decode()} print" in err and f"{MARK.decode()} fd2" in err

@@ -91,22 +91,25 @@ def failed_attacks(rows) -> int:
 
 @contextlib.contextmanager
 def attack_tracebacks(debug: bool):
-    """With --debug, a failed attack's traceback (from its process) goes to stderr."""
+    """With --debug, a failed attack's traceback (from its process) and the tail of what each
+    attack printed in its sandbox (logged by :mod:`testbed.sandbox.isolation`) go to stderr."""
     import logging
 
     if not debug:
         yield
         return
-    log = logging.getLogger("testbed.attack")
     handler = logging.StreamHandler(sys.stderr)
-    old_level = log.level
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
+    logs = [logging.getLogger(n) for n in ("testbed.attack", "testbed.sandbox.isolation")]
+    old_levels = [log.level for log in logs]
+    for log in logs:
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
     try:
         yield
     finally:
-        log.removeHandler(handler)
-        log.setLevel(old_level)
+        for log, level in zip(logs, old_levels):
+            log.removeHandler(handler)
+            log.setLevel(level)
 
 
 def bench_command() -> str:
