@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.errors import TestbedError
-from testbed.registry import ATTACKS, PROTOCOLS
+from testbed.registry import ATTACKS, PROTOCOLS, plugin_phase
 from testbed.scenario.headline import headline_patterns
 from testbed.scenario.labels import attack_labels
 from testbed.scenario.yamlloc import line_of
@@ -31,7 +31,12 @@ def inapplicable(sc, resolved: dict[str, Any]) -> list[tuple[int, str, tuple[str
     out = []
     for i, spec in enumerate(sc.attacks):
         cls = ATTACKS.get(spec.name)
-        if not cls(cls.Config(**resolved["attacks"][i]["params"])).applies_to(sc.protocol.name):
+        # its config's defaults and constructor are the plugin's code: a failure names it
+        with plugin_phase("attack", spec.name, f"setup ({attack_at(sc, i)})"):
+            applies = cls(cls.Config(**resolved["attacks"][i]["params"])).applies_to(
+                sc.protocol.name
+            )
+        if not applies:
             out.append((i, spec.name, tuple(cls.protocols)))
     return out
 

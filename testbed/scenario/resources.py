@@ -201,7 +201,7 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
     """A partition (:meth:`~testbed.data.partitions.PartitionerPlugin.check_rows`) or protocol
     parameter (:meth:`protocols._base.Protocol.check_rows`) the dataset's rows cannot satisfy,
     when the scenario tells the rows before loading: refused as the run would be."""
-    from testbed.registry import PROTOCOLS
+    from testbed.registry import PROTOCOLS, plugin_phase
     from testbed.scenario.resolve import resolve
 
     res = resolved if resolved is not None else resolve(sc)
@@ -222,7 +222,9 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
     check = getattr(PROTOCOLS.get(proto["name"]), "check_rows", None)
     if rows is None or check is None:
         return
-    problem = check(PROTOCOLS.get(proto["name"]).from_params(proto.get("params") or {}), rows)
+    with plugin_phase("protocol", proto["name"], f"setup ({_where(sc, ['protocol', 'name'])})"):
+        protocol = PROTOCOLS.get(proto["name"]).from_params(proto.get("params") or {})
+    problem = check(protocol, rows)
     if problem:
         raise ScenarioError(f"{_where(sc, list(problem[0]))}: {problem[1]}")
 
