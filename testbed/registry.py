@@ -15,6 +15,7 @@ their source (the class docstring's first line) without importing them.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
@@ -290,7 +291,10 @@ class Registry:
         (listed by ``testbed plugins``; fails only the scenarios that use the name)."""
         origin = f"entry point {ep.name!r} ({ep.value})"
         try:
-            obj = ep.load()
+            # what a module prints as it is imported is the plugin's, not the testbed's:
+            # stdout carries only the testbed's own lines (docs/plugins.md)
+            with contextlib.redirect_stdout(sys.stderr):
+                obj = ep.load()
         except Exception as exc:  # a broken third-party plugin must not break the rest
             self._broken[ep.name] = (
                 f"{self.kind} {ep.name!r}: {origin} failed to import: {type(exc).__name__}: {exc}"
@@ -299,10 +303,14 @@ class Registry:
         if ep.name in self._items:
             if self._items[ep.name] is obj:
                 return  # the same class, already registered by its own import
-            self._broken[ep.name] = (
+            why = (
                 f"{self.kind} {ep.name!r} is defined twice: by {self._origins[ep.name]} and by "
                 f"{origin}; rename one of them"
             )
+            if ep.name in self._table:  # a built-in keeps its name; the newcomer is refused
+                self._broken[f"{ep.name} ({ep.value})"] = f"{why} (the built-in is used)"
+            else:
+                self._broken[ep.name] = why
             return
         try:
             self.register(obj, name=ep.name)

@@ -26,6 +26,10 @@ class Dup(Attack):
         return []
 
 
+class Dup2(Dup):
+    """Another package's attack of the same name."""
+
+
 def _registry(monkeypatch, eps):
     """The attack registry with these entry points loaded (restored after the test)."""
     ATTACKS.get("fedwad_distributional")  # the built-in this file's Dup collides with, first
@@ -40,11 +44,32 @@ def _registry(monkeypatch, eps):
 def test_duplicate_entry_point_is_refused_naming_both_origins(monkeypatch):
     ep = EntryPoint("fedwad_distributional", "tests.test_plugin_path:Dup", "ot_testbed.attacks")
     r = _registry(monkeypatch, [ep])
-    why = r.broken()["fedwad_distributional"]
+    why = r.broken()["fedwad_distributional (tests.test_plugin_path:Dup)"]
     assert "attacks.fedwad_distributional.FedWADDistributional" in why
-    assert "tests.test_plugin_path:Dup" in why
+    assert "tests.test_plugin_path:Dup" in why and "the built-in is used" in why
+    # the newcomer is refused; the built-in keeps working (an installed package reusing its
+    # name used to break it for every scenario)
+    assert r.get("fedwad_distributional").__name__ == "FedWADDistributional"
+    assert "fedwad_distributional" not in r.broken()
+
+
+def test_two_packages_with_one_name_break_that_name(monkeypatch):
+    eps = [
+        EntryPoint("probe_dup_name", "tests.test_plugin_path:Dup", "ot_testbed.attacks"),
+        EntryPoint("probe_dup_name", "tests.test_plugin_path:Dup2", "ot_testbed.attacks"),
+    ]
+    r = _registry(monkeypatch, eps)
     with pytest.raises(TestbedError, match="defined twice"):
-        r.get("fedwad_distributional")
+        r.get("probe_dup_name")
+
+
+def test_what_a_plugin_prints_on_import_goes_to_stderr(monkeypatch, capsys):
+    ep = EntryPoint("probe_loud", "_loud_plugin:Loud", "ot_testbed.attacks")
+    monkeypatch.delitem(__import__("sys").modules, "_loud_plugin", raising=False)
+    r = _registry(monkeypatch, [ep])
+    out, err = capsys.readouterr()
+    assert "LOUD AT IMPORT" not in out and "LOUD AT IMPORT" in err
+    assert r.get("probe_loud").__name__ == "Loud"
 
 
 def test_plugin_that_fails_to_import_is_listed_and_breaks_only_its_users(
