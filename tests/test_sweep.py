@@ -313,3 +313,20 @@ def test_off_a_terminal_sweep_progress_is_a_line_per_tenth_not_bar_frames(tmp_pa
     assert "\r" not in err
     lines = [x for x in err.splitlines() if x.startswith("progress: ") and x.endswith(" cells")]
     assert lines[-1] == "progress: 12/12 cells" and len(lines) == len(set(lines)) <= 10, err
+
+
+def test_reporting_a_sweep_that_did_not_finish_says_so(tmp_path, capsys):
+    # a sweep stopped before its end (a failed cell, Ctrl-C, a time limit) has no manifest yet;
+    # `testbed report` called it "not a run directory of this testbed, or removed"
+    from testbed.cli.main import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text(tiny("unfinished", "sweep:\n  protocol.params.iterations: [1, 2]\n"))
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "-q"]) == 0
+    (out / "manifest.json").unlink()  # as a sweep that stopped after its cells ran
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the sweep did not finish (2 cell row(s) in results.jsonl)" in err
+    assert "run its scenario again" in err and "\n" not in err

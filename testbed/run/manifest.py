@@ -285,6 +285,22 @@ def check_signer(directory: str | Path, key_file) -> None:
         _check_signature(directory, path.read_bytes(), key.public_key(), key_file)
 
 
+def _missing_manifest(directory: Path, path: Path) -> str:
+    """Why ``path`` is missing, in one line: a sweep that stopped before its end (a cell
+    failed, Ctrl-C, a time limit) writes its manifest only when every cell is done."""
+    if (directory / "sweep.json").is_file():
+        try:
+            done = sum(1 for ln in (directory / "results.jsonl").read_text().splitlines() if ln)
+        except OSError:
+            done = 0
+        return (
+            f"{path}: missing: the sweep did not finish ({done} cell row(s) in results.jsonl); "
+            "run its scenario again to finish it (finished cells are kept and not recomputed), "
+            "then report it"
+        )
+    return f"{path}: missing (not a run directory of this testbed, or removed)"
+
+
 def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
     """Check ``manifest.json`` (and with ``pubkey_file`` its signature) against the files:
     every listed file present with its digest, no evidence file unlisted. Returns what was
@@ -292,7 +308,7 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
     directory = Path(directory)
     path = directory / MANIFEST_NAME
     if not path.is_file():
-        raise TestbedError(f"{path}: missing (not a run directory of this testbed, or removed)")
+        raise TestbedError(_missing_manifest(directory, path))
     data = path.read_bytes()
     checked = []
     if pubkey_file is not None or is_signed(directory):  # unchecked signer: a note, see above
