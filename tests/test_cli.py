@@ -1287,3 +1287,21 @@ def test_a_seed_beside_seeds_is_named_as_unused(tmp_path, capsys, scenarios_dir)
     f.write_text(text.replace("seed: 7\n", "") + "seeds: [0, 1]\n")
     assert main(["validate", str(f)]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_run_the_guard_recorded_leaks_in_says_so():
+    # guard: record lets a leaky protocol finish; the summary read as clean, the violation
+    # was only in results.json
+    from testbed.cli.summary import privacy_lines
+
+    finding = (
+        "privacy guard: message #0 raw_row.debug (round 0) from alice to server carries a "
+        "near-copy of a private row of 'alice' at value[0] (distance 0 <= threshold 1.46e-06)"
+    )
+    res = {"guard": {"mode": "record", "violations": 2, "findings": [{"message": finding}]}}
+    lines = privacy_lines(res)
+    assert lines == [
+        "privacy guard (record): 2 violation(s), every one in results.json guard.findings; "
+        "the first: " + finding.removeprefix("privacy guard: ")
+    ]
+    assert privacy_lines({"guard": {"mode": "stop", "violations": 0, "findings": []}}) == []

@@ -114,4 +114,19 @@ def privacy_lines(results: dict) -> list[str]:
             f"assumption failed, the claim does not hold: {assumption} "
             f"({'; '.join(why[:SHOWN_PARTIES])}{more})"
         )
+    out += guard_lines(results)
     return out
+
+
+def guard_lines(results: dict) -> list[str]:
+    """``guard: record`` lets a leaky run finish: say so, with its first finding (the rest are
+    in ``results.json``'s ``guard.findings``), rather than a summary that reads as clean."""
+    guard = results.get("guard") or {}
+    n = int(guard.get("violations") or 0)
+    if not n:
+        return []
+    first = (guard.get("findings") or [{}])[0].get("message", "").removeprefix("privacy guard: ")
+    return [
+        f"privacy guard ({guard.get('mode', '?')}): {n} violation(s), every one in results.json "
+        f"guard.findings; the first: {first}"
+    ]
