@@ -205,3 +205,17 @@ def test_an_attack_that_cannot_be_built_costs_its_row_not_the_card(toys, tmp_pat
     assert err and "could not be built with its default config: ValidationError" in err[0]["error"]
     assert any(r["attack"] == "sent_rows" for r in data["attacks"])  # the others still ran
     assert "scorecard:" in out
+
+
+def test_what_a_failed_scorecard_left_does_not_block_the_next(toys, tmp_path):
+    # a scorecard that failed after its run (e.g. an attack that could not be built) left
+    # out/run/ alone, and the next scorecard refused the folder ("holds no scorecard")
+    import shutil
+
+    out = tmp_path / "sc"
+    scorecard("toy_private_mean", out)
+    for p in out.iterdir():
+        if p.name != "run":
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    card = scorecard("toy_private_mean", out)
+    assert (out / "scorecard.json").exists() and card.protocol == "toy_private_mean"

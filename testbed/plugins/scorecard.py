@@ -301,7 +301,9 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     name = sc.protocol.name
     out_dir = Path(out or Path("runs") / f"scorecard-{name}")
     check_creatable(out_dir)
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / "scorecard.json").exists():
+    # an earlier scorecard, or what a failed one left (its run only): replaced
+    left = {p.name for p in out_dir.iterdir()} if out_dir.is_dir() else set()
+    if left - {"run"} and not (out_dir / "scorecard.json").exists():
         raise TestbedError(
             f"{out_dir}: exists and holds no scorecard; choose another --out (a scorecard "
             "replaces an earlier scorecard, never a run directory or other files)"
