@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from testbed.errors import TestbedError
+from testbed.plugins.threats import threat_models
 from testbed.scoring.coalition import apply_coalition_rule, rank
 from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, RECORD, verdict
 
@@ -136,33 +137,6 @@ class Scorecard:
             + [f"leak: {x}" for x in self.leaks()]
             + [f"distributional inference (no record leak): {x}" for x in self.inferences()]
         )
-
-
-def threat_models(parties: list[str], clients: list[str] | None = None) -> list[dict[str, Any]]:
-    """``[{label, observer, colluders}]``: server, each party, eavesdropper, and collusions of
-    the server with every client but the last, and of those clients (``clients``: the parties
-    whose role is a client, default all)."""
-    out = [{"label": "server", "observer": "server", "colluders": []}]
-    out += [{"label": p, "observer": p, "colluders": []} for p in parties]
-    out.append({"label": "eavesdropper", "observer": "eavesdropper", "colluders": []})
-    parties = list(clients) if clients else list(parties)
-    if len(parties) >= 2:
-        out.append(
-            {
-                "label": "server+" + "+".join(parties[:-1]),
-                "observer": "server",
-                "colluders": list(parties[:-1]),
-            }
-        )
-    if len(parties) >= 3:
-        out.append(
-            {
-                "label": "+".join(parties[:-1]),
-                "observer": parties[0],
-                "colluders": list(parties[1:-1]),
-            }
-        )
-    return out
 
 
 def _scenario(target: str):
