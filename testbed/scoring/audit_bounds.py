@@ -335,8 +335,9 @@ def reconstruction_audit(
     κ is the larger of the prior-only attacker's success (``prior_hits`` of ``prior_n``, at its
     Clopper–Pearson upper bound) and ``population_upper``: what the same reconstruction covers
     of population rows no party holds (an upper quantile over population subsets of the
-    target's size). Both are successes a prior-knowing attacker reaches, so both are below the
-    κ of [5]; the second is also the other side of DP's own test: under μ-GDP (replace one row
+    target's size). Neither exceeds the κ of [5] (the most prior mass any output covers: the
+    baseline's output and this one each cover at most that much of a fresh draw); the second is
+    also the other side of DP's own test: under μ-GDP (replace one row
     by a fresh draw) an output covers a private row with probability at most Φ(Φ⁻¹(p) + μ), p
     the probability that it covers a fresh row. Comparing the same output's coverage of the
     party's rows and of population rows pairs the two sides, so the randomness of the output,
