@@ -244,19 +244,24 @@ def _attack_rows(
 def _applicable(protocol: str) -> tuple[list[str], list[tuple[str, str]]]:
     """The registered attacks that apply to ``protocol``, and those that could not be asked:
     ``(name, one line)`` for an attack whose default config or constructor fails (an installed
-    plugin's fault), so one broken package costs its own row of the card, not the card."""
-    from testbed.registry import ATTACKS
+    plugin's fault, caught as :class:`~testbed.registry.plugin_phase` catches any plugin code),
+    so one broken package costs its own row of the card, not the card."""
+    from testbed.registry import ATTACKS, plugin_phase
 
     ok, broken = [], []
     for n, cls in ATTACKS.items():
         try:
-            if cls(cls.Config()).applies_to(protocol):
-                ok.append(n)
-        except Exception as exc:  # noqa: BLE001 - third-party code: any failure is its own
-            first = (str(exc).strip().splitlines() or [""])[0]
+            with plugin_phase("attack", n, "setup"):
+                applies = cls(cls.Config()).applies_to(protocol)
+        except TestbedError as exc:
+            why = exc.__cause__ or exc
+            msg = " ".join(str(why).split())
             broken.append(
-                (n, f"could not be built with its default config: {type(exc).__name__}: {first}")
+                (n, f"could not be built with its default config: {type(why).__name__}: {msg}")
             )
+            continue
+        if applies:
+            ok.append(n)
     return ok, broken
 
 
