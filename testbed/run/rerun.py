@@ -363,11 +363,11 @@ def _rerun_attack_files(d: Path) -> int:
     """Each ``attacks-*.json`` of ``d`` computed again (:func:`rerun_attack_file`) and compared row by row with the file; returns how many."""
     from testbed.run.results import json_form, jsonable
     from testbed.run.rundir import attack_files
-    from testbed.run.verify import _load_json
+    from testbed.run.verify import load_json
 
     files = attack_files(d)
     for f in files:
-        saved = _load_json(f).get("rows") or []
+        saved = load_json(f).get("rows") or []
         fresh = json.loads(json.dumps(jsonable(rerun_attack_file(d, f)), sort_keys=True))
         if len(fresh) != len(saved):
             raise TestbedError(

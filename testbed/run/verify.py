@@ -44,6 +44,7 @@ from testbed.run.rundir import attack_files, is_sweep, run_dir_lock
 __all__ = [
     "ATTACKS_DIGESTS",
     "attack_file_digests",
+    "load_json",
     "verified_for_reading",
     "verify_in_sweep",
     "verify_run",
@@ -94,7 +95,8 @@ def verify_in_sweep(run_dir: str | Path, pubkey: str | Path | None = None) -> li
     ]
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
+    """A run file's JSON; unreadable or malformed is one line naming the file."""
     try:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -105,7 +107,7 @@ def _verify_single(d: Path, pubkey, manifest: bool = True) -> list[str]:
     for name in _RUN_FILES if manifest else _RUN_FILES[:-1]:
         if not (d / name).is_file():
             raise TestbedError(f"{d / name}: missing")
-    results = _load_json(d / "results.json")
+    results = load_json(d / "results.json")
     if not isinstance(results, dict):
         raise TestbedError(f"{d / 'results.json'}: not a results object")
     checked = [_check_results(d, results)]
@@ -286,7 +288,7 @@ def attack_file_digests(results: dict, rows: list[dict]) -> dict[str, Any]:
 def _check_attack_files(d: Path, results: dict) -> list[str]:
     checked = []
     for f in attack_files(d):  # any other attacks-* name is refused: the testbed never wrote it
-        doc = _load_json(f)
+        doc = load_json(f)
         dig = doc.get("digests") if isinstance(doc, dict) else None
         if not isinstance(dig, dict) or dig.get("format") != ATTACKS_DIGESTS:
             raise TestbedError(f"{f}: no digests (not written by testbed attack)")
@@ -322,7 +324,7 @@ def _verify_sweep(d: Path, pubkey) -> list[str]:
         if "/" in str(row.get("cell")) or not cell.is_dir():
             raise TestbedError(f"{path}:{lineno}: cell {row.get('cell')} missing")
         _verify_single(cell, None, manifest=(cell / MANIFEST_NAME).exists())
-        if json_form(row.get("results")) != _load_json(cell / "results.json"):
+        if json_form(row.get("results")) != load_json(cell / "results.json"):
             raise TestbedError(f"{path}:{lineno}: row differs from {cell / 'results.json'}")
     checked.append(f"results.jsonl: {len(rows)} row(s), each cell's digests")
     checked += check_manifest(d, pubkey)
