@@ -274,14 +274,14 @@ TOYS = (LeakyMean, PrivateMean, UndeclaredKind, Unseeded, OffReference)
 
 
 @contextmanager
-def registered(*classes):
-    """Register ``classes`` in PROTOCOLS for the duration of the block."""
+def registered(*classes, registry=PROTOCOLS):
+    """Register ``classes`` in ``registry`` (default PROTOCOLS) for the duration of the block."""
     for cls in classes:
-        if cls.name not in PROTOCOLS:
-            PROTOCOLS.register(cls)
+        if cls.name not in registry:
+            registry.register(cls)
     try:
         yield
     finally:
         for cls in classes:
-            PROTOCOLS._items.pop(cls.name, None)
-            PROTOCOLS._origins.pop(cls.name, None)
+            registry._items.pop(cls.name, None)
+            registry._origins.pop(cls.name, None)

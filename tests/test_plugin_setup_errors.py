@@ -4,10 +4,9 @@ phase and the scenario's line, exit 1 (the plugin's fault, not the scenario's), 
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pytest
 from _scenarios import gaussians, tiny
+from _toy_protocols import registered
 
 from attacks import Attack, AttackConfig
 from protocols import Protocol
@@ -45,16 +44,6 @@ class InitRaise(Protocol):
         return None
 
 
-@contextmanager
-def _registered(reg, cls):
-    reg.register(cls)
-    try:
-        yield
-    finally:
-        reg._items.pop(cls.name, None)
-        reg._origins.pop(cls.name, None)
-
-
 @pytest.mark.parametrize(
     "reg,cls,text,want",
     [
@@ -76,7 +65,7 @@ def _registered(reg, cls):
 def test_a_plugin_that_fails_while_being_set_up_is_named(reg, cls, text, want, tmp_path, capsys):
     f = tmp_path / "s.yaml"
     f.write_text(text)
-    with _registered(reg, cls):
+    with registered(cls, registry=reg):
         code = main(["validate", str(f)])
     cap = capsys.readouterr()
     err = cap.err

@@ -192,12 +192,8 @@ def test_an_attack_that_cannot_be_built_costs_its_row_not_the_card(toys, tmp_pat
         def run(self, view, public, rng):
             return []
 
-    ATTACKS.register(RequiredParam)
-    try:
+    with registered(RequiredParam, registry=ATTACKS):
         code = main(["scorecard", "toy_leaky_mean", "-o", str(tmp_path / "sc"), "-q"])
-    finally:
-        ATTACKS._items.pop(RequiredParam.name, None)
-        ATTACKS._origins.pop(RequiredParam.name, None)
     out = capsys.readouterr().out
     assert code == 3  # as testbed run: an attack failed while the rest ran
     data = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
