@@ -59,8 +59,8 @@ docs-check: $(STAMP)
 	@$(PY) -m pytest -m slow tests/test_docs_figures.py tests/test_findings_first_audit.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	@$(VENV)/bin/ruff check testbed protocols attacks defenses tests
-	@$(VENV)/bin/ruff format --check testbed protocols attacks defenses tests
+	@$(VENV)/bin/ruff check testbed protocols attacks defenses bench tests
+	@$(VENV)/bin/ruff format --check testbed protocols attacks defenses bench tests
 
 # mutation testing of the metrics, the ledger and the guard (docs/development.md; [tool.mutmut]
 # in pyproject.toml); long (~15 min on 2 busy cores), never part of `make test`

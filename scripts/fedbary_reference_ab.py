@@ -1,7 +1,7 @@
 """FedBary's central reference before and after issue 23, side by side in one process.
 
 ``python scripts/fedbary_reference_ab.py N``: N clients x 500 points, d = 64
-(``testbed.bench.data.make_clients``); "before" = POT's ``free_support_barycenter`` and exact
+(``bench.data.make_clients``); "before" = POT's ``free_support_barycenter`` and exact
 ``ot.emd2`` distances in this process (what ``FedBary.reference`` did), "after" =
 ``FedBary.reference`` with its solves on 2 in-process workers, then on 1. Prints each one's
 seconds with the load average at its start, and whether the three give the same numbers. POT's
@@ -21,9 +21,9 @@ def main(n_clients: int) -> None:
     from testbed.threads import limit_blas_threads
 
     limit_blas_threads(1)  # as the CLI does
+    from bench.data import make_clients
     from protocols.fedbary import FedBary, FedBaryConfig, central_barycenter, contributions
     from testbed import ot as tot
-    from testbed.bench.data import make_clients
     from testbed.exchange.engines import reference_engine
     from testbed.measure import Measure
 

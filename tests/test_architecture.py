@@ -24,7 +24,10 @@ def tiny_scenario():
 
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("testbed", "protocols", "attacks", "defenses")
+PACKAGES = ("testbed", "protocols", "attacks", "defenses", "bench")
+#: top-level packages of the checkout that are not installed with the library (``bench/``: the
+#: benchmarks and the research studies); they sit in LAYERS under their own name
+CHECKOUT_ONLY = ("bench",)
 
 #: the stage modules of testbed/run in pipeline order (DESIGN.md, "One data path")
 STAGES = [
@@ -90,7 +93,7 @@ LAYERS = [
     ("testing", ()),
     ("report", ()),
     ("plugins", ()),
-    ("bench", ()),
+    ("bench", ()),  # the top-level bench/ package (CHECKOUT_ONLY): only cli/ imports it
     ("cli", ()),
 ]
 #: the package root, ``python -m testbed`` and the import path kept for older plugins sit on top
@@ -99,6 +102,8 @@ TOP = {"testbed", "testbed.__main__", "testbed.bus"}
 
 def layer_of(module: str) -> int | None:
     parts = module.split(".")
+    if parts[0] in CHECKOUT_ONLY:
+        return next(i for i, (folder, _) in enumerate(LAYERS) if folder == parts[0])
     if parts[0] != "testbed" or module in TOP:
         return None
     for i, (folder, core) in enumerate(LAYERS):
@@ -129,11 +134,30 @@ def test_the_layer_check_finds_an_arrow_back_up():
     ]
 
 
+def checkout_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a CHECKOUT_ONLY package by an installed module other than the CLI's thin
+    entries: an installed testbed (a wheel) has no bench/ to import."""
+    return sorted(
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if b.split(".")[0] in CHECKOUT_ONLY
+        and a.split(".")[0] not in CHECKOUT_ONLY
+        and not a.startswith("testbed.cli.")
+    )
+
+
+def test_only_the_cli_imports_the_benchmarks():
+    assert checkout_imports(import_graph()) == []
+    graph = {"protocols.fedwad": {"bench.data"}, "testbed.cli.bench": {"bench.main"}}
+    assert checkout_imports(graph) == ["protocols.fedwad imports bench.data"]
+
+
 def test_top_level_stays_small():
     top = [p for p in (ROOT / "testbed").glob("*.py")]
     assert len(top) <= 15, sorted(p.name for p in top)
     folders = {p.name for p in (ROOT / "testbed").iterdir() if (p / "__init__.py").exists()}
-    assert folders == {f for f, _ in LAYERS[1:]}, folders
+    assert folders == {f for f, _ in LAYERS[1:]} - set(CHECKOUT_ONLY), folders
 
 
 def test_no_import_circles():

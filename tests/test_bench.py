@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.cases import BenchOptions, fedwad_public_algorithm
+from bench.data import make_clients, make_pair
+from bench.main import run_bench
+from bench.output import write_outputs
+from bench.target_checks import fedbary_target
+from bench.timing import BareBus, fit_exponent, time_interleaved
 from protocols.fedwad import FedWAD
 from testbed import ot as tot
-from testbed.bench.cases import BenchOptions, fedwad_public_algorithm
-from testbed.bench.data import make_clients, make_pair
-from testbed.bench.main import run_bench
-from testbed.bench.output import write_outputs
-from testbed.bench.target_checks import fedbary_target
-from testbed.bench.timing import BareBus, fit_exponent, time_interleaved
 from testbed.cli.main import main
 from testbed.exchange.bus import Bus
 from testbed.measure import Measure
@@ -176,7 +176,7 @@ def test_fedbary_target_row_on_workers_profiles_a_miss():
 
 
 def test_issue15_rows_report_what_was_measured_and_say_why_not_otherwise():
-    from testbed.bench.targets import issue15_lines, issue15_rows
+    from bench.targets import issue15_lines, issue15_rows
 
     res = {
         "targets": [
@@ -209,7 +209,7 @@ FEW = ("fedwad_paper", "fedbary")
 
 def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
     # a tiny grid; a zero per-point budget stops every case after its first size, with a note
-    from testbed.bench.scaling import ScalingOptions, bench_scaling, write_scaling
+    from bench.scaling import ScalingOptions, bench_scaling, write_scaling
 
     res = bench_scaling(ScalingOptions(ns=(30, 60), clients=(6, 8), d=2, ray=False, cases=FEW))
     assert {(r["axis"], r["size"]) for r in res["rows"]} >= {("n", 30), ("n", 60), ("N", 6)}
@@ -246,8 +246,8 @@ def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
 def test_isolation_section_times_both_paths():
     """`testbed bench` reports, per attack, the in-process and the isolated time of the same
     call on the same View (the isolation overhead; no timing is asserted)."""
-    from testbed.bench.cases import BenchOptions
-    from testbed.bench.isolation import ISOLATION_CASES, isolation_rows
+    from bench.cases import BenchOptions
+    from bench.isolation import ISOLATION_CASES, isolation_rows
 
     rows = isolation_rows(BenchOptions(), repeats=1)
     assert [r["attack"] for r in rows] == [a for _, a in ISOLATION_CASES]
@@ -257,8 +257,8 @@ def test_isolation_section_times_both_paths():
 
 
 def test_run_bench_puts_the_n1000_pairwise_row_where_the_issue15_table_reads_it(monkeypatch):
-    import testbed.bench.pairwise as bp
-    from testbed.bench.targets import issue15_rows
+    import bench.pairwise as bp
+    from bench.targets import issue15_rows
 
     seen = {}
 
@@ -289,3 +289,16 @@ def test_run_bench_puts_the_n1000_pairwise_row_where_the_issue15_table_reads_it(
     assert seen == {"clients": [100, 1000], "pairs": 7}
     assert res["pairwise_1000"]["peak_rss_mib"] == 1000.0
     assert issue15_rows(res)[4]["value"] == 1000.0
+
+
+def test_cli_bench_outside_a_checkout_says_where_the_benchmarks_are(tmp_path, capsys, monkeypatch):
+    """The benchmarks (bench/) ship with the source checkout, not the installed package: an
+    installed copy with no bench/ beside testbed/ refuses in one line, before measuring."""
+    import testbed.cli.bench as entry
+
+    monkeypatch.setattr(entry, "CHECKOUT", tmp_path)
+    out = tmp_path / "o"
+    assert main(["bench", "-q", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ship with the source checkout" in err, err
+    assert str(tmp_path) in err and not out.exists()

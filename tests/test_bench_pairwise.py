@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from testbed.bench.pairwise import PairwiseOptions, bench_pairwise, pairwise_lines, tree_rss
+from bench.pairwise import PairwiseOptions, bench_pairwise, pairwise_lines, tree_rss
 
 
 def test_tree_rss_counts_child_processes():
@@ -52,7 +52,7 @@ def test_tiny_pairwise_run_on_ray_spills_and_reports(tmp_path):
 def test_envelope_header_bytes_leaves_out_spilled_payload_data(tmp_path):
     import numpy as np
 
-    from testbed.bench.pairwise import envelope_header_bytes
+    from bench.pairwise import envelope_header_bytes
     from testbed.exchange.envelope import Envelope
     from testbed.exchange.transcript import Transcript
     from testbed.measure import Measure

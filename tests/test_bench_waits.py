@@ -3,7 +3,7 @@ from measured rows (no timing is asserted)."""
 
 from __future__ import annotations
 
-from testbed.bench.waits import pair_summary, to_markdown
+from bench.waits import pair_summary, to_markdown
 
 
 def test_pair_summary_takes_the_n2000_rows_and_renders_side_by_side():
@@ -45,7 +45,7 @@ def test_pair_summary_takes_the_n2000_rows_and_renders_side_by_side():
 
 def _fake_runs(monkeypatch, seconds, digests=None):
     """``_run_scenario`` replaced by canned runs, in call order; returns the calls' extras."""
-    from testbed.bench import waits
+    from bench import waits
 
     calls = []
     digests = digests or ["d"] * len(seconds)
@@ -68,7 +68,7 @@ def _fake_runs(monkeypatch, seconds, digests=None):
 
 
 def test_fedbary_rows_interleave_and_keep_each_sides_fastest_run(monkeypatch):
-    from testbed.bench.waits import fedbary_rows
+    from bench.waits import fedbary_rows
 
     calls = _fake_runs(monkeypatch, [58.0, 50.0, 52.0, 55.0])  # on, off, on, off
     fb = fedbary_rows(repeats=2)
@@ -84,7 +84,7 @@ def test_fedbary_rows_interleave_and_keep_each_sides_fastest_run(monkeypatch):
 
 
 def test_fedbary_rows_same_transcript_needs_every_run_to_agree(monkeypatch):
-    from testbed.bench.waits import fedbary_rows
+    from bench.waits import fedbary_rows
 
     _fake_runs(monkeypatch, [50.0, 50.0, 50.0, 50.0], ["a", "a", "b", "a"])
     assert fedbary_rows(repeats=2)["same_transcript"] is False

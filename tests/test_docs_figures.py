@@ -1074,7 +1074,7 @@ def _best_rows(doc: str, start: str, end: str) -> list[tuple[str, str, str, str,
 
 
 def test_frontier_best_per_budget(generated):
-    # | budget ε | dataset | <setting as testbed.scoring.frontier prints it>: mean [lo, hi] | leak | cov |
+    # | budget ε | dataset | <setting as bench.frontier prints it>: mean [lo, hi] | leak | cov |
     fig = generated("frontier_main")
     rows = _best_rows("docs/frontier.md", "Best setting per budget", "Selected rows")
     assert len(rows) == 6, rows

@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
+from bench.data import make_clients
 from defenses.gaussian_measure_noise import GaussianMeasureNoise, GaussianMeasureNoiseConfig
 from protocols.fedbary import FedBary, FedBaryConfig
-from testbed.bench.data import make_clients
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError, ScenarioError, TestbedError
 from testbed.exchange.bus import Bus

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from bench.data import make_clients, make_pair
 from protocols.fedbary import FedBary
 from protocols.fedwad import FedWAD
-from testbed.bench.data import make_clients, make_pair
 from testbed.data.datasets import PartyData
 from testbed.exchange.bus import Bus
 from testbed.measure import Measure

@@ -8,10 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from bench.data import make_clients
 from protocols._base import drive, drive_many
 from protocols.fedwad import FedWAD, FedWADConfig
 from protocols.fedwad_clustering import FedWADClustering, FedWADClusteringConfig
-from testbed.bench.data import make_clients
 from testbed.exchange.bus import Bus
 
 

@@ -12,11 +12,11 @@ import numpy as np
 import ot
 import pytest
 
+from bench.cases import fedwad_public_algorithm
+from bench.data import make_pair
+from bench.sections import _first_xi
 from protocols.fedwad import FedWAD
 from testbed import ot as tot
-from testbed.bench.cases import fedwad_public_algorithm
-from testbed.bench.data import make_pair
-from testbed.bench.sections import _first_xi
 from testbed.errors import OTSolverError
 from testbed.exchange.bus import Bus, auto_local_threads, default_local_threads, parallel_safe
 from testbed.measure import Measure
@@ -174,9 +174,9 @@ def test_public_algorithm_starts_at_our_xi0_and_reaches_our_estimate():
 
 
 def test_bench_times_the_public_algorithm_against_ours_at_equal_error():
-    from testbed.bench.cases import BenchOptions
-    from testbed.bench.sections import bench_pairs
-    from testbed.bench.waits import pair_summary
+    from bench.cases import BenchOptions
+    from bench.sections import bench_pairs
+    from bench.waits import pair_summary
 
     opts = BenchOptions(ns=(60,), ds=(3,), cases=["fedwad_paper", "fedwad_public"], budget=0.0)
     rows, _ = bench_pairs(BenchOptions(**{**opts.__dict__, "memory": False}))

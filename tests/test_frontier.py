@@ -1,4 +1,4 @@
-"""Frontier summary (testbed.scoring.frontier), the coverage matrix (testbed.report.coverage) and the shipped
+"""Frontier summary (bench.frontier), the coverage matrix (bench.coverage) and the shipped
 frontier scenario."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.coverage import SPECS, THREATS, _measure
+from bench.frontier import best_per_budget, frontier_rows, main, setting_label
 from testbed.registry import PROTOCOLS
-from testbed.report.coverage import SPECS, THREATS, _measure
-from testbed.scoring.frontier import best_per_budget, frontier_rows, main, setting_label
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,7 +93,7 @@ def test_frontier_scenario_validates_with_matched_budgets():
 
 
 # --------------------------------------------------------------------------------------------
-# python -m testbed.scoring.frontier RUN_DIR: the command's input, errors and output
+# python -m bench.frontier RUN_DIR: the command's input, errors and output
 
 
 def _sweep(run: Path, rows: list[dict], datasets: dict[str, str] | None = None) -> Path:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from testbed.bench.cases import BenchOptions
-from testbed.bench.guard import BUDGET, guard_kit, guard_markdown, guard_rows
-from testbed.bench.output import _md_table
+from bench.cases import BenchOptions
+from bench.guard import BUDGET, guard_kit, guard_markdown, guard_rows
+from bench.output import _md_table
 
 
 def test_guard_rows_measure_the_guard_inside_the_same_run():
@@ -25,9 +25,9 @@ def test_guard_rows_measure_the_guard_inside_the_same_run():
 
 
 def test_fedbary_row_runs_on_the_default_engine_with_its_guard_and_transcript_share(monkeypatch):
-    import testbed.bench.timing as timing
-    from testbed.bench.cases import BenchCase
-    from testbed.bench.guard import fedbary_guard_on_off
+    import bench.timing as timing
+    from bench.cases import BenchCase
+    from bench.guard import fedbary_guard_on_off
 
     opts = BenchOptions.quick()
     case = BenchCase("fedbary", "fedbary", {}, points_per_client=30, dim=4)
@@ -47,7 +47,7 @@ def test_fedbary_row_runs_on_the_default_engine_with_its_guard_and_transcript_sh
 
 
 def test_fedbary_row_says_why_it_did_not_run():
-    from testbed.bench.guard import fedbary_skip_reason
+    from bench.guard import fedbary_skip_reason
 
     assert fedbary_skip_reason(BenchOptions.quick()) is None
     assert fedbary_skip_reason(BenchOptions(targets=True)) is None

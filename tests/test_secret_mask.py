@@ -80,7 +80,7 @@ def test_blind_attack_with_in_domain_rows_breaks_the_mask_on_digits(tmp_path):
     # held-out digits (as membership candidates would give it) instead of the Gaussian prior
     from dataclasses import replace
 
-    from testbed.report.coverage import _heldout
+    from bench.coverage import _heldout
     from testbed.scoring.metrics import coverage_at_r
 
     sc = yaml.safe_load((SCENARIOS / "triangle_wad_digits.yaml").read_text())

@@ -44,7 +44,7 @@ def frontier_fedbary() -> dict[str, float]:
 
 def _frontier_table(name: str, utility: str) -> dict[str, float]:
     """``scenarios/<name>.yaml`` swept (seeds 0-2, 2 jobs) and summarised by ``python -m
-    testbed.scoring.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
+    bench.frontier RUN --utility <utility>``: per setting label (``dataset: protocol...``)
     ``<label>.{utility,leakage,coverage}.{mean,lo,hi}`` and ``<label>.eps``; per budget and
     dataset the best setting as ``best.<budget>.<dataset>::<label>`` = its mean utility; for the
     DP baselines ``<label>.{z,op_norm,sigma}.{min,max}`` over seeds (noise multiplier, ||U||_op,
@@ -53,9 +53,9 @@ def _frontier_table(name: str, utility: str) -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
+    from bench.frontier import best_per_budget, frontier_rows, setting_label
     from testbed.run.sweep import run_sweep
     from testbed.scenario.loading import load_scenario
-    from testbed.scoring.frontier import best_per_budget, frontier_rows, setting_label
 
     sc = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
     keep = os.environ.get("DOCS_FIGURES_SWEEPS")
@@ -112,7 +112,7 @@ def mask_in_domain() -> dict[str, float]:
     import yaml
 
     from attacks.blind_mask_inversion import BlindMaskInversion
-    from testbed.report.coverage import _heldout
+    from bench.coverage import _heldout
     from testbed.run.execute import run_and_evaluate
     from testbed.run.roster import build_world
     from testbed.scenario.loading import parse_scenario
@@ -146,10 +146,10 @@ def mask_in_domain() -> dict[str, float]:
 
 
 def coverage_cells() -> dict[str, float]:
-    """docs/frontier.md, "Coverage matrix" (``python -m testbed.report.coverage``, seed 0): per protocol
+    """docs/frontier.md, "Coverage matrix" (``python -m bench.coverage``, seed 0): per protocol
     and threat the best attack's figure (``<protocol>.<threat>.value``) and its baseline
     (``.baseline``), the attack as ``.attack.<name>`` = 1, or ``.not_applicable`` = 1."""
-    from testbed.report.coverage import coverage_matrix
+    from bench.coverage import coverage_matrix
 
     out: dict[str, float] = {}
     for proto, cells in coverage_matrix().items():

@@ -382,8 +382,8 @@ def run(args) -> int:
 
 
 def bench_audit(args) -> int:
-    """``testbed bench --audit [--full]``: testbed/bench/audit.py, written to ``--out``."""
-    from testbed.bench.audit import AuditBenchOptions, run_audit_bench, write_audit_bench
+    """``testbed bench --audit [--full]``: bench/audit.py, written to ``--out``."""
+    from bench.audit import AuditBenchOptions, run_audit_bench, write_audit_bench
 
     log = stderr_log(args.quiet)
     opts = AuditBenchOptions(log=log) if args.full else AuditBenchOptions.quick(log=log)

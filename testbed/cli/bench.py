@@ -1,5 +1,8 @@
 """``testbed bench``: time every protocol as a ratio to one exact ``ot.emd`` (quick subset by
-default); ``--scaling`` and ``--sweep-bookkeeping`` run one section only."""
+default); ``--scaling`` and ``--sweep-bookkeeping`` run one section only.
+
+The benchmarks themselves are not part of the installed library: they live in ``bench/`` at the
+top of the source checkout, beside ``testbed/``; this module is their thin entry."""
 
 from __future__ import annotations
 
@@ -8,11 +11,27 @@ import sys
 from pathlib import Path
 
 from testbed.cli._common import bench_command, stderr_log
+from testbed.errors import TestbedError
+
+#: the source checkout this testbed was imported from (``bench/`` sits beside ``testbed/``)
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def use_checkout_bench() -> None:
+    """Make the checkout's ``bench`` package importable (an installed console script does not
+    put the checkout on ``sys.path``); refuse in one line where there is none, e.g. a wheel."""
+    if not (CHECKOUT / "bench" / "__init__.py").is_file():
+        raise TestbedError(
+            "bench: the benchmarks ship with the source checkout (bench/ beside "
+            f"testbed/), not with the installed package ({CHECKOUT} has none): run it from a clone"
+        )
+    if str(CHECKOUT) not in sys.path:
+        sys.path.insert(0, str(CHECKOUT))
 
 
 def _scaling(args) -> int:
-    from testbed.bench.cases import case_keys
-    from testbed.bench.scaling import ScalingOptions, bench_scaling, write_scaling
+    from bench.cases import case_keys
+    from bench.scaling import ScalingOptions, bench_scaling, write_scaling
 
     kw = {k: getattr(args, k) for k in ("ns", "clients") if getattr(args, k) is not None}
     if args.ds is not None:
@@ -26,8 +45,8 @@ def _scaling(args) -> int:
 
 
 def _sweep_bookkeeping(args) -> int:
-    """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (testbed/bench/sweep.py)."""
-    from testbed.bench.sweep import run_bookkeeping
+    """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (bench/sweep.py)."""
+    from bench.sweep import run_bookkeeping
 
     rows = run_bookkeeping(log=(lambda s: None) if args.quiet else print)
     out = Path(args.out)
@@ -52,7 +71,7 @@ def _check_scenario(path: str) -> None:
 
 
 def _options(args):
-    from testbed.bench.cases import BenchOptions, case_keys
+    from bench.cases import BenchOptions, case_keys
 
     kw = {}
     for key in ("ns", "ds", "clients"):
@@ -85,6 +104,7 @@ def _options(args):
 def run(args) -> int:
     from testbed.run.rundir import check_creatable
 
+    use_checkout_bench()
     check_creatable(args.out)  # before minutes of measuring, not when writing
     if args.scaling:
         return _scaling(args)
@@ -95,8 +115,8 @@ def run(args) -> int:
 
         return bench_audit(args)
     opts = _options(args)  # bad input is refused before the bench's imports (seconds)
-    from testbed.bench.main import run_bench
-    from testbed.bench.output import write_outputs
+    from bench.main import run_bench
+    from bench.output import write_outputs
 
     res = run_bench(opts, command=bench_command())
     paths = write_outputs(res, args.out)
@@ -104,7 +124,7 @@ def run(args) -> int:
         state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"
         print(f"target: {t['text']}: {t['measured']:.4g} {t['unit']} -> {state}")
     if res["targets"]:
-        from testbed.bench.targets import issue15_rows
+        from bench.targets import issue15_rows
 
         for r in issue15_rows(res):
             value = r["detail"] if r["value"] is None else f"{r['value']:.4g} {r['unit']}"

@@ -22,7 +22,7 @@ from typing import Any
 from testbed.errors import TestbedError
 from testbed.report.points import distinct_points, point_of, series_of
 
-# they live in the scoring layer (python -m testbed.scoring.frontier clips with them too);
+# they live in the scoring layer (python -m bench.frontier clips with them too);
 # the report modules import them from here
 from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
 from testbed.scoring.accuracy import summarise as summarise

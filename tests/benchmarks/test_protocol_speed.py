@@ -10,15 +10,15 @@ import numpy as np
 import ot
 import pytest
 
-from testbed.bench.cases import (
+from bench.cases import (
     CLIENT_CASES,
     PAIR_CASES,
     fedwad_public_algorithm,
     registered,
     run_protocol,
 )
-from testbed.bench.data import make_clients, make_pair
-from testbed.bench.timing import BareBus
+from bench.data import make_clients, make_pair
+from bench.timing import BareBus
 
 pytestmark = pytest.mark.benchmark
 pytest.importorskip("pytest_benchmark")

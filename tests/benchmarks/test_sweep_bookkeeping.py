@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.bench.sweep import bookkeeping_seconds
+from bench.sweep import bookkeeping_seconds
 
 pytestmark = pytest.mark.benchmark
 

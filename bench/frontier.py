@@ -1,7 +1,7 @@
 """Answer the frontier question from a sweep's ``results.jsonl``: at each privacy budget, which
 setting gives the best task utility, and what the best attack still recovers.
 
-``python -m testbed.scoring.frontier RUN_DIR [--utility distance_accuracy]`` prints one markdown line per
+``python -m bench.frontier RUN_DIR [--utility distance_accuracy]`` prints one markdown line per
 setting (mean and 95 % interval over seeds of ``utility.<name>``, of the claimed
 ``privacy_epsilon``, and of the worst attack's normalised leakage and coverage@r next to the prior
 baseline's coverage), then, per budget ε ∈ {1, 10, ∞}, the setting with the best utility among
@@ -250,7 +250,7 @@ def load_rows(run_dir: str | Path) -> tuple[Path, list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m testbed.scoring.frontier", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.frontier", description=__doc__)
     ap.add_argument("run_dir")
     ap.add_argument("--utility", default="distance_accuracy")
     a = ap.parse_args(argv)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from testbed.bench.timing import fit_exponent
+from bench.timing import fit_exponent
 
 __all__ = ["plot", "to_markdown", "write_outputs"]
 
@@ -126,12 +126,12 @@ def _target_lines(targets: list[dict]) -> list[str]:
 
 
 def to_markdown(res: dict[str, Any]) -> str:
-    from testbed.bench.pairwise import pairwise_lines
-    from testbed.bench.targets import issue15_lines
+    from bench.pairwise import pairwise_lines
+    from bench.targets import issue15_lines
 
     lines = _header_lines(res)
     if res.get("waits"):
-        from testbed.bench.waits import to_markdown as waits_lines
+        from bench.waits import to_markdown as waits_lines
 
         lines += waits_lines(res["waits"])
     elif res.get("waits_skipped"):
@@ -157,7 +157,7 @@ def to_markdown(res: dict[str, Any]) -> str:
     ]
     lines += _md_table(res["overhead"], OVERHEAD_COLUMNS)
     if res.get("guard"):
-        from testbed.bench.guard import guard_markdown
+        from bench.guard import guard_markdown
 
         g = res["guard"]
         lines += guard_markdown(g["rows"], g.get("fedbary"), _md_table, g.get("fedbary_skipped"))

@@ -2,8 +2,8 @@
 clients N, per protocol case and engine, as a table (``scaling.md``), the numbers
 (``scaling.json``) and a figure (``scaling.png``).
 
-Kept apart from :mod:`testbed.bench.sections`; it reuses the cases
-(:mod:`testbed.bench.cases`) and data generators:
+Kept apart from :mod:`bench.sections`; it reuses the cases
+(:mod:`bench.cases`) and data generators:
 
 - against n (two parties, d = 64): every case of ``PAIR_CASES`` for n in ``ns``;
 - against N (``points_per_client`` rows each, d = 64): every case of ``CLIENT_CASES`` for N in
@@ -48,7 +48,7 @@ class ScalingOptions:
 
 
 def _point(run, opts: ScalingOptions) -> dict[str, Any]:
-    from testbed.bench.timing import peak_memory, timed
+    from bench.timing import peak_memory, timed
 
     sec = timed(run)
     row: dict[str, Any] = {"seconds": sec, "peak_mib": None}
@@ -82,9 +82,9 @@ def _grow(case_key, engine, sizes, make_run, opts, started, rows, notes, axis):
 def bench_scaling(opts: ScalingOptions) -> dict[str, Any]:
     import ot  # noqa: F401  (POT and torch: loaded before anything is timed)
 
-    from testbed.bench.cases import CLIENT_CASES, PAIR_CASES, registered, run_protocol
-    from testbed.bench.data import make_clients, make_pair
-    from testbed.bench.timing import fit_exponent, machine_info
+    from bench.cases import CLIENT_CASES, PAIR_CASES, registered, run_protocol
+    from bench.data import make_clients, make_pair
+    from bench.timing import fit_exponent, machine_info
 
     started = time.perf_counter()
     info = machine_info()

@@ -8,7 +8,7 @@
   ``python -c "import numpy, yaml, pydantic"`` in the same interpreter, interleaved, fastest
   of ``repeats`` each (machine load cancels in the ratio).
 - ``pairs``: FedWAD paper mode / the public algorithm and TriangleWad / one ``ot.emd`` at
-  n = 2000, d = 64 (rows of ``testbed.bench.main.bench_pairs`` at that one size).
+  n = 2000, d = 64 (rows of ``bench.main.bench_pairs`` at that one size).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 __all__ = ["cli_rows", "fedbary_rows", "pair_summary", "to_markdown", "waits"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 FEDBARY_SCENARIO = ROOT / "scenarios" / "fedbary_100_clients.yaml"
 VALIDATE_SCENARIO = ROOT / "scenarios" / "fedwad_digits.yaml"
 BARE = [sys.executable, "-c", "import numpy, yaml, pydantic"]
@@ -130,7 +130,7 @@ def _fastest(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def pair_summary(rows: Sequence[dict[str, Any]], n: int = 2000, d: int = 64) -> dict[str, Any]:
     """FedWAD paper / public algorithm and TriangleWad / one ot.emd from ``bench_pairs`` rows
-    measured at ``n``, ``d`` (:mod:`testbed.bench.main` measures them for this section)."""
+    measured at ``n``, ``d`` (:mod:`bench.main` measures them for this section)."""
     by = {r["case"]: r for r in rows if r["n"] == n and r["d"] == d}
     out: dict[str, Any] = {"n": n, "d": d, "rows": [dict(r) for r in by.values()]}
     if "fedwad_paper" in by and "fedwad_public" in by:

@@ -1,6 +1,6 @@
 """``testbed bench`` section: issue 15's five numbers side by side, from one bench run.
 
-Kept apart from the measuring code (:mod:`testbed.bench.sections`): this module only reads what a
+Kept apart from the measuring code (:mod:`bench.sections`): this module only reads what a
 run measured (its targets, its transcript-overhead rows and the transcript section's rows when that
 section is present) and says "not measured: <reason>" for anything the run did not measure; it
 never fills a row with a value from elsewhere.

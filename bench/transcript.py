@@ -1,6 +1,6 @@
 """``testbed bench`` section: what the transcript's content hash and logging path cost.
 
-Kept apart from the protocol sections (:mod:`testbed.bench.sections`). Two measurements:
+Kept apart from the protocol sections (:mod:`bench.sections`). Two measurements:
 
 - **hash**: SHA-256 (the former digest) against BLAKE3 (the current one) over one payload the
   size of a TriangleWad message at n = 2000, d = 784, minimum over repeats;
@@ -43,7 +43,7 @@ def hash_rows(n: int = 2000, d: int = 784, repeats: int = 5, seed: int = 0) -> l
 
 
 def bench_transcript_hash(opts) -> dict[str, Any]:
-    """The section's JSON, hash part (:mod:`testbed.bench.main` adds the logging shares with
+    """The section's JSON, hash part (:mod:`bench.main` adds the logging shares with
     ``--targets``)."""
     out: dict[str, Any] = {"hash": hash_rows(seed=opts.seed)}
     sha, b3 = out["hash"]

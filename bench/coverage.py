@@ -1,7 +1,7 @@
 """Protocol × threat coverage matrix: the best attack's figure in every cell, measured, or
 "not applicable" with the reason (issue 13). Written as data for the report to render.
 
-``python -m testbed.report.coverage [--out docs/coverage.json]`` runs every measured cell on a shipped
+``python -m bench.coverage [--out docs/coverage.json]`` runs every measured cell on a shipped
 scenario (seed 0, the server observing unless stated) and writes ``{protocol: {threat: cell}}``;
 a cell is ``{"attack", "scenario", "metric", "value", "baseline", "note"}`` or
 ``{"not_applicable": reason}``. Figures: reconstruction — coverage@r of the private rows (share
@@ -25,7 +25,7 @@ import yaml
 
 __all__ = ["SPECS", "THREATS", "coverage_matrix", "main"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 THREATS = ("reconstruction", "membership", "attribute_label", "text_retrieval")
 
 _NO_LABELS = (
@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.exchange.bus import atomic_write_bytes
     from testbed.run.results import jsonable
 
-    ap = argparse.ArgumentParser(prog="python -m testbed.report.coverage", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.coverage", description=__doc__)
     ap.add_argument("--out", default="docs/coverage.json")
     a = ap.parse_args(argv)
     m = coverage_matrix(progress=True)

@@ -28,10 +28,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from testbed.bench.cases import BenchOptions
-from testbed.bench.sections import bench_clients, bench_overhead, bench_pairs, logging_rows
-from testbed.bench.target_checks import bench_targets
-from testbed.bench.timing import fit_exponent, machine_info
+from bench.cases import BenchOptions
+from bench.sections import bench_clients, bench_overhead, bench_pairs, logging_rows
+from bench.target_checks import bench_targets
+from bench.timing import fit_exponent, machine_info
 from testbed.errors import TestbedError
 
 __all__ = ["WAITS_SKIPPED", "exponents", "run_bench"]
@@ -62,15 +62,15 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
         clients += ray_rows
         notes += notes3
     overhead = bench_overhead(opts)
-    from testbed.bench.guard import bench_guard
+    from bench.guard import bench_guard
 
     guard = bench_guard(opts)
-    from testbed.bench.transcript import bench_transcript_hash
+    from bench.transcript import bench_transcript_hash
 
     transcript_hash = bench_transcript_hash(opts)
     if opts.targets:
         transcript_hash["logging"] = logging_rows(opts)
-    from testbed.bench.isolation import isolation_rows
+    from bench.isolation import isolation_rows
 
     isolation = isolation_rows(opts) if opts.cases is None or "isolation" in opts.cases else []
     targets = bench_targets(opts, pairs, overhead) if opts.targets else []
@@ -106,11 +106,11 @@ def run_bench(opts: BenchOptions, command: str = "") -> dict[str, Any]:
 
 
 def _waits(opts: BenchOptions, pairs: list[dict]) -> dict[str, Any]:
-    """What a user waits for (testbed.bench.waits), with the pair rows at n = 2000, d = 64
+    """What a user waits for (bench.waits), with the pair rows at n = 2000, d = 64
     (measured here when the grid stops below)."""
     from dataclasses import replace
 
-    from testbed.bench.waits import waits
+    from bench.waits import waits
 
     at2000 = [r for r in pairs if r["n"] == 2000 and r["d"] == 64]
     if not at2000:
@@ -129,7 +129,7 @@ def _waits(opts: BenchOptions, pairs: list[dict]) -> dict[str, Any]:
 def _pairwise(opts: BenchOptions) -> list[dict]:
     if not opts.pairwise_clients:
         return []
-    from testbed.bench.pairwise import PairwiseOptions, bench_pairwise
+    from bench.pairwise import PairwiseOptions, bench_pairwise
 
     return bench_pairwise(
         PairwiseOptions(

@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from testbed.bench.transcript import _min_seconds
+from bench.transcript import _min_seconds
 from testbed.registry import ATTACKS
 from testbed.run import execute
 from testbed.run.view import observe
@@ -28,7 +28,7 @@ ISOLATION_CASES = (
     ("contract_tiny.yaml", "fedwad_distributional"),
     ("contract_tiny_triangle_wad.yaml", "measure_inversion"),
 )
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def _callers(cls, params: dict, obs):

@@ -1,6 +1,6 @@
 """``testbed bench`` section: what the privacy guard and the transcript cost, case by case.
 
-Each case runs once per repeat on a :class:`~testbed.bench.main.TimedBus` carrying the testbed's
+Each case runs once per repeat on a :class:`~bench.main.TimedBus` carrying the testbed's
 own guard (:meth:`PrivacyGuard.for_parties`: every party's rows), so the time inside
 ``Bus.send``, ``Bus.flush`` and ``Bus.finish`` (freezing, transcript, guard; the digests, on the
 guard's worker when it runs; at the end the last batch with the protocol's released values, as
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.bench.data import make_clients, make_pair
+from bench.data import make_clients, make_pair
 
 __all__ = [
     "BenchKit",
@@ -99,7 +99,7 @@ def _timed_run(
 
 @dataclass(frozen=True)
 class BenchKit:
-    """What this section uses from :mod:`testbed.bench.main` (handed in: no import back)."""
+    """What this section uses from :mod:`bench.main` (handed in: no import back)."""
 
     timed_bus: Callable[..., Any]  # TimedBus(guard=, parties=), with ``send_seconds``
     protocol: Callable[[Any], Any]  # BenchCase -> protocol instance
@@ -183,7 +183,7 @@ def fedbary_guard_on_off(
     (in-process engine, ``workers: auto``), the testbed guard on: seconds, and the guard's and
     the transcript's share of the rest of the same run. ``off``: also the same run with the guard
     off (end-to-end ratio; same transcript digest expected)."""
-    from testbed.bench.timing import timed_engine_bus
+    from bench.timing import timed_engine_bus
 
     points = case.points_per_client
     parties = make_clients(clients, points, case.dim, opts.seed)
@@ -289,8 +289,8 @@ def guard_markdown(
 
 def guard_kit(opts) -> BenchKit:
     """The bench's timed bus, protocol cases and table writer, for the functions above."""
-    from testbed.bench.cases import CLIENT_CASES, PAIR_CASES, make_protocol, pick, registered
-    from testbed.bench.timing import TimedBus
+    from bench.cases import CLIENT_CASES, PAIR_CASES, make_protocol, pick, registered
+    from bench.timing import TimedBus
 
     return BenchKit(
         timed_bus=TimedBus,
@@ -305,7 +305,7 @@ def bench_guard(opts) -> dict[str, Any]:
     default settings on the default engine, guard on (with ``--targets`` also off), whenever
     the user-facing sections run (``testbed bench`` and ``--full``; ``--targets``) and FedBary
     is among the cases; otherwise ``fedbary_skipped`` says why (logged, and in bench.md)."""
-    from testbed.bench.cases import BenchCase, registered
+    from bench.cases import BenchCase, registered
 
     kit = guard_kit(opts)
     start_worker()

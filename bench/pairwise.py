@@ -3,7 +3,7 @@ memory, with the peak resident memory of the whole process tree (driver, Ray's o
 and the actors holding the clients).
 
 For each N, a fresh local Ray cluster receives all N clients (``rows`` points each in dimension
-``d``, planted clusters as :func:`testbed.bench.data.make_clients`) as party groups, one actor per CPU;
+``d``, planted clusters as :func:`bench.data.make_clients`) as party groups, one actor per CPU;
 the driver then drops its copy of the data (the protocol only needs the names). The protocol
 path is ``fedwad_clustering``'s own (:meth:`FedWADClustering.pair_distances`: one
 :class:`protocols.fedwad.FedWAD` run per pair, on the Ray bus, with the seeds the full run would
@@ -136,9 +136,9 @@ class _Sampler:
 def _one(N: int, want: int, opts: PairwiseOptions) -> dict[str, Any]:
     """The first ``want`` pairs of N clients."""
     import protocols  # noqa: F401  (registers the built-ins)
+    from bench.data import make_clients
     from protocols.fedwad import FedWADConfig
     from protocols.fedwad_clustering import FedWADClustering, FedWADClusteringConfig
-    from testbed.bench.data import make_clients
     from testbed.exchange.engines.ray_bus import RayBus
     from testbed.exchange.envelope import SERVER
     from testbed.exchange.transcript import Transcript

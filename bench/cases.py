@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.bench.timing import peak_memory, time_interleaved
+from bench.timing import peak_memory, time_interleaved
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Bus
 
@@ -159,11 +159,11 @@ class BenchOptions:
     seed: int = 0
     ray: bool = False
     ray_clients: Sequence[int] = ()
-    pairwise_clients: Sequence[int] = ()  # pairwise FedWAD on Ray (testbed.bench.pairwise)
+    pairwise_clients: Sequence[int] = ()  # pairwise FedWAD on Ray (bench.pairwise)
     pairwise_pairs: int | None = 500  # None: every pair
     log: Callable[[str], None] = field(default=lambda s: None)
     progress: bool = False  # progress bars on long sections (the full pairwise run)
-    #: what a user waits for (testbed.bench.waits): on in ``testbed bench`` (quick and full)
+    #: what a user waits for (bench.waits): on in ``testbed bench`` (quick and full)
     waits: bool = False
 
     @classmethod

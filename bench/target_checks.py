@@ -11,9 +11,9 @@ import tempfile
 import time
 from typing import Any
 
-from testbed.bench.cases import PAIR_CASES, BenchCase, BenchOptions, registered, run_protocol
-from testbed.bench.data import make_clients, make_pair
-from testbed.bench.timing import profile_top
+from bench.cases import PAIR_CASES, BenchCase, BenchOptions, registered, run_protocol
+from bench.data import make_clients, make_pair
+from bench.timing import profile_top
 
 __all__ = ["TARGETS", "bench_targets", "fedbary_target"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed.bench.cases import (
+from bench.cases import (
     CLIENT_CASES,
     PAIR_CASES,
     BenchCase,
@@ -22,8 +22,8 @@ from testbed.bench.cases import (
     registered,
     run_protocol,
 )
-from testbed.bench.data import make_clients, make_pair
-from testbed.bench.timing import BareBus, TimedBus, time_interleaved, timed
+from bench.data import make_clients, make_pair
+from bench.timing import BareBus, TimedBus, time_interleaved, timed
 
 __all__ = ["LOGGING_CASES", "bench_clients", "bench_overhead", "bench_pairs", "logging_rows"]
 
