@@ -38,7 +38,7 @@ def bookkeeping_seconds(n: int, out: Path) -> float:
     sc, cells = fake_cells(n)
     saved = sweep.expand_cells, sweep._run_cell
     sweep.expand_cells = lambda _sc: cells
-    sweep._run_cell = lambda raw, base_dir, cdir: {"config_hash": cdir.name, "x": 1}
+    sweep._run_cell = lambda raw, base_dir, cdir, *_: {"config_hash": cdir.name, "x": 1}
     try:
         t0 = time.perf_counter()
         res = sweep.run_sweep(sc, out)
