@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the docfigs package beside this file
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/: the checkout's, not installed
 
 from docfigs import (  # noqa: E402
     applications,

@@ -13,8 +13,11 @@ import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench/: the checkout's, not installed
 
 
 def main(n_clients: int) -> None:

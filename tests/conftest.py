@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,11 @@ limit_blas_threads()  # as the CLI does: small BLAS products run single-threaded
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "scenarios"
+# bench/ (the benchmarks) ships with the checkout and is not installed: a `pytest` console script
+# does not put the checkout on sys.path as `python -m pytest` does. Appended, so it finds bench
+# only and never shadows an installed testbed
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
 
 
 @pytest.fixture
