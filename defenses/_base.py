@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
+from testbed.data.datasets import PartyData
 from testbed.exchange.bus import SERVER, Envelope, Payload
 from testbed.exchange.envelope import defended_by
 from testbed.exchange.ledger import PrivacyLedger
@@ -81,14 +82,23 @@ class Defense(Plugin):
         """Whether this defense acts on the measures the built-in measure protocols send."""
         return set(MEASURE_PROTOCOLS) <= set(cls.protocols)
 
-    def applies_to(self, env: Envelope) -> bool:
+    def protects(self, party: str) -> bool:
+        """Whether this defense acts on what ``party`` sends (its ``senders``, else every
+        party but the server)."""
         senders = getattr(self.config, "senders", None)
-        if senders is None:
-            ok_sender = env.sender != SERVER
-        else:
-            ok_sender = env.sender in senders
+        return party != SERVER if senders is None else party in senders
+
+    def prepare_party(self, data: PartyData) -> PartyData:
+        """The protected party's own rows as the protocol may use them: where a defense's claim
+        assumes something of the rows (e.g. a norm bound), it *enforces* it here rather than
+        hoping it holds. The testbed calls it at the party, for every party :meth:`protects`
+        names, before the protocol starts (and the mechanism audit on the neighbouring datasets
+        it builds). Default: unchanged."""
+        return data
+
+    def applies_to(self, env: Envelope) -> bool:
         kinds = getattr(self.config, "kinds", ["*"])
-        return ok_sender and any(fnmatch.fnmatchcase(env.kind, k) for k in kinds)
+        return self.protects(env.sender) and any(fnmatch.fnmatchcase(env.kind, k) for k in kinds)
 
     def on_send(
         self, env: Envelope, rng: np.random.Generator, ledger: PrivacyLedger | None

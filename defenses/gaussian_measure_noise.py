@@ -6,9 +6,11 @@ Neighbouring datasets differ by *replacing one row* of the protected party's dat
 :math:`(\\varepsilon, \\delta)` holds only under these assumptions, which the run checks and the
 report prints next to the claim:
 
-1. every private row has L2 norm at most ``clip_norm`` :math:`C` (clip the data, e.g. with the
-   ``scale`` transform's ``clip_norm``, or use a public a-priori bound such as 8 for digits scaled
-   to [0, 1]);
+1. every private row has L2 norm at most ``clip_norm`` :math:`C`. **Enforced**: the testbed
+   clips each protected party's rows to norm :math:`C` at the party before the protocol starts
+   (:meth:`GaussianMeasureNoise.prepare_party`); a row beyond it is shortened, never trusted.
+   Choose :math:`C` near the rows' norms (e.g. the ``scale`` transform's ``clip_norm``, or a
+   public a-priori bound such as 8 for digits scaled to [0, 1]): a smaller one distorts the data;
 2. every released support is a **barycentric push**: atom :math:`j` is
    :math:`(1-\\lambda)\\,z_j + \\lambda\\,\\sum_i \\pi_{ji} x_i` with :math:`z_j` public to the
    receiver (it sent it), :math:`\\pi_{j\\cdot}` a probability vector, a private share
@@ -46,6 +48,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from defenses._base import MEASURE_PROTOCOLS, Defense, DefenseConfig
+from testbed.data.datasets import PartyData
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Envelope
 from testbed.exchange.ledger import (
@@ -132,6 +135,19 @@ class GaussianMeasureNoise(Defense):
             f"#{c.releases + 1}: give releases: {need}"
         )
 
+    def prepare_party(self, data: PartyData) -> PartyData:
+        """Assumption 1, enforced: every row clipped to L2 norm ``clip_norm`` (rows within it
+        are returned bit for bit)."""
+        X = np.asarray(data.X, dtype=np.float64)
+        norms = np.linalg.norm(X, axis=1)
+        over = norms > self.config.clip_norm
+        if not over.any():
+            return data
+        X = X.copy()
+        X[over] *= (self.config.clip_norm / norms[over])[:, None]
+        X.setflags(write=False)
+        return PartyData(data.name, X, data.y, data.source_index)
+
     def multiplier(self) -> float:
         """The noise multiplier z (given, or calibrated from the target epsilon with opacus)."""
         c = self.config
@@ -157,12 +173,14 @@ class GaussianMeasureNoise(Defense):
             if isinstance(p, Measure):
                 delta = self.support_sensitivity(p.n)
                 sigma = z * delta
-                events.append(self._event(env, z, delta, sigma, f"{env.kind}:{path}support"))
+                events.append(
+                    self._event(env, z, delta, sigma, f"{env.kind}:{path}support", path + "support")
+                )
                 return Measure(p.support + rng.normal(0.0, sigma, p.support.shape), p.weights)
             if isinstance(p, float) and self.config.noise_distances:
                 delta = self.distance_sensitivity()
                 sigma = z * delta
-                events.append(self._event(env, z, delta, sigma, f"{env.kind}:{path}distance"))
+                events.append(self._event(env, z, delta, sigma, f"{env.kind}:{path}distance", path))
                 return max(0.0, p + float(rng.normal(0.0, sigma)))
             if isinstance(p, Mapping):
                 return {k: noisy(v, f"{path}{k}/") for k, v in p.items()}
@@ -180,8 +198,9 @@ class GaussianMeasureNoise(Defense):
                 ledger.record(e)
         return self.marked(env, payload)
 
-    def _event(self, env, z, delta, sigma, note) -> MechanismEvent:
+    def _event(self, env, z, delta, sigma, note, path) -> MechanismEvent:
         return MechanismEvent(
+            field=("payload/" + path).rstrip("/"),
             party=env.sender,
             mechanism="gaussian",
             noise_multiplier=z,
@@ -219,7 +238,7 @@ class GaussianMeasureNoise(Defense):
                     "defense": self.name,
                     "assumption": f"every row has L2 norm <= clip_norm={c.clip_norm:g}",
                     "holds": max_norm <= c.clip_norm * (1 + 1e-12),
-                    "detail": f"max row norm {max_norm:.4g}",
+                    "detail": f"enforced (rows clipped at the party); max row norm {max_norm:.4g}",
                 }
             )
             out.append(

@@ -161,6 +161,14 @@ def build_world(rs: ResolvedScenario | Any) -> World:
             population.labels,
             population.method,
         )
+    defenses = []
+    overrides: dict[str, Any] = {}
+    for i, spec in enumerate(sc.defenses):
+        cls = DEFENSES.get(spec.name)
+        dfn = cls(cls.Config(**resolved["defenses"][i]["params"]))
+        defenses.append(dfn)
+        overrides.update(dfn.protocol_overrides(sc.protocol.name))
+    parties, population, held = _enforce(defenses, parties, population, held)
     pool_meta: dict[str, Any] = {}
     cand_extra: dict[str, Any] = {}
     if held is not None:
@@ -175,13 +183,6 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         )
         cand_extra = {"candidates": cp.candidates}
         pool_meta = {"membership": cp.labels}  # ground truth: the scorer only
-    defenses = []
-    overrides: dict[str, Any] = {}
-    for i, spec in enumerate(sc.defenses):
-        cls = DEFENSES.get(spec.name)
-        dfn = cls(cls.Config(**resolved["defenses"][i]["params"]))
-        defenses.append(dfn)
-        overrides.update(dfn.protocol_overrides(sc.protocol.name))
     proto_cls = PROTOCOLS.get(sc.protocol.name)
     proto_params = {**resolved["protocol"]["params"], **overrides}
     protocol = proto_cls(proto_cls.Config(**proto_params))
@@ -222,3 +223,26 @@ def build_world(rs: ResolvedScenario | Any) -> World:
             if p in set(sc.data.public) | set(partitioner.public_parties(list(parties)))
         ),
     )
+
+
+def _enforce(defenses, parties, population, held):
+    """Each defense's enforced assumptions (:meth:`~defenses._base.Defense.prepare_party`, e.g.
+    rows clipped to the claim's norm bound) on the rows of the parties it protects, and the same
+    on the rows those parties are scored against (their population rows, the held-out rows), so
+    that scoring compares like with like."""
+    for dfn in defenses:
+        protected = [p for p in parties if dfn.protects(p)]
+        if not protected:
+            continue
+        parties = {p: dfn.prepare_party(d) if p in protected else d for p, d in parties.items()}
+        population = Population(
+            {
+                p: dfn.prepare_party(PartyData("population", rows)).X if p in protected else rows
+                for p, rows in population.rows.items()
+            },
+            population.labels,
+            population.method,
+        )
+        if held is not None:
+            held = dfn.prepare_party(PartyData("heldout", held)).X
+    return parties, population, held
