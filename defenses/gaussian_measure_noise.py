@@ -137,10 +137,15 @@ class GaussianMeasureNoise(Defense):
 
     def prepare_party(self, data: PartyData) -> PartyData:
         """Assumption 1, enforced: every row clipped to L2 norm ``clip_norm`` (rows within it
-        are returned bit for bit)."""
+        are returned bit for bit). What it clipped is kept for :meth:`assumptions`."""
         X = np.asarray(data.X, dtype=np.float64)
         norms = np.linalg.norm(X, axis=1)
         over = norms > self.config.clip_norm
+        self.__dict__.setdefault("_clipped", {})[data.name] = (
+            int(over.sum()),
+            X.shape[0],
+            float(norms.max(initial=0.0)),
+        )
         if not over.any():
             return data
         X = X.copy()
@@ -238,7 +243,7 @@ class GaussianMeasureNoise(Defense):
                     "defense": self.name,
                     "assumption": f"every row has L2 norm <= clip_norm={c.clip_norm:g}",
                     "holds": max_norm <= c.clip_norm * (1 + 1e-12),
-                    "detail": f"enforced (rows clipped at the party); max row norm {max_norm:.4g}",
+                    "detail": _clip_detail(self.__dict__.get("_clipped", {}).get(p), max_norm),
                 }
             )
             out.append(
@@ -259,6 +264,17 @@ class GaussianMeasureNoise(Defense):
             }
         )
         return out
+
+
+def _clip_detail(clipped, max_norm: float) -> str:
+    """What the enforced clipping did to a party's rows."""
+    if clipped is None:
+        return f"max row norm {max_norm:.4g}"
+    k, n, before = clipped
+    return (
+        f"{k} of {n} rows clipped at the party (enforced; max row norm {before:.4g} before, "
+        f"{max_norm:.4g} after)"
+    )
 
 
 def _push_check(protocol_name: str, params: Mapping, push_max: float, parties) -> dict:

@@ -38,7 +38,6 @@ protocol scope audits it.
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -118,8 +117,8 @@ def _pairs(world, party: str, defenses) -> dict[str, tuple]:
 
     def pd(rows, labels):
         out = replace(data, X=rows, y=labels, source_index=None)
-        for d in defenses:
-            out = d.prepare_party(out)
+        for d in defenses:  # a copy: what a defense notes of the rows stays the run's
+            out = copy.deepcopy(d).prepare_party(out)
         return out
 
     return {
@@ -169,19 +168,19 @@ def mechanism_audit(
     claimed = None
     for t in range(trials):
 
-        def defs(t=t):  # the same noise streams for both datasets of a pair: coupled trials
+        def defs(i, t=t):  # the same noise streams for both datasets of pair i: coupled
             return [
-                (d, component_rng(seed, "audit", "mechanism", t, k))
+                (d, component_rng(seed, "audit", "mechanism", t, i, k))
                 for k, d in enumerate(world.defenses)
             ]
 
-        for name, (d0, d1s) in _pairs(world, party, defenses).items():
+        for i, (name, (d0, d1s)) in enumerate(_pairs(world, party, defenses).items()):
             if name in skipped:
                 continue
             try:
-                bus0, ledger = _run(world, {**world.parties, party: d0}, party, defs())
+                bus0, ledger = _run(world, {**world.parties, party: d0}, party, defs(i))
                 ones = [
-                    _run(world, {**world.parties, party: d1}, party, defs(), bus0.received)[
+                    _run(world, {**world.parties, party: d1}, party, defs(i), bus0.received)[
                         0
                     ].releases
                     for d1 in d1s

@@ -171,8 +171,7 @@ def judge(party, runs, claimed, delta, confidence, trials, notes) -> MechanismAu
         prev: list[dict] | None = None
         for rels0, ones in per_trial:
             noises = tally.run(rels0)
-            for rels1 in ones:
-                tally.run(rels1)
+            for rels1 in ones:  # its noise is rels0's (coupled): compared, never counted twice
                 tally.compare(rels0, rels1)
             if prev is not None:  # the same release in two trials: fresh noise each time
                 for n0, n1 in zip(prev, noises, strict=False):
