@@ -25,6 +25,7 @@ from _toy_protocols import registered
 
 from testbed.registry import DEFENSES
 from testbed.run.audit_mechanism import mechanism_audit
+from testbed.run.audit_mechanism_judge import CHECKS
 from testbed.run.execute import execute
 from testbed.scenario.loading import parse_scenario
 from testbed.scoring.mechanism_checks import noise_scale_test, numeric_leaves
@@ -69,10 +70,10 @@ def zoo():
         yield
 
 
-def _audit(defense, seed=0, n=40, s=5, k=3, trials=12, party="alice"):
+def _audit(defense, seed=0, n=40, s=5, k=3, trials=12, party="alice", disabled=frozenset()):
     sc = parse_scenario(ZOO.format(seed=seed, n=n, s=s, k=k, defense=defense))
     world = execute(sc, until="world").world
-    return mechanism_audit(world, party, trials=trials)
+    return mechanism_audit(world, party, trials=trials, disabled=disabled)
 
 
 def test_zoo_is_large_enough():
@@ -82,9 +83,22 @@ def test_zoo_is_large_enough():
 
 @pytest.mark.parametrize("bug", BROKEN, ids=lambda c: c.name)
 def test_each_broken_twin_is_a_violation_by_its_check(zoo, bug):
+    """Flagged, by the check meant for it; and with the checks that flagged it removed, the
+    same bug passes: nothing else would have caught it, so each of those checks is needed."""
     r = _audit(bug.name)
     assert r.verdict == "VIOLATION", r.checks
     assert any(CAUGHT_BY[bug] in f for f in r.findings), r.findings
+    assert set(r.failed) <= set(CHECKS)
+    blind = _audit(bug.name, disabled=frozenset(r.failed))
+    assert blind.verdict == "holds", blind.findings
+
+
+def test_every_check_catches_some_bug_alone(zoo):
+    """The checks each broken twin fails, as measured (tests/_dp_zoo.py): no check is dead."""
+    failed = {bug: set(_audit(bug.name).failed) for bug in (NoSqrtS, ReusedNoise, MetaLeak)}
+    assert failed[NoSqrtS] == {"noise"}
+    assert failed[ReusedNoise] == {"independence"}
+    assert failed[MetaLeak] == {"charged"}
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -184,4 +198,5 @@ def test_null_runs_flag_at_most_alpha(zoo):
         == "VIOLATION"
         for i in range(200)
     )
+    print(f"null audits flagged: {flagged} of 200")
     assert flagged <= 16, flagged

@@ -151,8 +151,10 @@ def mechanism_audit(
     delta: float = 1e-5,
     confidence: float = 0.95,
     progress=None,
+    disabled=frozenset(),
 ) -> MechanismAudit:
-    """Audit the mechanisms of ``world``'s defenses on ``party`` (module docstring)."""
+    """Audit the mechanisms of ``world``'s defenses on ``party`` (module docstring).
+    ``disabled``: see :func:`~testbed.run.audit_mechanism_judge.judge` (tests only)."""
     if party not in world.parties:
         raise TestbedError(f"audit: unknown party {party!r}; parties: {', '.join(world.parties)}")
     defenses = [d for d in world.defenses if d.changes_messages and d.protects(party)]
@@ -203,4 +205,4 @@ def mechanism_audit(
         if progress is not None:
             progress(t)
     notes = runs.pop("_notes", [])
-    return judge(party, runs, claimed, delta, confidence, trials, notes)
+    return judge(party, runs, claimed, delta, confidence, trials, notes, disabled)

@@ -13,7 +13,18 @@ from testbed.exchange.ledger import MechanismEvent
 from testbed.scoring.mechanism_checks import correlation_pvalue, noise_scale_test
 from testbed.scoring.membership import gdp_epsilon
 
-__all__ = ["MechanismAudit", "Release", "judge"]
+__all__ = ["CHECKS", "MechanismAudit", "Release", "judge"]
+
+#: every check, by the name its findings carry
+CHECKS = {
+    "noise": "the noise at each charged field is at least the charged σ",
+    "independence": "the noise is fresh across trials, rounds and atoms",
+    "charged": "every field that moves with the private row is charged",
+    "unnoised": "every charged field carries noise",
+    "sensitivity": "no charged field moves by more than its charged sensitivity",
+    "structure": "which messages and fields are sent does not move with the private row",
+    "epsilon": "the μ-GDP of the measured shifts and noise stays within the claim",
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,7 @@ class MechanismAudit:
     trials: int = 0
     findings: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()  # the names (of CHECKS) of the checks that failed
 
 
 def _charges(rel: Release, f: str) -> list[MechanismEvent]:
@@ -65,13 +77,15 @@ class _Tally:
     def __init__(self):
         self.noise = defaultdict(list)  # (kind, field, sigma) -> [post - pre]
         self.corr = {k: [0.0, 0.0] for k in ("trials", "rounds", "atoms")}  # Σab, Σ(ab)²
-        self.findings: dict[str, int] = {}
+        self.findings: dict[str, tuple[int, str]] = {}  # text -> (count, check)
         self.shift_terms: list[list[tuple[tuple, float]]] = []  # per compared run
         self.moved = 0
         self.worst_ratio = 0.0
 
-    def find(self, text: str) -> None:
-        self.findings[text] = self.findings.get(text, 0) + 1
+    def find(self, check: str, text: str) -> None:
+        """A failed check (one of :data:`CHECKS`) and what it saw."""
+        n, _ = self.findings.get(text, (0, check))
+        self.findings[text] = (n + 1, check)
 
     def pair_up(self, key: str, a: np.ndarray, b: np.ndarray) -> None:
         p = a.ravel() * b.ravel()
@@ -109,15 +123,20 @@ class _Tally:
         """The coupled neighbour: every field's shift, charged or not."""
         terms: list[tuple[tuple, float]] = []
         if len(rels0) != len(rels1):
-            self.find("the number of messages the party sends moves with the private row")
+            self.find(
+                "structure", "the number of messages the party sends moves with the private row"
+            )
         for r0, r1 in zip(rels0, rels1, strict=False):
             if r0.kind != r1.kind:
-                self.find(f"the kind of message #{r0.kind} moves with the private row")
+                self.find("structure", f"the kind of message #{r0.kind} moves with the private row")
                 break
             for f in sorted(set(r0.post) | set(r1.post)):
                 a, b = r0.post.get(f), r1.post.get(f)
                 if a is None or b is None or a.shape != b.shape:
-                    self.find(f"{_where(r0, f)}: its presence or shape moves with the private row")
+                    self.find(
+                        "structure",
+                        f"{_where(r0, f)}: its presence or shape moves with the private row",
+                    )
                     continue
                 s2 = float(np.sum((b - a) ** 2))
                 if s2 == 0.0:
@@ -125,16 +144,18 @@ class _Tally:
                 evs = _charges(r0, f)
                 if not evs:
                     self.find(
+                        "charged",
                         f"{_where(r0, f)} moves with the private row and no noise is charged "
-                        "for it (an unaccounted release: ε = ∞)"
+                        "for it (an unaccounted release: ε = ∞)",
                     )
                     continue
                 self.moved += 1
                 pre = r0.pre.get(f)
                 if pre is not None and pre.shape == a.shape and np.array_equal(pre, a):
                     self.find(
+                        "unnoised",
                         f"{_where(r0, f)} moves with the private row and is charged, but was "
-                        "released without noise (ε = ∞)"
+                        "released without noise (ε = ∞)",
                     )
                     terms.append(((r0.kind, f, 0.0), math.inf))
                     continue
@@ -143,9 +164,10 @@ class _Tally:
                 self.worst_ratio = max(self.worst_ratio, ratio)
                 if len(evs) == 1 and math.sqrt(s2) > e.sensitivity * (1 + 1e-9) + 1e-12:
                     self.find(
+                        "sensitivity",
                         f"{_where(r0, f)} moved by {math.sqrt(s2):.4g} between neighbouring "
                         f"datasets, more than its charged sensitivity {e.sensitivity:.4g} "
-                        "(is the clipping enforced?)"
+                        "(is the clipping enforced?)",
                     )
                 terms.append(((r0.kind, f, float(f"{e.sigma:.12g}")), s2))
         self.shift_terms.append(terms)
@@ -155,9 +177,14 @@ def _count(text: str, n: int) -> str:
     return text if n == 1 else f"{text} (in {n} releases)"
 
 
-def judge(party, runs, claimed, delta, confidence, trials, notes) -> MechanismAudit:
+def judge(
+    party, runs, claimed, delta, confidence, trials, notes, disabled=frozenset()
+) -> MechanismAudit:
     """The verdict on ``runs`` (pair name -> per trial: (world-0 releases, [coupled
-    neighbours' releases])); ``claimed``: the ledger's ε for ``party`` on its real rows."""
+    neighbours' releases])); ``claimed``: the ledger's ε for ``party`` on its real rows.
+    ``disabled``: checks (of :data:`CHECKS`) whose findings are dropped — for showing that each
+    check is the one that catches its bugs (tests/test_mechanism_audit.py), never a user's
+    option."""
     if claimed is None or not math.isfinite(claimed):
         return MechanismAudit(
             party,
@@ -187,8 +214,9 @@ def judge(party, runs, claimed, delta, confidence, trials, notes) -> MechanismAu
         scales[(kind, f, sigma)] = s
         if s.short(level):
             tally.find(
+                "noise",
                 f"field {f} of {kind}: noise σ̂ = {s.measured:.4g} below the charged σ = "
-                f"{sigma:.4g} (p = {s.p_value:.2g}, {s.samples} samples)"
+                f"{sigma:.4g} (p = {s.p_value:.2g}, {s.samples} samples)",
             )
     what = {
         "trials": "trials with the same public inputs (noise reproducible from public values?)",
@@ -200,7 +228,9 @@ def judge(party, runs, claimed, delta, confidence, trials, notes) -> MechanismAu
         z = num / math.sqrt(den) if den > 0 else 0.0
         zs[key] = z
         if den > 0 and correlation_pvalue(z) < level:
-            tally.find(f"the noise is not independent across {what[key]}: z = {z:.3g}")
+            tally.find(
+                "independence", f"the noise is not independent across {what[key]}: z = {z:.3g}"
+            )
     mu2 = mu2c = 0.0
     for terms in tally.shift_terms:
         hi = sum(
@@ -213,8 +243,12 @@ def judge(party, runs, claimed, delta, confidence, trials, notes) -> MechanismAu
     eps_hat = gdp_epsilon(mu_hat, delta) if math.isfinite(mu_hat) else math.inf
     ceiling = gdp_epsilon(math.sqrt(mu2c), delta)
     if eps_hat > claimed:
-        tally.find(f"the measured mechanism gives ε̂ = {eps_hat:.3g} > the claimed {claimed:.3g}")
-    findings = tuple(_count(t, n) for t, n in tally.findings.items())
+        tally.find(
+            "epsilon", f"the measured mechanism gives ε̂ = {eps_hat:.3g} > the claimed {claimed:.3g}"
+        )
+    kept = {t: v for t, v in tally.findings.items() if v[1] not in disabled}
+    findings = tuple(_count(t, n) for t, (n, _) in kept.items())
+    failed = tuple(sorted({check for _, check in kept.values()}))
     shortfall = max((s.detectable for s in scales.values()), default=0.0)
     from scipy import stats
 
@@ -254,4 +288,5 @@ def judge(party, runs, claimed, delta, confidence, trials, notes) -> MechanismAu
         trials,
         findings,
         checks,
+        failed,
     )
