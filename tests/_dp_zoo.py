@@ -91,6 +91,15 @@ class NoSqrtS(_Twin):
         return rng.normal(0.0, sigma / np.sqrt(s), shape)
 
 
+class HalfSigmaDistances(_Twin):
+    """The distances' noise from half their sensitivity (the supports' is right)."""
+
+    name = "zoo_half_sigma_distances"
+
+    def noise(self, env, rng, shape, sigma, path):
+        return rng.normal(0.0, sigma / 2 if shape == () else sigma, shape)
+
+
 class SkipClip(_Twin):
     """Rows beyond the clip norm are not clipped, while the ledger assumes they are."""
 
@@ -184,6 +193,7 @@ BROKEN = (
     HalfSigma,
     TenthSigma,
     NoSqrtS,
+    HalfSigmaDistances,
     SkipClip,
     ReusedNoise,
     PublicSeed,

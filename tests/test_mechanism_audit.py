@@ -12,6 +12,7 @@ from _dp_zoo import (
     CorrectTwin,
     FirstRoundOnly,
     HalfSigma,
+    HalfSigmaDistances,
     MetaLeak,
     NoSqrtS,
     PublicSeed,
@@ -53,6 +54,7 @@ CAUGHT_BY = {
     HalfSigma: "below the charged σ",
     TenthSigma: "below the charged σ",
     NoSqrtS: "below the charged σ",
+    HalfSigmaDistances: "of fedwad.distance: noise σ̂",
     SkipClip: "more than its charged sensitivity",
     ReusedNoise: "not independent across rounds",
     PublicSeed: "not independent across trials",
@@ -95,9 +97,9 @@ def test_each_broken_twin_is_a_violation_by_its_check(zoo, bug):
 
 def test_every_check_catches_some_bug_alone(zoo):
     """The checks each broken twin fails, as measured (tests/_dp_zoo.py): no check is dead."""
-    failed = {bug: set(_audit(bug.name).failed) for bug in (NoSqrtS, ReusedNoise, MetaLeak)}
+    failed = {bug: set(_audit(bug.name).failed) for bug in (NoSqrtS, SharedAtomNoise, MetaLeak)}
     assert failed[NoSqrtS] == {"noise"}
-    assert failed[ReusedNoise] == {"independence"}
+    assert failed[SharedAtomNoise] == {"independence"}
     assert failed[MetaLeak] == {"charged"}
 
 
@@ -114,7 +116,7 @@ def test_correct_twins_hold_in_20_seeds(zoo, seed):
 def test_holds_states_what_each_check_could_have_caught(zoo):
     r = _audit("gaussian_measure_noise")
     text = " ".join(r.checks)
-    assert "flags a shortfall of" in text and "flags |z| >" in text
+    assert "flags a shortfall ≥" in text and "flags |z| >" in text
     assert "within its sensitivity" in text and "ε̂ =" in text
     assert r.ceiling_epsilon >= r.audited_epsilon
 

@@ -13,7 +13,7 @@ from testbed.exchange.ledger import MechanismEvent
 from testbed.scoring.mechanism_checks import correlation_pvalue, noise_scale_test
 from testbed.scoring.membership import gdp_epsilon
 
-__all__ = ["CHECKS", "MechanismAudit", "Release", "judge"]
+__all__ = ["CHECKS", "STATISTICAL", "MechanismAudit", "Release", "judge"]
 
 #: every check, by the name its findings carry
 CHECKS = {
@@ -25,6 +25,8 @@ CHECKS = {
     "structure": "which messages and fields are sent does not move with the private row",
     "epsilon": "the μ-GDP of the measured shifts and noise stays within the claim",
 }
+#: the checks that are statistical tests (the others are exact)
+STATISTICAL = frozenset({"noise", "independence"})
 
 
 @dataclass(frozen=True)
@@ -249,13 +251,16 @@ def judge(
     kept = {t: v for t, v in tally.findings.items() if v[1] not in disabled}
     findings = tuple(_count(t, n) for t, (n, _) in kept.items())
     failed = tuple(sorted({check for _, check in kept.values()}))
-    shortfall = max((s.detectable for s in scales.values()), default=0.0)
+    power = ", ".join(
+        f"≥ {100 * s.detectable:.2g} % at {f} of {kind} (σ = {sigma:.3g})"
+        for (kind, f, sigma), s in sorted(scales.items(), key=lambda kv: kv[1].detectable)
+    )
     from scipy import stats
 
     zthr = float(stats.norm.isf(level / 2))
     checks = (
-        f"noise at {len(scales)} charged field(s) at least the charged σ (each test flags a "
-        f"shortfall of {100 * shortfall:.2g} % or more)",
+        f"noise at {len(scales)} charged field(s) at least the charged σ (flags a shortfall "
+        f"{power})",
         f"noise independent across trials, rounds and atoms (flags |z| > {zthr:.3g}; "
         + ", ".join(f"{k} z = {v:.2g}" for k, v in zs.items())
         + ")",
