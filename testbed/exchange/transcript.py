@@ -506,6 +506,10 @@ class View:
     envelopes: Sequence[Envelope]  # a tuple, or a lazy EnvelopeSeq for a spilled transcript
     own_data: Mapping[str, np.ndarray]
     public: PublicInfo
+    #: a chained attack's input (its scenario entry's ``input:``): the AttackOutputs of the
+    #: attack that label names, run on this same view (its baseline's outputs when the chained
+    #: attack's baseline runs); empty for an attack without ``input:``. Never ground truth.
+    upstream: Sequence[Any] = ()
 
     def messages(self, kind: str = "*", sender: str | None = None, receiver: str | None = None):
         """Envelopes whose kind matches the glob ``kind`` (and sender/receiver if given)."""

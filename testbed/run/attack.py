@@ -5,8 +5,11 @@ copy of the View and the public information, under the scenario's ``limits:`` (w
 memory, output size); its outputs and its prior-only baseline come back as data and are
 validated against the AttackOutput schema. An attack that fails, runs out of time or memory or
 sends too much becomes a failure record (phase and one-line reason) beside the others' results:
-one attack never loses the run. Its random streams are derived from the Observation's
-``attack_key`` (:func:`testbed.seeding.keyed_rng`), never from the root seed. This stage never
+one attack never loses the run. An entry with ``input:`` (attack chaining) runs after the
+attack that label names and receives its outputs, in the sandbox like its View (never ground
+truth); its baseline receives the upstream baseline's outputs. Its random streams are derived
+from the Observation's ``attack_key`` (:func:`testbed.seeding.keyed_rng`), never from the root
+seed. This stage never
 holds ground truth: it receives the scenario's attack specs and an
 :class:`~testbed.run.view.Observation` only.
 """
@@ -21,7 +24,7 @@ from testbed.registry import ATTACKS
 from testbed.run.view import Observation
 from testbed.sandbox.confine import isolation_level
 from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isolated
-from testbed.scenario.labels import attack_labels
+from testbed.scenario.labels import attack_labels, attack_order
 from testbed.scenario.limits import ATTACK_MEMORY_GB, ATTACK_OUTPUT_MB, ATTACK_SECONDS
 from testbed.scenario.preflight import attack_at
 from testbed.seeding import keyed_rng
@@ -75,7 +78,9 @@ def attack_limits(scenario) -> AttackLimits:
 
 def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
     """Run every attack of ``scenario`` that applies to its protocol on ``obs``; a failed attack
-    is an AttackRun with ``failure`` set and no outputs."""
+    is an AttackRun with ``failure`` set and no outputs. An entry with ``input:`` runs after the
+    entries of that label and receives their outputs (attack chaining, :func:`_upstream`); the
+    runs come back in scenario order."""
     runs: list[AttackRun] = []
     if not scenario.attacks:
         return runs
@@ -87,40 +92,75 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
             for i, spec in enumerate(scenario.attacks)
         ]
     )
+    inputs = [getattr(spec, "input", None) for spec in scenario.attacks]
+    order = attack_order(labels, inputs, lambda i: attack_at(scenario, i, "input"))
     limits = attack_limits(scenario)
-    for i, spec in enumerate(scenario.attacks):
+    done: dict[int, AttackRun | None] = {}  # None: skipped (does not apply, `skip`)
+    for i in order:
+        spec = scenario.attacks[i]
         cls = ATTACKS.get(spec.name)
         params = resolved["attacks"][i]["params"]
         if not cls(cls.Config(**params)).applies_to(scenario.protocol.name):
             if getattr(spec, "if_not_applicable", "error") == "skip":
-                continue  # e.g. a sweep over protocols: listed as skipped (scenario.preflight)
+                done[i] = None  # e.g. a sweep over protocols: listed as skipped (preflight)
+                continue
             raise TestbedError(
                 f"{attack_at(scenario, i)}: attacks[{i}] {spec.name!r} does not apply to protocol "
                 f"{scenario.protocol.name!r} (it applies to: {', '.join(cls.protocols)}); "
                 "set `if_not_applicable: skip` on it to list it as skipped"
             )
         head = (i, spec.name, labels[i], spec.target, obs.observer)
-        try:
-            got = run_isolated(
-                cls,
-                params,
-                obs.view,
-                obs.public,
-                keyed_rng(obs.attack_key, "attack", i, spec.name),
-                keyed_rng(obs.attack_key, "baseline", i, spec.name),
-                limits,
-            )
-        except AttackFailedError as exc:
-            _LOG.debug("--- %s: traceback in the attack's process ---\n%s", exc, exc.details)
-            runs.append(AttackRun(*head, (), (), _level(exc, limits), (exc.phase, exc.reason)))
+        upstream, why = _upstream(inputs[i], labels, done)
+        if why:
+            done[i] = AttackRun(*head, (), (), "", ("input", why))
             continue
-        try:
-            _validate(spec.name, got.outputs, got.baseline, obs.public, cls)
-        except TestbedError as exc:  # outputs that break the AttackOutput schema
-            runs.append(AttackRun(*head, (), (), got.isolation, ("output", str(exc))))
-            continue
-        runs.append(AttackRun(*head, tuple(got.outputs), tuple(got.baseline), got.isolation))
-    return runs
+        done[i] = _run_one(cls, params, head, obs, limits, upstream)
+    return [done[i] for i in sorted(done) if done[i] is not None]
+
+
+def _upstream(label: str | None, labels: list[str], done: dict) -> tuple[tuple, str]:
+    """A chained attack's input: ``(run outputs, baseline outputs)`` of every entry labelled
+    ``label`` (each kept to its own ``target:``), or a reason it has none (the upstream attack
+    failed, or was skipped)."""
+    if label is None:
+        return ((), ()), ""
+    ups = [done[j] for j, lab in enumerate(labels) if lab == label]
+    if any(u is None for u in ups):
+        return ((), ()), f"its input {label!r} was skipped (it does not apply to this protocol)"
+    failed = next((u for u in ups if u.failure), None)
+    if failed is not None:
+        return ((), ()), f"its input {label!r} failed in {failed.failure[0]}: {failed.failure[1]}"
+
+    def kept(u, outs):
+        return tuple(o for o in outs if u.target is None or o.target == u.target)
+
+    run = tuple(o for u in ups for o in kept(u, u.outputs))
+    base = tuple(o for u in ups for o in kept(u, u.baseline))
+    return (run, base), ""
+
+
+def _run_one(cls, params, head: tuple, obs: Observation, limits, upstream) -> AttackRun:
+    """One attack in its sandboxed process, its outputs checked against the schema."""
+    i, name = head[0], head[1]
+    try:
+        got = run_isolated(
+            cls,
+            params,
+            obs.view,
+            obs.public,
+            keyed_rng(obs.attack_key, "attack", i, name),
+            keyed_rng(obs.attack_key, "baseline", i, name),
+            limits,
+            upstream,
+        )
+    except AttackFailedError as exc:
+        _LOG.debug("--- %s: traceback in the attack's process ---\n%s", exc, exc.details)
+        return AttackRun(*head, (), (), _level(exc, limits), (exc.phase, exc.reason))
+    try:
+        _validate(name, got.outputs, got.baseline, obs.public, cls)
+    except TestbedError as exc:  # outputs that break the AttackOutput schema
+        return AttackRun(*head, (), (), got.isolation, ("output", str(exc)))
+    return AttackRun(*head, tuple(got.outputs), tuple(got.baseline), got.isolation)
 
 
 def _level(exc: AttackFailedError, limits: AttackLimits) -> str:

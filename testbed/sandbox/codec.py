@@ -1,9 +1,10 @@
 """The bytes that cross the attack process's boundary, both ways.
 
 Into the attack: :func:`pack_view` serialises exactly what an attack may know (the view's
-envelopes, the observer's own data, the public information); :func:`unpack_view` rebuilds them
-in the attack's process with every array immutable (backed by ``bytes``, so
-``setflags(write=True)`` fails) and every mapping read-only.
+envelopes, the observer's own data, the public information and, for a chained attack, the
+outputs of the attack its ``input:`` names); :func:`unpack_views` rebuilds them in the attack's
+process with every array immutable (backed by ``bytes``, so ``setflags(write=True)`` fails) and
+every mapping read-only.
 
 Out of it: :func:`encode_result` turns the attack's outputs into JSON plus an ``.npz`` of numeric
 arrays, which :func:`decode_result` decodes in the driver without unpickling anything (a pickle
@@ -17,7 +18,7 @@ import json
 import pickle
 import zipfile
 from collections.abc import Mapping
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -26,7 +27,14 @@ import numpy as np
 from testbed.exchange.bus import Envelope, PublicInfo, View
 from testbed.measure import Measure, immutable
 
-__all__ = ["decode_result", "encode_result", "freeze_tree", "pack_view", "unpack_view"]
+__all__ = [
+    "decode_result",
+    "encode_result",
+    "freeze_tree",
+    "pack_view",
+    "unpack_view",
+    "unpack_views",
+]
 
 
 def freeze_tree(x: Any) -> Any:
@@ -67,8 +75,22 @@ def _unplain(x: Any) -> Any:
     return x
 
 
-def pack_view(view: View, public: PublicInfo) -> bytes:
-    """Serialise exactly what an attack may know: the view's envelopes, own data and public info."""
+def _plain_outputs(outputs) -> list[dict[str, Any]]:
+    """AttackOutputs (a chained attack's input) as plain field mappings."""
+    return [{f.name: _plain(getattr(o, f.name)) for f in fields(o)} for o in outputs]
+
+
+def _outputs(plain) -> tuple:
+    """The AttackOutputs of :func:`_plain_outputs`, every array immutable, meta read-only."""
+    from attacks._base import AttackOutput
+
+    return tuple(AttackOutput(**{k: freeze_tree(_unplain(v)) for k, v in o.items()}) for o in plain)
+
+
+def pack_view(view: View, public: PublicInfo, baseline_upstream=()) -> bytes:
+    """Serialise exactly what an attack may know: the view's envelopes, own data and public info,
+    and a chained attack's input: the upstream attack's outputs (``view.upstream``, for ``run``)
+    and its baseline's outputs (``baseline_upstream``, for ``baseline``)."""
     envs = [
         (
             e.seq,
@@ -85,14 +107,24 @@ def pack_view(view: View, public: PublicInfo) -> bytes:
     ]
     pub = {f.name: _plain(getattr(public, f.name)) for f in fields(PublicInfo)}
     own = {k: np.asarray(v) for k, v in view.own_data.items()}
+    up = (_plain_outputs(view.upstream), _plain_outputs(baseline_upstream))
     return pickle.dumps(
-        (view.observer, tuple(view.colluders), envs, own, pub), protocol=pickle.HIGHEST_PROTOCOL
+        (view.observer, tuple(view.colluders), envs, own, pub, up),
+        protocol=pickle.HIGHEST_PROTOCOL,
     )
 
 
 def unpack_view(blob: bytes) -> tuple[View, PublicInfo]:
     """Rebuild a View and PublicInfo from :func:`pack_view`'s bytes, every array immutable."""
-    observer, colluders, envs, own, pub = pickle.loads(blob)
+    view, _, public = unpack_views(blob)
+    return view, public
+
+
+def unpack_views(blob: bytes) -> tuple[View, View, PublicInfo]:
+    """The View for ``run`` (its ``upstream``: the upstream attack's outputs), the same View for
+    ``baseline`` (its ``upstream``: the upstream baseline's outputs) and PublicInfo, from
+    :func:`pack_view`'s bytes, every array immutable."""
+    observer, colluders, envs, own, pub, (up_run, up_base) = pickle.loads(blob)
     public = PublicInfo(**{k: freeze_tree(_unplain(v)) for k, v in pub.items()})
     envelopes = tuple(
         Envelope(
@@ -114,8 +146,9 @@ def unpack_view(blob: bytes) -> tuple[View, PublicInfo]:
         envelopes=envelopes,
         own_data=MappingProxyType({k: immutable(v) for k, v in own.items()}),
         public=public,
+        upstream=_outputs(up_run),
     )
-    return view, public
+    return view, replace(view, upstream=_outputs(up_base)), public
 
 
 #: how deep an attack's result may nest (lists, tuples, mappings, outputs): far beyond any real

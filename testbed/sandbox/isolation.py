@@ -37,7 +37,8 @@ import tempfile
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from testbed.errors import TestbedError
@@ -51,6 +52,7 @@ from testbed.sandbox.codec import (
     freeze_tree,
     pack_view,
     unpack_view,
+    unpack_views,
 )
 from testbed.sandbox.confine import Policy, confine, isolation_level, python_paths, set_non_dumpable
 
@@ -198,13 +200,13 @@ def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int,
             level = confine(policy)  # first: unshare wants a single-threaded process
         _apply_thread_limits(limits)
         phase = "setup"
-        view, public = unpack_view(blob)
+        view, base_view, public = unpack_views(blob)
         del blob
         attack = cls(cls.Config(**params))
         phase = "run"
         outputs = attack.run(view, public, rngs[0])
         phase = "baseline"
-        baseline = attack.baseline(view, public, rngs[1])
+        baseline = attack.baseline(base_view, public, rngs[1])
         phase = "output"
         wrong = _not_a_list(outputs, "run") or _not_a_list(baseline, "baseline")
         if wrong:
@@ -382,8 +384,14 @@ def run_isolated(
     rng,
     base_rng,
     limits: AttackLimits | None = None,
+    upstream: tuple[Sequence, Sequence] = ((), ()),
 ) -> Isolated:
     """Run ``cls(params).run`` and ``.baseline`` in a fresh sandboxed process, under ``limits``.
+
+    ``upstream`` is a chained attack's input (its scenario entry's ``input:``): the upstream
+    attack's outputs, which ``run`` finds in ``view.upstream``, and its baseline's outputs, which
+    ``baseline`` finds there (so the chained attack's prior-only baseline builds on the upstream's
+    prior-only baseline, never on what the messages gave).
 
     The attack class travels by reference (module and name), so a plugin must be defined at
     module level of an importable module (as entry-point plugins are).
@@ -401,7 +409,7 @@ def run_isolated(
         ) from None
     if limits.sandbox:
         set_non_dumpable()  # the driver's /proc/PID/{mem,environ} closed to its children
-    blob = pack_view(view, public)
+    blob = pack_view(replace(view, upstream=tuple(upstream[0])), public, tuple(upstream[1]))
     ctx = _context()
     tmp = tempfile.mkdtemp(prefix="testbed-attack-")
     recv, send = ctx.Pipe(duplex=False)

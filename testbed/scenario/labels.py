@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from testbed.errors import TestbedError
 
-__all__ = ["attack_labels", "params_digest"]
+__all__ = ["attack_labels", "attack_order", "params_digest"]
 
 
 def params_digest(params: dict[str, Any] | None) -> str:
@@ -47,3 +48,49 @@ def attack_labels(specs: list[dict[str, Any]]) -> list[str]:
             )
         seen[key] = i
     return labels
+
+
+def attack_order(
+    labels: list[str], inputs: list[str | None], where: Callable[[int], str] = lambda i: ""
+) -> list[int]:
+    """The order to run a scenario's attacks in: an entry whose ``input:`` names a label runs
+    after every entry with that label (it receives their outputs); otherwise scenario order.
+    An unknown label or a cycle (an entry naming itself among them) is refused in one line
+    that starts with ``where(i)`` (the entry's ``file:line``)."""
+    by_label: dict[str, list[int]] = {}
+    for i, lab in enumerate(labels):
+        by_label.setdefault(lab, []).append(i)
+    for i, inp in enumerate(inputs):
+        if inp is not None and inp not in by_label:
+            raise TestbedError(
+                f"{_at(where, i)}attacks[{i}].input {inp!r} names no attack of this scenario "
+                f"(labels: {', '.join(sorted(by_label))})"
+            )
+    order: list[int] = []
+    state: dict[int, str] = {}  # "open" while its inputs are being placed, then "done"
+
+    def place(i: int, path: list[int]) -> None:
+        if state.get(i) == "done":
+            return
+        if state.get(i) == "open":
+            loop = [labels[j] for j in path[path.index(i) :]] + [labels[i]]
+            first = path[path.index(i)]
+            raise TestbedError(
+                f"{_at(where, first)}attacks[{first}].input makes a cycle: "
+                f"{' -> '.join(loop)} (each label names the attack it runs on)"
+            )
+        state[i] = "open"
+        if inputs[i] is not None:
+            for j in by_label[inputs[i]]:
+                place(j, [*path, i])
+        state[i] = "done"
+        order.append(i)
+
+    for i in range(len(labels)):
+        place(i, [])
+    return order
+
+
+def _at(where: Callable[[int], str], i: int) -> str:
+    w = where(i)
+    return f"{w}: " if w else ""

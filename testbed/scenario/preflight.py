@@ -1,5 +1,6 @@
 """What ``testbed run`` would refuse, checked before anything runs (``testbed validate`` and
-``testbed run`` both call :func:`preflight`): duplicate attack labels, and attacks that do not apply
+``testbed run`` both call :func:`preflight`): duplicate attack labels, an ``input:`` that names
+no attack label or makes a cycle, and attacks that do not apply
 to the protocol of the scenario (or of a sweep cell) unless the attack entry says
 ``if_not_applicable: skip`` — then the attack is listed as skipped, never dropped in silence.
 """
@@ -11,17 +12,19 @@ from typing import Any
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS, PROTOCOLS, plugin_phase
 from testbed.scenario.headline import headline_patterns
-from testbed.scenario.labels import attack_labels
+from testbed.scenario.labels import attack_labels, attack_order
 from testbed.scenario.yamlloc import line_of
 
 __all__ = ["attack_at", "inapplicable", "preflight", "skipped_attacks", "without_output"]
 
 
-def attack_at(sc, i: int) -> str:
-    """``file:line`` of ``attacks[i]`` in the scenario's YAML (``file`` when no line is known; a
-    sweep cell's tree points at the lines its values were written on)."""
+def attack_at(sc, i: int, key: str | None = None) -> str:
+    """``file:line`` of ``attacks[i]`` (of its field ``key`` when given) in the scenario's YAML
+    (``file`` when no line is known; a sweep cell's tree points at the lines its values were
+    written on)."""
     fname = getattr(sc, "_fname", None) or "<scenario>"
-    line = line_of(getattr(sc, "_yaml_root", None), ["attacks", i])
+    loc: list = ["attacks", i] if key is None else ["attacks", i, key]
+    line = line_of(getattr(sc, "_yaml_root", None), loc)
     return f"{fname}:{line}" if line else fname
 
 
@@ -57,7 +60,7 @@ def preflight(sc) -> list[str]:
         except TestbedError as exc:
             raise TestbedError(f"{sc._fname}: {exc}") from None
         try:
-            attack_labels(
+            labels = attack_labels(
                 [
                     {**resolved["attacks"][i], "label": a.label, "target": a.target}
                     for i, a in enumerate(cell.attacks)
@@ -65,6 +68,9 @@ def preflight(sc) -> list[str]:
             )
         except TestbedError as exc:
             raise TestbedError(f"{sc._fname}: {exc}") from None
+        attack_order(
+            labels, [a.input for a in cell.attacks], lambda i, c=cell: attack_at(c, i, "input")
+        )
         for i, name, where in inapplicable(cell, resolved):
             if getattr(cell.attacks[i], "if_not_applicable", "error") == "skip":
                 skipped[

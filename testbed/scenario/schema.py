@@ -58,6 +58,13 @@ class AttackSpec(PluginSpec):
         "(default: the name, plus a short digest of its params when another entry of the same "
         "attack has different params)",
     )
+    input: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+        description="label of another attack of this scenario whose outputs this one runs on "
+        "(attack chaining: it runs after that attack and finds its outputs in view.upstream, "
+        "its baseline the upstream baseline's); unknown labels and cycles are refused",
+    )
 
 
 class MembershipSpec(BaseModel):
