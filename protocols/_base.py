@@ -73,6 +73,11 @@ class Protocol(Plugin):
     #: quantities scores them as one vector (relative error in the Euclidean norm). Empty: the
     #: first accuracy quantity (:func:`testbed.run.evaluate.headline_accuracy`)
     headline_accuracy: ClassVar[tuple[str, ...]] = ()
+    #: per-party scores whose *ranking* is what a user of the protocol relies on (a glob, e.g.
+    #: FedBary's ``"contribution_*"``): when set and it matches two or more accuracy quantities,
+    #: the run's headline accuracy is that ranking against the central one (Spearman and top-k
+    #: overlap), and the ``headline_accuracy`` error is kept beside it as a secondary figure
+    headline_ranking: ClassVar[str | None] = None
     #: scenario the contract kit runs it on. A relative path is looked up next to the module
     #: defining the class and up to its package root, then in the current directory, then in
     #: the testbed's scenarios/ (testbed.testing.checks.resolve_contract_scenario).

@@ -793,6 +793,7 @@ def test_run_prints_the_tasks_own_metrics(tmp_path, capsys):
     line = next(x for x in out.splitlines() if x.startswith("task utility:"))
     assert line == (
         f"task utility: contribution_spearman {util['contribution_spearman']:.3f}, "
+        f"contribution_top_k {util['contribution_top_k']:.3f}, "
         f"detection_auc {util['detection_auc']:.3f}"
     )
     code, out, err = _run(tmp_path, GOOD, capsys, "--out", str(tmp_path / "w"), "-q", command="run")

@@ -1,7 +1,9 @@
 """A run's one error, the x-axis of leakage against accuracy: the quantity each protocol names
 (``Protocol.headline_accuracy``), several quantities scored as one vector, and the report and
 CLI that read it. Before it, a FedBary report plotted client_1's contribution error, and a report
-of FedBary beside FedWAD left FedBary's points out of every trade-off figure."""
+of FedBary beside FedWAD left FedBary's points out of every trade-off figure. FedBary's headline
+is its contribution ranking (``Protocol.headline_ranking``; issue 46), its distance error kept
+beside it."""
 
 from __future__ import annotations
 
@@ -165,10 +167,10 @@ def two_protocols(tmp_path_factory):
     return base, rows
 
 
-def test_fedbarys_error_is_its_clients_distances(two_protocols):
+def test_fedbarys_secondary_error_is_its_clients_distances(two_protocols):
     _, rows = two_protocols
     r = rows[1]["results"]
-    head = r[HEADLINE]
+    head = r[HEADLINE]["secondary"]
     dist = sorted(k for k in r["accuracy"] if k.startswith("distance_"))
     assert head["quantity"] == "distance_*" and head["keys"] == dist and len(dist) == 3
     e = np.array([r["estimates"][k] for k in dist])
@@ -182,14 +184,18 @@ def test_a_report_of_two_protocols_puts_both_on_the_error_axis(two_protocols):
     base, rows = two_protocols
     data = gather(base / "both")
     assert data.err_key == f"{HEADLINE}.relative_error"
-    assert data.err_label == "fedwad: wasserstein; fedbary: distance_* (3 values)"
+    assert data.err_label == (
+        "fedwad: relative error of wasserstein; fedbary: contribution ranking: 1 − Spearman ρ "
+        "(3 parties)"
+    )
     assert {k[0] for k in data.agg if data.err_key in data.agg[k]} == {"fedwad", "fedbary"}
     fedbary = next(k for k in data.agg if k[0] == "fedbary")
     assert data.agg[fedbary][data.err_key][0] == rows[1]["results"][HEADLINE]["relative_error"]
     html = write_report(base / "both").read_text().replace("<wbr>", "")
-    assert "relative error of fedwad: wasserstein; fedbary: distance_* (3 values)" in html
+    assert json.dumps(data.err_label)[1:-1] in html  # the figures' axis title (JSON text)
     results = html.split("Results per protocol", 1)[1]
-    # each protocol's table names its own quantity
+    # each protocol's table names its own quantity; FedBary's distance error beside its ranking
+    assert results.count("<th>contribution ranking: 1 − Spearman ρ (3 parties)</th>") == 1
     assert results.count("<th>relative error of distance_* (3 values)</th>") == 1
     assert results.count("<th>relative error of wasserstein</th>") == 1
     # the accuracy-by-setting figure has a point of each protocol
@@ -208,14 +214,19 @@ def test_results_written_before_the_headline_keep_the_first_quantity(two_protoco
     assert data.err_key == f"{first}.relative_error" and data.err_label == first
 
 
-def test_testbed_run_prints_an_error_over_several_quantities(tmp_path, capsys):
+def test_testbed_run_prints_the_ranking_and_the_error_over_several_quantities(tmp_path, capsys):
     code = main(["run", "scenarios/contract_tiny_fedbary.yaml", "--out", str(tmp_path / "r"), "-q"])
     assert code == 0
     out = capsys.readouterr().out
     head = json.loads((tmp_path / "r" / "results.json").read_text())[HEADLINE]
-    line = next(x for x in out.splitlines() if x.startswith("headline error"))
-    assert line.startswith("headline error (distance_*, 3 values): ")
-    assert f"{100 * head['relative_error']:.3g}" in line
+    line = next(x for x in out.splitlines() if x.startswith("headline accuracy"))
+    assert line == (
+        f"headline accuracy (contribution ranking, 3 parties): Spearman {head['spearman']:.3f}, "
+        f"top-2 overlap {head['top_k_overlap']:.2f} against the central ranking"
+    )
+    line = next(x for x in out.splitlines() if x.startswith("secondary"))
+    assert line.startswith("secondary: relative error (distance_*, 3 values): ")
+    assert f"{100 * head['secondary']['relative_error']:.3g}" in line
 
 
 def test_the_findings_page_quotes_this_run(two_protocols):
@@ -234,7 +245,8 @@ def test_the_findings_page_quotes_this_run(two_protocols):
         f"plotted client_1's contribution error alone: on `contract_tiny_fedbary` {pct(old)}"
         in (" ".join(part.split()))
     )
-    assert f"{pct(r[HEADLINE]['relative_error'])} on that scenario" in " ".join(part.split())
+    dist_err = r[HEADLINE]["secondary"]["relative_error"]
+    assert f"{pct(dist_err)} on that scenario" in " ".join(part.split())
     lo, hi = min(dist), max(dist)
     assert f"distances are {round(100 * lo)}–{round(100 * hi)} % off" in " ".join(part.split())
 
@@ -252,3 +264,59 @@ def test_a_bad_declaration_is_refused_before_anything_runs(tmp_path, capsys, mon
     )
     assert err == [want, want]
     assert not (tmp_path / "r").exists()
+
+
+def test_fedbarys_headline_is_its_contribution_ranking(two_protocols):
+    """A FedBary user relies on the clients' ranking by contribution: the headline is that
+    ranking against the central one (Spearman, top-k overlap), not the distance error (issue
+    46); on this scenario the distances are 23 % off while the ranking is the central one."""
+    from scipy.stats import spearmanr
+
+    _, rows = two_protocols
+    r = rows[1]["results"]
+    head = r[HEADLINE]
+    keys = sorted(k for k in r["accuracy"] if k.startswith("contribution_"))
+    est = [r["estimates"][k] for k in keys]
+    ref = [r["reference"][k] for k in keys]
+    assert head["quantity"] == "contribution ranking" and head["keys"] == keys
+    assert head["spearman"] == pytest.approx(spearmanr(est, ref).statistic)
+    assert head["top_k"] == 2
+    best = set(np.argsort(est)[-2:]) & set(np.argsort(ref)[-2:])
+    assert head["top_k_overlap"] == pytest.approx(len(best) / 2)
+    assert head["relative_error"] == pytest.approx(1.0 - head["spearman"])
+    assert r["utility"]["contribution_top_k"] == head["top_k_overlap"]
+    assert head["secondary"]["relative_error"] > 0.2  # the distances, far off
+
+
+def test_a_misranked_contribution_is_what_fedbarys_headline_shows():
+    # Prepare: accurate distances (1 % off) whose contributions swap the two best clients
+    proto = PROTOCOLS.get("fedbary")
+    acc = _acc(
+        {
+            "distance_a": 1.01,
+            "distance_b": 0.99,
+            "distance_c": 3.0,
+            "distance_d": 4.0,
+            "contribution_a": 0.30,
+            "contribution_b": 0.31,
+            "contribution_c": 0.2,
+            "contribution_d": 0.19,
+        },
+        {
+            "distance_a": 1.0,
+            "distance_b": 1.0,
+            "distance_c": 3.0,
+            "distance_d": 4.0,
+            "contribution_a": 0.32,
+            "contribution_b": 0.30,
+            "contribution_c": 0.2,
+            "contribution_d": 0.18,
+        },
+    )
+    # Execute
+    head = headline_accuracy(proto, acc)
+    # Assert: Spearman 0.8 (one swap in four), top-2 overlap 1; the distance error is 1 %
+    assert head["spearman"] == pytest.approx(0.8)
+    assert head["top_k_overlap"] == 1.0 and head["top_k"] == 2
+    assert head["relative_error"] == pytest.approx(0.2)
+    assert head["secondary"]["relative_error"] < 0.01

@@ -93,3 +93,22 @@ def test_every_contract_row_has_utility(name):
         lo = -1.0 if k in signed else 0.0
         assert lo <= v <= (math.inf if k == "student_accuracy_ratio" else 1.0), (k, v)
     assert results["privacy_epsilon"] >= 0
+
+
+def test_contribution_top_k_overlap_counts_the_central_top_half():
+    # Prepare: five clients; the central top 3 are c0, c1, c2, the federated top 3 c0, c1, c3
+    ref = {f"contribution_c{i}": v for i, v in enumerate([0.5, 0.4, 0.3, 0.2, 0.1])}
+    est = {f"contribution_c{i}": v for i, v in enumerate([0.5, 0.4, 0.1, 0.35, 0.05])}
+    # Execute
+    u = task_utility(None, est, ref, {}, {})
+    # Assert: ceil(5/2) = 3 compared, 2 of them shared; Spearman from the ranks by hand
+    from testbed.scoring.accuracy import top_k, top_k_overlap
+
+    assert top_k(5) == 3 and top_k(2) == 1 and top_k(1) == 1
+    np.testing.assert_allclose(u["contribution_top_k"], 2 / 3)
+    ranks_est, ranks_ref = [5, 4, 2, 3, 1], [5, 4, 3, 2, 1]
+    d2 = sum((a - b) ** 2 for a, b in zip(ranks_est, ranks_ref))
+    np.testing.assert_allclose(u["contribution_spearman"], 1 - 6 * d2 / (5 * 24))
+    assert top_k_overlap([1.0, 2.0], [2.0, 1.0], 1) == 0.0
+    with pytest.raises(ValueError, match="top-k overlap"):
+        top_k_overlap([1.0, 2.0], [1.0, 2.0, 3.0], 1)

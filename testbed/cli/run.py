@@ -14,7 +14,13 @@ from testbed.cli._common import (
 )
 from testbed.cli.summary import privacy_lines, sweep_rows
 from testbed.report.fmt import pct
-from testbed.report.model import UTILITY_SHOWN_EXCEPT, error_key, error_label, natural
+from testbed.report.model import (
+    UTILITY_SHOWN_EXCEPT,
+    error_key,
+    error_label,
+    error_words,
+    natural,
+)
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
 from testbed.run.rundir import check_replaceable
@@ -50,10 +56,8 @@ def run(args) -> int:
     )
     if hidden:
         print(f"({hidden} more quantities in results.json and results.csv)")
-    head = r.get("accuracy_headline") or {}
-    if len(head.get("keys") or ()) > 1:  # one error over several quantities (FedBary's distances)
-        n = len(head["keys"])
-        print(f"headline error ({head['quantity']}, {n} values): {pct(head['relative_error'])}")
+    for line in headline_lines(r.get("accuracy_headline") or {}):
+        print(line)
     util = {
         k: v
         for k, v in (r.get("utility") or {}).items()
@@ -76,6 +80,29 @@ def run(args) -> int:
     if report.exists():
         print(f"report:  {report}")
     return failed_attacks(r.get("attacks", []))
+
+
+def headline_lines(head: dict) -> list[str]:
+    """The headline accuracy, when the quantity table does not already say it: a ranking
+    (FedBary's contributions: Spearman and top-k overlap against the central ranking) with its
+    secondary error, or one error over several quantities (FedBary's distances)."""
+    if "spearman" in head:
+        n, k = len(head.get("keys") or ()), int(head.get("top_k") or 0)
+        out = [
+            f"headline accuracy ({head['quantity']}, {n} parties): Spearman "
+            f"{head['spearman']:.3f}, top-{k} overlap {head['top_k_overlap']:.2f} against the "
+            "central ranking"
+        ]
+        sec = head.get("secondary") or {}
+        if sec:
+            m = len(sec.get("keys") or ())
+            what = sec["quantity"] + (f", {m} values" if m > 1 else "")
+            out.append(f"secondary: relative error ({what}): {pct(sec['relative_error'])}")
+        return out
+    if len(head.get("keys") or ()) > 1:  # one error over several quantities
+        n = len(head["keys"])
+        return [f"headline error ({head['quantity']}, {n} values): {pct(head['relative_error'])}"]
+    return []
 
 
 #: a group of per-party quantities (``distance_client_1``, ...) longer than this shows its
@@ -142,7 +169,7 @@ def _run_sweep(sc, args, out_dir, skipped: list[str], finish) -> int:
     print(table(rows, header))
     if "rel. error" in header:
         label = error_label(out.rows, error_key(out.rows))
-        print(f"rel. error: relative error of {label}, mean over seeds")
+        print(f"rel. error: {error_words(label)}, mean over seeds")
     if attacks:
         print(
             "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"

@@ -15,6 +15,7 @@ from testbed.report.model import (
     LEAKAGE_METRICS,
     MEANING,
     ReportData,
+    error_words,
     point_of,
     series_of,
     setting_name,
@@ -241,7 +242,7 @@ def headline(
         )
         caption = (
             f"{e(metric)}: {e(MEANING[metric])}; worst over attacks and targets, mean over "
-            f"seeds. Error: relative error of {e(err_label or (err_key or '?').split('.')[0])} "
+            f"seeds. Error: {e(error_words(err_label or (err_key or '?').split('.')[0]))} "
             "against the "
             "central exact reference."
         )

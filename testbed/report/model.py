@@ -233,6 +233,10 @@ def measurements(res: dict) -> list[Measurement]:
     if head:
         q = f"{HEADLINE}.relative_error"
         out.append(Measurement(q, HEADLINE, "", "relative_error", num(head.get("relative_error"))))
+    sec = head.get("secondary") or {}
+    if sec:  # a ranking headline's error (FedBary's distances), kept beside it
+        q = SECONDARY_ERROR
+        out.append(Measurement(q, SECONDARY, "", "relative_error", num(sec.get("relative_error"))))
     for k, v in sorted((res.get("utility") or {}).items()):
         out.append(Measurement(f"utility.{k}", "utility", "", k, num(v)))
     tr = res.get("transcript") or {}
@@ -277,6 +281,9 @@ def utility_columns(agg, keys) -> list[str]:
 
 #: results.json's one error of a run (testbed.run.evaluate.headline_accuracy)
 HEADLINE = "accuracy_headline"
+#: a ranking headline's secondary error (FedBary's distance error beside its contribution ranking)
+SECONDARY = "accuracy_secondary"
+SECONDARY_ERROR = f"{SECONDARY}.relative_error"
 
 
 def error_key(rows: list[dict]) -> str | None:
@@ -301,17 +308,40 @@ def error_label(rows: list[dict], err_q: str | None) -> str | None:
     for r in rows:
         h = r["results"][HEADLINE]
         n = len(h.get("keys") or ())
-        what = str(h.get("quantity", "?")) + (f" ({n} values)" if n > 1 else "")
+        what = h.get("label") or str(h.get("quantity", "?")) + (f" ({n} values)" if n > 1 else "")
         named.setdefault(str((r["results"].get("protocol") or {}).get("name", "?")), what)
     if len(set(named.values())) == 1:
         return next(iter(named.values()))
+    if any(RANKED in q for q in named.values()):  # each says what its error is
+        return "; ".join(f"{p}: {error_words(q)}" for p, q in named.items())
     return "; ".join(f"{p}: {q}" for p, q in named.items())
+
+
+#: the mark of a ranking headline's label (testbed.run.evaluate: FedBary's contribution ranking)
+RANKED = "1 − Spearman ρ"
+
+
+def error_words(label: str) -> str:
+    """The error axis in words: ``relative error of <label>``, or the label itself when it says
+    what its error is (a ranking headline's ``1 − Spearman ρ``)."""
+    return label if RANKED in label else f"relative error of {label}"
+
+
+def secondary_label(rows: list[dict]) -> str | None:
+    """What a ranking headline's secondary error is the relative error of (FedBary:
+    ``distance_* (3 values)``), None when no row has one."""
+    for r in rows:
+        sec = (r["results"].get(HEADLINE) or {}).get("secondary") or {}
+        if sec:
+            n = len(sec.get("keys") or ())
+            return str(sec.get("quantity", "?")) + (f" ({n} values)" if n > 1 else "")
+    return None
 
 
 def error_title(err_key: str, label: str | None = None, interval: str = "95 % CI") -> str:
     """The error axis' title: ``label`` (:func:`error_label`) or the column's quantity, and
     what the error bars are (``interval``)."""
-    return f"relative error of {label or err_key.split('.')[0]} (mean, {interval})"
+    return f"{error_words(label or err_key.split('.')[0])} (mean, {interval})"
 
 
 def aggregate(rows: list[dict]) -> dict[tuple[str, str], dict[str, Any]]:

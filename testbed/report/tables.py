@@ -12,16 +12,19 @@ from testbed.report.fmt import ci, fmt, fmt_bytes
 from testbed.report.model import (
     ANY_ATTACK,
     GROUP_PARTIES,
+    SECONDARY_ERROR,
     ReportData,
     claimed_eps,
     eps_groups,
     error_label,
+    error_words,
     front_membership,
     natural,
     num,
     parties_label,
     point_id,
     point_of,
+    secondary_label,
     series_of,
     settings_in_order,
     utility_columns,
@@ -58,11 +61,16 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
     for s in data.protocols:
         doc.h(3, s)
         keys = [k for k in settings_in_order(agg) if k[0] == s]
-        cols = ([err_key] if err_key else []) + utility_columns(agg, keys) + main
+        own = [r for r in data.rows if series_of(r) == s]
+        sec = [SECONDARY_ERROR] if any(SECONDARY_ERROR in agg[k] for k in keys) else []
+        cols = ([err_key] if err_key else []) + sec + utility_columns(agg, keys) + main
         eps = eps_groups(agg, keys)
         # this protocol's own quantity (the figures' axis names every protocol's)
-        label = error_label([r for r in data.rows if series_of(r) == s], data.err_q)
-        shown = [f"relative error of {label}" if c == err_key else c for c in cols]
+        label = error_label(own, data.err_q)
+        names = {err_key: error_words(label or str(err_key))}
+        if sec:
+            names[SECONDARY_ERROR] = error_words(secondary_label(own) or SECONDARY_ERROR)
+        shown = [names.get(c, c) for c in cols]
         doc.table(
             ["#", "setting", "seeds", *shown, *(h for h, _ in eps), "Pareto-optimal for"],
             [

@@ -19,7 +19,8 @@ from testbed.errors import PluginFault, TestbedError
 from testbed.exchange.engines import reference_engine
 from testbed.registry import plugin_phase
 from testbed.run.roster import World
-from testbed.scenario.headline import headline_patterns
+from testbed.scenario.headline import headline_patterns, headline_ranking
+from testbed.scoring.accuracy import ranking_agreement
 from testbed.scoring.metrics import detection_metrics, relative_error
 from testbed.scoring.utility import task_utility
 
@@ -112,14 +113,26 @@ def _comparable(protocol: str, key: str, estimate, exact) -> None:
 
 
 def headline_accuracy(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's one error, the x-axis of leakage against accuracy.
+    """The run's headline accuracy: its one error, the x-axis of leakage against accuracy.
 
     ``protocol.headline_accuracy`` names the quantity it is about, as globs tried in order (the
     first that matches an accuracy quantity wins); a glob matching several quantities (FedBary's
     ``distance_*``, one distance per client) scores them as one vector, with the rule
     :func:`accuracy_of` applies to arrays: ``||est - exact||_2 / ||exact||_2``. A protocol
     that names none (or none that matches) is scored on its first accuracy quantity, as before
-    the attribute existed. ``None`` when the run has no accuracy at all."""
+    the attribute existed. ``None`` when the run has no accuracy at all.
+
+    A protocol whose users rely on a ranking (``protocol.headline_ranking``, FedBary's
+    ``contribution_*``) is headlined by that ranking instead (:func:`_ranking_headline`), the
+    error above kept under ``"secondary"``."""
+    error = _error_headline(protocol, accuracy)
+    ranking = _ranking_headline(protocol, accuracy)
+    if ranking is None:
+        return error
+    return {**ranking, **({"secondary": error} if error else {})}
+
+
+def _error_headline(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | None:
     keys: list[str] = []
     name = ""
     for pattern in headline_patterns(protocol):
@@ -147,6 +160,31 @@ def headline_accuracy(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | No
         "keys": keys,
         "relative_error": float(acc["relative_error"]),
         "signed_relative_error": float(acc["signed_relative_error"]),
+    }
+
+
+def _ranking_headline(protocol, accuracy: dict[str, Any]) -> dict[str, Any] | None:
+    """The per-party scores ``protocol.headline_ranking`` names, ranked against the central
+    scores (:func:`testbed.scoring.accuracy.ranking_agreement`): ``spearman``,
+    ``top_k_overlap`` and ``top_k``; ``relative_error`` (the report's error axis, lower =
+    better) is ``1 - spearman``, 0 when the federated ranking is the central one. None when the
+    protocol names none, or fewer than two scores match (nothing to rank)."""
+    pattern = headline_ranking(protocol)
+    keys = sorted(k for k in accuracy if fnmatchcase(k, pattern)) if pattern else []
+    if len(keys) < 2:
+        return None
+    rank = ranking_agreement(
+        [float(accuracy[k]["estimate"]) for k in keys], [float(accuracy[k]["exact"]) for k in keys]
+    )
+    stem = pattern.rstrip("*_").replace("_", " ")
+    return {
+        "quantity": f"{stem} ranking",
+        "label": f"{stem} ranking: 1 − Spearman ρ ({len(keys)} parties)",
+        "keys": keys,
+        "spearman": rank["spearman"],
+        "top_k_overlap": rank["top_k_overlap"],
+        "top_k": rank["top_k"],
+        "relative_error": 1.0 - rank["spearman"],
     }
 
 

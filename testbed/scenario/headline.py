@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from testbed.errors import TestbedError
 
-__all__ = ["headline_patterns"]
+__all__ = ["headline_patterns", "headline_ranking"]
 
 
 def headline_patterns(protocol) -> tuple[str, ...]:
@@ -22,3 +22,16 @@ def headline_patterns(protocol) -> tuple[str, ...]:
             f"headline_accuracy must be a tuple of glob strings, got {patterns!r}"
         )
     return tuple(patterns)
+
+
+def headline_ranking(protocol) -> str | None:
+    """The glob a protocol names as the per-party scores whose ranking is its headline accuracy
+    (``headline_ranking``), or None. Anything but a string or None is a :class:`TestbedError`
+    naming the protocol."""
+    pattern = getattr(protocol, "headline_ranking", None)
+    if pattern is not None and not isinstance(pattern, str):
+        raise TestbedError(
+            f"protocol {getattr(protocol, 'name', getattr(protocol, '__name__', '?'))!r}: "
+            f"headline_ranking must be a glob string or None, got {pattern!r}"
+        )
+    return pattern

@@ -11,7 +11,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS, PROTOCOLS, plugin_phase
-from testbed.scenario.headline import headline_patterns
+from testbed.scenario.headline import headline_patterns, headline_ranking
 from testbed.scenario.labels import attack_labels, attack_order
 from testbed.scenario.yamlloc import line_of
 
@@ -57,6 +57,7 @@ def preflight(sc) -> list[str]:
     for cell, resolved in cells:
         try:  # the scorer reads it after the protocol ran: refuse a bad one before
             headline_patterns(PROTOCOLS.get(cell.protocol.name))
+            headline_ranking(PROTOCOLS.get(cell.protocol.name))
         except TestbedError as exc:
             raise TestbedError(f"{sc._fname}: {exc}") from None
         try:

@@ -8,7 +8,17 @@ import math
 
 import numpy as np
 
-__all__ = ["UNIT_METRICS", "detection_metrics", "mean_ci", "relative_error", "summarise"]
+__all__ = [
+    "UNIT_METRICS",
+    "detection_metrics",
+    "mean_ci",
+    "ranking_agreement",
+    "relative_error",
+    "spearman",
+    "summarise",
+    "top_k",
+    "top_k_overlap",
+]
 
 #: metrics that live in [0, 1]: their intervals over seeds are clipped to that range
 UNIT_METRICS = {
@@ -35,6 +45,7 @@ UNIT_METRICS = {
     "coreset_quality",
     "nn_accuracy",
     "fl_accuracy",
+    "contribution_top_k",
 }
 
 
@@ -43,6 +54,51 @@ def relative_error(estimate: float, exact: float) -> float:
     if exact == 0:
         return 0.0 if estimate == 0 else math.inf
     return abs(estimate - exact) / abs(exact)
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation of two score vectors (0 when either is constant: a constant
+    ranking carries no information about the other)."""
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    return float(spearmanr(a, b).statistic)
+
+
+def top_k(n: int) -> int:
+    """How many of ``n`` ranked clients the top-k overlap compares: the upper half,
+    :math:`\\lceil n/2 \\rceil` (a client selection that keeps the better half)."""
+    return max(1, math.ceil(n / 2))
+
+
+def top_k_overlap(estimate, reference, k: int) -> float:
+    """Share of the ``k`` highest-scoring entries of ``reference`` that are also among the ``k``
+    highest of ``estimate`` (ties broken by position, the same way for both)."""
+    e, r = np.asarray(estimate, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if e.shape != r.shape or e.ndim != 1:
+        raise ValueError(f"top-k overlap: {e.shape} estimates for {r.shape} references")
+    k = min(int(k), e.size)
+    if k < 1:
+        return math.nan
+    best_e = set(np.argsort(-e, kind="stable")[:k].tolist())
+    best_r = set(np.argsort(-r, kind="stable")[:k].tolist())
+    return len(best_e & best_r) / k
+
+
+def ranking_agreement(estimate, reference) -> dict[str, float]:
+    """How well the federated scores rank the clients as the central scores do: ``spearman``
+    (:func:`spearman`), ``top_k_overlap`` (:func:`top_k_overlap` with ``top_k`` =
+    :func:`top_k` of the number of clients ``n``)."""
+    n = int(np.asarray(reference).size)
+    k = top_k(n)
+    return {
+        "spearman": spearman(estimate, reference),
+        "top_k_overlap": top_k_overlap(estimate, reference, k),
+        "top_k": k,
+        "n": n,
+    }
 
 
 def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:

@@ -17,6 +17,9 @@ key                        definition (central = the protocol's ``reference()``:
                            and the same clustering run on the central exact matrix
 ``contribution_spearman``  Spearman correlation of FedBary's client contributions with the
                            contributions computed from exact distances
+``contribution_top_k``     share of the central ranking's top :math:`\\lceil n/2 \\rceil` clients
+                           that the federated contributions also rank in their top
+                           :math:`\\lceil n/2 \\rceil` (``testbed.scoring.accuracy.top_k_overlap``)
 ``detection_auc``          ROC-AUC of noisy-row detection (pooled over the parties a detector
                            scores; mean over detectors), against the injected noise masks
 ``student_accuracy``       accuracy of the distilled student on the held-out test set
@@ -41,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from testbed.scoring.accuracy import ranking_agreement, spearman
+
 __all__ = ["UTILITY_KEYS", "task_utility"]
 
 UTILITY_KEYS = (
@@ -48,6 +53,7 @@ UTILITY_KEYS = (
     "distance_rank",
     "clustering_ari",
     "contribution_spearman",
+    "contribution_top_k",
     "detection_auc",
     "student_accuracy",
     "student_accuracy_ratio",
@@ -58,15 +64,6 @@ UTILITY_KEYS = (
 )
 
 _DISTANCE_KEYS = ("wasserstein", "sliced_wasserstein")
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return 0.0  # a constant ranking carries no information about the central one
-    return float(spearmanr(a, b).statistic)
 
 
 def _upper(D) -> np.ndarray:
@@ -91,7 +88,7 @@ def task_utility(
             break
     if "distance_matrix" in estimates and "distance_matrix" in reference:
         est_u, ref_u = _upper(estimates["distance_matrix"]), _upper(reference["distance_matrix"])
-        out["distance_rank"] = _spearman(est_u, ref_u)
+        out["distance_rank"] = spearman(est_u, ref_u)
         clusters = outputs.get("clusters")
         central = getattr(protocol, "central_clusters", None)
         if clusters is not None and central is not None:
@@ -101,9 +98,11 @@ def task_utility(
             out["clustering_ari"] = float(adjusted_rand_score(labels, np.asarray(clusters)))
     contrib = sorted(k for k in estimates if k.startswith("contribution_") and k in reference)
     if len(contrib) >= 2:
-        out["contribution_spearman"] = _spearman(
-            [estimates[k] for k in contrib], [reference[k] for k in contrib]
+        rank = ranking_agreement(
+            [float(estimates[k]) for k in contrib], [float(reference[k]) for k in contrib]
         )
+        out["contribution_spearman"] = rank["spearman"]
+        out["contribution_top_k"] = rank["top_k_overlap"]
     aucs = []
     for rows in detection.values():
         row = rows.get("pooled") or (next(iter(rows.values())) if len(rows) == 1 else None)
