@@ -35,6 +35,10 @@ What an attacker may know (:class:`~testbed.exchange.bus.PublicInfo`, filled by 
 - ``extra["released"]``: the protocol's final estimates, which are released to the participants
   (the point of running the protocol: the parties learn W);
 - ``extra["sizes"]``: rows per party; ``extra["dataset"]``: the dataset's name.
+
+A chained attack (its scenario entry has ``input: LABEL``) also finds, in ``view.upstream``, the
+AttackOutputs of the attack with that label, run on the same view (in ``baseline``: that
+attack's baseline outputs); docs/attacks.md, "Chaining attacks".
 """
 
 from __future__ import annotations

@@ -327,17 +327,6 @@ def error_words(label: str) -> str:
     return label if RANKED in label else f"relative error of {label}"
 
 
-def secondary_label(rows: list[dict]) -> str | None:
-    """What a ranking headline's secondary error is the relative error of (FedBary:
-    ``distance_* (3 values)``), None when no row has one."""
-    for r in rows:
-        sec = (r["results"].get(HEADLINE) or {}).get("secondary") or {}
-        if sec:
-            n = len(sec.get("keys") or ())
-            return str(sec.get("quantity", "?")) + (f" ({n} values)" if n > 1 else "")
-    return None
-
-
 def error_title(err_key: str, label: str | None = None, interval: str = "95 % CI") -> str:
     """The error axis' title: ``label`` (:func:`error_label`) or the column's quantity, and
     what the error bars are (``interval``)."""

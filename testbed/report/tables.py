@@ -12,6 +12,7 @@ from testbed.report.fmt import ci, fmt, fmt_bytes
 from testbed.report.model import (
     ANY_ATTACK,
     GROUP_PARTIES,
+    HEADLINE,
     SECONDARY_ERROR,
     ReportData,
     claimed_eps,
@@ -24,7 +25,6 @@ from testbed.report.model import (
     parties_label,
     point_id,
     point_of,
-    secondary_label,
     series_of,
     settings_in_order,
     utility_columns,
@@ -69,7 +69,7 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
         label = error_label(own, data.err_q)
         names = {err_key: error_words(label or str(err_key))}
         if sec:
-            names[SECONDARY_ERROR] = error_words(secondary_label(own) or SECONDARY_ERROR)
+            names[SECONDARY_ERROR] = error_words(_secondary_label(own) or SECONDARY_ERROR)
         shown = [names.get(c, c) for c in cols]
         doc.table(
             ["#", "setting", "seeds", *shown, *(h for h, _ in eps), "Pareto-optimal for"],
@@ -102,6 +102,17 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
                 for k in keys
             ],
         )
+
+
+def _secondary_label(rows: list[dict]) -> str | None:
+    """What a ranking headline's secondary error is the relative error of (FedBary:
+    ``distance_* (3 values)``), None when no row has one."""
+    for r in rows:
+        sec = (r["results"].get(HEADLINE) or {}).get("secondary") or {}
+        if sec:
+            n = len(sec.get("keys") or ())
+            return str(sec.get("quantity", "?")) + (f" ({n} values)" if n > 1 else "")
+    return None
 
 
 def _epsilon_by_party(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, Any]]:

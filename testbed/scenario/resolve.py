@@ -37,8 +37,9 @@ def resolve(sc: Scenario) -> dict[str, Any]:
         d["params"] = p
     for a, p in zip(out["attacks"], resolved_params["attacks"]):
         a["params"] = p
-        if a.get("label") is None:  # unset labels leave older configs' hashes unchanged
-            a.pop("label", None)
+        for key in ("label", "input"):  # unset: older configs' hashes unchanged
+            if a.get(key) is None:
+                a.pop(key, None)
         if a.get("if_not_applicable", "error") == "error":  # the default: hashes unchanged
             a.pop("if_not_applicable", None)  # (a skip stays: a re-run must skip it too)
     if out.get("membership") is None:
