@@ -20,7 +20,9 @@ def _claims(out: str) -> dict[str, str]:
     """setting -> the claimed ε of its verdict line (the whole line for a single run: "")."""
     got = {}
     for line in out.splitlines():
-        m = re.match(r"(?:(.+): )?alice: the claim ε = (\S+) ", line)
+        m = re.match(
+            r"(?:(.+): )?alice: (?:holds|inconclusive|VIOLATION)(?::| —) the claim ε = (\S+) ", line
+        )
         if m:
             got[m.group(1) or ""] = m.group(2)
     return got

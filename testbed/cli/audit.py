@@ -19,35 +19,26 @@ import contextlib
 import csv
 import io
 import json
+import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from testbed.cli._common import bench_command, load_checked, stderr_log, table
 from testbed.errors import TestbedError
+from testbed.run.audit_verdict import AuditVerdict, judge
 
-__all__ = ["bench_audit", "run", "verdict_line", "write_audit_rows"]
+__all__ = ["bench_audit", "party_verdicts", "run", "write_audit_rows"]
 
 
 #: a party no canary audit scores: they read rows of the data's width in the messages an
-#: observer saw, and none held any (e.g. a DP protocol that releases noisy moments); the
+#: observer saw, and none held any (e.g. a protocol whose releases are all scalars); the
 #: reconstruction bound, if the scenario has attacks, is printed above
 NO_SCORES = (
-    "{party}: not audited by canaries: no message the observers saw holds rows of the data's "
-    "width, which is what the canary audits read"
+    "no message the observers saw holds rows of the data's width, which is what the canary "
+    "audits read"
 )
-
-
-def verdict_line(party: str, claimed: float, bound: float, violated: bool, conf: float) -> str:
-    """One line: what the audit proved about ``party``'s claim."""
-    c = f"{100 * conf:g} %"
-    claim = "no claim (nothing protects it)" if claimed == float("inf") else f"ε = {claimed:.3g}"
-    if violated:
-        return f"{party}: VIOLATION — the claim {claim} is refuted at {c}: ε̂ ≥ {bound:.3g}"
-    return (
-        f"{party}: the claim {claim} holds against this audit at {c} "
-        f"(the audit proves ε ≥ {bound:.3g})"
-    )
 
 
 def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
@@ -165,7 +156,7 @@ def _many_runs(world, party: str, args) -> dict:
     return {
         "party": party,
         "method": "many-runs",
-        "observer": "server",
+        "observer": r.observer,
         "rounds": "all",
         "runs": 2 * args.trials,
         "canaries": 1,
@@ -177,6 +168,9 @@ def _many_runs(world, party: str, args) -> dict:
         "epsilon_claimed": r.claimed_epsilon,
         "mu_claimed": r.claimed_mu,
         "violated": r.violated,
+        "scope": "protocol",
+        "ceiling_epsilon": r.ceiling_epsilon,
+        "verdict": r.verdict().verdict,
         "threshold": f"held out ({r.statistic}, t = {r.threshold:.4g})",
         "seconds": time.perf_counter() - t0,
     }
@@ -230,12 +224,13 @@ def _print_rows(rows: list[dict]) -> None:
             "-" if r["mu_claimed"] is None else f"{r['mu_claimed']:.3g}",
             f"{r['mu_lower']:.3g}",
             f"{r['eps_lower_gdp']:.3g}",
-            "VIOLATION" if r["violated"] else "consistent",
+            f"{r['ceiling_epsilon']:.3g}",
+            r["verdict"],
         ]
         for r in rows
     ]
     header = ["party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "claimed μ", "μ̂ ≥"]
-    print(table(cells, [*(["setting"] if sweep else []), *header, "ε(μ̂)", "status"]))
+    print(table(cells, [*(["setting"] if sweep else []), *header, "ε(μ̂)", "ceiling", "verdict"]))
 
 
 def _targets(sc) -> list[tuple[str, object]]:
@@ -282,8 +277,101 @@ class _Steps:
             self.bar.close()
 
 
-def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[dict], list[dict]]:
-    """One single-run scenario: the audited parties, their rows and the reconstruction checks."""
+#: the largest --canaries / --trials the advice of an inconclusive verdict suggests
+MAX_CANARIES, MAX_TRIALS = 1 << 14, 1 << 16
+
+
+def _advice(row: dict, args, accountant: str) -> str:
+    """What would raise the ceiling of ``row``'s audit above its claim."""
+    gaussian = row.get("mu_claimed") is not None
+    claimed = float(row["epsilon_claimed"])
+    if row["method"] == "one-run":
+        from testbed.run.audit_one_run import canaries_needed
+
+        cap = max(MAX_CANARIES, 2 * args.canaries)
+        n = canaries_needed(
+            claimed, args.delta, args.confidence, gaussian, accountant, 2 * args.canaries, cap
+        )
+        flag = f"--canaries {n}" if n else None
+    else:
+        from testbed.run.audit import trials_needed
+
+        cap = max(MAX_TRIALS, 2 * args.trials)
+        n = trials_needed(
+            claimed, args.delta, args.confidence, gaussian, accountant, 2 * args.trials, cap
+        )
+        flag = f"--trials {n}" if n else None
+    if flag is None:
+        what = "--canaries" if row["method"] == "one-run" else "--trials"
+        return f"the mechanism audit (no {what} up to {cap} reaches it)"
+    return f"{flag} or the mechanism audit"
+
+
+def party_verdicts(
+    parties: list[str], rows: list[dict], recon: list[dict], args, accountant: str = "rdp"
+) -> list[AuditVerdict]:
+    """One protocol-scope verdict per party from its rows (every observer, method and scope of
+    rounds): VIOLATION when any row (or a reconstruction check against the party) refutes the
+    claim; else, for the claim over all rounds, "holds" only when some audit's ceiling is above
+    it, "inconclusive" when none is, "not audited" without a claim (a leak measured is said)."""
+    out = []
+    for party in parties:
+        mine = [r for r in rows if r["party"] == party]
+        broken = [c for c in recon if c["target"] == party and c["violated"]]
+        setting = mine[0].get("setting", "") if mine else ""
+        if not mine:
+            reason = NO_SCORES
+            out.append(
+                AuditVerdict(party, "protocol", math.nan, 0.0, math.nan, "not audited", reason)
+            )
+            continue
+        whole = [r for r in mine if r["rounds"] == "all"] or mine
+        best = max(whole, key=lambda r: (r["ceiling_epsilon"], r["eps_lower"]))
+        claimed = max(float(r["epsilon_claimed"]) for r in whole)
+        audited = max(float(r["eps_lower"]) for r in mine)
+        violated = [r for r in mine if r["violated"]]
+        if violated:
+            best = max(violated, key=lambda r: r["eps_lower"])
+            claimed, audited = float(best["epsilon_claimed"]), float(best["eps_lower"])
+        v = judge(
+            party,
+            "protocol",
+            claimed,
+            audited,
+            float(best["ceiling_epsilon"]),
+            bool(violated or broken),
+            args.confidence,
+            advice=_advice(best, args, accountant) if claimed < math.inf else "",
+            setting=setting,
+        )
+        if broken and not violated:
+            c = broken[0]
+            reason = (
+                f"reconstruction {c['attack']} -> {party}: success ≥ {c['success_lower']:.3g} "
+                f"above the bound Φ(Φ⁻¹(κ) + μ) = {c['bound']:.3g} of the claim ε = {claimed:.3g}"
+            )
+            v = AuditVerdict(
+                party, "protocol", claimed, audited, v.ceiling_epsilon, v.verdict, reason, setting
+            )
+        if v.verdict == "not audited" and audited > 0:
+            who = max(mine, key=lambda r: r["eps_lower"])
+            reason = f"{v.reason} (observer {who['observer']}, {who['method']})"
+            v = AuditVerdict(
+                party, "protocol", claimed, audited, v.ceiling_epsilon, v.verdict, reason, setting
+            )
+        out.append(v)
+    return out
+
+
+def _extra_scopes(scenario, setting: str, world, args) -> list[AuditVerdict]:
+    """Verdicts of other scopes for one cell, appended after the protocol audit's. The
+    mechanism audit (one ``AuditVerdict`` per party with ``scope="mechanism"``) plugs in here;
+    nothing yet."""
+    return []
+
+
+def _audit_cell(sc, setting: str, args, steps: _Steps):
+    """One single-run scenario: its rows, reconstruction checks and verdicts (every scope)."""
     from testbed.run import execute
 
     where = f"{setting}: " if setting else ""
@@ -293,14 +381,11 @@ def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[
             f"{args.scenario}: {where}no defense on the messages: the audit holds the protocol's "
             "own claim, if it makes one"
         )
-    parties = args.party or [p for p in world.parties][:2]
+    parties = args.party or list(world.parties)
     rows: list[dict] = []
     for party in parties:
         if args.method in ("one-run", "both"):
-            steps.start(
-                f"{where}audit {party}: one protocol run with {args.canaries} canaries "
-                "(+ a noiseless reference)"
-            )
+            steps.start(f"{where}audit {party}: one protocol run with {args.canaries} canaries")
             rows += _one_run(world, party, args)
             steps.done()
         if args.method in ("many-runs", "both"):
@@ -317,33 +402,19 @@ def _audit_cell(sc, setting: str, args, steps: _Steps) -> tuple[list[str], list[
     if setting:
         rows = [{"setting": setting, **r} for r in rows]
         recon = [{"setting": setting, **c} for c in recon]
-    return parties, rows, recon
+    accountant = getattr(world.ledger, "accountant", "rdp")
+    verdicts = [
+        replace(v, setting=setting) for v in party_verdicts(parties, rows, recon, args, accountant)
+    ]
+    verdicts += _extra_scopes(sc, setting, world, args)  # the one place other scopes join
+    return rows, recon, verdicts
 
 
-def run(args) -> int:
-    """Audit the scenario, or each cell of its sweep (one verdict per party and cell)."""
-    sc = load_checked(args)
-    _check_out(args.out, sc)
-    known = sc.data.party_names()
-    for p in args.party or []:  # before any progress line, not when its turn comes
-        if p not in known:
-            raise TestbedError(
-                f"--party {p!r}: not a party of {args.scenario} (parties: {', '.join(known)})"
-            )
-    targets = _targets(sc)
-    per_cell = len(args.party or [None, None]) * (2 if args.method == "both" else 1) + 1
-    steps = _Steps(per_cell * len(targets), sc.name)
-    done = []
-    try:
-        for setting, cell in targets:
-            done.append(_audit_cell(cell, setting, args, steps))
-    finally:
-        steps.close()
-    rows = [r for _, rs, _ in done for r in rs]
-    recon = [c for _, _, cs in done for c in cs]
+def _print_text(sc, targets, args, rows, recon, verdicts) -> None:
     sweep = f", {len(targets)} cells" if sc.is_sweep else ""
     print(f"{sc.name}: privacy audit{sweep}, delta {args.delta:g}, confidence {args.confidence:g}")
-    _print_rows(rows)
+    if rows:
+        _print_rows(rows)
     for c in recon:
         state = "VIOLATION" if c["violated"] else "consistent"
         where = f"{c['setting']}: " if "setting" in c else ""
@@ -353,31 +424,49 @@ def run(args) -> int:
             f"Φ(Φ⁻¹(κ) + μ) = {c['bound']:.3f} (κ ≤ {c['kappa_upper']:.3f}, μ = {c['mu']:.3g}): "
             f"{state}"
         )
-    for (setting, _), (parties, cell_rows, _) in zip(targets, done):
-        for party in parties:
-            mine = [r for r in cell_rows if r["party"] == party]
-            if mine:
-                worst = max(mine, key=lambda r: (r["violated"], r["eps_lower"]))
-                line = verdict_line(
-                    party,
-                    worst["epsilon_claimed"],
-                    worst["eps_lower"],
-                    any(r["violated"] for r in mine),
-                    args.confidence,
-                )
-            else:
-                line = NO_SCORES.format(party=party)
-            print(f"{setting}: {line}" if setting else line)
+    for v in verdicts:
+        print(v.line())
+
+
+def run(args) -> int:
+    """Audit the scenario, or each cell of its sweep (one verdict per party, scope and cell);
+    ``--json``: the verdicts as a JSON list on stdout, nothing else there."""
+    sc = load_checked(args)
+    _check_out(args.out, sc)
+    known = sc.data.party_names()
+    for p in args.party or []:  # before any progress line, not when its turn comes
+        if p not in known:
+            raise TestbedError(
+                f"--party {p!r}: not a party of {args.scenario} (parties: {', '.join(known)})"
+            )
+    targets = _targets(sc)
+    per_cell = len(args.party or known) * (2 if args.method == "both" else 1) + 1
+    steps = _Steps(per_cell * len(targets), sc.name)
+    done = []
+    try:
+        for setting, cell in targets:
+            done.append(_audit_cell(cell, setting, args, steps))
+    finally:
+        steps.close()
+    rows = [r for rs, _, _ in done for r in rs]
+    recon = [c for _, cs, _ in done for c in cs]
+    verdicts = [v for _, _, vs in done for v in vs]
+    as_json = getattr(args, "json", False)
+    if as_json:
+        print(json.dumps([v.to_json() for v in verdicts], indent=2, ensure_ascii=False))
+    else:
+        _print_text(sc, targets, args, rows, recon, verdicts)
+    say = _log if as_json else print
     if args.out:
         paths = write_audit_rows(rows + [{"reconstruction": True, **c} for c in recon], args.out)
-        print("wrote " + ", ".join(str(p) for p in paths))
+        say("wrote " + ", ".join(str(p) for p in paths))
     from testbed.run.audit import AUDIT_METHOD
     from testbed.run.audit_one_run import ONE_RUN_METHOD
 
     if args.method in ("one-run", "both"):
-        print(f"method (one run): {ONE_RUN_METHOD}")
+        say(f"method (one run): {ONE_RUN_METHOD}")
     if args.method in ("many-runs", "both"):
-        print(f"method (many runs): {AUDIT_METHOD}")
+        say(f"method (many runs): {AUDIT_METHOD}")
     return 0
 
 

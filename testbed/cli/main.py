@@ -112,7 +112,7 @@ def _run_commands(sub) -> None:
     )
     p.add_argument("scenario")
     p.add_argument(
-        "--party", action="append", help="party to audit (repeatable; default: first two)"
+        "--party", action="append", help="party to audit (repeatable; default: every party)"
     )
     p.add_argument(
         "--method",
@@ -132,6 +132,11 @@ def _run_commands(sub) -> None:
         help="skip running the scenario's attacks for the reconstruction bound",
     )
     p.add_argument("--out", type=_folder, help="write audit.csv and audit.json to this folder")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the verdicts as a JSON list on stdout (one record per party and scope)",
+    )
     _limit_flags(p)
 
 

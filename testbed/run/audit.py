@@ -5,9 +5,11 @@ defenses' claims: two datasets of the audited party that differ in one row, ``D`
 ``D`` with one row replaced by a *canary* on the clip sphere, in a direction the data do not
 point to. Each trial runs the real protocol, bus and defenses on ``D`` or on ``D'`` with fresh
 defense noise (the protocol's own randomness, e.g. FedWAD's server-drawn ξ⁽⁰⁾, is known to the
-server and held fixed); the observer (the server) scores what the party sent — the largest projection of any
-released atom on the canary's direction — and a threshold chosen on the first half of the trials
-is evaluated on the second half. The operating point's TPR/FPR, with Clopper–Pearson bounds,
+server and held fixed); the observer (the server; a client when the server holds the audited rows,
+as FedBary's validation set) scores every numeric field of what the holder of the rows sent it
+(:mod:`testbed.run.audit_fields`) — e.g. the largest projection of any released atom on the
+canary's direction, minus the atom the observer itself sent — and a threshold chosen on the first
+half of the trials is evaluated on the second half. The operating point's TPR/FPR, with Clopper–Pearson bounds,
 give an ε lower bound (:func:`testbed.scoring.metrics.epsilon_lower_bound`) that a correct claim can never
 be below: ``audited ε <= claimed ε`` or the claim (or its assumption) is wrong.
 """
@@ -19,21 +21,32 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from testbed.errors import TestbedError
-from testbed.exchange.bus import SERVER, Bus, iter_arrays
+from testbed.exchange.bus import SERVER, Bus, visible_to
 from testbed.exchange.ledger import PrivacyLedger
-from testbed.measure import Measure
+from testbed.run.audit_fields import counterparts, numeric_fields, projections
+from testbed.run.audit_one_run import audit_observers, claim_epsilon_of_mu, data_holder
+from testbed.run.audit_verdict import judge
 from testbed.run.roster import Roster
-from testbed.scoring.audit_bounds import held_out_bound
+from testbed.scoring.audit_bounds import held_out_bound, held_out_ceiling
 from testbed.scoring.metrics import epsilon_lower_bound, gdp_epsilon, gdp_mu_lower_bound
 from testbed.seeding import component_rng
 
-__all__ = ["AUDIT_METHOD", "AuditResult", "canary_audit", "canary_score"]
+__all__ = [
+    "AUDIT_METHOD",
+    "AuditResult",
+    "canary_audit",
+    "canary_score",
+    "trials_ceiling",
+    "trials_needed",
+]
 
 
 #: how :func:`canary_audit` turns scores into bounds (printed with every result)
 AUDIT_METHOD = (
-    "canary distinguishing game over many runs; statistic (max or sum of the released atoms' "
-    "projections on the canary direction) and threshold chosen on the first half of the trials, "
+    "canary distinguishing game over many runs; statistic (max or sum of the projections on "
+    "the canary direction of every row of the data's width the party sent, each minus the "
+    "message it answers; each other numeric field of payload and meta; their linear "
+    "combination) and threshold chosen on the first half of the trials, "
     "bounds computed on the second half only; one-sided Clopper-Pearson bounds on TPR (lower) "
     "and FPR (upper); two tests (an (epsilon, delta) bound and a mu-GDP bound against the "
     "Gaussian noise the ledger records), each at confidence 1 - (1 - c)/2 so both hold together "
@@ -63,6 +76,21 @@ class AuditResult:
     statistic: str = "max"
     confidence: float = 0.95
     method: str = AUDIT_METHOD
+    ceiling_epsilon: float = float("inf")  # the largest claimed ε these trials could refute
+    observer: str = SERVER
+
+    def verdict(self, advice: str = "the mechanism audit"):
+        """This result's :class:`~testbed.run.audit_verdict.AuditVerdict` (protocol scope)."""
+        return judge(
+            self.party,
+            "protocol",
+            self.claimed_epsilon,
+            self.audited_epsilon,
+            self.ceiling_epsilon,
+            self.violated,
+            self.confidence,
+            advice=advice,
+        )
 
     @property
     def violated(self) -> bool:
@@ -77,38 +105,39 @@ class AuditResult:
         return not self.violated
 
 
-def canary_score(envelopes, party: str, direction: np.ndarray, how: str = "max") -> float:
-    """Projection on ``direction`` of the atoms ``party`` sent to the server: the largest
+def canary_score(
+    envelopes, party: str, direction: np.ndarray, how: str = "max", observer=(SERVER,)
+) -> float:
+    """Projection on ``direction`` of the rows of the data's width (any field, payload and meta)
+    in the messages ``party`` (the holder of the audited rows) sent that ``observer`` saw, each
+    minus the message it answers (:func:`testbed.run.audit_fields.counterparts`): the largest
     (``how="max"``: a canary that moves one atom) or their sum (``"sum"``: a canary that moves
     every atom; the sufficient statistic for a common Gaussian shift)."""
-    vals = []
-    for e in envelopes:
-        if e.sender != party or e.receiver != SERVER:
+    return _features(list(envelopes), party, direction, observer).get(how, -np.inf)
+
+
+def _features(envelopes, holder: str, direction: np.ndarray, observer) -> dict[str, float]:
+    """The many-run game's statistics of one trial: ``max`` and ``sum`` of the centred
+    projections, and one ``field:<kind>/<path>`` per other numeric field (its mean, summed over
+    the rounds) of every message ``holder`` sent that ``observer`` saw."""
+    proj = projections(envelopes, direction[None, :])
+    match = counterparts(envelopes, proj)
+    vals, out = [], {}
+    for i, e in enumerate(envelopes):
+        if e.sender != holder or e.sender in observer or not visible_to(e, observer):
             continue
-        p = e.payload
-        arrays = (
-            [p.support]
-            if isinstance(p, Measure)
-            else [a for path, a in iter_arrays(p) if not path.endswith("weights")]
-        )
-        for a in arrays:
-            if a.ndim == 2 and a.shape[1] == direction.shape[0]:
-                vals.append(np.asarray(a, dtype=np.float64) @ direction)
-    if not vals:
-        return -np.inf
-    v = np.concatenate(vals)
-    return float(np.max(v) if how == "max" else np.sum(v))
-
-
-def _distance_sum(envelopes, party: str) -> float:
-    """Sum of the scalar releases (distances) ``party`` sent to the server (0 when none)."""
-    return float(
-        sum(
-            e.payload
-            for e in envelopes
-            if e.sender == party and e.receiver == SERVER and isinstance(e.payload, float)
-        )
-    )
+        if proj[i] is not None:
+            j = match[i]
+            vals.append(proj[i][:, 0] - (proj[j][:, 0] if j is not None else 0.0))
+        d = direction.shape[0]
+        for path, a in numeric_fields(e):
+            if path.endswith("weights") or a.ndim == 0 or a.shape[-1] != d:
+                key = f"field:{e.kind}/{path}"
+                out[key] = out.get(key, 0.0) + (float(np.mean(a)) if a.size else 0.0)
+    if vals:
+        v = np.concatenate(vals)
+        out["max"], out["sum"] = float(np.max(v)), float(np.sum(v))
+    return out
 
 
 def _add_linear(fit0, fit1, ev0, ev1) -> None:
@@ -172,8 +201,8 @@ def canary_audit(
         X1[row] = canary  # replace-one neighbour: the relation the Gaussian defense assumes
     worlds = {0: world.parties, 1: {**world.parties, party: replace(world.parties[party], X=X1)}}
     seed = world.scenario.seed
-    stats = ("max", "sum", "distance")
-    scores = {(b, k): [] for b in (0, 1) for k in stats}
+    holder, observer = data_holder(world, party), audit_observers(world, party)[0]
+    trial_features: dict[int, list[dict[str, float]]] = {0: [], 1: []}
     ledger = PrivacyLedger()
     for i in range(trials):
         for b in (0, 1):
@@ -187,15 +216,16 @@ def canary_audit(
             # observer knows it: it is the same in every trial; only the defenses' noise is fresh
             roster = Roster.of(worlds[b])
             world.protocol.run(roster, bus, component_rng(seed, "audit", "protocol"))
-            for k in stats:
-                scores[(b, k)].append(
-                    _distance_sum(bus.transcript, party)
-                    if k == "distance"
-                    else canary_score(bus.transcript, party, u, k)
-                )
+            trial_features[b].append(_features(list(bus.transcript), holder, u, observer))
         if progress is not None:
             progress(i)
     claimed, claimed_mu = float(ledger.epsilon(party, delta)), ledger.gdp_mu(party)
+    stats = sorted({k for b in (0, 1) for f in trial_features[b] for k in f})
+    if not stats:
+        raise TestbedError(
+            f"audit: {'+'.join(observer)} saw no numeric field of a message {holder} sent"
+        )
+    scores = {(b, k): [f.get(k, 0.0) for f in trial_features[b]] for b in (0, 1) for k in stats}
     half, n = trials // 2, trials - trials // 2
     fit0 = {k: np.asarray(scores[(0, k)][:half]) for k in stats}
     fit1 = {k: np.asarray(scores[(1, k)][:half]) for k in stats}
@@ -216,6 +246,7 @@ def canary_audit(
     # counts it is tighter than a Bonferroni over every threshold of all trials
     # (scoring.audit_bounds.gdp_mu_from_scores), e.g. 0.59 vs 0.45 at 400 trials and mu = 1
     _, _, mu_lo, _, _ = held_out_bound(fit0, fit1, ev0, ev1, mu_bound)
+    ceiling = trials_ceiling(trials, delta, confidence, claimed_mu, ledger.accountant)
     return AuditResult(
         party,
         trials,
@@ -231,4 +262,37 @@ def canary_audit(
         epsilon_gdp=gdp_epsilon(mu_lo, delta),
         statistic=stat,
         confidence=confidence,
+        ceiling_epsilon=ceiling,
+        observer="+".join(observer),
     )
+
+
+def trials_ceiling(
+    trials: int, delta: float, confidence: float, claimed_mu: float | None, accountant="rdp"
+) -> float:
+    """The largest claimed ε the game over ``trials`` runs per world could refute: TPR = 1 and
+    FPR = 0 on the held-out half, by the (ε, δ) test or, for a μ-GDP claim, the μ test (its
+    μ ceiling read as the claim's ε)."""
+    eps, mu = held_out_ceiling(trials - trials // 2, delta, confidence)
+    if claimed_mu is None:
+        return eps
+    return max(eps, claim_epsilon_of_mu(mu, delta, accountant))
+
+
+def trials_needed(
+    claimed: float,
+    delta: float,
+    confidence: float,
+    gaussian: bool,
+    accountant: str = "rdp",
+    start: int = 20,
+    cap: int = 1 << 16,
+) -> int | None:
+    """The smallest trial count (doubling from ``start``, at most ``cap``) whose ceiling
+    exceeds ``claimed``; None when none up to the cap does."""
+    t = max(20, start)
+    while t <= cap:
+        if trials_ceiling(t, delta, confidence, 0.0 if gaussian else None, accountant) > claimed:
+            return t
+        t *= 2
+    return None

@@ -42,6 +42,7 @@ from testbed.scoring.metrics import (
     clopper_pearson_upper,
     epsilon_lower_bound,
     gdp_epsilon,
+    gdp_mu_lower_bound,
 )
 
 __all__ = [
@@ -51,6 +52,8 @@ __all__ = [
     "gdp_mu_from_scores",
     "guess_counts",
     "held_out_bound",
+    "held_out_ceiling",
+    "one_run_ceiling",
     "one_run_bounds",
     "one_run_epsilon",
     "one_run_gdp_mu",
@@ -252,6 +255,8 @@ class OneRunBound:
     rule: tuple[str, int, int]  # (statistic, k+, k-) of the (ε, δ) test
     mu_rule: tuple[str, int, int]
     candidates: int  # Bonferroni family size per test
+    ceiling_epsilon: float = math.inf  # the most these m canaries could certify (every guess right)
+    ceiling_mu: float = math.inf
 
 
 def default_guess_grid(m: int) -> list[tuple[int, int]]:
@@ -290,6 +295,7 @@ def one_run_bounds(
             g = one_run_gdp_mu(m, r, v, each)
             if g > mu[0]:
                 mu = (g, (stat, kp, km))
+    ceiling = one_run_ceiling(m, delta, confidence, family, grid, inc)
     return OneRunBound(
         m=m,
         epsilon=eps[0],
@@ -302,6 +308,47 @@ def one_run_bounds(
         rule=eps[1],
         mu_rule=mu[1],
         candidates=family,
+        ceiling_epsilon=ceiling[0],
+        ceiling_mu=ceiling[1],
+    )
+
+
+def one_run_ceiling(
+    m: int,
+    delta: float,
+    confidence: float = 0.95,
+    family: int | None = None,
+    grid: Sequence[tuple[int, int]] | None = None,
+    included: np.ndarray | None = None,
+) -> tuple[float, float]:
+    """The largest (ε, μ) the one-run tests [2, 3] could certify with ``m`` canaries: every
+    guess of the best rule of ``grid`` as right as it can be — all of them, or, given the
+    inclusion bits of a run (``included``), min(k+, #in) + min(k−, #out) — at the per-test
+    level :func:`one_run_bounds` uses for a Bonferroni family of ``family`` candidates
+    (default: three statistics x the grid). A claim above it cannot be refuted by this audit,
+    whatever the mechanism leaks."""
+    grid = list(grid) if grid is not None else default_guess_grid(m)
+    family = family if family is not None else 3 * len(grid)
+    each = 1.0 - (1.0 - confidence) / (2 * family)
+    n_in = m if included is None else int(np.sum(included))
+    n_out = m if included is None else m - n_in
+    best = [(kp + km, min(kp, n_in) + min(km, n_out)) for kp, km in grid]
+    eps = max(one_run_epsilon(m, r, v, delta, each) for r, v in best)
+    if included is None:  # all right: the rules with the most guesses refute the most
+        top = max(r for r, _ in best)
+        best = [(r, v) for r, v in best if r == top]
+    mu = max(one_run_gdp_mu(m, r, v, each) for r, v in best)
+    return eps, mu
+
+
+def held_out_ceiling(n: int, delta: float, confidence: float = 0.95) -> tuple[float, float]:
+    """The largest (ε, μ) the many-run game [1, 4] could certify from ``n`` held-out trials per
+    world: TPR = 1 and FPR = 0, each test at ``1 − (1 − c)/2`` (as
+    :func:`testbed.run.audit.canary_audit` runs them)."""
+    each = 1.0 - (1.0 - confidence) / 2
+    return (
+        epsilon_lower_bound(1.0, 0.0, n, n, delta, each),
+        gdp_mu_lower_bound(1.0, 0.0, n, n, each),
     )
 
 
