@@ -222,6 +222,7 @@ def test_audit_cli_reads_a_dp_protocols_noisy_moments(tmp_path, capsys):
     assert "against no claim" not in cap.out + cap.err
     assert "the protocol's own claim" in cap.err
     assert "not audited" not in cap.out
-    assert "alice: holds: the claim ε = 0.995 holds against this audit" in cap.out
+    # 16 canaries cannot refute ε = 0.995 (this run's ceiling is far below): said, not "holds"
+    assert "alice: inconclusive: the claim ε = 0.995 is above what this audit can refute" in cap.out
     assert "reconstruction moments_sampling -> alice:" in cap.out
     assert (out_dir / "audit.json").exists()

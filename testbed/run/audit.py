@@ -132,7 +132,7 @@ def _features(envelopes, holder: str, direction: np.ndarray, observer) -> dict[s
         d = direction.shape[0]
         for path, a in numeric_fields(e):
             if path.endswith("weights") or a.ndim == 0 or a.shape[-1] != d:
-                key = f"field:{e.kind}/{path}"
+                key = f"field:{getattr(e, 'kind', '')}/{path}"
                 out[key] = out.get(key, 0.0) + (float(np.mean(a)) if a.size else 0.0)
     if vals:
         v = np.concatenate(vals)

@@ -53,7 +53,7 @@ def numeric_fields(env) -> list[tuple[str, np.ndarray]]:
     """Every numeric field of ``env`` as ``(path, array)``: the payload's under ``payload/``,
     the meta's under ``meta/`` (non-finite values zeroed: a field is read, never trusted)."""
     out = []
-    for root, value in (("payload/", env.payload), ("meta/", env.meta)):
+    for root, value in (("payload/", env.payload), ("meta/", getattr(env, "meta", None))):
         for path, a in _walk(value, root):
             out.append((path, np.where(np.isfinite(a), a, 0.0)))
     return out

@@ -3,13 +3,16 @@
 
 The audited party's data get m extra rows, the canary *slots*. Slot i holds the canary
 ``+C·u_i`` (included, probability ½, independently) or its mirror image ``−C·u_i`` (excluded):
-``C`` is the clip norm the defense assumes and ``u_1..u_m`` are orthonormal directions of least
-variance of the party's data (random unit vectors beyond the data's dimension). Flipping one
+``C`` is the clip norm the defense assumes and ``u_1..u_m`` are orthonormal null directions of
+the party's data, orthogonal to its top principal components and its mean (random unit vectors
+beyond the data's dimension). Flipping one
 slot replaces one row, the neighbouring relation the Gaussian defense is calibrated to
 (Steinke et al. state the game with add/remove; their proof only needs flipping one inclusion
 bit to give neighbouring datasets — that is the one deviation). The protocol runs **once** with
-its real bus and defenses; each observer scores canary i by the released rows' projections on
-``u_i`` (the largest one, and their sum), guesses "included" for the k+ highest scores and
+its real bus and defenses; each observer (never the holder of the audited rows) scores canary i
+by the projections on ``u_i`` of every row of the data's width in every field it saw
+(:mod:`testbed.run.audit_fields`; the largest one, their sum, the signed largest magnitude; raw:
+a baseline subtracted was measured to cost power, see :func:`_centred`), guesses "included" for the k+ highest scores and
 "excluded" for the k− lowest, abstains on the rest, and
 :func:`testbed.scoring.audit_bounds.one_run_bounds` turns the correct guesses into an (ε, δ)
 and a μ-GDP lower bound with the choice of statistic and (k+, k−) paid for by Bonferroni.
@@ -51,9 +54,8 @@ __all__ = [
 ONE_RUN_METHOD = (
     "one run, m canary slots each holding +C*u_i (probability 1/2) or -C*u_i; scores = max, "
     "sum and signed largest-magnitude of the projections on u_i of every row of the data's "
-    "width in any field (payload and meta), each minus the message it answers (what the "
-    "observer itself sent; a noiseless reference run's where there is none); guesses: k+ highest 'in', k- lowest 'out', "
-    "abstain otherwise; (epsilon, delta) bound of Steinke-Nasr-Jagielski 2023 and mu-GDP bound "
+    "width in any field (payload and meta), canaries in null directions of the data at the "
+    "clip norm; guesses: k+ highest 'in', k- lowest 'out', abstain otherwise; (epsilon, delta) bound of Steinke-Nasr-Jagielski 2023 and mu-GDP bound "
     "of Mahloujifar et al. 2024 (f-DP, Gaussian trade-off), each at confidence 1 - (1-c)/2, "
     "Bonferroni over the statistics x guess rules tried"
 )
@@ -193,15 +195,18 @@ def _reference(world, party, X, U, seed, protocol_rng) -> list:
     return projections(list(bus.transcript), U)
 
 
-def _centred(envelopes, proj: list, ref: list | None, baseline: str = "fit") -> list:
+def _centred(envelopes, proj: list, ref: list | None, baseline: str = "none") -> list:
     """Each message's projections minus its baseline, the observer's prediction of it from what
     it knows: the message it answers (:func:`testbed.run.audit_fields.counterparts`, which the
     observer sent or saw) and the noiseless reference run's message at the same position. With
     ``baseline="fit"`` (the default) the prediction is their least-squares combination over the
     message's entries (FedWAD's ξ_μ = (1 − t)·ξ + t·T(ξ): the ξ the server sent, scaled, and
     the reference's T where it has not drifted); ``"previous"`` or ``"reference"`` use one
-    alone (measurements of the baselines). The fit is a function of the transcript, which
-    without canaries does not depend on the inclusion bits: calibration is unchanged."""
+    alone; ``"none"`` (the audit's) subtracts nothing. Each is a function of the transcript,
+    which without canaries does not depend on the inclusion bits: calibration holds for all.
+    Measured (docs/attacks.md, "Baselines, measured"): with canaries in null directions the
+    raw projections get the most canary signs right; every baseline adds an earlier release's
+    noise."""
     if baseline == "none":
         return list(proj)
     out = []
