@@ -318,11 +318,9 @@ def party_verdicts(
     for party in parties:
         mine = [r for r in rows if r["party"] == party]
         broken = [c for c in recon if c["target"] == party and c["violated"]]
-        setting = mine[0].get("setting", "") if mine else ""
         if not mine:
-            reason = NO_SCORES
             out.append(
-                AuditVerdict(party, "protocol", math.nan, 0.0, math.nan, "not audited", reason)
+                AuditVerdict(party, "protocol", math.nan, 0.0, math.nan, "not audited", NO_SCORES)
             )
             continue
         whole = [r for r in mine if r["rounds"] == "all"] or mine
@@ -333,32 +331,29 @@ def party_verdicts(
         if violated:
             best = max(violated, key=lambda r: r["eps_lower"])
             claimed, audited = float(best["epsilon_claimed"]), float(best["eps_lower"])
+        ceiling = float(best["ceiling_epsilon"])
+        stuck = not (violated or broken) and math.isfinite(claimed) and claimed >= ceiling
         v = judge(
             party,
             "protocol",
             claimed,
             audited,
-            float(best["ceiling_epsilon"]),
+            ceiling,
             bool(violated or broken),
             args.confidence,
-            advice=_advice(best, args, accountant) if claimed < math.inf else "",
-            setting=setting,
+            advice=_advice(best, args, accountant) if stuck else "",
         )
         if broken and not violated:
             c = broken[0]
-            reason = (
-                f"reconstruction {c['attack']} -> {party}: success ≥ {c['success_lower']:.3g} "
-                f"above the bound Φ(Φ⁻¹(κ) + μ) = {c['bound']:.3g} of the claim ε = {claimed:.3g}"
-            )
-            v = AuditVerdict(
-                party, "protocol", claimed, audited, v.ceiling_epsilon, v.verdict, reason, setting
+            v = replace(
+                v,
+                reason=f"reconstruction {c['attack']} -> {party}: success ≥ "
+                f"{c['success_lower']:.3g} above the bound Φ(Φ⁻¹(κ) + μ) = {c['bound']:.3g} of "
+                f"the claim ε = {claimed:.3g}",
             )
         if v.verdict == "not audited" and audited > 0:
             who = max(mine, key=lambda r: r["eps_lower"])
-            reason = f"{v.reason} (observer {who['observer']}, {who['method']})"
-            v = AuditVerdict(
-                party, "protocol", claimed, audited, v.ceiling_epsilon, v.verdict, reason, setting
-            )
+            v = replace(v, reason=f"{v.reason} (observer {who['observer']}, {who['method']})")
         out.append(v)
     return out
 
