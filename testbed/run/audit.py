@@ -16,6 +16,7 @@ be below: ``audited ε <= claimed ε`` or the claim (or its assumption) is wrong
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -279,6 +280,7 @@ def trials_ceiling(
     return max(eps, claim_epsilon_of_mu(mu, delta, accountant))
 
 
+@functools.lru_cache(maxsize=256)  # parties of one scenario share claims
 def trials_needed(
     claimed: float,
     delta: float,

@@ -24,6 +24,7 @@ bit: nothing about the bits is released, so a calibrated audit reports ε̂ > 0 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -293,6 +294,7 @@ def ceiling_epsilon(bound: OneRunBound, claimed_mu: float | None, accountant: st
     )
 
 
+@functools.lru_cache(maxsize=256)  # parties of one scenario share claims
 def canaries_needed(
     claimed: float,
     delta: float,
