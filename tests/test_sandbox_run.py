@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import warnings
 
 import pytest
@@ -143,3 +145,39 @@ def test_no_row_is_aimed_at_the_coalition(tmp_path):
         assert main(["run", str(f), "--out", str(tmp_path / "run"), "--quiet"]) == 0
     rows = json.loads((tmp_path / "run" / "results.json").read_text())["attacks"]
     assert [(r["target"], r["exact_recovery"]) for r in rows] == [("bob", 1.0)]
+
+
+def test_a_killed_forkserver_costs_its_attack_a_row_not_the_run(tmp_path, monkeypatch, capsys):
+    """Fault 6 (issue 48): SIGKILL of the attacks' forkserver as it is asked for an attack's
+    process. Stopped first, so it dies before it forks, whatever the machine's load. Before,
+    the run ended with ``EOFError: unexpected EOF``, exit 1 and no run directory."""
+    from multiprocessing import forkserver
+
+    real, killed = forkserver.connect_to_new_process, []
+
+    def connect_then_die(fds):
+        forkserver.ensure_running()
+        pid = forkserver._forkserver._forkserver_pid
+        if not killed:
+            os.kill(pid, signal.SIGSTOP)  # the request waits in its socket
+        got = real(fds)
+        if not killed:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return got
+
+    monkeypatch.setattr(forkserver, "connect_to_new_process", connect_then_die)
+    spec = [
+        {"name": "test_sandbox_hostile", "label": "first", "params": {"mode": "read"}},
+        {"name": "fedwad_distributional"},
+    ]
+    rc, rows, out = _run(tmp_path, spec)
+    assert rc == 3 and killed
+    (failed,) = [r for r in rows if "failed" in r]
+    assert failed["label"] == "first" and failed["failed"] == "sandbox"
+    assert f"forkserver process (pid {killed[0]}) was killed by SIGKILL" in failed["reason"]
+    honest = [r for r in rows if r["attack"] == "fedwad_distributional"]
+    assert len(honest) == 2 and all("leakage" in r for r in honest)  # a new server started
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: attack 'first' failed in sandbox: {failed['reason']}"]
+    assert main(["verify", str(out)]) == 0

@@ -262,6 +262,38 @@ def _context():
     return _CTX
 
 
+def _server_death(exc: BaseException) -> str:
+    """One line naming the forkserver's death when it ended before it started the attack's
+    process (its pipe ended: ``EOFError``; or refused: ``OSError``); "" for any other error.
+    The dead server is left unreaped (``WNOWAIT``): multiprocessing reaps it and starts a new
+    one for the next attack."""
+    if not isinstance(exc, (EOFError, OSError)):
+        return ""
+    from multiprocessing import forkserver
+
+    pid = forkserver._forkserver._forkserver_pid
+    info = None
+    for _ in range(100):  # its pipe ends as it exits: it is a zombie a moment later
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) if pid else None
+        except ChildProcessError:
+            info = None
+        if info is not None or not pid:
+            break
+        time.sleep(0.01)
+    if info is None:
+        return ""  # the server lives: not its death
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        how = f"was killed by {signal.Signals(info.si_status).name}"
+    else:
+        how = f"exited with code {info.si_status}"
+    line = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return (
+        f"the attacks' forkserver process (pid {pid}) {how} before it started this attack's "
+        f"process ({line}); the next attack starts a new one"
+    )
+
+
 def _package_paths(cls) -> list[str]:
     """The directories of the packages an attack runs on (the testbed's and its own) or, for an
     attack defined in a single-file module, that file alone (never the folder around it)."""
@@ -430,10 +462,13 @@ def run_isolated(
     )
     try:
         proc.start()
-    except BaseException:
+    except BaseException as exc:
         recv.close()
         send.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        death = _server_death(exc)
+        if death:  # this attack fails; the next one starts a new server
+            raise AttackFailedError.of(name, "sandbox", death) from None
         raise
     send.close()
     msg = None
