@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo
 
+from testbed import plugin_source  # first: the import path as it was before any plugin
 from testbed.errors import (
     DriverReadError,
     EngineCallError,
@@ -217,8 +218,20 @@ class Plugin:
 class Registry:
     """Name -> class mapping for one plugin kind."""
 
-    def __init__(self, kind: str, group: str, builtin: str, base: str = "testbed.registry:Plugin"):
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        builtin: str,
+        base: str = "testbed.registry:Plugin",
+        sandboxed: bool = False,
+    ):
         self.kind = kind
+        #: its plugins run in the attack sandbox: an entry point's package is located before
+        #: its code runs (:mod:`testbed.plugin_source`), and one the sandbox must not open is
+        #: refused without importing it
+        self.sandboxed = sandboxed
+        self._sources: dict[str, tuple[plugin_source.Source, str]] = {}
         self.group = group
         self._builtin = builtin
         #: "module:Class" every plugin of this kind subclasses (imported when the first plugin
@@ -290,6 +303,15 @@ class Registry:
         """Register one entry point; a failed import or a duplicate name is recorded as broken
         (listed by ``testbed plugins``; fails only the scenarios that use the name)."""
         origin = f"entry point {ep.name!r} ({ep.value})"
+        source = None
+        if self.sandboxed and ep.name not in self._items:
+            try:  # from the file system, before the plugin's code runs
+                source = plugin_source.locate(ep.module, f"{self.kind} {ep.name!r}")
+            except plugin_source.NotOnPath:
+                pass  # importing it says why (or, found later, it runs in no sandbox)
+            except TestbedError as exc:
+                self._broken[ep.name] = str(exc)
+                return
         try:
             # what a module prints as it is imported is the plugin's, not the testbed's:
             # stdout carries only the testbed's own lines (docs/plugins.md)
@@ -316,6 +338,14 @@ class Registry:
             self.register(obj, name=ep.name)
         except TestbedError as exc:
             self._broken[ep.name] = f"{origin}: {exc}"
+            return
+        if source is not None:
+            self._sources[ep.name] = (source, ep.attr)
+
+    def source(self, name: str) -> tuple[plugin_source.Source, str] | None:
+        """Where entry point ``name``'s code lies, found before it ran, and the attribute that
+        names its class there; None for a built-in or a plugin registered at run time."""
+        return self._sources.get(name)
 
     # ------------------------------------------------------------------ lazy use by name
     @property
@@ -498,7 +528,9 @@ def _class_docs(path: str) -> dict[str, str]:
 
 
 PROTOCOLS = Registry("protocol", "ot_testbed.protocols", "protocols", "protocols._base:Protocol")
-ATTACKS = Registry("attack", "ot_testbed.attacks", "attacks", "attacks._base:Attack")
+ATTACKS = Registry(
+    "attack", "ot_testbed.attacks", "attacks", "attacks._base:Attack", sandboxed=True
+)
 DEFENSES = Registry("defense", "ot_testbed.defenses", "defenses", "defenses._base:Defense")
 DATASETS = Registry(
     "dataset", "ot_testbed.datasets", "testbed.data.builtins", "testbed.data.datasets:DatasetPlugin"

@@ -222,3 +222,18 @@ _BREAKS = {
     "raise": _raise,
     "big": lambda *_: "big",
 }
+
+
+def outside_the_hidden_directories() -> Path:
+    """The project's folder or, for a checkout under /tmp (hidden from attacks), the home
+    folder: where a run directory is not hidden by a tmpfs."""
+    import pytest
+
+    from testbed.sandbox.confine import HIDDEN
+
+    hidden = [os.path.realpath(h) for h in HIDDEN]
+    for base in (Path(__file__).resolve().parents[1], Path.home()):
+        real = os.path.realpath(base)
+        if not any(real == h or real.startswith(h + os.sep) for h in hidden):
+            return base
+    pytest.skip("the project and the home folder are both under a directory attacks never see")

@@ -83,7 +83,10 @@ def import_graph() -> dict[str, set[str]]:
 #: the folders of testbed/ in the order a run needs them (docs/development.md, "Layout"): a
 #: folder imports only folders before it, and the core modules (layer 0)
 LAYERS = [
-    ("core", ("errors", "measure", "ot", "registry", "seeding", "sigint", "threads")),
+    (
+        "core",
+        ("errors", "measure", "ot", "plugin_source", "registry", "seeding", "sigint", "threads"),
+    ),
     ("data", ()),
     ("exchange", ()),
     ("scenario", ()),

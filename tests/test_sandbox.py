@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _hostile_attack import MARK, Hostile
+from _hostile_attack import MARK, Hostile, outside_the_hidden_directories
 from _scenarios import tiny
 
 from testbed.run import execute
@@ -259,8 +259,9 @@ def test_no_landlock_is_said_once(monkeypatch, tmp_path):
     monkeypatch.setattr(iso, "isolation_level", lambda: "process")
     monkeypatch.setattr(iso, "_NOTICE", [])
     with pytest.warns(RuntimeWarning, match="no Landlock") as record:
-        iso._policy(Hostile, AttackLimits(), str(tmp_path))
-        iso._policy(Hostile, AttackLimits(), str(tmp_path))
+        source = iso._where(Hostile, Hostile.name)[0]
+        iso._policy(source, AttackLimits(), str(tmp_path))
+        iso._policy(source, AttackLimits(), str(tmp_path))
     assert len([w for w in record if "Landlock" in str(w.message)]) == 1
 
 
@@ -277,22 +278,9 @@ def test_the_rng_an_attack_gets_does_not_carry_the_seed(obs):
     assert (a == b).all() and not (a == c).any()
 
 
-def _outside_the_hidden_directories() -> Path:
-    """The project's folder or, for a checkout under /tmp (hidden from attacks), the home
-    folder: where a run directory is not hidden by a tmpfs."""
-    from testbed.sandbox.confine import HIDDEN
-
-    hidden = [os.path.realpath(h) for h in HIDDEN]
-    for base in (Path(__file__).resolve().parents[1], Path.home()):
-        real = os.path.realpath(base)
-        if not any(real == h or real.startswith(h + os.sep) for h in hidden):
-            return base
-    pytest.skip("the project and the home folder are both under a directory attacks never see")
-
-
 def test_a_run_directory_outside_the_hidden_directories_is_denied_by_landlock(obs):
     """Landlock alone, where no tmpfs hides the file: a run directory under the project."""
-    runs = _outside_the_hidden_directories() / "runs"
+    runs = outside_the_hidden_directories() / "runs"
     made = not runs.exists()
     run_dir = runs / f"sandbox-test-{os.getpid()}"
     run_dir.mkdir(parents=True, exist_ok=True)

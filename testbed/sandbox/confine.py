@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from testbed.sandbox import landlock
 
-__all__ = ["Policy", "confine", "isolation_level"]
+__all__ = ["Policy", "confine", "isolation_level", "verified"]
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -328,6 +328,27 @@ def confine(policy: Policy) -> str:
     return "+".join(reached)
 
 
+#: files that exist on every Linux system and that no attack's sandbox opens: the probe of
+#: :func:`verified` (``/`` read as a directory: its listing)
+PROBES = ("/etc/passwd", "/")
+
+
+def verified(level: str) -> str:
+    """The level :func:`confine` reported, checked from inside: with Landlock on, opening a
+    :data:`PROBES` path must fail. Should one open, Landlock holds nothing here and the level
+    says so (``process`` in its place), whatever the ruleset was asked to do."""
+    if not level.startswith("landlock"):
+        return level
+    for path in PROBES:
+        try:
+            fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path == "/" else 0))
+        except OSError:
+            continue
+        os.close(fd)
+        return "+".join(["process", *level.split("+")[1:]])
+    return level
+
+
 def isolation_level() -> str:
     """The level :func:`confine` would reach here, without confining anything: for the one-time
     notice when the kernel offers no Landlock."""
@@ -338,11 +359,17 @@ def isolation_level() -> str:
 @functools.lru_cache(maxsize=1)
 def python_paths() -> tuple[str, ...]:
     """The Python installation: prefixes, standard library, site-packages, shared libraries."""
+    import site
     import sysconfig
 
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(v for k, v in sysconfig.get_paths().items() if k not in ("data", "scripts"))
-    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    # the installation's site folders, from its prefixes: never from sys.path, which a .pth
+    # file or a plugin's code extends (an entry named site-packages, a symlink to /, once
+    # opened the whole file system)
+    paths.update(site.getsitepackages() if hasattr(site, "getsitepackages") else ())
+    if site.ENABLE_USER_SITE:
+        paths.add(site.getusersitepackages())
     paths.update(("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/sys/devices/system/cpu"))
     # the CPU quota (joblib/loky, hence scikit-learn, read it to size their thread pools)
     paths.update(p for p in ("/sys/fs/cgroup",) if os.path.exists(p))
@@ -352,4 +379,5 @@ def python_paths() -> tuple[str, ...]:
     # processors' model and flags, which /sys/devices/system/cpu shows already in part
     paths.update(p for p in ("/proc/cpuinfo",) if os.path.exists(p))
     paths.update(("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"))
-    return tuple(sorted(p for p in paths if p and p != "/" and os.path.exists(p)))
+    real = {os.path.realpath(p) for p in paths if p and os.path.exists(p)}
+    return tuple(sorted(p for p in real if p != "/"))

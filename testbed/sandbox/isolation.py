@@ -43,6 +43,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import PublicInfo, View
+from testbed.plugin_source import Source, load, locate
 from testbed.sandbox.codec import (
     MAX_RESULT_DEPTH,
     NestingError,
@@ -54,7 +55,14 @@ from testbed.sandbox.codec import (
     unpack_view,
     unpack_views,
 )
-from testbed.sandbox.confine import Policy, confine, isolation_level, python_paths, set_non_dumpable
+from testbed.sandbox.confine import (
+    Policy,
+    confine,
+    isolation_level,
+    python_paths,
+    set_non_dumpable,
+    verified,
+)
 
 __all__ = [
     "AttackFailedError",
@@ -189,17 +197,21 @@ def _printed(tmp: str) -> str:
         return ""
 
 
-def _child(conn, cls, params: dict, blob: bytes, rngs, limits, policy, cap: int, tmp: str) -> None:
-    """Runs in the attack's own process: confine it, rebuild the inputs, run, send the outputs
-    back (at most ``cap`` bytes)."""
+def _child(
+    conn, where, params: dict, blob: bytes, rngs, limits, policy, cap: int, tmp: str
+) -> None:
+    """Runs in the attack's own process: confine it, check the sandbox holds, import the attack's
+    code (only now: nothing of the plugin runs unconfined here), rebuild the inputs, run, send
+    the outputs back (at most ``cap`` bytes)."""
     phase, level = "sandbox", "process"
     sys.argv = [sys.argv[0] if sys.argv else "attack"]  # the driver's command line stays there
     try:
         _own_descriptors(conn, tmp)
         if policy is not None:
-            level = confine(policy)  # first: unshare wants a single-threaded process
+            level = verified(confine(policy))  # first: unshare wants a single-threaded process
         _apply_thread_limits(limits)
         phase = "setup"
+        cls = where[2] or load(*where[:2])
         view, base_view, public = unpack_views(blob)
         del blob
         attack = cls(cls.Config(**params))
@@ -294,20 +306,37 @@ def _server_death(exc: BaseException) -> str:
     )
 
 
-def _package_paths(cls) -> list[str]:
-    """The directories of the packages an attack runs on (the testbed's and its own) or, for an
-    attack defined in a single-file module, that file alone (never the folder around it)."""
-    names = {"testbed", "attacks", "protocols", "defenses", cls.__module__.split(".")[0]}
-    out = []
-    for name in sorted(names):
-        mod = sys.modules.get(name)
-        if mod is None:
-            continue
-        out.extend(getattr(mod, "__path__", None) or [getattr(mod, "__file__", None) or ""])
-    return [os.path.realpath(p) for p in out if p]
+def _where(cls, name: str) -> tuple[Source, str, type | None]:
+    """Where the attack's code lies, the name of its class there, and the class itself when
+    the attack's process is to import it before it confines itself.
+
+    An entry point's place is the one the registry found before the plugin's code ran; its
+    process imports it only once sandboxed, from those files. A class registered at run time
+    (a built-in, a script's, a test's: code the driver ran already) is found from the import
+    path the testbed started with, and travels as a reference that its process imports first,
+    as the driver did (a test module's own imports of its neighbours included). Never from what
+    the loaded module says of itself (its ``__path__``, ``__file__``)."""
+    from testbed.registry import ATTACKS
+
+    found = ATTACKS.source(name) if ATTACKS._items.get(name) is cls else None
+    if found is not None:
+        return (*found, None)
+    try:
+        return locate(cls.__module__, f"attack {name!r}"), cls.__qualname__, cls
+    except TestbedError as exc:
+        raise AttackFailedError.of(name, "sandbox", str(exc).split(": ", 1)[-1]) from None
 
 
-def _policy(cls, limits: AttackLimits, tmp: str) -> Policy | None:
+def _package_paths(source: Source) -> list[str]:
+    """The folders of the packages an attack runs on: the testbed's (as the import system found
+    them when it started) and its own (or, for a single-file module, that file alone)."""
+    return [*(locate(n, "testbed").read for n in _OWN), source.read]
+
+
+_OWN = ("attacks", "defenses", "protocols", "testbed")
+
+
+def _policy(source: Source, limits: AttackLimits, tmp: str) -> Policy | None:
     if not limits.sandbox:
         return None
     if isolation_level() == "process" and not _NOTICE:
@@ -319,7 +348,7 @@ def _policy(cls, limits: AttackLimits, tmp: str) -> Policy | None:
             stacklevel=3,
         )
     return Policy(
-        read=(*python_paths(), *_package_paths(cls)),
+        read=(*python_paths(), *_package_paths(source)),
         tmp=tmp,
         memory_bytes=limits.memory_bytes,
         cpu_seconds=int(2 * limits.seconds) + 10,  # a backstop; the wall clock is enforced here
@@ -439,6 +468,7 @@ def run_isolated(
             "its class cannot be sent to the isolated attack process "
             f"(define it at module level of an importable module): {exc}",
         ) from None
+    where = _where(cls, name)
     if limits.sandbox:
         set_non_dumpable()  # the driver's /proc/PID/{mem,environ} closed to its children
     blob = pack_view(replace(view, upstream=tuple(upstream[0])), public, tuple(upstream[1]))
@@ -449,12 +479,12 @@ def run_isolated(
         target=_child,
         args=(
             send,
-            cls,
+            where,
             dict(params),
             blob,
             (rng, base_rng),
             _thread_limits(),
-            _policy(cls, limits, tmp),
+            _policy(where[0], limits, tmp),
             limits.output_bytes,
             tmp,
         ),
