@@ -50,12 +50,12 @@ class Source:
     chain: tuple[tuple[str, str | None, tuple[str, ...]], ...]
 
 
-def _find(name: str, within: tuple[str, ...] | None):
+def _find(name: str, within: tuple[str, ...] | None, now: bool):
     if within is not None:
         return PathFinder.find_spec(name, list(within))
-    for finder in _FINDERS:
+    for finder in tuple(sys.meta_path) if now else _FINDERS:
         if finder is PathFinder:
-            spec = PathFinder.find_spec(name, list(_PATH))
+            spec = PathFinder.find_spec(name, list(sys.path) if now else list(_PATH))
         else:
             find = getattr(finder, "find_spec", None)
             try:
@@ -67,14 +67,15 @@ def _find(name: str, within: tuple[str, ...] | None):
     return None
 
 
-def locate(module: str, who: str) -> Source:
+def locate(module: str, who: str, now: bool = False) -> Source:
     """The :class:`Source` of ``module`` (dotted name) for plugin ``who`` ("attack 'x'"), from
-    the import path as it stood before any plugin ran; one-line :class:`TestbedError` when it is
-    not found there, or lies where the sandbox must never look (:func:`refusal`)."""
+    the import path as it stood before any plugin ran (``now``: as it stands, for a class the
+    driver's own code registered at run time); one-line :class:`TestbedError` when it is not
+    found there, or lies where the sandbox must never look (:func:`refusal`)."""
     parts = module.split(".")
     specs, within = [], None
     for i in range(len(parts)):
-        spec = _find(".".join(parts[: i + 1]), within)
+        spec = _find(".".join(parts[: i + 1]), within, now)
         if spec is None or (spec.origin in ("built-in", "frozen")):
             raise NotOnPath(
                 f"{who}: its module {module!r} is not a file on the import path the testbed "

@@ -43,7 +43,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import PublicInfo, View
-from testbed.plugin_source import Source, load, locate
+from testbed.plugin_source import NotOnPath, Source, load, locate
 from testbed.sandbox.codec import (
     MAX_RESULT_DEPTH,
     NestingError,
@@ -321,8 +321,12 @@ def _where(cls, name: str) -> tuple[Source, str, type | None]:
     found = ATTACKS.source(name) if ATTACKS._items.get(name) is cls else None
     if found is not None:
         return (*found, None)
+    who = f"attack {name!r}"
     try:
-        return locate(cls.__module__, f"attack {name!r}"), cls.__qualname__, cls
+        try:
+            return locate(cls.__module__, who), cls.__qualname__, cls
+        except NotOnPath:  # a folder the script put on sys.path: opened all the same, as
+            return locate(cls.__module__, who, now=True), cls.__qualname__, cls  # it ran here
     except TestbedError as exc:
         raise AttackFailedError.of(name, "sandbox", str(exc).split(": ", 1)[-1]) from None
 
