@@ -342,10 +342,11 @@ class Registry:
         if source is not None:
             self._sources[ep.name] = (source, ep.attr)
 
-    def source(self, name: str) -> tuple[plugin_source.Source, str] | None:
+    def source(self, name: str, cls: type) -> tuple[plugin_source.Source, str] | None:
         """Where entry point ``name``'s code lies, found before it ran, and the attribute that
-        names its class there; None for a built-in or a plugin registered at run time."""
-        return self._sources.get(name)
+        names its class there, when ``cls`` is the class registered under that name; None for
+        a built-in or a plugin registered at run time."""
+        return self._sources.get(name) if self._items.get(name) is cls else None
 
     # ------------------------------------------------------------------ lazy use by name
     @property

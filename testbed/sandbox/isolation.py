@@ -318,7 +318,7 @@ def _where(cls, name: str) -> tuple[Source, str, type | None]:
     the loaded module says of itself (its ``__path__``, ``__file__``)."""
     from testbed.registry import ATTACKS
 
-    found = ATTACKS.source(name) if ATTACKS._items.get(name) is cls else None
+    found = ATTACKS.source(name, cls)
     if found is not None:
         return (*found, None)
     who = f"attack {name!r}"
@@ -459,7 +459,10 @@ def run_isolated(
     prior-only baseline, never on what the messages gave).
 
     The attack class travels by reference (module and name), so a plugin must be defined at
-    module level of an importable module (as entry-point plugins are).
+    module level of an importable module (as entry-point plugins are); an entry point's module
+    is imported in the attack's process only once it is sandboxed (:func:`_where`). The
+    forkserver's death before it starts the process costs this attack, not the caller's run
+    (:func:`_server_death`).
     """
     limits = limits or AttackLimits()
     name = getattr(cls, "name", cls.__name__)
