@@ -161,6 +161,12 @@ def _alloc(_, nbytes):
     return f"allocated {a.nbytes}"
 
 
+def _exit(seconds, code):
+    """Dies without a result, ``seconds`` after it started."""
+    time.sleep(float(seconds))
+    os._exit(code)
+
+
 def _raise(_, __):
     raise KeyError("hostile")
 
@@ -220,6 +226,7 @@ _BREAKS = {
     "hang": _hang,
     "alloc": _alloc,
     "raise": _raise,
+    "exit": _exit,
     "big": lambda *_: "big",
 }
 

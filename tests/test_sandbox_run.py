@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
+import time
 import warnings
+from pathlib import Path
 
 import pytest
 import yaml
@@ -181,3 +184,44 @@ def test_a_killed_forkserver_costs_its_attack_a_row_not_the_run(tmp_path, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: attack 'first' failed in sandbox: {failed['reason']}"]
     assert main(["verify", str(out)]) == 0
+
+
+def test_a_forkserver_killed_while_its_attack_runs_is_named_in_that_row(tmp_path):
+    """The server killed once it has forked the first attack's process: that attack lives on
+    (its result has a pipe of its own); when it then dies without a result, its row names the
+    server's death, with which its exit status went (multiprocessing says exit code 255)."""
+    from multiprocessing import forkserver
+
+    killed = []
+
+    def kill_once_it_forked():
+        while not killed:
+            pid = forkserver._forkserver._forkserver_pid
+            try:
+                forked = pid and Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                forked = None
+            if forked:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=kill_once_it_forked, daemon=True)
+    thread.start()
+    spec = [
+        {"name": "test_sandbox_hostile", "label": "dies", "params": {"mode": "exit", "arg": "3"}},
+        {"name": "fedwad_distributional"},
+    ]
+    try:
+        rc, rows, _ = _run(tmp_path, spec)
+    finally:
+        killed.append(None)
+        thread.join(5)
+    assert rc == 3
+    (failed,) = [r for r in rows if "failed" in r]
+    assert failed["label"] == "dies" and failed["failed"] == "run"
+    assert failed["reason"] == (
+        "its process ended without a readable result (its exit status was lost: the attacks' "
+        f"forkserver process (pid {killed[0]}) was killed by SIGKILL while it ran)"
+    )
+    assert len([r for r in rows if "leakage" in r]) == 2  # the next attack started a new server

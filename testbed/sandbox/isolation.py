@@ -274,13 +274,10 @@ def _context():
     return _CTX
 
 
-def _server_death(exc: BaseException) -> str:
-    """One line naming the forkserver's death when it ended before it started the attack's
-    process (its pipe ended: ``EOFError``; or refused: ``OSError``); "" for any other error.
-    The dead server is left unreaped (``WNOWAIT``): multiprocessing reaps it and starts a new
-    one for the next attack."""
-    if not isinstance(exc, (EOFError, OSError)):
-        return ""
+def _server_end() -> str:
+    """How the attacks' forkserver ended ("the attacks' forkserver process (pid 4711) was
+    killed by SIGKILL"), or "" while it lives. The dead server is left unreaped (``WNOWAIT``):
+    multiprocessing reaps it and starts a new one for the next attack."""
     from multiprocessing import forkserver
 
     pid = forkserver._forkserver._forkserver_pid
@@ -294,15 +291,23 @@ def _server_death(exc: BaseException) -> str:
             break
         time.sleep(0.01)
     if info is None:
-        return ""  # the server lives: not its death
+        return ""  # the server lives
     if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
         how = f"was killed by {signal.Signals(info.si_status).name}"
     else:
         how = f"exited with code {info.si_status}"
+    return f"the attacks' forkserver process (pid {pid}) {how}"
+
+
+def _server_death(exc: BaseException) -> str:
+    """One line naming the forkserver's death when it ended before it started the attack's
+    process (its pipe ended: ``EOFError``; or refused: ``OSError``); "" for any other error."""
+    end = _server_end() if isinstance(exc, (EOFError, OSError)) else ""
+    if not end:
+        return ""
     line = " ".join(f"{type(exc).__name__}: {exc}".split())
     return (
-        f"the attacks' forkserver process (pid {pid}) {how} before it started this attack's "
-        f"process ({line}); the next attack starts a new one"
+        f"{end} before it started this attack's process ({line}); the next attack starts a new one"
     )
 
 
@@ -396,6 +401,9 @@ def _receive(name: str, fd: int, limits: AttackLimits, proc) -> dict:
         how = (
             f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
         )
+        end = _server_end() if code == 255 else ""  # what multiprocessing says when the
+        if end:  # server that would have told the exit status is gone
+            how = f"its exit status was lost: {end} while it ran"
         raise AttackFailedError.of(
             name, "run", f"its process ended without a readable result ({how})"
         ) from None
