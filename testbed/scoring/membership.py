@@ -125,9 +125,9 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
     if mu <= 0:
         return 0.0
-    return float(
-        norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
-    )
+    # the second term in log space: e^ε overflows for the ε of a large μ (μ = 40: ε ≈ 800)
+    second = math.exp(min(700.0, epsilon + float(norm.logcdf(-epsilon / mu - mu / 2))))
+    return float(max(0.0, norm.cdf(-epsilon / mu + mu / 2) - second))
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
