@@ -262,11 +262,20 @@ def test_json_prints_one_record_per_party_and_scope(tmp_path, capsys):
         "verdict",
         "reason",
     }
-    assert [r["party"] for r in records] == ["alice", "bob"]
+    assert [(r["party"], r["scope"]) for r in records] == [
+        ("alice", "protocol"),
+        ("bob", "protocol"),
+        ("alice", "mechanism"),
+        ("bob", "mechanism"),
+    ]
     for r in records:
-        assert set(r) == keys and r["scope"] == "protocol"
-        assert r["verdict"] == "inconclusive" and r["ceiling_epsilon"] < r["claimed_epsilon"]
+        assert set(r) == keys
+        if r["scope"] == "protocol":
+            assert r["verdict"] == "inconclusive" and r["ceiling_epsilon"] < r["claimed_epsilon"]
+        else:  # the mechanism audit reaches the claim where the canaries cannot
+            assert r["verdict"] == "holds" and r["audited_epsilon"] > r["ceiling_epsilon"] / 2
     assert "audit alice: one protocol run" in cap.err  # progress stays on stderr
+    assert "mechanism audit alice" in cap.err
 
 
 def test_json_names_the_setting_of_each_sweep_cell(tmp_path, capsys):
@@ -295,4 +304,8 @@ def test_the_verdict_record_is_checked_and_other_scopes_join_in_one_place():
         AuditVerdict("a", "protocol", 1.0, 0.0, 3.0, "consistent", "")
     with pytest.raises(ValueError, match="scope"):
         AuditVerdict("a", "both", 1.0, 0.0, 3.0, "holds", "")
-    assert _extra_scopes(None, "", None, None) == []
+
+    class Protocol:  # --scope protocol: no other scope joins
+        scope = "protocol"
+
+    assert _extra_scopes(None, "", None, Protocol, [], None) == ([], [])

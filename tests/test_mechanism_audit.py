@@ -72,7 +72,7 @@ def zoo():
         yield
 
 
-def _audit(defense, seed=0, n=40, s=5, k=3, trials=12, party="alice", disabled=frozenset()):
+def _audit(defense, seed=0, n=40, s=5, k=3, trials=4, party="alice", disabled=frozenset()):
     sc = parse_scenario(ZOO.format(seed=seed, n=n, s=s, k=k, defense=defense))
     world = execute(sc, until="world").world
     return mechanism_audit(world, party, trials=trials, disabled=disabled)
@@ -105,10 +105,9 @@ def test_every_check_catches_some_bug_alone(zoo):
 
 @pytest.mark.parametrize("seed", range(20))
 def test_correct_twins_hold_in_20_seeds(zoo, seed):
-    """The zoo's correct twin and the shipped defense: no false alarm, 20 of 20 seeds (smaller
-    runs than the zoo's to stay in the default suite)."""
+    """The zoo's correct twin and the shipped defense: no false alarm, 20 of 20 seeds."""
     name = "zoo_correct" if seed % 2 else "gaussian_measure_noise"
-    r = _audit(name, seed=seed, n=40, s=5, k=3, trials=12)
+    r = _audit(name, seed=seed)
     assert r.verdict == "holds", r.findings
     assert 0 < r.audited_epsilon <= r.claimed_epsilon
 
@@ -138,7 +137,7 @@ defenses:
   - {name: gaussian_measure_noise, params: {clip_norm: 2.0, push_max: 0.5, noise_multiplier: 1.0}}
 """
     world = execute(parse_scenario(text), until="world").world
-    r = mechanism_audit(world, "alice", trials=20)
+    r = mechanism_audit(world, "alice")
     assert r.verdict == "holds"
     assert r.claimed_epsilon == pytest.approx(7.08, abs=0.01)
     assert r.audited_epsilon >= 0.5 * r.claimed_epsilon
@@ -196,7 +195,7 @@ def test_null_runs_flag_at_most_alpha(zoo):
     """A correct mechanism, 200 independent audits (different seeds): VIOLATION in at most α =
     5 % of them (binomial upper 95 % bound: at most 16 of 200)."""
     flagged = sum(
-        _audit("gaussian_measure_noise", seed=1000 + i, n=30, s=3, k=2, trials=8).verdict
+        _audit("gaussian_measure_noise", seed=1000 + i, n=30, s=3, k=2, trials=4).verdict
         == "VIOLATION"
         for i in range(200)
     )

@@ -358,11 +358,54 @@ def party_verdicts(
     return out
 
 
-def _extra_scopes(scenario, setting: str, world, args) -> list[AuditVerdict]:
-    """Verdicts of other scopes for one cell, appended after the protocol audit's. The
-    mechanism audit (one ``AuditVerdict`` per party with ``scope="mechanism"``) plugs in here;
-    nothing yet."""
-    return []
+def _extra_scopes(scenario, setting: str, world, args, parties, steps) -> tuple[list, list]:
+    """Verdicts of other scopes for one cell, appended after the protocol audit's: the
+    mechanism audit (:mod:`testbed.run.audit_mechanism`), one per party, with its rows for
+    ``audit.json``."""
+    if getattr(args, "scope", "both") == "protocol":
+        return [], []
+    from testbed.run.audit_mechanism import mechanism_audit
+
+    where = f"{setting}: " if setting else ""
+    verdicts, rows = [], []
+    for party in parties:
+        steps.start(f"{where}mechanism audit {party}: {args.mechanism_trials} coupled trials")
+        r = mechanism_audit(
+            world, party, trials=args.mechanism_trials, delta=args.delta, confidence=args.confidence
+        )
+        steps.done()
+        verdicts.append(
+            AuditVerdict(
+                party,
+                "mechanism",
+                r.claimed_epsilon,
+                r.audited_epsilon,
+                r.ceiling_epsilon if r.verdict != "not audited" else math.nan,
+                r.verdict,
+                r.reason,
+                setting,
+            )
+        )
+        rows.append(
+            {
+                **({"setting": setting} if setting else {}),
+                "party": party,
+                "method": "mechanism",
+                "observer": "every receiver (white box)",
+                "rounds": "all",
+                "scope": "mechanism",
+                "epsilon_claimed": r.claimed_epsilon,
+                "eps_lower": r.audited_epsilon,
+                "ceiling_epsilon": r.ceiling_epsilon,
+                "verdict": r.verdict,
+                "violated": r.verdict == "VIOLATION",
+                "trials": r.trials,
+                "failed_checks": ", ".join(r.failed),
+                "findings": " | ".join(r.findings),
+                "checks": " | ".join(r.checks),
+            }
+        )
+    return verdicts, rows
 
 
 def _audit_cell(sc, setting: str, args, steps: _Steps):
@@ -378,7 +421,7 @@ def _audit_cell(sc, setting: str, args, steps: _Steps):
         )
     parties = args.party or list(world.parties)
     rows: list[dict] = []
-    for party in parties:
+    for party in parties if getattr(args, "scope", "both") != "mechanism" else []:
         if args.method in ("one-run", "both"):
             steps.start(f"{where}audit {party}: one protocol run with {args.canaries} canaries")
             rows += _one_run(world, party, args)
@@ -401,8 +444,11 @@ def _audit_cell(sc, setting: str, args, steps: _Steps):
     verdicts = [
         replace(v, setting=setting) for v in party_verdicts(parties, rows, recon, args, accountant)
     ]
-    verdicts += _extra_scopes(sc, setting, world, args)  # the one place other scopes join
-    return rows, recon, verdicts
+    if getattr(args, "scope", "both") == "mechanism":
+        verdicts = []
+    extra, extra_rows = _extra_scopes(sc, setting, world, args, parties, steps)
+    verdicts += extra  # the one place other scopes join
+    return rows, recon, verdicts, extra_rows
 
 
 def _print_text(sc, targets, args, rows, recon, verdicts) -> None:
@@ -435,7 +481,11 @@ def run(args) -> int:
                 f"--party {p!r}: not a party of {args.scenario} (parties: {', '.join(known)})"
             )
     targets = _targets(sc)
-    per_cell = len(args.party or known) * (2 if args.method == "both" else 1) + 1
+    scopes = getattr(args, "scope", "both")
+    per_party = (2 if args.method == "both" else 1) * (scopes != "mechanism") + (
+        scopes != "protocol"
+    )
+    per_cell = len(args.party or known) * per_party + 1
     steps = _Steps(per_cell * len(targets), sc.name)
     done = []
     try:
@@ -443,17 +493,23 @@ def run(args) -> int:
             done.append(_audit_cell(cell, setting, args, steps))
     finally:
         steps.close()
-    rows = [r for rs, _, _ in done for r in rs]
-    recon = [c for _, cs, _ in done for c in cs]
-    verdicts = [v for _, _, vs in done for v in vs]
+    rows = [r for rs, _, _, _ in done for r in rs]
+    recon = [c for _, cs, _, _ in done for c in cs]
+    verdicts = [v for _, _, vs, _ in done for v in vs]
+    mech = [r for *_, ms in done for r in ms]
     as_json = getattr(args, "json", False)
     if as_json:
         print(json.dumps([v.to_json() for v in verdicts], indent=2, ensure_ascii=False))
     else:
         _print_text(sc, targets, args, rows, recon, verdicts)
+        for r in mech:  # what each mechanism check could have caught (or what it found)
+            who = f"{r['setting']}: {r['party']}" if "setting" in r else r["party"]
+            for line in (r["findings"] or r["checks"]).split(" | ") if r["trials"] else []:
+                print(f"  {who} (mechanism): {line}")
     say = _log if as_json else print
     if args.out:
-        paths = write_audit_rows(rows + [{"reconstruction": True, **c} for c in recon], args.out)
+        recon_rows = [{"reconstruction": True, **c} for c in recon]
+        paths = write_audit_rows(rows + recon_rows + mech, args.out)
         say("wrote " + ", ".join(str(p) for p in paths))
     from testbed.run.audit import AUDIT_METHOD
     from testbed.run.audit_one_run import ONE_RUN_METHOD

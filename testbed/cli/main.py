@@ -123,6 +123,20 @@ def _run_commands(sub) -> None:
     p.add_argument("--canaries", type=_positive_int, default=256, help="m for the one-run audit")
     p.add_argument("--trials", type=_positive_int, default=200, help="trials per world (many runs)")
     p.add_argument("--per-round", action="store_true", help="also bound each round's messages")
+    p.add_argument(
+        "--scope",
+        choices=["both", "protocol", "mechanism"],
+        default="both",
+        help="protocol (canaries in real runs), mechanism (the defenses driven on chosen "
+        "neighbouring datasets), or both (default)",
+    )
+    p.add_argument(
+        "--mechanism-trials",
+        type=_positive_int,
+        default=4,
+        help="coupled protocol runs per neighbouring pair (mechanism audit; at least 4; the "
+        "noise tests also read hundreds of replays of the defenses alone)",
+    )
     p.add_argument("--delta", type=_open_unit, default=1e-5)
     p.add_argument("--confidence", type=_open_unit, default=0.95)
     p.add_argument(

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from testbed.exchange.ledger import MechanismEvent
 from testbed.scoring.mechanism_checks import correlation_pvalue, noise_scale_test
@@ -179,22 +180,9 @@ def _count(text: str, n: int) -> str:
     return text if n == 1 else f"{text} (in {n} releases)"
 
 
-def judge(
-    party, runs, claimed, delta, confidence, trials, notes, disabled=frozenset()
-) -> MechanismAudit:
-    """The verdict on ``runs`` (pair name -> per trial: (world-0 releases, [coupled
-    neighbours' releases])); ``claimed``: the ledger's ε for ``party`` on its real rows.
-    ``disabled``: checks (of :data:`CHECKS`) whose findings are dropped — for showing that each
-    check is the one that catches its bugs (tests/test_mechanism_audit.py), never a user's
-    option."""
-    if claimed is None or not math.isfinite(claimed):
-        return MechanismAudit(
-            party,
-            "not audited",
-            f"{party}: no claim (the defenses on it charge the ledger nothing)",
-            delta=delta,
-            trials=trials,
-        )
+def _gather(runs) -> _Tally:
+    """Every release of every run, tallied: noise, coupled shifts, noise of the same release in
+    consecutive trials."""
     tally = _Tally()
     for per_trial in runs.values():
         prev: list[dict] | None = None
@@ -208,8 +196,18 @@ def judge(
                         if n0[f].shape == n1[f].shape and n0[f].size > 1:
                             tally.pair_up("trials", n0[f], n1[f])
             prev = noises
-    n_tests = len(tally.noise) + len(tally.corr)
-    level = (1.0 - confidence) / max(n_tests, 1)
+    return tally
+
+
+_WHAT = {
+    "trials": "trials with the same public inputs (noise reproducible from public values?)",
+    "rounds": "rounds (a noise draw reused?)",
+    "atoms": "atoms of one release (one noise vector shared?)",
+}
+
+
+def _tests(tally: _Tally, level: float) -> tuple[dict, dict]:
+    """The statistical checks at ``level`` each: noise scale per charged field, independence."""
     scales = {}
     for (kind, f, sigma), diffs in sorted(tally.noise.items()):
         s = noise_scale_test(np.concatenate(diffs), sigma, level)
@@ -220,19 +218,57 @@ def judge(
                 f"field {f} of {kind}: noise σ̂ = {s.measured:.4g} below the charged σ = "
                 f"{sigma:.4g} (p = {s.p_value:.2g}, {s.samples} samples)",
             )
-    what = {
-        "trials": "trials with the same public inputs (noise reproducible from public values?)",
-        "rounds": "rounds (a noise draw reused?)",
-        "atoms": "atoms of one release (one noise vector shared?)",
-    }
     zs = {}
     for key, (num, den) in tally.corr.items():
         z = num / math.sqrt(den) if den > 0 else 0.0
         zs[key] = z
         if den > 0 and correlation_pvalue(z) < level:
             tally.find(
-                "independence", f"the noise is not independent across {what[key]}: z = {z:.3g}"
+                "independence", f"the noise is not independent across {_WHAT[key]}: z = {z:.3g}"
             )
+    return scales, zs
+
+
+def _statements(tally, scales, zs, zthr, eps_hat, claimed, ceiling) -> tuple[str, ...]:
+    """What each check could have caught on this audit (its power), and what it saw."""
+    power = ", ".join(
+        f"≥ {100 * s.detectable:.2g} % at {f} of {kind} (σ = {sigma:.3g})"
+        for (kind, f, sigma), s in sorted(scales.items(), key=lambda kv: kv[1].detectable)
+    )
+    return (
+        f"noise at {len(scales)} charged field(s) at least the charged σ (flags a shortfall "
+        f"{power})",
+        f"noise independent across trials, rounds and atoms (flags |z| > {zthr:.3g}; "
+        + ", ".join(f"{k} z = {v:.2g}" for k, v in zs.items())
+        + ")",
+        f"every field that moved with the private row was charged and within its sensitivity "
+        f"({tally.moved} field releases; largest shift {tally.worst_ratio:.3g} of the charged "
+        "sensitivity)",
+        f"ε̂ = {eps_hat:.3g} ≤ claimed ε = {claimed:.3g} (these neighbours reach "
+        f"{ceiling:.3g} at the charged noise)",
+    )
+
+
+def judge(
+    party, runs, claimed, delta, confidence, trials, notes, disabled=frozenset()
+) -> MechanismAudit:
+    """The verdict on ``runs`` (pair name -> per trial: (world-0 releases, [coupled
+    neighbours' releases])); ``claimed``: the ledger's ε for ``party`` on its real rows.
+    ``disabled``: checks (of :data:`CHECKS`) whose findings are dropped — for showing that each
+    check is the one that catches its bugs (tests/test_mechanism_audit.py), never a user's
+    option."""
+    if claimed is None or not math.isfinite(claimed):
+        return MechanismAudit(
+            party,
+            "not audited",
+            "no claim (the defenses on it charge the ledger nothing)",
+            delta=delta,
+            trials=trials,
+        )
+    tally = _gather(runs)
+    n_tests = len(tally.noise) + len(tally.corr)
+    level = (1.0 - confidence) / max(n_tests, 1)
+    scales, zs = _tests(tally, level)
     mu2 = mu2c = 0.0
     for terms in tally.shift_terms:
         hi = sum(
@@ -251,36 +287,26 @@ def judge(
     kept = {t: v for t, v in tally.findings.items() if v[1] not in disabled}
     findings = tuple(_count(t, n) for t, (n, _) in kept.items())
     failed = tuple(sorted({check for _, check in kept.values()}))
-    power = ", ".join(
-        f"≥ {100 * s.detectable:.2g} % at {f} of {kind} (σ = {sigma:.3g})"
-        for (kind, f, sigma), s in sorted(scales.items(), key=lambda kv: kv[1].detectable)
-    )
-    from scipy import stats
-
     zthr = float(stats.norm.isf(level / 2))
-    checks = (
-        f"noise at {len(scales)} charged field(s) at least the charged σ (flags a shortfall "
-        f"{power})",
-        f"noise independent across trials, rounds and atoms (flags |z| > {zthr:.3g}; "
-        + ", ".join(f"{k} z = {v:.2g}" for k, v in zs.items())
-        + ")",
-        f"every field that moved with the private row was charged and within its sensitivity "
-        f"({tally.moved} field releases; largest shift {tally.worst_ratio:.3g} of the charged "
-        "sensitivity)",
-        f"ε̂ = {eps_hat:.3g} ≤ claimed ε = {claimed:.3g} (these neighbours reach "
-        f"{ceiling:.3g} at the charged noise)",
-        *notes,
-    )
+    checks = (*_statements(tally, scales, zs, zthr, eps_hat, claimed, ceiling), *notes)
     c = f"{100 * confidence:g} %"
     if findings:
         verdict = "VIOLATION"
-        reason = f"{party}: VIOLATION at {c} (mechanism): " + "; ".join(findings)
+        reason = f"the claim ε = {claimed:.3g} is refuted at {c}: " + "; ".join(findings)
     elif not scales:
         verdict = "not audited"
-        reason = f"{party}: no charged release of {party} carried noise the audit could read"
+        reason = f"no charged release of {party} carried noise the audit could read"
     else:
         verdict = "holds"
-        reason = f"{party}: the claim ε = {claimed:.3g} holds against the mechanism audit at {c}"
+        lo = min(s.detectable for s in scales.values())
+        hi = max(s.detectable for s in scales.values())
+        reason = (
+            f"the claim ε = {claimed:.3g} holds at {c}: ε̂ ≥ {eps_hat:.3g} (these neighbours "
+            f"reach {ceiling:.3g} at the charged noise); the noise at {len(scales)} charged "
+            f"field(s) is at least the charged σ (a shortfall of {100 * lo:.2g}–{100 * hi:.2g} % "
+            f"would have been flagged) and independent (|z| ≤ {zthr:.3g}); every field that "
+            "moved with the private row was charged and within its sensitivity"
+        )
     return MechanismAudit(
         party,
         verdict,
