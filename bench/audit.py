@@ -277,8 +277,51 @@ def sensitivity(opts: AuditBenchOptions) -> dict:
     }
 
 
+#: the scenario whose default ``testbed audit`` is timed: the README's first example (FedWAD,
+#: 200 rows per client in 2-D, S = 20, K = 20, Gaussian defense), one cell
+DEFAULT_AUDIT_SCENARIO = (
+    Path(__file__).resolve().parents[1] / "scenarios" / "first_audit_curve.yaml"
+)
+
+
+def default_audit(opts: AuditBenchOptions) -> dict:
+    """The default ``testbed audit`` (both scopes, every party) of one defended scenario, timed
+    end to end in this process, with its verdicts."""
+    import contextlib
+    import io
+    import tempfile
+
+    import yaml
+
+    from testbed.cli.main import main
+
+    sc = yaml.safe_load(DEFAULT_AUDIT_SCENARIO.read_text())
+    sc.pop("sweep", None)
+    sc.pop("seeds", None)
+    sc["seed"] = 0
+    sc["defenses"][0]["params"]["noise_multiplier"] = 1.0
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "one_cell.yaml"
+        f.write_text(yaml.safe_dump(sc))
+        buf = io.StringIO()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            rc = main(["audit", str(f), "--json", "--no-reconstruction"])
+        seconds = time.perf_counter() - t0
+    verdicts = json.loads(buf.getvalue()) if rc == 0 else []
+    opts.log(f"default audit of {DEFAULT_AUDIT_SCENARIO.name} (one cell, z = 1): {seconds:.1f} s")
+    return {
+        "scenario": DEFAULT_AUDIT_SCENARIO.name,
+        "cell": "seed 0, noise_multiplier 1",
+        "seconds": seconds,
+        "exit_code": rc,
+        "verdicts": verdicts,
+    }
+
+
 def run_audit_bench(opts: AuditBenchOptions) -> dict:
-    out = {"one_vs_many": one_vs_many(opts)}
+    out = {"default_audit": default_audit(opts)}
+    out["one_vs_many"] = one_vs_many(opts)
     out["miscalibrated"] = miscalibrated(opts)
     out["sensitivity"] = sensitivity(opts)
     out["null"] = null_rates(opts)

@@ -529,6 +529,12 @@ def bench_audit(args) -> int:
     opts = AuditBenchOptions(log=log) if args.full else AuditBenchOptions.quick(log=log)
     res = run_audit_bench(opts)
     paths = write_audit_bench(res, args.out, bench_command())
+    d = res["default_audit"]
+    print(
+        f"default audit of {d['scenario']} ({d['cell']}; both scopes, every party): "
+        f"{d['seconds']:.1f} s, "
+        + ", ".join(f"{v['party']} {v['scope']}: {v['verdict']}" for v in d["verdicts"])
+    )
     o = res["one_vs_many"]
     print(
         f"one run ({o['canaries']} canaries): eps >= {o['one_run_eps']:.3g} in "
