@@ -802,22 +802,25 @@ def test_run_prints_the_tasks_own_metrics(tmp_path, capsys):
 
 def test_a_single_run_says_its_claimed_epsilon_and_failed_assumptions(tmp_path, capsys):
     """The run's summary: the claimed epsilon (``none`` without a DP defense) and the assumptions
-    behind it that fail, worded as the report words them; those that hold are not listed."""
+    behind it that fail, worded as the report words them; those that hold are not listed (the
+    norm bound, which the defense enforces by clipping rows at the party, holds)."""
     dp = GOOD + (
         "defenses: [{name: gaussian_measure_noise, params: {target_epsilon: 1.0, releases: 4, "
-        "clip_norm: 1.0}}]\n"
+        "clip_norm: 1.0, min_rows: 1000}}]\n"
     )
     code, out, err = _run(tmp_path, dp, capsys, "--out", str(tmp_path / "dp"), "-q", command="run")
     assert code == 0, err
     res = json.loads((tmp_path / "dp" / "results.json").read_text())
     lines = [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))]
-    norm = {x["party"]: x["detail"] for x in res["privacy_assumptions"] if not x["holds"]}
-    assert set(norm) == {"alice", "bob"}  # both parties hold rows above clip_norm=1
+    rows = {x["party"]: x["detail"] for x in res["privacy_assumptions"] if not x["holds"]}
+    assert set(rows) == {"alice", "bob"}  # both parties hold fewer than min_rows=1000 rows
     assert lines == [
         f"claimed eps: {fmt(res['privacy_epsilon'])}",
-        "assumption failed, the claim does not hold: every row has L2 norm <= clip_norm=1 "
-        f"(alice: {norm['alice']}; bob: {norm['bob']})",
+        "assumption failed, the claim does not hold: party has >= min_rows=1000 rows "
+        f"(alice: {rows['alice']}; bob: {rows['bob']})",
     ]
+    clipped = [x for x in res["privacy_assumptions"] if "L2 norm" in x["assumption"]]
+    assert all(x["holds"] and "rows clipped at the party" in x["detail"] for x in clipped)
     code, out, err = _run(tmp_path, GOOD, capsys, "--out", str(tmp_path / "n"), "-q", command="run")
     assert code == 0, err
     assert [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))] == [
