@@ -33,6 +33,7 @@ _EXPORTS = {
     "MomentsSampling": "attacks.moments_sampling",
     "ProjectionInversion": "attacks.projection_inversion",
     "ReconstructionMembership": "attacks.reconstruction_membership",
+    **dict.fromkeys(["ReleaseMembership", "ReleasePoints"], "attacks.release"),
     "SentRows": "attacks.sent_rows",
     "SupportMembership": "attacks.support_membership",
     "Word2VecRetrieval": "attacks.word2vec_retrieval",

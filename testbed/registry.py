@@ -85,6 +85,8 @@ BUILTIN: dict[str, dict[str, str]] = {
         "moments_sampling": "attacks.moments_sampling:MomentsSampling",
         "projection_inversion": "attacks.projection_inversion:ProjectionInversion",
         "reconstruction_membership": "attacks.reconstruction_membership:ReconstructionMembership",
+        "release_membership": "attacks.release:ReleaseMembership",
+        "release_points": "attacks.release:ReleasePoints",
         "sent_rows": "attacks.sent_rows:SentRows",
         "soft_label_membership": "attacks.distillation:SoftLabelMembership",
         "support_membership": "attacks.support_membership:SupportMembership",

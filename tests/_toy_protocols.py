@@ -270,6 +270,24 @@ class NoiseSender(PrivateMean):
         return super().run(parties, bus, rng)
 
 
+def _noisy_rows(party, seed: int, sigma: float):
+    """The party's rows plus N(0, sigma^2) noise (a "perturbed" release)."""
+    return party.X + np.random.default_rng(seed).normal(0.0, sigma, size=party.X.shape)
+
+
+class NoisyRows(PrivateMean):
+    """The private mean protocol that also sends the server its rows with N(0, 0.05^2) noise:
+    no exact copy, but every row within a small distance of what was sent (a record leak)."""
+
+    name = "toy_noisy_rows"
+    message_kinds = ("toy_noisy_rows.*",)
+
+    def run(self, parties, bus, rng):
+        for i, p in enumerate(list(parties)[:2]):
+            bus.send(p, SERVER, f"{self.name}.rows", bus.local(p, _noisy_rows, 200 + i, 0.05))
+        return super().run(parties, bus, rng)
+
+
 TOYS = (LeakyMean, PrivateMean, UndeclaredKind, Unseeded, OffReference)
 
 

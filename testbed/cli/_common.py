@@ -24,8 +24,11 @@ ATTACK_KEYS = (
     "matching_rate",
     "matching_rate_any",
     "auc",
+    "tpr_at_0_1pct_fpr",
     "tv",
 )
+#: how a key of ATTACK_KEYS is written on the summary line (the key itself when not listed)
+ATTACK_KEY_NAMES = {"tpr_at_0_1pct_fpr": "TPR@0.1%FPR"}
 
 
 def fmt_value(v) -> str:
@@ -75,8 +78,20 @@ def print_attack_rows(rows) -> None:
         print(
             f"attack {name}{' (' + a['method'] + ')' if 'method' in a else ''} "
             f"on {a['target']} (observer {a['observer']}): "
-            + ", ".join(f"{k}={fmt(a[k])}" for k in keys)
+            + ", ".join(f"{ATTACK_KEY_NAMES.get(k, k)}={fmt(a[k])}{_floor(a, k)}" for k in keys)
         )
+
+
+def _floor(row, key: str) -> str:
+    """For TPR at 0.1 % FPR read at a coarser FPR (fewer than 1000 non-members: the floor
+    1/#non-members, DESIGN.md), that FPR, so the figure is never read as the 0.1 % one."""
+    from testbed.report.fmt import fmt
+
+    used = row.get("alpha_used_0_1pct")
+    if key != "tpr_at_0_1pct_fpr" or not isinstance(used, (int, float)) or used <= 0.001 + 1e-12:
+        return ""
+    n = row.get("n_nonmembers")
+    return f" (at FPR {fmt(used)}: {int(n) if n else '?'} non-members)"
 
 
 def failed_attacks(rows) -> int:

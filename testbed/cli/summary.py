@@ -59,6 +59,7 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         *((u, u.split(".", 1)[1], fmt) for u in utility_columns(agg, agg)),  # the task's own
         (f"{ANY_ATTACK}.leakage", "leakage", fmt),
         (f"{ANY_ATTACK}.coverage", "coverage", fmt),
+        (f"{ANY_ATTACK}.tpr_at_0_1pct_fpr", "TPR@0.1%FPR", fmt),  # where a membership attack ran
     ]
     cols = [c for c in cols if any(c[0] in a for a in agg.values())]
     order: dict[tuple[str, str], tuple[bool, int, str]] = {}
