@@ -143,7 +143,11 @@ SCENARIOS = [
     # schema
     ("unknown-top", BASE + "colour: red\n", "colour"),
     ("unknown-protocol", _sub("name: fedwad", "name: fedwadd"), "fedwadd"),
-    ("unknown-param", _sub("iterations: 4}", "iterations: 4, iteratons: 5}"), "iteratons"),
+    (
+        "unknown-param",
+        _sub("iterations: 4}", "iterations: 4, iteratons: 5}"),
+        "protocol.params.iteratons: unknown key; did you mean 'iterations'?",
+    ),
     ("unknown-dataset", _sub("name: gaussians", "name: gausians"), "gausians"),
     ("bad-name", _sub("name: t", "name: 'a b/c'"), "name"),
     ("name-int", _sub("name: t", "name: [1]"), "name"),
@@ -302,10 +306,101 @@ SCENARIOS = [
     ("lim-cells-bool", BASE + "limits: {max_cells: true}\n", "limits.max_cells"),
     ("lim-cells-float", BASE + "limits: {max_cells: 2.5}\n", "limits.max_cells"),
     ("lim-allow-str", BASE + "limits: {allow_large: 'yes'}\n", "limits.allow_large"),
-    ("lim-unknown", BASE + "limits: {memroy_gb: 4}\n", "memroy_gb"),
+    ("lim-unknown", BASE + "limits: {memroy_gb: 4}\n", "memroy_gb: unknown key; did you mean"),
     ("lim-list", BASE + "limits: [1]\n", "limits"),
     ("lim-data-zero", BASE + "limits: {data_file_mb: 0}\n", "limits.data_file_mb"),
 ]
+
+
+# a misspelt key at every level of a scenario: (id, text, the key's field, the suggestion)
+MISSPELT = [
+    ("top", BASE + "threat_modle: {observer: server}\n", "threat_modle", "'threat_model'"),
+    ("top-sweep", BASE + "swep: {seed: [1]}\n", "swep", "'sweep'"),
+    ("data", _sub("  parties: [alice, bob]", "  partys: [alice, bob]"), "data.partys", "'parties'"),
+    (
+        "dataset",
+        _sub("    name: gaussians\n", "    nme: gaussians\n"),
+        "data.dataset.nme",
+        "'name'",
+    ),
+    ("dataset-params", _sub("      d: 3\n", "      dd: 3\n      d: 3\n"), "params.dd", "'d'"),
+    ("component", _sub("{n: 40, mean: 0.0}", "{n: 40, maen: 0.0}"), "components[0].maen", "'mean'"),
+    ("partition", _sub("{classes: [[0], [1]]}", "{clases: [[0], [1]]}"), "clases", "'classes'"),
+    (
+        "protocol",
+        _sub("iterations: 4}", "iterations: 4, iteratons: 5}"),
+        "iteratons",
+        "'iterations'",
+    ),
+    (
+        "protocol-spec",
+        _sub("  params: {support", "  parms: {support"),
+        "protocol.parms",
+        "'params'",
+    ),
+    (
+        "threat",
+        _sub("observer: server", "observer: server\n  coluders: []"),
+        "coluders",
+        "'colluders'",
+    ),
+    (
+        "defense",
+        BASE + "defenses: [{name: gaussian_measure_noise, params: {clipnorm: 2.0}}]\n",
+        "defenses[0].params.clipnorm",
+        "'clip_norm'",
+    ),
+    (
+        "attack",
+        BASE + "attacks: [{name: fedwad_distributional, params: {step: 3}}]\n",
+        "attacks[0].params.step",
+        "'steps'",
+    ),
+    ("attack-spec", BASE + "attacks: [{name: sent_rows, lable: x}]\n", "lable", "'label'"),
+    ("membership", BASE + "membership: {member: 5}\n", "membership.member", "'members'"),
+    ("output", BASE + "output: {save_transcipt: true}\n", "save_transcipt", "'save_transcript'"),
+    ("limits", BASE + "limits: {memroy_gb: 4}\n", "limits.memroy_gb", "'memory_gb'"),
+    ("engine", BASE + "engine_params: {worker: 2}\n", "engine_params.worker", "'workers'"),
+    (
+        "noise",
+        _sub(
+            "  parties: [alice, bob]",
+            "  parties: [alice, bob]\n  noise: [{party: alice, rat: 0.1}]",
+        ),
+        "data.noise[0].rat",
+        "'rate'",
+    ),
+    (
+        "sweep-cell",
+        BASE + "sweep: {protocol.params: [{support_size: 5, iteratons: 2}]}\n",
+        "iteratons",
+        "'iterations'",
+    ),
+]
+
+
+@pytest.mark.parametrize("text,field,hint", [c[1:] for c in MISSPELT], ids=[c[0] for c in MISSPELT])
+def test_a_misspelt_key_gets_a_suggestion_at_its_line(tmp_path, capsys, text, field, hint):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    assert main(["validate", str(f)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert re.match(rf"error: {re.escape(str(f))}:\d+: ", line), line
+    assert f"{field}: unknown key; did you mean {hint}" in line, line
+
+
+def test_every_unknown_key_of_the_hostile_cases_gets_a_suggestion(tmp_path, capsys):
+    """No "unknown key" ends the line bare: a close key is named, or the keys known there."""
+    seen = 0
+    for _, text, _ in SCENARIOS:
+        f = tmp_path / "s.yaml"
+        f.write_text(text)
+        main(["validate", str(f)])
+        err = capsys.readouterr().err
+        if "unknown key" in err:
+            seen += 1
+            assert "unknown key; did you mean" in err or "unknown key; known keys here: " in err
+    assert seen >= 4
 
 
 @pytest.mark.parametrize(

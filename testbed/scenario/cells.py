@@ -224,7 +224,9 @@ def expand_cells(sc: Scenario) -> list[Cell]:
                 try:
                     cell = Scenario.model_validate(cell_raw)
                 except ValidationError as exc:
-                    raise _with_cell(first_error(exc, [], cell_root, fname), setting) from None
+                    raise _with_cell(
+                        first_error(exc, [], cell_root, fname, Scenario), setting
+                    ) from None
                 try:
                     validate_plugins(cell, cell_root, fname, sc._base_dir)
                 except ScenarioError as exc:

@@ -205,7 +205,7 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
     try:
         sc = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise first_error(exc, [], root, fname) from None
+        raise first_error(exc, [], root, fname, Scenario) from None
     validate_plugins(sc, root, fname, base_dir)
     sc._base_dir = base_dir  # where relative data paths are resolved
     sc._raw, sc._yaml_root, sc._fname = raw, root, fname

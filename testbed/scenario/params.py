@@ -144,7 +144,7 @@ def _validate_plugin(reg: Registry, spec: PluginSpec, loc, root, fname, context,
     try:
         cfg = cls.Config.model_validate(spec.params, context=context)
     except ValidationError as exc:
-        raise first_error(exc, [*loc, "params"], root, fname) from None
+        raise first_error(exc, [*loc, "params"], root, fname, cls.Config) from None
     return cls, cfg
 
 
@@ -262,7 +262,7 @@ def validate_plugins(
         try:
             spec = NoiseSpec.model_validate(n)
         except ValidationError as exc:
-            raise first_error(exc, ["data", "noise", i], root, fname) from None
+            raise first_error(exc, ["data", "noise", i], root, fname, NoiseSpec) from None
         if spec.party not in names:
             line = line_of(root, ["data", "noise", i, "party"])
             raise ScenarioError(
@@ -344,14 +344,14 @@ def _check_engine(sc: Scenario, root, fname: str) -> None:
         try:
             RayEngineConfig.model_validate(sc.engine_params)
         except ValidationError as exc:
-            raise first_error(exc, ["engine_params"], root, fname) from None
+            raise first_error(exc, ["engine_params"], root, fname, RayEngineConfig) from None
     else:
         from testbed.exchange.engines.pool import InProcessEngineConfig
 
         try:
             InProcessEngineConfig.model_validate(sc.engine_params)
         except ValidationError as exc:
-            raise first_error(exc, ["engine_params"], root, fname) from None
+            raise first_error(exc, ["engine_params"], root, fname, InProcessEngineConfig) from None
 
 
 def _check_threat_model(sc: Scenario, names: list[str], root, fname: str) -> None:

@@ -5,6 +5,9 @@ the one-line error of a pydantic validation error, and the composed YAML tree's 
 from __future__ import annotations
 
 import copy
+import difflib
+import types
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,9 +56,87 @@ def where(fname: str, root, loc: Sequence[Any]) -> str:
     return f"{fname}:{line}: {fmt_loc(loc)}" if line else f"{fname}: {fmt_loc(loc)}"
 
 
-def first_error(exc: ValidationError, prefix: Sequence[Any], root, fname: str) -> ScenarioError:
-    """The first of ``exc``'s errors as ``file:line: field: message (+N more errors)``."""
-    err = exc.errors()[0]
+_TAGS = ("int", "str", "float", "bool", "dict", "list")
+
+
+def _models(annotation) -> list[type]:
+    """The pydantic models an annotation admits (through ``X | None``, unions, ``Annotated``)."""
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        return [m for a in typing.get_args(annotation) for m in _models(a)]
+    return []
+
+
+def _step(annotations: list, part) -> list:
+    """The annotations one step of an error location leads to from ``annotations``."""
+    out = []
+    for ann in annotations:
+        for m in _models(ann):
+            if isinstance(part, str) and part in m.model_fields:
+                out.append(m.model_fields[part].annotation)
+            elif part == m.__name__:  # pydantic names the union member it tried
+                out.append(m)
+        args = typing.get_args(ann)
+        for a in args if typing.get_origin(ann) in (typing.Union, types.UnionType) else [ann]:
+            origin, inner = typing.get_origin(a), typing.get_args(a)
+            if isinstance(part, int) and origin in (list, tuple) and inner:
+                out.append(inner[0])
+            elif isinstance(part, str) and origin is dict and len(inner) == 2:
+                out.append(inner[1])
+    return out
+
+
+def known_keys(model, loc: Sequence[Any]) -> list[str]:
+    """The keys a mapping at ``loc`` (a location inside ``model``) may hold: the fields of the
+    model(s) found there, with their aliases; empty when the location leads to none."""
+    annotations: list = [model]
+    for part in loc:
+        if isinstance(part, str) and part.startswith("function-"):
+            continue  # a validator's name, not a field
+        nxt = _step(annotations, part)
+        if not nxt and isinstance(part, str) and ("[" in part or part in _TAGS):
+            continue  # the union branch pydantic tried (``list[str]``), not a field
+        annotations = nxt
+    keys: dict[str, None] = {}
+    for ann in annotations:
+        for m in _models(ann):
+            for name, f in m.model_fields.items():
+                keys[f.alias or name] = None
+    return sorted(keys)
+
+
+def suggestion(key: str, known: Sequence[str]) -> str:
+    """``did you mean 'iterations'?`` for a key close to a known one, else the known keys (the
+    registry's rule for plugin names, :meth:`testbed.registry.Registry._unknown`)."""
+    # close ones first (as the registry's, 0.75); else the single nearest (``dd`` -> ``d``)
+    close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.75)
+    close = close or difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"known keys here: {', '.join(known)}" if known else ""
+
+
+def first_error(
+    exc: ValidationError, prefix: Sequence[Any], root, fname: str, model=None
+) -> ScenarioError:
+    """The first of ``exc``'s errors as ``file:line: field: message (+N more errors)``. With
+    ``model`` (the pydantic model that was validated), an unknown key names the closest known
+    key, or the known keys."""
+    errors = exc.errors()
+    err = errors[0]
+    if err["type"] == "missing":  # a misspelt required key: its unknown twin says more
+        err = next(
+            (
+                e
+                for e in errors
+                if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(err["loc"][:-1])
+            ),
+            err,
+        )
     loc = [
         *prefix,
         *[p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))],
@@ -69,6 +150,9 @@ def first_error(exc: ValidationError, prefix: Sequence[Any], root, fname: str) -
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
+        key, at = str(err["loc"][-1]), err["loc"][:-1]
+        hint = suggestion(key, known_keys(model, at)) if model is not None else ""
+        msg += f"; {hint}" if hint else ""
     elif err["type"] == "missing":
         msg = "required field is missing"
     elif (
