@@ -58,6 +58,10 @@ def load_checked(args):
     )
     sc = load_scenario(args.scenario)
     check_scenario(sc)
+    from testbed.scenario.clipnorm import clip_norm_warnings
+
+    for line in clip_norm_warnings(sc):  # legal, but probably not meant: said, never refused
+        print(f"warning: {line}", file=sys.stderr)
     if sc.seeds is not None and "seed" in sc.model_fields_set:  # legal, but never used
         from testbed.scenario.yamlloc import where
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
@@ -96,6 +96,10 @@ def check_matrix(X: np.ndarray, where: str) -> np.ndarray:
 class DatasetPlugin(Plugin):
     """Base class of dataset plugins."""
 
+    #: ``load`` needs numpy only (no scikit-learn, gensim, ...): ``testbed validate`` may load
+    #: the rows to check values against them (a defense's clip_norm against the rows' norms)
+    light: ClassVar[bool] = False
+
     def load(self, rng: np.random.Generator) -> Dataset:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -144,6 +148,7 @@ class Gaussians(DatasetPlugin):
 
     name = "gaussians"
     Config = GaussiansConfig
+    light = True
 
     def possible_labels(self):
         return frozenset(range(len(self.config.components)))  # label = component index

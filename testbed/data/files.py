@@ -193,6 +193,7 @@ class CsvFile(DatasetPlugin):
 
     name = "csv"
     Config = CsvConfig
+    light = True
 
     def has_labels(self) -> bool:
         return self.config.label_column is not None
@@ -246,6 +247,7 @@ class NpyFile(DatasetPlugin):
 
     name = "npy"
     Config = NpyConfig
+    light = True
 
     def has_labels(self) -> bool:
         return self.config.label_column is not None

@@ -19,6 +19,8 @@ class Transform(Plugin):
 
     #: the transform reads the labels: ``testbed validate`` refuses it on a dataset without
     needs_labels: ClassVar[bool] = False
+    #: ``apply`` needs numpy only (see :attr:`testbed.data.datasets.DatasetPlugin.light`)
+    light: ClassVar[bool] = False
 
     def apply(self, party: PartyData) -> PartyData:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -36,6 +38,7 @@ class Scale(Transform):
 
     name = "scale"
     Config = ScaleConfig
+    light = True
 
     def apply(self, party: PartyData) -> PartyData:
         X = np.array(party.X, dtype=np.float64) * self.config.factor

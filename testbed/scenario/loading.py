@@ -7,6 +7,7 @@ error is a :class:`ScenarioError` whose message names the file, the YAML line an
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from testbed.errors import ScenarioError
 from testbed.scenario.cells import expand_cells
 from testbed.scenario.params import validate_plugins
 from testbed.scenario.schema import Scenario
-from testbed.scenario.yamlloc import first_error
+from testbed.scenario.yamlloc import first_error, node_at, node_set
 
 __all__ = ["MAX_YAML_DEPTH", "check_yaml", "load_scenario", "parse_scenario"]
 
@@ -202,10 +203,17 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
             f"{fname}:1: the scenario must be a YAML mapping (name: ..., data: ..., "
             f"protocol: ...), got {got or type(raw).__name__}"
         )
+    raw, root = _swept_protocol(raw, root)
     try:
         sc = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise first_error(exc, [], root, fname, Scenario) from None
+        err = first_error(exc, [], root, fname, Scenario)
+        if "protocol: required field is missing" in str(err) and raw.get("sweep") is not None:
+            err = ScenarioError(
+                f"{err}; a sweep needs no top-level protocol: when every grid sets `protocol` "
+                "(e.g. sweep: {protocol: [{name: fedwad}, {name: triangle_wad}]})"
+            )
+        raise err from None
     validate_plugins(sc, root, fname, base_dir)
     sc._base_dir = base_dir  # where relative data paths are resolved
     sc._raw, sc._yaml_root, sc._fname = raw, root, fname
@@ -213,6 +221,24 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
         # every cell is validated now, with the same line-numbered errors; kept for the run
         sc._cells = expand_cells(sc)
     return sc
+
+
+def _swept_protocol(raw: dict, root):
+    """A sweep whose every grid sets ``protocol`` whole needs no top-level ``protocol:``: the
+    first swept protocol stands in for it (every cell replaces it), its YAML node pointing at
+    that sweep value's line so that errors name it. Other scenarios are returned as they are."""
+    sweep = raw.get("sweep")
+    grids = [sweep] if isinstance(sweep, dict) else sweep if isinstance(sweep, list) else []
+    if "protocol" in raw or not grids:
+        return raw, root
+    if not all(isinstance(g, dict) and isinstance(g.get("protocol"), list) for g in grids):
+        return raw, root
+    first = grids[0]["protocol"]
+    if not first:
+        return raw, root  # an empty axis: the sweep's own error says so
+    gloc = ["sweep"] if isinstance(sweep, dict) else ["sweep", 0]
+    node = node_at(root, [*gloc, "protocol", 0])
+    return {**raw, "protocol": copy.deepcopy(first[0])}, node_set(root, ["protocol"], node)
 
 
 #: the largest scenario file read: far beyond any scenario (the longest shipped is a few KiB, a
