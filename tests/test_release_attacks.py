@@ -140,3 +140,15 @@ def test_run_summary_prints_membership_tpr_at_low_fpr(tmp_path, capsys):
 def test_the_generic_attacks_are_builtins_for_any_protocol():
     for name in ("release_points", "release_membership"):
         assert ATTACKS.get(name).protocols == ("*",)
+
+
+def test_a_membership_auc_within_chance_of_its_candidate_counts_is_no_leak():
+    """An attack for any protocol scores data-blind releases too: with 10 + 10 candidates an AUC
+    of 0.69 is within chance (p = 0.075), with 100 + 100 it is not."""
+    from testbed.scoring.verdict import NO_LEAK, verdict
+
+    few = verdict({"auc": 0.69, "baseline_auc": 0.5, "n_members": 10, "n_nonmembers": 10})
+    assert few.kind == NO_LEAK and "p = 0.0755 (not significant at 5 %)" in few.text
+    many = verdict({"auc": 0.69, "baseline_auc": 0.5, "n_members": 100, "n_nonmembers": 100})
+    assert many.kind == MEMBERSHIP and "p = " in many.text
+    assert verdict({"auc": 0.69, "baseline_auc": 0.5}).kind == MEMBERSHIP  # counts unknown

@@ -9,6 +9,11 @@ to population rows (``record_leak``, decided in :mod:`testbed.scoring.records`);
 ``record_leakage`` (1 for an exact copy). Otherwise the W2 leakage against the prior-only baseline
 is distributional inference, shown beside what the same reconstruction scores against the
 population.
+
+A membership signal is claimed when the AUC beats the prior-only attacker and chance, the latter
+with a one-sided test at 5 % (:func:`auc_p_value`) when the row has its candidate counts: an
+attack that applies to every protocol scores data-blind releases too, and 10 + 10 candidates
+put an AUC of 0.69 within chance.
 """
 
 from __future__ import annotations
@@ -18,7 +23,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DISTRIBUTIONAL", "MEMBERSHIP", "NO_LEAK", "RECORD", "Verdict", "verdict"]
+__all__ = [
+    "ALPHA",
+    "DISTRIBUTIONAL",
+    "MEMBERSHIP",
+    "NO_LEAK",
+    "RECORD",
+    "Verdict",
+    "auc_p_value",
+    "verdict",
+]
 
 RECORD = "record leak"
 MEMBERSHIP = "membership inference"
@@ -90,6 +104,21 @@ def _points(row: Mapping[str, Any]) -> Verdict:
     return Verdict(kind, "leakage", v, "prior-only attacker", text)
 
 
+#: a membership signal is claimed when its AUC is above chance at this level
+ALPHA = 0.05
+
+
+def auc_p_value(auc: float, n_members: float | None, n_nonmembers: float | None) -> float | None:
+    r"""One-sided p-value of an AUC against chance (0.5): the Mann-Whitney statistic's normal
+    approximation, standard deviation :math:`\sqrt{(n_1 + n_0 + 1) / (12 n_1 n_0)}`. With 10
+    members and 10 non-members an AUC of 0.69 is p = 0.075: what data-blind scores reach by
+    chance. None when the counts are not known."""
+    if not n_members or not n_nonmembers:
+        return None
+    sd = math.sqrt((n_members + n_nonmembers + 1) / (12.0 * n_members * n_nonmembers))
+    return 0.5 * math.erfc((auc - 0.5) / sd / math.sqrt(2.0))
+
+
 def verdict(row: Mapping[str, Any]) -> Verdict:
     """The verdict of one attack row (results.json ``attacks`` row, or its numeric metrics)."""
     if "record_leak" in row or "leakage" in row or "coverage" in row:
@@ -98,8 +127,12 @@ def verdict(row: Mapping[str, Any]) -> Verdict:
         auc, b = _num(row, "auc"), _num(row, "baseline_auc")
         floor = max(0.5, b if b is not None else 0.5)
         base = "chance (AUC 0.5)" + ("" if b is None else f", prior-only attacker {_f(b)}")
-        kind = MEMBERSHIP if auc > floor else NO_LEAK
-        return Verdict(kind, "auc", auc, base, f"membership AUC {_f(auc)} vs {base}")
+        p = auc_p_value(auc, _num(row, "n_members"), _num(row, "n_nonmembers"))
+        kind = MEMBERSHIP if auc > floor and (p is None or p < ALPHA) else NO_LEAK
+        text = f"membership AUC {_f(auc)} vs {base}"
+        if p is not None:
+            text += f", p = {_f(p)}" + (" (not significant at 5 %)" if p >= ALPHA else "")
+        return Verdict(kind, "auc", auc, base, text)
     if _num(row, "tv") is not None:
         tv, b = _num(row, "tv"), _num(row, "tv_baseline")
         kind = DISTRIBUTIONAL if b is None or tv < b else NO_LEAK
