@@ -152,3 +152,16 @@ def test_a_membership_auc_within_chance_of_its_candidate_counts_is_no_leak():
     many = verdict({"auc": 0.69, "baseline_auc": 0.5, "n_members": 100, "n_nonmembers": 100})
     assert many.kind == MEMBERSHIP and "p = " in many.text
     assert verdict({"auc": 0.69, "baseline_auc": 0.5}).kind == MEMBERSHIP  # counts unknown
+
+
+def test_sweep_summary_has_a_tpr_column_where_a_membership_attack_ran(tmp_path, capsys):
+    text = (ROOT / "scenarios" / "contract_tiny_membership.yaml").read_text()
+    f = tmp_path / "m.yaml"
+    sweep = "sweep:\n  protocol.params.iterations: [2, 4]\n"
+    f.write_text(text.replace("- name: support_membership", "- name: release_membership") + sweep)
+    assert main(["run", str(f), "--out", str(tmp_path / "r"), "-q"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in out if ln.startswith("protocol "))
+    assert "TPR@0.1%FPR" in header.split("  ")
+    assert any(ln.startswith("TPR@0.1%FPR: worst attack and target") for ln in out)
+    assert any("at FPR 1/#non-members when below 1000" in ln for ln in out)

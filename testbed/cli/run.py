@@ -171,8 +171,14 @@ def _run_sweep(sc, args, out_dir, skipped: list[str], finish) -> int:
         label = error_label(out.rows, error_key(out.rows))
         print(f"rel. error: {error_words(label)}, mean over seeds")
     if attacks:
+        shown = [h for h in ("leakage", "coverage", "TPR@0.1%FPR") if h in header]
         print(
-            "leakage, coverage: worst attack and target, mean over seeds (intervals in the report)"
+            f"{', '.join(shown)}: worst attack and target, mean over seeds (intervals in the report)"
+            + (
+                "; TPR@0.1%FPR at FPR 1/#non-members when below 1000"
+                if shown[-1:] == ["TPR@0.1%FPR"]
+                else ""
+            )
         )
     report = out.out_dir / "report.html"
     for line in skipped:
