@@ -279,13 +279,19 @@ def _plugin_commands(sub) -> None:
     p = _command(sub, "validate", "validate", "check a scenario without running it", computes=False)
     p.add_argument("scenario")
     _limit_flags(p)  # validate refuses what run refuses: the resource checks too
-    _command(
+    p = _command(
         sub,
         "plugins",
         "plugins",
-        "list registered protocols, attacks, defenses, datasets",
+        "list registered protocols, attacks, defenses, datasets; or describe one (NAME)",
         computes=False,
     )
+    p.add_argument(
+        "name",
+        nargs="?",
+        help="a plugin's name: its kind, description, parameters and what it applies to",
+    )
+    p.add_argument("--json", action="store_true", help="print NAME's description as JSON")
     for kind in ("attack", "protocol", "defense"):
         p = _command(
             sub,
