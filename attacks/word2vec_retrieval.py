@@ -4,7 +4,8 @@ When the parties' data are word vectors, every support point a protocol shares c
 to its nearest vocabulary word with gensim's ``similar_by_vector``. The paper reports that the
 top-1 words of FedWAD's :math:`\\xi^{(K)}` match the raw text 69 % of the time, against 4 % for
 TriangleWad's :math:`\\eta_\\mu`. The embedding model is public (trained on the public Lee corpus;
-its parameters come from ``public.extra["word2vec"]``).
+its parameters come from ``public.extra["word2vec"]``), or, for your own text
+(``text_documents``), the vectors you gave, which arrive in ``public.extra["word_vectors"]``.
 
 Shared points read (those the observer sent or received): FedWAD's ``fedwad.xi_final``
 (:math:`\\xi^{(K)}`); TriangleWad's ``triangle_wad.eta*`` /
@@ -91,12 +92,11 @@ class Word2VecRetrieval(Attack):
     contract_scenario = "contract_tiny_words.yaml"
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        from testbed.data.text import word2vec
+        from testbed.data.text import keyed_vectors
 
-        params = public.extra.get("word2vec")
-        if params is None:
+        wv = keyed_vectors(public.extra)
+        if wv is None:
             return []  # not a text dataset: nothing to retrieve
-        wv = word2vec(params)
         out = []
         for target, points, source in self._sources(view, public, wv.vector_size):
             words, ranked = retrieve_words(points, wv, self.config.topk)
@@ -131,12 +131,11 @@ class Word2VecRetrieval(Attack):
 
     def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
         """Words nearest to points of the public Gaussian prior (no message used)."""
-        from testbed.data.text import word2vec
+        from testbed.data.text import keyed_vectors
 
-        params = public.extra.get("word2vec")
-        if params is None or public.prior is None:
+        wv = keyed_vectors(public.extra) if public.prior is not None else None
+        if wv is None:
             return []
-        wv = word2vec(params)
         words, ranked = retrieve_words(public.prior, wv, self.config.topk)
         return [
             AttackOutput(kind="words", target=t, words=words, meta={"ranked": ranked})

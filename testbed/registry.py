@@ -113,6 +113,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "iris": "testbed.data.datasets:Iris",
         "lee_documents": "testbed.data.text:LeeDocuments",
         "npy": "testbed.data.files:NpyFile",
+        "text_documents": "testbed.data.own_text:TextDocuments",
         "vader_lexicon": "testbed.data.distill:VaderLexicon",
         "valence_arousal": "testbed.data.distill:ValenceArousal",
         "wine": "testbed.data.datasets:Wine",

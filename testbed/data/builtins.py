@@ -5,6 +5,13 @@ its own plugins and imports only :mod:`testbed.data.datasets` and :mod:`testbed.
 (which imports no other data module), so the data modules form no import circle.
 """
 
-from testbed.data import datasets, distill, files, partitions, text  # noqa: F401  (registration)
+from testbed.data import (  # noqa: F401  (registration)
+    datasets,
+    distill,
+    files,
+    own_text,
+    partitions,
+    text,
+)
 
 __all__: list[str] = []

@@ -30,6 +30,8 @@ __all__ = [
     "LeeDocumentsConfig",
     "Word2VecParams",
     "cache_dir",
+    "keyed_vectors",
+    "train_word2vec",
     "lee_corpus",
     "word2vec",
 ]
@@ -77,27 +79,53 @@ def _cache_path(key: str) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _word2vec(key: str):
-    from gensim.models import KeyedVectors, Word2Vec
+    from gensim.models import KeyedVectors
 
     params = Word2VecParams(**json.loads(key))
     path = _cache_path(key)
     if path.exists():
         return KeyedVectors.load(str(path))
+    wv = train_word2vec(lee_corpus(), params)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    wv.save(str(tmp))
+    os.replace(tmp, path)
+    return wv
+
+
+def train_word2vec(docs, params: Word2VecParams | dict | None = None):
+    """gensim KeyedVectors of a Word2Vec trained on ``docs`` (token sequences), reproducibly:
+    seeded, one worker, a fixed hash function."""
+    from gensim.models import Word2Vec
+
+    p = params if isinstance(params, Word2VecParams) else Word2VecParams(**(params or {}))
     model = Word2Vec(
-        [list(d) for d in lee_corpus()],
-        vector_size=params.vector_size,
-        window=params.window,
-        min_count=params.min_count,
-        epochs=params.epochs,
-        seed=params.seed,
+        [list(d) for d in docs],
+        vector_size=p.vector_size,
+        window=p.window,
+        min_count=p.min_count,
+        epochs=p.epochs,
+        seed=p.seed,
         workers=1,
         hashfxn=_stable_hash,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    model.wv.save(str(tmp))
-    os.replace(tmp, path)
     return model.wv
+
+
+def keyed_vectors(public_extra):
+    """The public embedding of a text dataset, from ``PublicInfo.extra``: the vectors it carries
+    (``word_vectors``: your own, :mod:`testbed.data.own_text`) or the Lee Word2Vec its
+    parameters name (``word2vec``); None for a dataset that is not text."""
+    own = public_extra.get("word_vectors")
+    if own is not None:
+        from gensim.models import KeyedVectors
+
+        vectors = np.asarray(own["vectors"], dtype=np.float32)
+        kv = KeyedVectors(vector_size=vectors.shape[1], count=0, dtype=np.float32)
+        kv.add_vectors(list(own["words"]), vectors)
+        return kv
+    params = public_extra.get("word2vec")
+    return None if params is None else word2vec(params)
 
 
 def word2vec(params: Word2VecParams | dict | None = None):
