@@ -5,7 +5,8 @@ plugin's kind, its description (the first paragraph of its class docstring), its
 (type, default, constraints and description, from the fields of its pydantic ``Config``) and
 what it applies to (protocols, threat models, message kinds).
 
-The plugin tables of docs/attacks.md and docs/protocols.md, and protocols.md's "what each
+The plugin tables of docs/attacks.md, docs/protocols.md and docs/scenarios.md (defenses), and
+protocols.md's "what each
 observer sees" tables (:mod:`testbed.plugins.observers`), are written by this module between
 marker comments::
 
@@ -262,6 +263,22 @@ def _attacks_table() -> str:
     return "\n".join(rows)
 
 
+def _defenses_table() -> str:
+    rows = [
+        "| defense | protocols | acts on | parameters (default) | what it does |",
+        "|---|---|---|---|---|",
+    ]
+    for name in sorted(BUILTIN["defense"]):
+        (rec,) = describe_kind("defense", name)
+        ap = rec["applies_to"]
+        protos = "any" if ap["protocols"] == "any" else ", ".join(f"`{p}`" for p in ap["protocols"])
+        rows.append(
+            f"| `{name}` | {protos} | {ap['acts_on']} | {_cell(_keys_cell(rec['params']))} | "
+            f"{_cell(rec['description'])} |"
+        )
+    return "\n".join(rows)
+
+
 def _protocols_table() -> str:
     rows = [
         "| protocol | parties | message kinds | attacks that apply | what it does |",
@@ -299,6 +316,7 @@ def generated_blocks() -> dict[str, Callable[[], str]]:
 
     return {
         "attacks": _attacks_table,
+        "defenses": _defenses_table,
         "protocols": _protocols_table,
         "protocol_params": _protocol_params,
         "observers": observer_tables,
@@ -306,7 +324,7 @@ def generated_blocks() -> dict[str, Callable[[], str]]:
 
 
 #: the docs pages that hold generated blocks, relative to the checkout's root
-DOC_PAGES = ("docs/attacks.md", "docs/protocols.md")
+DOC_PAGES = ("docs/attacks.md", "docs/protocols.md", "docs/scenarios.md")
 
 
 def _replace(text: str, where: str, render: dict[str, str]) -> str:
