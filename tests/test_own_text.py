@@ -69,6 +69,7 @@ def test_a_malformed_vectors_file_is_refused_at_validate(tmp_path, capsys):
         ({"corpus": "nowhere.txt"}, "corpus not found"),
         ({"corpus": "corpus.txt", "vectors": "nowhere.bin"}, "vectors file not found"),
         ({"corpus": "corpus.txt", "vectors": "corpus.txt"}, "is not '<number of words>"),
+        ({"corpus": "corpus.txt", "vectors": "short.txt"}, "line 2 has 3 numbers after its word"),
         ({"corpus": "corpus.txt", "documents": [0, 99]}, "99 is out of range 0..17"),
         (
             {"corpus": "corpus.txt", "vectors": "v.txt", "vectors_format": "keyed_vectors"},
@@ -80,6 +81,7 @@ def test_bad_paths_and_formats_are_one_line_naming_the_field(tmp_path, capsys, p
     # Prepare
     shutil.copy(ROOT / "scenarios/own_text/corpus.txt", tmp_path / "corpus.txt")
     shutil.copy(ROOT / "scenarios/own_text/vectors.txt", tmp_path / "v.txt")
+    (tmp_path / "short.txt").write_text("5 10\nthe 1 2 3\n")  # text, too few numbers
     sc = _scenario(tmp_path, **params)
     # Execute
     rc = main(["validate", str(sc)])

@@ -90,6 +90,17 @@ def _check_binary_records(f, dim: int, count: int) -> None:
             raise ValueError(f"ends inside the vector of word {k + 1}")
 
 
+def _looks_like_text(raw: bytes) -> bool:
+    """Whether a word2vec file's first record is a line of text: a word, then numbers (of any
+    count: a wrong count is then reported as the text format's error, not as binary)."""
+    try:
+        fields = raw.decode("utf-8").split()
+        [float(x) for x in fields[1:]]
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return len(fields) >= 2
+
+
 def vectors_format(path: str | Path, fmt: str = "auto") -> str:
     """The format of a vectors file (``fmt``, or the one its bytes show when ``"auto"``);
     ValueError saying what is wrong with the file instead. Reads the header and at most the
@@ -113,11 +124,7 @@ def vectors_format(path: str | Path, fmt: str = "auto") -> str:
             raise ValueError(f"its header announces {count} words of {dim} dimensions")
         start = f.tell()
         if fmt == "auto":
-            try:
-                _check_text_records(f, dim, 1)
-                fmt = "word2vec_text"
-            except ValueError:
-                fmt = "word2vec_binary"
+            fmt = "word2vec_text" if _looks_like_text(f.readline(1 << 16)) else "word2vec_binary"
             f.seek(start)
         check = _check_text_records if fmt == "word2vec_text" else _check_binary_records
         check(f, dim, count)
