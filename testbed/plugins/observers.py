@@ -6,7 +6,8 @@ to whom, so :func:`observer_table` runs the protocol's contract scenario once
 and records the sender and receiver of every envelope. Who sees a message then follows from
 :func:`testbed.exchange.envelope.route_visible_to`, the rule the View applies: its sender, its
 receiver, and the eavesdropper, who sees every message. A declared kind the contract run does
-not send (another setting of the protocol sends it) is listed as such.
+not send is taken from a run of another setting on the same scenario (:data:`OTHER_SETTINGS`,
+named in the table), else listed as not sent.
 """
 
 from __future__ import annotations
@@ -46,20 +47,46 @@ def _seen(pairs: list[tuple[str, str]], observer: str) -> str:
     return "all" if k == len(pairs) else f"{k} of {len(pairs)}"
 
 
+#: other settings of a built-in protocol whose contract run leaves declared kinds unsent:
+#: params run once more on the same contract scenario (the table names the setting)
+OTHER_SETTINGS: dict[str, tuple[dict, ...]] = {
+    "triangle_wad": ({"setting": "unknown_t"},),
+    "sinkhorn_distillation": ({"weighting": "D"}, {"aggregation": "pate"}),
+}
+
+
+def _runs(cls) -> list[tuple[str, object]]:
+    """``(setting, run)``: the contract run ("" for its own setting), then one run per
+    :data:`OTHER_SETTINGS` entry of the protocol."""
+    from testbed.testing.protocol_checks import _scenario_source, protocol_run
+
+    out = [("", protocol_run(cls))]
+    raw, _, _ = _scenario_source(cls, None)
+    for params in OTHER_SETTINGS.get(cls.name, ()):
+        proto = dict(raw.get("protocol") or {})
+        proto["params"] = {**(proto.get("params") or {}), **params}
+        label = ", ".join(f"{k}: {v}" for k, v in params.items())
+        out.append((label, protocol_run(cls, {**raw, "protocol": proto})))
+    return out
+
+
 def observer_table(name: str) -> str:
     """The markdown section of protocol ``name``: its contract run's routes per message kind
     and, per observer, how many of those messages it sees."""
-    from testbed.testing.protocol_checks import protocol_run
-
     cls = PROTOCOLS.get(name)
-    run = protocol_run(cls)
+    runs = _runs(cls)
+    run = runs[0][1]
     by_kind: dict[str, list[tuple[str, str]]] = {}
-    for e in run.transcript.envelopes:
-        by_kind.setdefault(e.kind, []).append((e.sender, e.receiver))
+    setting: dict[str, str] = {}
+    for label, r in runs:
+        for e in r.transcript.envelopes:
+            if setting.setdefault(e.kind, label) == label:  # a kind from the first run sending it
+                by_kind.setdefault(e.kind, []).append((e.sender, e.receiver))
     talking = {x for pairs in by_kind.values() for pair in pairs for x in pair}
     parties = [p for p in run.world.parties if p in talking]
+    others = sorted(talking - {SERVER, EAVESDROPPER, *parties})  # e.g. a trusted aggregator
     silent = [p for p in run.world.parties if p not in talking]
-    observers = [SERVER, *parties, EAVESDROPPER]
+    observers = [SERVER, *parties, *others, EAVESDROPPER]
     where = Path(run.scenario._fname).name
     head = f"**`{name}`** (`{where}`: parties {', '.join(run.world.parties)}"
     head += f"; {', '.join(silent)} send and receive nothing)" if silent else ")"
@@ -79,7 +106,10 @@ def observer_table(name: str) -> str:
             listed.add(k)
             pairs = by_kind[k]
             cells = " | ".join(_seen(pairs, o) for o in observers)
-            lines.append(f"| `{k}` | {_routes(pairs, observers)} | {len(pairs)} | {cells} |")
+            route = _routes(pairs, observers)
+            if setting[k]:
+                route += f" (with `{setting[k]}`)"
+            lines.append(f"| `{k}` | {route} | {len(pairs)} | {cells} |")
     return "\n".join(lines)
 
 
