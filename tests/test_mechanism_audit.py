@@ -95,6 +95,22 @@ def test_each_broken_twin_is_a_violation_by_its_check(zoo, bug):
     assert blind.verdict == "holds", blind.findings
 
 
+@pytest.mark.parametrize("bug", [HalfSigma, MetaLeak], ids=lambda c: c.name)
+def test_the_default_testbed_audit_flags_a_broken_twin(zoo, bug, tmp_path, capsys):
+    """The command a user runs, with its defaults (both scopes): a mechanism VIOLATION record;
+    the canary audit alone cannot see these bugs (it reads 0 or is inconclusive)."""
+    import json
+
+    from testbed.cli.main import main
+
+    f = tmp_path / "zoo.yaml"
+    f.write_text(ZOO.format(seed=0, n=40, s=5, k=3, defense=bug.name))
+    assert main(["audit", str(f), "--party", "alice", "--no-reconstruction", "--json"]) == 0
+    records = {r["scope"]: r for r in json.loads(capsys.readouterr().out)}
+    assert records["mechanism"]["verdict"] == "VIOLATION"
+    assert records["protocol"]["verdict"] != "VIOLATION"
+
+
 def test_every_check_catches_some_bug_alone(zoo):
     """The checks each broken twin fails, as measured (tests/_dp_zoo.py): no check is dead."""
     failed = {bug: set(_audit(bug.name).failed) for bug in (NoSqrtS, SharedAtomNoise, MetaLeak)}
