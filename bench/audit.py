@@ -286,14 +286,12 @@ DEFAULT_AUDIT_SCENARIO = (
 
 def default_audit(opts: AuditBenchOptions) -> dict:
     """The default ``testbed audit`` (both scopes, every party) of one defended scenario, timed
-    end to end in this process, with its verdicts."""
-    import contextlib
-    import io
+    end to end as a command, with its verdicts."""
+    import subprocess
+    import sys
     import tempfile
 
     import yaml
-
-    from testbed.cli.main import main
 
     sc = yaml.safe_load(DEFAULT_AUDIT_SCENARIO.read_text())
     sc.pop("sweep", None)
@@ -303,12 +301,13 @@ def default_audit(opts: AuditBenchOptions) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "one_cell.yaml"
         f.write_text(yaml.safe_dump(sc))
-        buf = io.StringIO()
-        t0 = time.perf_counter()
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-            rc = main(["audit", str(f), "--json", "--no-reconstruction"])
+        cmd = [sys.executable, "-m", "testbed", "audit", str(f), "--json", "--no-reconstruction"]
+        t0 = time.perf_counter()  # as a user runs it: the command's start-up included
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - t0
-    verdicts = json.loads(buf.getvalue()) if rc == 0 else []
+    rc = done.returncode
+    buf = done.stdout
+    verdicts = json.loads(buf) if rc == 0 else []
     opts.log(f"default audit of {DEFAULT_AUDIT_SCENARIO.name} (one cell, z = 1): {seconds:.1f} s")
     return {
         "scenario": DEFAULT_AUDIT_SCENARIO.name,
