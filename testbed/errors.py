@@ -1,6 +1,6 @@
 """Error types. Every user-facing error is a :class:`TestbedError`; the CLI prints its message
 on one line and exits with code 2 (bad input), or 1 for a :class:`PluginFault` (a plugin's own
-fault at run time)."""
+fault at run time) or an :class:`EngineFault` (a node or worker of the engine died)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ class EngineCallError(PluginFault):
     """A call a plugin made through the engine failed there, for what the plugin did: a worker
     process holding its party died, or an argument or a result cannot cross between processes.
     :class:`~testbed.registry.plugin_phase` names the plugin in front of the engine's line."""
+
+
+class EngineFault(TestbedError):
+    """The engine itself failed at run time: a Ray node, raylet or actor process died. Not bad
+    input and no plugin's fault: the command exits 1 with the engine's line (what died, which
+    parties it held)."""
+
+    exit_code = 1
 
 
 class DriverReadError(PluginFault):

@@ -111,14 +111,16 @@ def failed_attacks(rows) -> int:
 @contextlib.contextmanager
 def attack_tracebacks(debug: bool):
     """With --debug, a failed attack's traceback (from its process) and the tail of what each
-    attack printed in its sandbox (logged by :mod:`testbed.sandbox.isolation`) go to stderr."""
+    attack printed in its sandbox (logged by :mod:`testbed.sandbox.isolation`) go to stderr,
+    and so do Ray's own messages (the ``testbed.engine`` logger: ``ray_cluster.ray_verbosity``)."""
     import logging
 
     if not debug:
         yield
         return
     handler = logging.StreamHandler(sys.stderr)
-    logs = [logging.getLogger(n) for n in ("testbed.attack", "testbed.sandbox.isolation")]
+    names = ("testbed.attack", "testbed.sandbox.isolation", "testbed.engine")
+    logs = [logging.getLogger(n) for n in names]
     old_levels = [log.level for log in logs]
     for log in logs:
         log.addHandler(handler)

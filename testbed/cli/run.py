@@ -13,6 +13,7 @@ from testbed.cli._common import (
     table,
 )
 from testbed.cli.summary import privacy_lines, sweep_rows
+from testbed.errors import EngineFault
 from testbed.report.fmt import pct
 from testbed.report.model import (
     UTILITY_SHOWN_EXCEPT,
@@ -37,7 +38,7 @@ def run(args) -> int:
     finish = _finisher(args.sign)
     if sc.is_sweep:
         return _run_sweep(sc, args, out_dir, skipped, finish)
-    out = execute(sc, out_dir=out_dir, progress=not args.quiet, finish=finish)
+    out = _execute(sc, out_dir, args, finish)
     r = out.results
     run_cols = [
         r["transcript"]["rounds"],
@@ -103,6 +104,16 @@ def headline_lines(head: dict) -> list[str]:
         n = len(head["keys"])
         return [f"headline error ({head['quantity']}, {n} values): {pct(head['relative_error'])}"]
     return []
+
+
+def _execute(sc, out_dir, args, finish):
+    """:func:`execute`; a dead engine node or worker is said with what was kept of the run."""
+    had = out_dir.exists()
+    try:
+        return execute(sc, out_dir=out_dir, progress=not args.quiet, finish=finish)
+    except EngineFault as exc:
+        kept = f"{out_dir} keeps its previous run" if had else "no run directory was written"
+        raise EngineFault(f"{exc}; nothing of this run was kept ({kept})") from exc
 
 
 #: a group of per-party quantities (``distance_client_1``, ...) longer than this shows its

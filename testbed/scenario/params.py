@@ -331,18 +331,18 @@ def validate_plugins(
     for i, a in enumerate(sc.attacks):
         _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
         resolved["attacks"].append(cfg.model_dump(mode="json"))
-    _check_engine(sc, root, fname)
+    _check_engine(sc, names, root, fname)
     _check_threat_model(sc, names, root, fname)
     return resolved
 
 
-def _check_engine(sc: Scenario, root, fname: str) -> None:
+def _check_engine(sc: Scenario, names: list[str], root, fname: str) -> None:
     """The engine's options (checked at load time; the Ray one without importing Ray)."""
     if sc.engine == "ray":  # engine options are checked at load time too (no ray import)
         from testbed.exchange.engines.ray_bus import RayEngineConfig
 
         try:
-            RayEngineConfig.model_validate(sc.engine_params)
+            RayEngineConfig.model_validate(sc.engine_params, context={"parties": names})
         except ValidationError as exc:
             raise first_error(exc, ["engine_params"], root, fname, RayEngineConfig) from None
     else:

@@ -27,12 +27,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from testbed.errors import TestbedError
+from testbed.errors import EngineFault, TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.engines._batch import in_call_order, run_in_order
-from testbed.registry import PluginConfig
+from testbed.exchange.engines.ray_cluster import (
+    ClusterConnection,
+    check_address,
+    cluster_address,
+    death_line,
+    mute_error_listener,
+    plan_groups,
+    ray_verbosity,
+)
+from testbed.registry import PluginConfig, check_parties
 
 __all__ = ["RayBus", "RayEngineConfig", "RaySession", "session_processes"]
 
@@ -55,11 +64,51 @@ class RayEngineConfig(PluginConfig):
         description="modules each actor imports when it starts (so that the first protocol "
         "call does not pay for the imports)",
     )
+    address: str | None = Field(
+        None,
+        description="HOST:PORT of a running Ray cluster's head (the port of `ray start --head "
+        "--port`), or 'auto': join it instead of starting a private local cluster ('local'); "
+        "default: the RAY_ADDRESS environment variable, else 'local'",
+    )
+    connect_timeout: float = Field(
+        5.0, gt=0, description="seconds to wait for the cluster at address to answer"
+    )
+    placement: dict[str, str] = Field(
+        {},
+        description="party -> a custom resource of the cluster (`ray start --resources`): the "
+        "party's actor runs on a node that offers it; other parties are spread over the nodes",
+    )
+    py_modules: list[str] = Field(
+        [],
+        description="more packages to ship to a running cluster's workers with the testbed's "
+        "own (third-party plugins not installed on its nodes)",
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        return None if v is None else check_address(v.strip())
+
+    @field_validator("placement")
+    @classmethod
+    def _placement(cls, v: dict[str, str], info) -> dict[str, str]:
+        check_parties(list(v), info)
+        return v
+
+    @model_validator(mode="after")
+    def _private_only(self):
+        if self.address not in (None, "local"):
+            for name in ("num_cpus", "temp_root"):
+                if name in self.model_fields_set:
+                    raise ValueError(
+                        f"{name} is for a private local cluster; the cluster at "
+                        f"{self.address} has its own"
+                    )
+        return self
 
 
 def _ray():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     try:
         import ray
@@ -70,8 +119,9 @@ def _ray():
     return ray
 
 
-def session_processes(marker: str) -> list[int]:
-    """PIDs of live processes whose command line mentions ``marker`` (the session folder)."""
+def session_processes(marker: str, also: str = "") -> list[int]:
+    """PIDs of live processes whose command line mentions ``marker`` (the session folder), and
+    ``also`` when given."""
     pids = []
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -82,7 +132,7 @@ def session_processes(marker: str) -> list[int]:
             state = (entry / "stat").read_text().split(") ", 1)[-1][:1]
         except OSError:
             continue
-        if marker in cmd and state != "Z":
+        if marker in cmd and also in cmd and state != "Z":
             pids.append(int(entry.name))
     return pids
 
@@ -97,9 +147,13 @@ class RaySession:
         shutdown_timeout: float = 20.0,
         run_dir: str | os.PathLike | None = None,
     ):
+        # one node on 127.0.0.1 (the variable also refuses other nodes: a running cluster is
+        # joined through engine_params.address instead, ray_cluster.py)
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         self.ray = _ray()
         self.shutdown_timeout = shutdown_timeout
         self.owned = False
+        self._raylet: int | None = None
         self._link: str | None = None
         self._real: str | None = None
         if temp_root is None and run_dir is not None:
@@ -111,31 +165,50 @@ class RaySession:
             self._link = self.temp_dir
         else:
             self.temp_dir = tempfile.mkdtemp(prefix="rtb", dir=temp_root or "/tmp")
+        self._unmute = mute_error_listener()
         try:
+            verbose = ray_verbosity()
             self.ray.init(
+                address="local",  # a private cluster, whatever RAY_ADDRESS says
                 num_cpus=num_cpus,
                 include_dashboard=False,
                 _temp_dir=self.temp_dir,
                 _node_ip_address="127.0.0.1",
-                log_to_driver=False,
-                logging_level="ERROR",
+                log_to_driver=verbose,
+                logging_level="INFO" if verbose else "ERROR",
                 # workers import protocol functions by name: give them the driver's import path
                 runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}},
             )
             self.owned = True
+            # the raylet's death is seen at the end even when the actors finished the protocol
+            self._raylet = next(iter(session_processes(self.temp_dir, "/raylet/raylet")), None)
         except BaseException:
+            self._unmute()
             self._cleanup()
             raise
 
-    def stop(self) -> None:
-        """Shut the cluster down, wait for its processes, remove its folder."""
+    def stop(self, after_fault: bool = False) -> None:
+        """Shut the cluster down, wait for its processes, remove its folder. ``after_fault``:
+        a part of the session died (the raylet, an actor), so what is left of it is killed
+        after a short wait, without an error of its own that would hide the fault's line."""
+        died = (
+            self.owned
+            and self._raylet is not None
+            and not session_processes(self.temp_dir, "/raylet/raylet")
+        )
         if self.owned:
             self.ray.shutdown()
             self.owned = False
-        self._cleanup()
+        self._unmute()
+        self._cleanup(after_fault or died)
+        if died and not after_fault:
+            raise EngineFault(
+                f"ray engine: the local cluster's raylet (pid {self._raylet}) died during the run"
+            )
 
-    def _cleanup(self) -> None:
-        deadline = time.monotonic() + self.shutdown_timeout
+    def _cleanup(self, after_fault: bool = False) -> None:
+        wait = min(self.shutdown_timeout, 2.0) if after_fault else self.shutdown_timeout
+        deadline = time.monotonic() + wait
         while session_processes(self.temp_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
         left = session_processes(self.temp_dir)
@@ -149,8 +222,8 @@ class RaySession:
             shutil.rmtree(self._real, ignore_errors=True)
         else:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-        if left:
-            raise TestbedError(
+        if left and not after_fault:
+            raise EngineFault(
                 f"ray engine: {len(left)} session processes did not exit within "
                 f"{self.shutdown_timeout:.0f} s and were killed"
             )
@@ -177,8 +250,11 @@ class _PartyGroup:
         """Run ``(party, fn, args, kwargs)`` calls in order (:func:`run_in_order`)."""
         return run_in_order(calls, self._parties)
 
-    def pid(self) -> int:
-        return os.getpid()
+    def where(self) -> tuple[int, str, str]:
+        """(pid, node id, node IP) of this actor."""
+        import ray
+
+        return os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
 
 def _driver_blas_threads() -> int | None:
@@ -218,38 +294,88 @@ class RayBus(Bus):
         self.config = config or RayEngineConfig()
         parties = dict(parties or {})
         self.ray = _ray()
-        self.session = None
+        self.session: RaySession | ClusterConnection | None = None
+        self._fault = False
         if not self.ray.is_initialized():
-            self.session = RaySession(
-                self.config.num_cpus,
-                self.config.temp_root,
-                self.config.shutdown_timeout,
-                run_dir=run_dir,
-            )
+            joined = cluster_address(self.config.address)
+            if joined is None:
+                self.session = RaySession(
+                    self.config.num_cpus,
+                    self.config.temp_root,
+                    self.config.shutdown_timeout,
+                    run_dir=run_dir,
+                )
+            else:
+                self._private_only(joined)
+                self.session = ClusterConnection(
+                    *joined, self.config.connect_timeout, self.config.py_modules
+                )
         self._actors = []
         self._where: dict[str, Any] = {}
+        #: actor id (hex) -> the parties it holds and where it runs (pid, node id, node IP)
+        self.actors: dict[str, dict] = {}
         try:
             self._start(parties)
         except BaseException:
             self.close()
             raise
 
+    def _private_only(self, joined: tuple[str, str]) -> None:
+        """num_cpus and temp_root describe a private cluster; RAY_ADDRESS names another."""
+        for name in ("num_cpus", "temp_root"):
+            if name in self.config.model_fields_set:
+                raise TestbedError(
+                    f"engine_params.{name} is for a private local cluster, but {joined[1]} "
+                    f"names the running cluster at {joined[0]}; remove one of them"
+                )
+
+    @property
+    def nodes(self) -> dict[str, str]:
+        """party -> id of the Ray node its actor runs on."""
+        return {p: a["node"] for a in self.actors.values() for p in a["parties"]}
+
     def _start(self, parties: Mapping[str, Any]) -> None:
         ray = self.ray
-        n_cpu = int(ray.cluster_resources().get("CPU", 1))
-        k = max(1, min(self.config.actors or n_cpu, len(parties) or 1))
+        offered = ray.cluster_resources()
+        n_cpu = int(offered.get("CPU", 1))
         names = list(parties)
-        groups = [names[i::k] for i in range(k)]
+        groups = plan_groups(names, self.config.placement, self.config.actors or n_cpu)
+        for resource in {r for r, _ in groups if r is not None} - set(offered):
+            custom = sorted(
+                k
+                for k in offered
+                if k not in ("CPU", "GPU", "memory", "object_store_memory")
+                and not k.startswith("node:")
+            )
+            raise TestbedError(
+                f"engine_params.placement: no node of the cluster offers the resource "
+                f"{resource!r} (custom resources: {', '.join(custom) or 'none'}); "
+                "give nodes resources with `ray start --resources`"
+            )
         actor_cls = ray.remote(num_cpus=0)(_PartyGroup)
-        for group in groups:
+        for resource, group in groups:
             if not group:
                 continue
+            opts = (
+                {"resources": {resource: 1e-3}} if resource else {"scheduling_strategy": "SPREAD"}
+            )
             data = ray.put({p: parties[p] for p in group})  # shipped once
-            actor = actor_cls.remote(data, _driver_blas_threads(), tuple(self.config.preload))
+            actor = actor_cls.options(**opts).remote(
+                data, _driver_blas_threads(), tuple(self.config.preload)
+            )
             self._actors.append(actor)
             for p in group:
                 self._where[p] = actor
-        ray.get([a.pid.remote() for a in self._actors])  # wait until every actor is up
+            self.actors[actor._actor_id.hex()] = {
+                "parties": group,
+                "pid": None,
+                "node": None,
+                "ip": None,
+            }
+        # wait until every actor is up; where it runs names it when it dies
+        places = self._get([a.where.remote() for a in self._actors])
+        for actor, (pid, node, ip) in zip(self._actors, places):
+            self.actors[actor._actor_id.hex()].update(pid=pid, node=node, ip=ip)
 
     @property
     def party_names(self) -> list[str]:
@@ -263,13 +389,23 @@ class RayBus(Bus):
             raise TestbedError(f"no party {party!r} on this bus; parties: {known}") from None
 
     def _get(self, refs):
+        errors = self.ray.exceptions
         try:
             return self.ray.get(refs)
-        except self.ray.exceptions.RayTaskError as exc:
+        except errors.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, BaseException):
                 raise cause from None
             raise
+        except (
+            errors.RayActorError,
+            errors.NodeDiedError,
+            errors.ObjectLostError,
+            errors.WorkerCrashedError,
+            errors.RaySystemError,
+        ) as exc:
+            self._fault = True  # a node, raylet or actor died: one line, Ray's text on --debug
+            raise death_line(self.ray, exc, self.actors) from exc
 
     def local(self, party: str, fn, /, *args, **kwargs):
         """Run ``fn(party_data, *args, **kwargs)`` on the actor holding ``party``."""
@@ -291,13 +427,17 @@ class RayBus(Bus):
         return in_call_order(len(calls), [(idx, got) for (_, idx, _), got in zip(groups, replies)])
 
     def close(self) -> None:
-        for a in self._actors:
-            self.ray.kill(a)
+        if not self._fault:  # after a death, disconnecting ends the job's actors
+            for a in self._actors:
+                self.ray.kill(a)
         self._actors = []
         self._where = {}
         if self.session is not None:
             session, self.session = self.session, None
-            session.stop()
+            if isinstance(session, RaySession):
+                session.stop(after_fault=self._fault)
+            else:
+                session.stop()
 
     def __enter__(self) -> RayBus:
         return self
