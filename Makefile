@@ -44,7 +44,7 @@ test-slow: $(STAMP)
 # statistics; session files under the run directory or /tmp, removed after each run):
 test-ray: $(STAMP)
 	@$(PY) -m pip install -qq -e '.[ray]'
-	@$(PY) -m pytest -m ray tests/test_engine_ray.py $(PYTEST_ARGS)
+	@$(PY) -m pytest -m ray tests/test_engine_ray.py tests/test_engine_ray_cluster.py $(PYTEST_ARGS)
 
 # pytest-benchmark smoke timings + the quick `testbed bench` subset (BENCH_ARGS=--full for docs)
 BENCH_ARGS ?=

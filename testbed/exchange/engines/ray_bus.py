@@ -38,6 +38,7 @@ from testbed.exchange.engines.ray_cluster import (
     cluster_address,
     death_line,
     mute_error_listener,
+    party_list,
     plan_groups,
     ray_verbosity,
 )
@@ -202,9 +203,14 @@ class RaySession:
         self._unmute()
         self._cleanup(after_fault or died)
         if died and not after_fault:
-            raise EngineFault(
-                f"ray engine: the local cluster's raylet (pid {self._raylet}) died during the run"
-            )
+            raise EngineFault(self.raylet_line())
+
+    def raylet_died(self) -> bool:
+        """Whether this cluster's raylet is gone (killed, crashed)."""
+        return self._raylet is not None and not session_processes(self.temp_dir, "/raylet/raylet")
+
+    def raylet_line(self) -> str:
+        return f"ray engine: the local cluster's raylet (pid {self._raylet}) died during the run"
 
     def _cleanup(self, after_fault: bool = False) -> None:
         wait = min(self.shutdown_timeout, 2.0) if after_fault else self.shutdown_timeout
@@ -405,6 +411,11 @@ class RayBus(Bus):
             errors.RaySystemError,
         ) as exc:
             self._fault = True  # a node, raylet or actor died: one line, Ray's text on --debug
+            if isinstance(self.session, RaySession) and self.session.raylet_died():
+                raise EngineFault(
+                    f"{self.session.raylet_line()}, and with it the actors holding "
+                    + party_list(self._where)
+                ) from exc
             raise death_line(self.ray, exc, self.actors) from exc
 
     def local(self, party: str, fn, /, *args, **kwargs):

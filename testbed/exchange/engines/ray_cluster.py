@@ -31,6 +31,7 @@ __all__ = [
     "cluster_address",
     "death_line",
     "mute_error_listener",
+    "party_list",
     "plan_groups",
     "ray_verbosity",
 ]
@@ -197,13 +198,16 @@ def plan_groups(
 _NODE_ID = re.compile(r"[Nn]ode[ _]?[Ii][Dd][:= ]+([0-9a-f]{56})")
 
 
-def _alive_nodes(ray, timeout: float = 3.0) -> dict[str, bool] | None:
-    """node id -> alive, as the cluster's head tells it; None when it does not answer."""
+def _nodes(ray, timeout: float = 3.0) -> dict[str, tuple[bool, str]] | None:
+    """node id -> (alive, IP), as the cluster's head tells it; None when it does not answer."""
     got: dict[str, Any] = {}
 
     def ask() -> None:
         try:
-            got["nodes"] = {n["NodeID"]: bool(n["Alive"]) for n in ray.nodes()}
+            got["nodes"] = {
+                n["NodeID"]: (bool(n["Alive"]), n.get("NodeManagerAddress", "?"))
+                for n in ray.nodes()
+            }
         except Exception:  # the head is gone too
             pass
 
@@ -213,31 +217,48 @@ def _alive_nodes(ray, timeout: float = 3.0) -> dict[str, bool] | None:
     return got.get("nodes")
 
 
-def death_line(ray, exc: BaseException, actors: Mapping[str, dict]) -> EngineFault:
-    """One line for a Ray fault: the node or the actor that died and the parties it held.
+def party_list(parties) -> str:
+    """Party names in natural order (client_2 before client_10), the first five and a count."""
+    parties = sorted(
+        parties, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p)]
+    )
+    shown = ", ".join(parties[:5])
+    return shown + (f", ... ({len(parties)})" if len(parties) > 5 else "")
 
-    ``actors``: actor id (hex) -> ``{"parties": [...], "node": id, "ip": ..., "pid": ...}``."""
-    alive = _alive_nodes(ray)
+
+def death_line(ray, exc: BaseException, actors: Mapping[str, dict]) -> EngineFault:
+    """One line for a Ray fault: the node or the actor process that died and the parties it
+    held (on a node's death, those of every actor that ran there).
+
+    ``actors``: actor id (hex) -> ``{"parties": [...], "node": id, "ip": ..., "pid": ...}``
+    (node, IP and pid are None for an actor that died while starting)."""
+    nodes = _nodes(ray)
     info = actors.get(getattr(exc, "actor_id", None) or "")
-    if info is None and alive is not None:  # not one actor's death: a node seen dead first
-        info = next((a for a in actors.values() if not alive.get(a["node"], True)), None)
-    if info is None:
+    node = info["node"] if info else None
+    if node is None:  # died while starting, or not one actor's death: Ray's text may tell
+        found = _NODE_ID.search(str(exc))
+        node = found.group(1) if found else None
+    if node is None and nodes is not None:  # a node the head knows is dead
+        node = next((a["node"] for a in actors.values() if not nodes.get(a["node"], (1,))[0]), None)
+    if info is None and node is None:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
         return EngineFault(f"ray engine: {type(exc).__name__}: {first}")
-    if info["node"] is None:  # died while starting: where, Ray's text may tell
-        found = _NODE_ID.search(str(exc))
-        info = {**info, "node": found.group(1) if found else "?", "ip": info["ip"] or "?"}
-    held = ", ".join(info["parties"][:5]) + (
-        f", ... ({len(info['parties'])})" if len(info["parties"]) > 5 else ""
-    )
-    node = f"node {info['node'][:8]} at {info['ip']}"
-    if alive is None:
+    alive, ip = (nodes or {}).get(node, (nodes is None, (info or {}).get("ip") or "?"))
+    where = f"node {node[:8]} at {ip}" if node else "an unknown node"
+    if nodes is None:
         return EngineFault(
-            f"ray engine: the cluster's head stopped answering; the actor holding {held} "
-            f"on {node} is gone"
+            f"ray engine: the cluster's head stopped answering; the actor holding "
+            f"{party_list(info['parties'] if info else [])} on {where} is gone"
         )
-    if not alive.get(info["node"], False):
-        return EngineFault(f"ray engine: {node} died, and with it the actor holding {held}")
+    if not alive:
+        held = [p for a in actors.values() if a is info or a["node"] == node for p in a["parties"]]
+        return EngineFault(
+            f"ray engine: {where} died, and with it the actors holding {party_list(held)}"
+        )
+    if info is None:
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+        return EngineFault(f"ray engine: {type(exc).__name__} on {where}: {first}")
     return EngineFault(
-        f"ray engine: the actor process (pid {info['pid']} on {node}) holding {held} died"
+        f"ray engine: the actor process (pid {info['pid']} on {where}) holding "
+        f"{party_list(info['parties'])} died"
     )
