@@ -113,7 +113,7 @@ class Cluster:
 
     def raylet(self, resource: str) -> int:
         """PID of the raylet of the node offering ``resource``."""
-        (pid,) = [p for p in session_processes(self.link, "/raylet/raylet") if resource in _cmd(p)]
+        (pid,) = [p for p in _procs(self.link, "/raylet/raylet") if resource in _cmd(p)]
         return pid
 
     def stop(self) -> None:
@@ -135,11 +135,16 @@ _CORE_WORKER_LINE = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+ [EW] \d+ \d+\] core_w
 
 def _own_raylet(folder: Path) -> tuple[int, str] | None:
     """(PID, session link) of the raylet of a private cluster whose files are in ``folder``."""
-    for pid in session_processes("/tmp/rtb", "/raylet/raylet"):
+    for pid in _procs("/tmp/rtb", "/raylet/raylet"):
         found = re.search(r"(/tmp/rtb[^/ ]+)", _cmd(pid))
         if found and os.path.realpath(found.group(1)).startswith(str(folder.resolve())):
             return pid, found.group(1)
     return None
+
+
+def _procs(marker: str, also: str) -> list[int]:
+    """Live processes whose command line names both ``marker`` and ``also``."""
+    return [p for p in session_processes(marker) if also in _cmd(p)]
 
 
 def _cmd(pid: int) -> str:
@@ -246,6 +251,19 @@ def test_parties_pinned_to_a_node_by_resource(cluster, tmp_path):
         "error: engine_params.placement: no node of the cluster offers the resource 'gpu9' "
         "(custom resources: site_a, site_b); give nodes resources with `ray start --resources`"
     ]
+
+
+def test_a_driver_without_the_clusters_token_is_refused_in_one_line(cluster, tmp_path):
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text(secrets.token_hex(32))
+    path = _scenario(tmp_path, f'{{address: "{cluster.address}"}}')
+    env = {**cluster.env, "RAY_AUTH_TOKEN_PATH": str(wrong)}
+    proc = _testbed(env, "run", str(path), "--out", str(tmp_path / "a"), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        f"error: engine_params.address: could not join the Ray cluster at {cluster.address}: "
+    ), line
 
 
 def test_a_node_killed_mid_run_ends_in_one_line(cluster, tmp_path):

@@ -1,6 +1,8 @@
-"""Ray engine: parties as Ray actors on a local cluster, the bus in the driver.
+"""Ray engine: parties as Ray actors on a private local cluster or a running one, the bus in
+the driver.
 
-Each actor holds the private data of one group of parties (assigned round-robin), shipped once
+Each actor holds the private data of one group of parties (assigned round-robin, spread over
+the nodes, or pinned to nodes by ``placement``), shipped once
 when the actor starts. :meth:`RayBus.local` runs ``fn(party_data, *args)`` *on the actor holding
 that party* and returns the result to the driver, where the protocol code runs; :meth:`send`,
 the defenses, the guard and the transcript are the in-process bus's, unchanged. The driver keeps
@@ -13,7 +15,11 @@ folder inside the run directory (``ray-tmp/``) when it runs for ``testbed run``,
 short link under /tmp (Ray's Unix socket paths are limited to ~107 bytes); without a run
 directory, or with ``temp_root``, in a short temporary folder there. Folder and link are removed on
 :meth:`close` after every process of that session has exited. If Ray was already initialised by
-the caller, the bus uses that cluster and leaves it running.
+the caller, the bus uses that cluster and leaves it running. With ``address`` (or
+``RAY_ADDRESS``) it joins a running cluster instead (:mod:`ray_cluster`, docs/scale.md).
+
+A node, raylet or actor process that dies ends the call waiting on it with an
+:class:`~testbed.errors.EngineFault` (exit 1) naming what died and the parties it held.
 """
 
 from __future__ import annotations
