@@ -133,6 +133,12 @@ class Cluster:
 _CORE_WORKER_LINE = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+ [EW] \d+ \d+\] core_worker\.cc:\d+: ")
 
 
+_GCS_CLIENT_LINE = re.compile(
+    r"\[\d{4}-\d\d-\d\d [\d:,]+ W \d+ \d+\] gcs_client\.cc:\d+: Failed to get cluster ID "
+    r"from GCS server: Unauthenticated"
+)
+
+
 def _own_raylet(folder: Path) -> tuple[int, str] | None:
     """(PID, session link) of the raylet of a private cluster whose files are in ``folder``."""
     for pid in _procs("/tmp/rtb", "/raylet/raylet"):
@@ -260,10 +266,13 @@ def test_a_driver_without_the_clusters_token_is_refused_in_one_line(cluster, tmp
     env = {**cluster.env, "RAY_AUTH_TOKEN_PATH": str(wrong)}
     proc = _testbed(env, "run", str(path), "--out", str(tmp_path / "a"), timeout=120)
     assert proc.returncode == 2, proc.stderr
-    (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith(
+    lines = proc.stderr.strip().splitlines()
+    # before it, Ray's own client warns once per attempt (written by its C++ code to stderr,
+    # about connect_timeout attempts; docs/scale.md)
+    assert all(_GCS_CLIENT_LINE.match(ln) for ln in lines[:-1]) and len(lines) <= 8, proc.stderr
+    assert lines[-1].startswith(
         f"error: engine_params.address: could not join the Ray cluster at {cluster.address}: "
-    ), line
+    ), lines[-1]
 
 
 def test_a_node_killed_mid_run_ends_in_one_line(cluster, tmp_path):
@@ -374,17 +383,18 @@ def test_private_cluster_raylet_killed_mid_run_ends_in_one_line(tmp_path):
             run.kill()
             run.communicate()
     assert run.returncode == 1, stderr
-    lines = stderr.strip().splitlines()
-    # seen by a call to an actor, or else when the cluster is shut down at the end
-    assert re.fullmatch(
+    # seen by a call to an actor, or else when the cluster is shut down at the end; besides
+    # it, at most the C++ log lines of this driver's core worker about the objects lost with
+    # the raylet (Ray writes them to the process's stderr itself, possibly in the same line;
+    # docs/scale.md)
+    ours = re.compile(
         rf"error: ray engine: the local cluster's raylet \(pid {raylet}\) died during the run"
         r"(, and with it the actors holding client_1, client_2, client_3, client_4)?; "
-        r"nothing of this run was kept \(no run directory was written\)",
-        lines[-1],
-    ), lines[-1]
-    # before it, at most the C++ log line of this driver's core worker about the objects lost
-    # with the raylet (Ray writes it to the process's stderr itself; docs/scale.md)
-    assert all(_CORE_WORKER_LINE.match(ln) for ln in lines[:-1]), stderr
-    assert len(lines) <= 2 and "(raylet)" not in stdout + stderr
+        r"nothing of this run was kept \(no run directory was written\)\n"
+    )
+    assert len(ours.findall(stderr)) == 1, stderr
+    rest = ours.sub("", stderr).strip().splitlines()
+    assert all(_CORE_WORKER_LINE.match(ln) for ln in rest) and len(rest) <= 2, stderr
+    assert "(raylet)" not in stdout + stderr
     assert session_processes(link) == [] and not os.path.lexists(link)
     assert not out.exists()

@@ -14,6 +14,7 @@ the same Python and third-party packages (numpy, POT, ...) installed; docs/scale
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 import socket
@@ -152,6 +153,12 @@ class ClusterConnection:
             "excludes": ["__pycache__", "*.pyc"],
         }
         self._unmute = mute_error_listener()
+        # the head answers (checked above): a refusal (a wrong token) is known within about
+        # connect_timeout seconds of Ray's retries, not its default 20, unless the user set it
+        wait = "RAY_gcs_server_port_wait_time_s"
+        own_wait = wait not in os.environ
+        if own_wait:
+            os.environ[wait] = str(max(1, math.ceil(timeout)))
         try:
             ray.init(
                 address=address,
@@ -166,6 +173,9 @@ class ClusterConnection:
                 f"{source}: could not join the Ray cluster at {address}: "
                 + " ".join(str(exc).split())[:300]
             ) from None
+        finally:
+            if own_wait:
+                os.environ.pop(wait, None)
 
     def stop(self) -> None:
         try:
