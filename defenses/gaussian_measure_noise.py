@@ -1,4 +1,4 @@
-"""The Gaussian mechanism on exchanged supports and distances, with RDP accounting.
+"""The Gaussian mechanism on exchanged supports and distances, with PLD accounting.
 
 Sensitivity (what the noise is calibrated to, and when the claim holds)
 -----------------------------------------------------------------------
@@ -30,7 +30,8 @@ each atom's barycentric image stays in the ball of radius :math:`C`: it moves by
 in Frobenius norm. A distance moves by at most :math:`W_2(\\mu, \\mu') \\le 2C/\\sqrt{n}`, so
 :math:`\\Delta_{\\text{distance}} = 2C/\\sqrt{\\texttt{min\\_rows}}`. Every release adds
 :math:`\\mathcal N(0, (z\\Delta)^2 I)` with the same noise multiplier :math:`z`; each is one
-Gaussian-mechanism event in the ledger, and opacus's RDP accountant composes them (adaptive
+Gaussian-mechanism event in the ledger, and the ledger's accountant (PLD by default, exact for
+these full-batch Gaussian releases; ``accountant: rdp`` for opacus's RDP) composes them (adaptive
 composition: every later input the party receives is post-processing of earlier noisy releases
 and of data that is not its own). Distances are clipped at 0 after the noise (post-processing).
 
@@ -89,7 +90,7 @@ class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
 
 @DEFENSES.register
 class GaussianMeasureNoise(Defense):
-    """Gaussian mechanism on sent supports and distances; RDP-accounted claimed (epsilon, delta)."""
+    """Gaussian mechanism on sent supports and distances; PLD-accounted claimed (epsilon, delta)."""
 
     name = "gaussian_measure_noise"
     Config = GaussianMeasureNoiseConfig
@@ -154,12 +155,13 @@ class GaussianMeasureNoise(Defense):
         return PartyData(data.name, X, data.y, data.source_index)
 
     def multiplier(self) -> float:
-        """The noise multiplier z (given, or calibrated from the target epsilon with opacus)."""
+        """The noise multiplier z (given, or calibrated from the target epsilon with the ledger's
+        accountant, ``accountant``)."""
         c = self.config
         if c.noise_multiplier is not None:
             return float(c.noise_multiplier)
         return calibrated_multiplier(
-            float(c.target_epsilon), float(c.target_delta), int(c.releases)
+            float(c.target_epsilon), float(c.target_delta), int(c.releases), c.accountant
         )
 
     def support_sensitivity(self, n_atoms: int) -> float:

@@ -206,7 +206,9 @@ class DPClientsBase(Protocol):
         c = self.config
         if c.noise_multiplier is not None:
             return float(c.noise_multiplier)
-        return calibrated_multiplier(float(c.target_epsilon), float(c.target_delta), 1)
+        return calibrated_multiplier(
+            float(c.target_epsilon), float(c.target_delta), 1, c.accountant
+        )
 
     def _clients(self, parties: Mapping[str, Any]) -> list[str]:
         names = list(self.config.clients or parties)

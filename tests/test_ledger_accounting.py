@@ -66,7 +66,7 @@ def test_heavily_noised_single_release_needs_the_small_orders():
     # (still valid) epsilon than opacus's default grid
     from opacus.accountants import RDPAccountant
 
-    L = PrivacyLedger()
+    L = PrivacyLedger(accountant="rdp")
     L.record(MechanismEvent("a", "gaussian", 50.0))
     default = RDPAccountant()
     default.history = [(50.0, 1.0, 1)]
@@ -80,12 +80,12 @@ def test_heavily_noised_single_release_needs_the_small_orders():
 def test_calibrated_noise_meets_the_target_within_opacus_tolerance(target, releases):
     # calibrated with the ledger's own orders (small targets need orders below 1.1): the
     # ledger's epsilon of the result is within opacus's tolerance 0.005 below the target
-    z = calibrate_noise_multiplier(target, 1e-5, releases)
+    z = calibrate_noise_multiplier(target, 1e-5, releases, accountant="rdp")
     eps = _opacus_eps([(z, 1.0, releases)], 1e-5)
     assert target - 0.005 <= eps <= target
-    assert calibrated_multiplier(target, 1e-5, releases) == z
+    assert calibrated_multiplier(target, 1e-5, releases, "rdp") == z
     # more releases at the same budget need more noise
-    assert calibrate_noise_multiplier(target, 1e-5, releases + 5) > z
+    assert calibrate_noise_multiplier(target, 1e-5, releases + 5, accountant="rdp") > z
 
 
 def test_calibration_with_the_prv_accountant():
@@ -130,11 +130,11 @@ def test_mechanism_event_defaults():
     e = MechanismEvent("a", "gaussian", 2.0)
     assert (e.sample_rate, e.count, e.epsilon, e.note) == (1.0, 1, None, "")
     assert math.isnan(e.sensitivity) and math.isnan(e.sigma)
-    assert PrivacyLedger().accountant == "rdp"
+    assert PrivacyLedger().accountant == "pld"
 
 
 def test_epsilon_composes_gaussian_pure_and_claimed_parts():
-    L = PrivacyLedger()
+    L = PrivacyLedger(accountant="rdp")
     L.record(MechanismEvent("a", "gaussian", 1.5, count=3))
     L.record(MechanismEvent("a", "gaussian", 4.0, sample_rate=0.1, count=20))
     L.record(MechanismEvent("a", "laplace", 0.0, epsilon=0.2, count=2))
@@ -193,7 +193,7 @@ def test_claims_are_floats_and_summary_per_party():
         "epsilon": L.epsilon("a", 1e-6),
         "delta": 1e-6,
         "events": 6,
-        "accountant": "rdp",
+        "accountant": "pld",
         "noise_multipliers": [1.0, 2.0],
     }
     assert s["c"]["events"] == 0 and s["c"]["epsilon"] == 3.0

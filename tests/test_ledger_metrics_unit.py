@@ -95,7 +95,7 @@ def test_ledger_epsilon_against_opacus_and_pure_events():
 
     from testbed.exchange.ledger import RDP_ORDERS
 
-    L = PrivacyLedger()
+    L = PrivacyLedger(accountant="rdp")
     assert L.epsilon("a", 1e-5) == math.inf
     L.record(MechanismEvent("a", "gaussian", 1.0, count=2))
     acc = RDPAccountant()

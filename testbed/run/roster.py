@@ -24,7 +24,7 @@ import numpy as np
 from testbed.data.datasets import NoiseSpec, PartyData, build_parties
 from testbed.data.population import Population, population_rows
 from testbed.data.public import gaussian_prior
-from testbed.errors import DriverReadError
+from testbed.errors import DriverReadError, ScenarioError
 from testbed.exchange.bus import PublicInfo
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
@@ -214,7 +214,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         masks,
         protocol,
         defenses,
-        PrivacyLedger(),
+        PrivacyLedger(accountant=_accountant(defenses, protocol)),
         public,
         {"dataset_meta": dict(dataset.meta), **pool_meta, "population": population},
         public_data=tuple(
@@ -223,6 +223,23 @@ def build_world(rs: ResolvedScenario | Any) -> World:
             if p in set(sc.data.public) | set(partitioner.public_parties(list(parties)))
         ),
     )
+
+
+def _accountant(defenses, protocol) -> str:
+    """The ledger's accountant: the one the Gaussian mechanisms of the run name (their
+    ``accountant`` param; each calibrates its target with it), PLD when none does. Two
+    mechanisms naming different accountants are refused: one ledger composes every release."""
+    named = {
+        str(c.accountant)
+        for c in [d.config for d in defenses] + [protocol.config]
+        if isinstance(getattr(c, "accountant", None), str)
+    }
+    if len(named) > 1:
+        raise ScenarioError(
+            f"the run's mechanisms name different accountants ({', '.join(sorted(named))}); "
+            "one ledger composes every release: give them the same `accountant`"
+        )
+    return named.pop() if named else "pld"
 
 
 def _enforce(defenses, parties, population, held):
