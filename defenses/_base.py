@@ -96,6 +96,12 @@ class Defense(Plugin):
         it builds). Default: unchanged."""
         return data
 
+    def prepare_rows(self, data: PartyData) -> PartyData:
+        """What :meth:`prepare_party` does to rows, without refusing any: the testbed applies it
+        to the rows a protected party is scored against (its population rows, the held-out rows),
+        so that scoring compares like with like. Default: :meth:`prepare_party`."""
+        return self.prepare_party(data)
+
     def applies_to(self, env: Envelope) -> bool:
         kinds = getattr(self.config, "kinds", ["*"])
         return self.protects(env.sender) and any(fnmatch.fnmatchcase(env.kind, k) for k in kinds)

@@ -27,7 +27,15 @@ each atom's barycentric image stays in the ball of radius :math:`C`: it moves by
 
 .. math:: \\Delta_{\\text{support}} = 2\\,C\\,\\lambda_{\\max}\\sqrt{S}
 
-in Frobenius norm. A distance moves by at most :math:`W_2(\\mu, \\mu') \\le 2C/\\sqrt{n}`, so
+in Frobenius norm (``calibration: worst_case``). ``calibration: tight`` (the default) charges a
+FedWAD client's support, when S < ``min_rows``,
+:math:`2C\\lambda_{\\max}\\sqrt{\\sum_j \\min(1, 1/(\\texttt{min\\_rows}\\,b_j))^2}`
+(:math:`2C\\lambda S^{3/2}/n` for uniform weights): valid for a *unique* optimal plan (an
+augmenting-path argument, docs/privacy.md), which it enforces by setting FedWAD's
+``plan_tie_break`` (a data-independent random perturbation of the costs); with ties the solver's
+own choice can move the push by more (the counterexample in docs/privacy.md). Every other support
+keeps the worst case. ``min_rows`` is enforced: a party with fewer rows is refused at the party.
+A distance moves by at most :math:`W_2(\\mu, \\mu') \\le 2C/\\sqrt{n}`, so
 :math:`\\Delta_{\\text{distance}} = 2C/\\sqrt{\\texttt{min\\_rows}}`. Every release adds
 :math:`\\mathcal N(0, (z\\Delta)^2 I)` with the same noise multiplier :math:`z`; each is one
 Gaussian-mechanism event in the ledger, and the ledger's accountant (PLD by default, exact for
@@ -44,6 +52,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -78,7 +87,18 @@ class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
     push_max: float = Field(
         1.0, gt=0, le=1, description="bound on the private share of an atom (FedWAD: 1 - t)"
     )
-    min_rows: int = Field(1, ge=1, description="public lower bound on each party's row count")
+    min_rows: int = Field(
+        1,
+        ge=1,
+        description="public lower bound on each party's row count (enforced: a party with "
+        "fewer rows is refused)",
+    )
+    calibration: Literal["tight", "worst_case"] = Field(
+        "tight",
+        description="tight: a FedWAD client's support is charged 2 C push_max "
+        "sqrt(sum_j min(1, 1/(min_rows b_j))^2) (unique plans enforced; docs/privacy.md), "
+        "never more than the worst case; worst_case: 2 C push_max sqrt(S) for every support",
+    )
     noise_distances: bool = Field(True, description="also noise scalar distances")
 
     @model_validator(mode="after")
@@ -136,9 +156,29 @@ class GaussianMeasureNoise(Defense):
             f"#{c.releases + 1}: give releases: {need}"
         )
 
+    def protocol_overrides(self, protocol_name: str) -> dict:
+        """Tight calibration on FedWAD: every client plan made unique (``plan_tie_break``),
+        which the tight support bound needs (docs/privacy.md). Remembers the protocol: the
+        tight bound is used for FedWAD's own messages only."""
+        self.__dict__["_protocol"] = protocol_name
+        if self.config.calibration == "tight" and protocol_name == "fedwad":
+            return {"plan_tie_break": True}
+        return {}
+
     def prepare_party(self, data: PartyData) -> PartyData:
-        """Assumption 1, enforced: every row clipped to L2 norm ``clip_norm`` (rows within it
-        are returned bit for bit). What it clipped is kept for :meth:`assumptions`."""
+        """Assumptions 1 and 3, enforced: a party with fewer than ``min_rows`` rows is refused;
+        every row clipped to L2 norm ``clip_norm`` (rows within it are returned bit for bit).
+        What it clipped is kept for :meth:`assumptions`."""
+        n = np.asarray(data.X).shape[0]
+        if n < self.config.min_rows:
+            raise TestbedError(
+                f"defense gaussian_measure_noise: party {data.name!r} has {n} rows, "
+                f"fewer than min_rows={self.config.min_rows} its sensitivities assume"
+            )
+        return self.prepare_rows(data)
+
+    def prepare_rows(self, data: PartyData) -> PartyData:
+        """The clip of :meth:`prepare_party` alone (population and held-out rows)."""
         X = np.asarray(data.X, dtype=np.float64)
         norms = np.linalg.norm(X, axis=1)
         over = norms > self.config.clip_norm
@@ -164,8 +204,26 @@ class GaussianMeasureNoise(Defense):
             float(c.target_epsilon), float(c.target_delta), int(c.releases), c.accountant
         )
 
-    def support_sensitivity(self, n_atoms: int) -> float:
-        return 2.0 * self.config.clip_norm * self.config.push_max * math.sqrt(n_atoms)
+    def support_sensitivity(self, n_atoms: int, weights: np.ndarray | None = None) -> float:
+        """L2 sensitivity of a released support of ``n_atoms`` atoms with (public) ``weights``
+        (None: uniform). Worst case 2 C λ √S; tight (FedWAD, unique plans, S < min_rows, so
+        the support is the server's atoms pushed): 2 C λ √(Σ_j min(1, 1/(min_rows b_j))²)."""
+        c = self.config
+        worst = 2.0 * c.clip_norm * c.push_max * math.sqrt(n_atoms)
+        if not self._tight_support(n_atoms):
+            return worst
+        b = np.full(n_atoms, 1.0 / n_atoms) if weights is None else np.asarray(weights, float)
+        per_atom = np.minimum(1.0, 1.0 / (c.min_rows * np.maximum(b, 1e-300)))
+        return min(worst, 2.0 * c.clip_norm * c.push_max * float(np.sqrt(np.sum(per_atom**2))))
+
+    def _tight_support(self, n_atoms: int) -> bool:
+        """The tight bound's structure: FedWAD (its plans made unique by this defense's
+        override) and fewer atoms than any party's rows (side 'smallest': the server's atoms)."""
+        return (
+            self.config.calibration == "tight"
+            and self.__dict__.get("_protocol") == "fedwad"
+            and n_atoms < self.config.min_rows
+        )
 
     def distance_sensitivity(self) -> float:
         return 2.0 * self.config.clip_norm / math.sqrt(self.config.min_rows)
@@ -178,7 +236,7 @@ class GaussianMeasureNoise(Defense):
 
         def noisy(p, path):
             if isinstance(p, Measure):
-                delta = self.support_sensitivity(p.n)
+                delta = self.support_sensitivity(p.n, p.weights)
                 sigma = z * delta
                 events.append(
                     self._event(env, z, delta, sigma, f"{env.kind}:{path}support", path + "support")

@@ -33,7 +33,7 @@ class _Twin(GaussianMeasureNoise):
 
         def noisy(p, path):
             if isinstance(p, Measure):
-                delta = self.support_sensitivity(p.n)
+                delta = self.support_sensitivity(p.n, p.weights)
                 sigma = z * delta
                 events.append(self._event(env, z, delta, sigma, env.kind, path + "support"))
                 return Measure(

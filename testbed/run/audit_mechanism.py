@@ -11,7 +11,9 @@ claim charges for. Here the audit is white-box, as audits of DP-SGD that read th
   claim's ``min_rows``, at least 1) at :math:`+Cu` against the same with one row at
   :math:`-Cu`, which moves every atom of a barycentric push by the whole sensitivity; and the
   same with the row at :math:`-10Cu`, beyond the clip norm (a defense whose claim assumes a norm
-  bound must enforce it: :meth:`~defenses._base.Defense.prepare_party`).
+  bound must enforce it: :meth:`~defenses._base.Defense.prepare_party`); and, when ``m`` > 1,
+  one row at :math:`+Cu` against :math:`-Cu`: fewer rows than the claim assumes, which the
+  defense must refuse at the party (then the pair is not run) or else cover.
 * **Replayed inputs, coupled noise.** In each trial the first dataset of a pair runs the real
   protocol; the second runs it again with every message the audited party *receives* replaced by
   the first run's (the adaptive adversary's queries held fixed, as composition theorems assume)
@@ -123,13 +125,22 @@ def _pairs(world, party: str, defenses) -> dict[str, tuple]:
             out = copy.deepcopy(d).prepare_party(out)
         return out
 
-    return {
+    pairs = {
         "real rows, one replaced at the clip norm": (pd(X, y), [pd(full1, y)]),
         f"{m} row(s) at +C u, one moved to -C u and to -10 C u (beyond the clip norm)": (
             pd(small0, ys),
             [pd(small1, ys), pd(beyond, ys)],
         ),
     }
+    if m > 1:  # fewer rows than the claim's min_rows: a defense must refuse them, or hold
+        try:
+            pairs[f"1 row (fewer than min_rows = {m}) at +C u, moved to -C u"] = (
+                pd(small0[:1], None if ys is None else ys[:1]),
+                [pd(small1[:1], None if ys is None else ys[:1])],
+            )
+        except TestbedError:  # refused at the party: no release to compare
+            pass
+    return pairs
 
 
 #: numbers the replays of one pair hold at most (pre and post of every field of every release)

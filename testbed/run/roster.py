@@ -254,12 +254,12 @@ def _enforce(defenses, parties, population, held):
         parties = {p: dfn.prepare_party(d) if p in protected else d for p, d in parties.items()}
         population = Population(
             {
-                p: dfn.prepare_party(PartyData("population", rows)).X if p in protected else rows
+                p: dfn.prepare_rows(PartyData("population", rows)).X if p in protected else rows
                 for p, rows in population.rows.items()
             },
             population.labels,
             population.method,
         )
         if held is not None:
-            held = dfn.prepare_party(PartyData("heldout", held)).X
+            held = dfn.prepare_rows(PartyData("heldout", held)).X
     return parties, population, held
