@@ -170,7 +170,7 @@ SINGLE = [
     ),
     (
         "docs/scenarios.md",
-        r"claimed 535, audited ([\d.]+)",
+        r"claimed 520, audited ([\d.]+)",
         "audit_canary",
         "audit_z0.05_audited",
         1,
@@ -178,7 +178,7 @@ SINGLE = [
     ("docs/scenarios.md", r"z = 1 — claimed ([\d.]+)", "audit_canary", "audit_z1_claimed", 1),
     (
         "docs/scenarios.md",
-        r"claimed 7\.08, audited ([\d.]+)",
+        r"claimed 6\.57, audited ([\d.]+)",
         "audit_canary",
         "audit_z1_audited",
         1,
@@ -186,7 +186,7 @@ SINGLE = [
     ("docs/scenarios.md", r"z = 4 — claimed ([\d.]+)", "audit_canary", "audit_z4_claimed", 1),
     (
         "docs/scenarios.md",
-        r"claimed 1\.48, audited ([\d.]+)",
+        r"claimed 1\.36, audited ([\d.]+)",
         "audit_canary",
         "audit_z4_audited",
         1,
