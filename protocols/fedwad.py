@@ -100,7 +100,7 @@ class FedWADConfig(PluginConfig):
     plan_tie_break: bool = Field(
         False,
         description="break ties of each client's OT plan by a data-independent random "
-        "perturbation of the costs (1e-6 of their mean), so the plan is unique and a barycentric "
+        "perturbation of the costs (1e-6 (1 + max |xi atom|^2) U(0,1)), so the plan is unique and a barycentric "
         "push moves by O(C S^1.5 / n) when one row changes (gaussian_measure_noise's tight "
         "calibration sets it; not in the paper)",
     )
@@ -143,8 +143,9 @@ def fedwad_round_interp(
     ``interpolation`` is ``"exact"`` (eq. 5) or ``"barycentric"`` (eq. 10); ``assignment`` and
     ``dense`` (the plan as an :class:`~testbed.ot.Assignment` when it is one): see
     :func:`testbed.ot.emd_plan`. ``tie_seed``: the plan is the optimum of the costs plus
-    1e-6 × their mean × U(0, 1) noise drawn from it (independent of the data), which is unique
-    with probability 1; W^2 is then the exact one."""
+    1e-6 × (1 + max_j |b_j|²) × U(0, 1) noise drawn from it (``b`` is the public measure the
+    client received: nothing here depends on ``a``'s rows), which is unique with probability 1;
+    W^2 is then the exact one."""
     if interpolation not in ("exact", "barycentric"):
         raise ValueError(f"interpolation must be 'exact' or 'barycentric', got {interpolation!r}")
     if tie_seed is not None:
@@ -158,7 +159,10 @@ def fedwad_round_interp(
 def _tie_broken_interp(a, b, t, interpolation, prune, tie_seed):
     M = tot.measure_cost(a, b)
     noise = np.random.default_rng(tie_seed).uniform(size=M.shape)
-    P, _ = tot.plan(a, b, M=M + 1e-6 * max(float(M.mean()), 1e-300) * noise)
+    # the scale must not depend on the private rows (a: the client's own measure): the proof
+    # compares two datasets under the *same* perturbed costs of their common rows
+    scale = 1e-6 * (1.0 + float(np.max(np.sum(b.support**2, axis=1))))
+    P, _ = tot.plan(a, b, M=M + scale * noise)
     cost = tot.sq_wasserstein(a, b, M)
     if interpolation == "exact":
         return tot.interpolate_exact(a, b, t, P=P, prune=prune), P, cost
