@@ -806,18 +806,18 @@ def test_a_single_run_says_its_claimed_epsilon_and_failed_assumptions(tmp_path, 
     norm bound, which the defense enforces by clipping rows at the party, holds)."""
     dp = GOOD + (
         "defenses: [{name: gaussian_measure_noise, params: {target_epsilon: 1.0, releases: 4, "
-        "clip_norm: 1.0, min_rows: 1000}}]\n"
+        "clip_norm: 1.0, push_max: 0.1}}]\n"
     )
     code, out, err = _run(tmp_path, dp, capsys, "--out", str(tmp_path / "dp"), "-q", command="run")
     assert code == 0, err
     res = json.loads((tmp_path / "dp" / "results.json").read_text())
     lines = [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))]
-    rows = {x["party"]: x["detail"] for x in res["privacy_assumptions"] if not x["holds"]}
-    assert set(rows) == {"alice", "bob"}  # both parties hold fewer than min_rows=1000 rows
+    failed = [x for x in res["privacy_assumptions"] if not x["holds"]]
+    assert [x["party"] for x in failed] == ["*"]  # t = 0.5: a private share above push_max
     assert lines == [
         f"claimed eps: {fmt(res['privacy_epsilon'])}",
-        "assumption failed, the claim does not hold: party has >= min_rows=1000 rows "
-        f"(alice: {rows['alice']}; bob: {rows['bob']})",
+        "assumption failed, the claim does not hold: released supports are barycentric pushes, "
+        f"private share <= 0.1 ({failed[0]['detail']})",
     ]
     clipped = [x for x in res["privacy_assumptions"] if "L2 norm" in x["assumption"]]
     assert all(x["holds"] and "rows clipped at the party" in x["detail"] for x in clipped)
