@@ -29,6 +29,7 @@ from testbed.errors import TestbedError
 from testbed.plugins.threats import threat_models
 from testbed.scoring.coalition import apply_coalition_rule, rank
 from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, RECORD, verdict
+from testbed.scoring.vocabulary import NO_ATTACK_APPLIES, NOT_MEASURED, record_test
 
 __all__ = ["Scorecard", "scorecard", "threat_models"]
 
@@ -118,6 +119,43 @@ class Scorecard:
                 out.append(f"{label}: " + "; ".join(parts))
         return out
 
+    def leak_sentence(self) -> str:
+        """What the card says of leaks of a party's data, in the testbed's words
+        (:mod:`testbed.scoring.vocabulary`): the leaks; else, when no shipped attack applies,
+        "no attack applies: nothing was measured" (beside what the guard's near-copy search
+        found); else "none measured" and the attacks whose record test did not run."""
+        leaks = self.leaks()
+        if leaks:
+            return "; ".join(leaks) + "."
+        if not self.applicable:
+            return (
+                f"{NO_ATTACK_APPLIES} by an attack (the guard's near-copy search found no "
+                "private row in any threat model's messages)."
+            )
+        if not self.attacks:
+            return f"{NOT_MEASURED}: no applicable attack produced output."
+        unmeasured = sorted(
+            {
+                f"{r['attack']} on {r['target']}"
+                for r in self.attacks
+                if r.get("record_test") == NOT_MEASURED
+            }
+        )
+        note = (
+            f" The record test was {NOT_MEASURED} for {', '.join(unmeasured)} "
+            f"({self.record_note()})."
+            if unmeasured
+            else ""
+        )
+        return f"none measured on this run.{note}"
+
+    def record_note(self) -> str:
+        """Why the record test did not run, as its rows say (the first one)."""
+        return next(
+            (r["record_reason"] for r in self.attacks if r.get("record_test") == NOT_MEASURED),
+            "",
+        )
+
     def summary_lines(self) -> list[str]:
         acc = ", ".join(
             f"{k} {100 * a['relative_error']:.3g} % (tolerance "
@@ -132,6 +170,8 @@ class Scorecard:
             f"{len(self.attacks)} row(s), {len(self.errors)} error(s)",
             self.defense_line(),
         ]
+        if not self.leaks():
+            lines.append("leaks of a party's data: " + self.leak_sentence())
         return (
             lines
             + [f"leak: {x}" for x in self.leaks()]
@@ -347,6 +387,9 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
                     "verdict": v.kind,
                     "baseline": v.baseline,
                     "text": v.text,
+                    # the record test: measured, not measured (and why) or not applicable
+                    "record_test": record_test(r)[0],
+                    "record_reason": record_test(r)[1],
                     "metrics": {k: v for k, v in r.items() if isinstance(v, (int, float))},
                 }
             )
@@ -520,10 +563,10 @@ def _leak_tables(doc, card: Scorecard, fmt) -> None:
     """What leaks, to whom: the leak and inference lines, the per-threat-model table and the
     copies in disguise."""
     doc.h(2, "What leaks, to whom")
-    leaks, inferred = card.leaks(), card.inferences()
+    inferred = card.inferences()
     doc.p(
         "Leaks of a party's data: "
-        + ("; ".join(leaks) + "." if leaks else "none on this run.")
+        + card.leak_sentence()
         + " A reconstruction counts as a record leak only when it is closer to the party's rows "
         "than to population rows (rows of the same distribution that no party holds; permutation "
         "test at 5 %); a copy in disguise (scaled, noised, permuted, rotated, affinely mapped, or "

@@ -20,6 +20,13 @@ from testbed.report.model import (
     series_of,
     setting_name,
 )
+from testbed.scoring.vocabulary import (
+    MEASURED,
+    NO_ATTACK_APPLIED,
+    NOT_MEASURED,
+    NOTHING_MEASURED,
+    record_test,
+)
 
 __all__ = ["headline_section", "title_section"]
 
@@ -194,10 +201,12 @@ def headline(
         w = worst_leak(rows, agg, keys, metric) if lead else None
         levels = [_best_at(agg, keys, err_key, lead, higher, lv) for lv in _levels(metric)]
         cells_html, cells_md = [], []
+        unmeasured = _unmeasured(rows, s)
         for best in levels:
-            if best is None:
-                cells_html.append('<td class="none">none</td>')
-                cells_md.append("none")
+            if best is None:  # no setting qualifies, or none measured the figure at all
+                none = NOT_MEASURED if unmeasured and not w else "none"
+                cells_html.append(f'<td class="none">{none}</td>')
+                cells_md.append(none)
                 continue
             name = setting_name(best[1])
             cells_html.append(
@@ -216,14 +225,18 @@ def headline(
             if metric in ("auc", "advantage") and base is not None:
                 worst_html += f"<br><small>baseline AUC {e(fmt(base[0]))}</small>"
                 worst_md += f" (baseline AUC {fmt(base[0])})"
+        elif unmeasured:
+            worst_html = worst_md = f"{metric} {NOT_MEASURED}"
         else:
-            worst_html = worst_md = "no attack applied"
+            worst_html = worst_md = NO_ATTACK_APPLIED
         trs.append(
             f"<tr><th>{_breakable(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>"
         )
         md_rows.append([s, worst_md, *cells_md])
-        dist = worst_leak(rows, agg, keys, "leakage") if metric == "record_leakage" else None
-        verdicts.append(verdict(s, w, levels, agg, err_key, metric, dist, _silent(rows, s)))
+        record = metric == "record_leakage"
+        dist = worst_leak(rows, agg, keys, "leakage") if record else None
+        silent = _silent(rows, s) | unmeasured
+        verdicts.append(verdict(s, w, levels, agg, err_key, metric, dist, silent))
     if lead:
         cmp = "≤" if higher else "≥"
         table = (
@@ -301,14 +314,52 @@ def _silent(rows: list[dict], series: str) -> dict[str, list[str]]:
     return out
 
 
+def _unmeasured(rows: list[dict], series: str) -> dict[str, list[str]]:
+    """The settings of a protocol in which a reconstruction's record test did not run (no
+    population rows, no exact recovery: :func:`testbed.scoring.vocabulary.record_test`), and
+    why; empty when it ran everywhere."""
+    where: list[str] = []
+    why: list[str] = []
+    for r in rows:
+        if series_of(r) != series:
+            continue
+        for a in r["results"].get("attacks") or []:
+            state, reason = record_test(a)
+            if state == NOT_MEASURED and "failed" not in a:
+                name = setting_name(point_of(r))
+                where += [name] if name not in where else []
+                why += [reason] if reason not in why else []
+    return {"record not measured": where, "why": why} if where else {}
+
+
+def _dist_text(dist) -> str:
+    dt, da, dtg, dk, dobs = dist
+    return (
+        f"distributional inference: {html.escape(da)} ({html.escape(dobs)} → "
+        f"{html.escape(dtg)}) reaches leakage <b>{fmt(dt[0])}</b> against the prior-only "
+        f"baseline ({html.escape(_setting(dk))})"
+    )
+
+
 def verdict(
     series: str, w, levels, agg, err_key: str | None, metric: str | None, dist=None, silent=None
 ) -> str:
     """One sentence from the measured numbers (HTML-escaped, may hold <b>). ``dist``: the worst
     distributional leakage (when the headline metric is record leakage); ``silent``: attacks
-    that produced no output or were skipped (said as such, never as "no leak")."""
+    that produced no output or were skipped (said as such, never as "no leak"), and the
+    settings whose record test did not run (``record not measured``, ``why``: said as not
+    measured, never as 0 or "no record leak")."""
     e = html.escape
     silent = silent or {}
+    unmeasured = silent.get("record not measured") or []
+    record_note = (
+        f"the record test was {NOT_MEASURED} ({e('; '.join(silent.get('why') or []))}) in "
+        + (
+            "every setting"
+            if w is None
+            else f"{len(unmeasured)} setting(s): {e(', '.join(unmeasured))}"
+        )
+    )
     quiet_note = ""
     if silent.get("no output"):
         quiet_note += (
@@ -322,6 +373,11 @@ def verdict(
         )
     if silent.get("skipped"):
         quiet_note += f" Skipped (not applicable): {e(', '.join(silent['skipped']))}."
+    if not w and unmeasured:
+        text = f"<b>{e(series)}</b>: no record-level verdict: " + record_note
+        return text + (f"; {_dist_text(dist)}" if dist else "") + "." + quiet_note
+    if unmeasured:
+        quiet_note = f" Not measured: {record_note}." + quiet_note
     if not w:
         if silent.get("failed"):
             return (
@@ -332,23 +388,16 @@ def verdict(
             return (
                 f"<b>{e(series)}</b>: no attack produced output; no leak was measured." + quiet_note
             )
-        return (
-            f"<b>{e(series)}</b>: no attack applied to this protocol; no leak was measured."
-            + quiet_note
-        )
+        return f"<b>{e(series)}</b>: {NO_ATTACK_APPLIED}: {NOTHING_MEASURED}." + quiet_note
     t, attack, target, key, observer = w
     err = pct(agg[key][err_key][0]) if err_key and err_key in agg[key] else "–"
     if metric == "record_leakage" and not t[0] > 0:
         text = (
-            f"<b>{e(series)}</b>: no record leak measured (no reconstruction closer to a party's "
-            "rows than to population rows)"
+            f"<b>{e(series)}</b>: {MEASURED}: no record leak (no reconstruction closer to a "
+            "party's rows than to population rows)"
         )
         if dist:
-            dt, da, dtg, dk, dobs = dist
-            text += (
-                f"; distributional inference: {e(da)} ({e(dobs)} → {e(dtg)}) reaches leakage "
-                f"<b>{fmt(dt[0])}</b> against the prior-only baseline ({e(_setting(dk))})"
-            )
+            text += f"; {_dist_text(dist)}"
         return text + "." + quiet_note
     what = (
         "record leak, baseline: population rows"
@@ -369,5 +418,6 @@ def verdict(
             f"<b>{e(pct(agg[quiet][err_key][0]))}</b> ({e(_setting(quiet))})."
         )
     else:
-        text += f"; no setting tried keeps {e(metric)} within {LEVELS[0]:g}."
+        tried = "in which it was measured " if unmeasured else "tried "
+        text += f"; no setting {tried}keeps {e(metric)} within {LEVELS[0]:g}."
     return text + quiet_note

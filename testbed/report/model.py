@@ -27,6 +27,7 @@ from testbed.report.points import distinct_points, point_of, series_of
 from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
 from testbed.scoring.accuracy import summarise as summarise
 from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
+from testbed.scoring.vocabulary import NOT_MEASURED, RECORD_KEYS, record_test
 
 #: leakage metric -> True when a larger value means more leakage: the scorer's own list
 #: (testbed.scoring.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
@@ -143,12 +144,15 @@ class Measurement:
 def attack_measurements(res: dict) -> list[Measurement]:
     """Per attack row and metric ``attack[target].metric``; then the worst case over targets as
     ``attack.metric`` and, for leakage metrics (raw w2 left out), over every attack and target as
-    ``any_attack.metric``."""
+    ``any_attack.metric``. A record test that did not run gives no ``record_leak`` /
+    ``record_leakage`` figure (results written before issue 46 wrote 0 there)."""
     out: list[Measurement] = []
     worst: dict[tuple[str, str], list[float]] = defaultdict(list)
     for a in res.get("attacks") or []:
+        # a record test that did not run has no figure (not a 0: testbed.scoring.vocabulary)
+        unmeasured = RECORD_KEYS if record_test(a)[0] == NOT_MEASURED else ()
         for k, v in a.items():
-            if k in NOT_METRICS:
+            if k in NOT_METRICS or k in unmeasured:
                 continue
             x = num(v)
             if math.isnan(x) and v is not None:
@@ -430,15 +434,18 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
                 continue
             threat, metric = THREATS[kind]
             col = a.get("label") or a.get("attack")  # the column set of its configuration
-            if kind == "points" and "record_leakage" in a:  # the record-leak rule (issue 22)
+            # the record-leak rule (issue 22), where the record test ran (issue 46)
+            if kind == "points" and record_test(a)[0] != NOT_MEASURED:
                 metric = "record_leakage"
             name = f"{col}[{a.get('target')}].{metric}"
             t = agg[(s, p)].get(name)
             if t is None or not math.isfinite(t[0]):
                 continue
             cur = best.get((s, threat))
-            higher = LEAKAGE_METRICS[metric]
-            if cur is None or (t[0] > cur["value"][0] if higher else t[0] < cur["value"][0]):
+            sign = 1 if LEAKAGE_METRICS[metric] else -1
+            # a measured record figure ranks above a coverage whose record test did not run
+            rank = (metric == "record_leakage", sign * t[0])
+            if cur is None or rank > cur["rank"]:
                 best[(s, threat)] = {
                     "value": t,
                     "metric": metric,
@@ -449,6 +456,8 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
                     "observer": str(a.get("observer", "?")),
                     "key": (s, p),
                     "kind": kind,
+                    "rank": rank,
+                    "record_reason": record_test(a)[1],
                 }
     return best
 

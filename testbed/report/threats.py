@@ -30,6 +30,7 @@ from testbed.report.model import (
     series_of,
     setting_name,
 )
+from testbed.scoring.vocabulary import MEASURED, NOT_MEASURED
 
 __all__ = ["coverage_legend", "coverage_section", "recovered_section"]
 
@@ -200,13 +201,15 @@ def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
 def _record_tag(agg, b: dict) -> str:
     """For a reconstruction: whether it is a record leak (closer to the party's rows than to
     population rows) or distributional inference only, with the W2 leakage beside it."""
+    if b["kind"] == "points" and b["metric"] != "record_leakage":  # the record test never ran
+        return f" — record test {NOT_MEASURED} ({b['record_reason']})"
     if b["metric"] != "record_leakage":
         return ""
     if b["value"][0] > 0:
         return " — record leak"
     lk = agg[b["key"]].get(f"{b['attack']}[{b['target']}].leakage")
     extra = f", leakage {fmt(lk[0])} vs prior-only baseline" if lk else ""
-    return f" — no record leak (distributional inference{extra})"
+    return f" — {MEASURED}: no record leak (distributional inference{extra})"
 
 
 def attack_arguments(cell: Path, b: dict) -> str:

@@ -122,7 +122,11 @@ METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
     "w2_population": ("W2(reconstruction, population subset of the target's size)", None),
     "leakage_population": ("leakage scored against population rows instead", None),
     "record_p": ("permutation p-value: closer to the target's rows than to the population", None),
-    "record_leak": ("1 when a leak of the target's rows is claimed (record level)", None),
+    "record_leak": (
+        "1 when a leak of the target's rows is claimed (record level); absent when the record "
+        "test did not run (no population rows, no exact recovery)",
+        None,
+    ),
     "record_leakage": (
         "largest excess of a record figure over the population's (0 unless record_leak)",
         True,
@@ -254,13 +258,17 @@ def score_attack(output, baseline, truth, baseline_w2: float | None = None) -> d
 def _vs_population(output, baseline, world, row: dict) -> dict:
     """The points row's figures against the target's population rows (record-level leakage vs
     the population, DESIGN.md); without population rows, only the exact-recovery rule: a record
-    leak is claimed when a row is recovered exactly (raw or up to a transform)."""
+    leak is claimed when a row is recovered exactly (raw or up to a transform). Without
+    population rows and without an exact recovery the record test did not run: the row has no
+    ``record_leak`` / ``record_leakage`` (not measured, never 0;
+    :func:`testbed.scoring.vocabulary.record_test`)."""
     pop = (world.population or {}).get(output.target)
     out: dict = {"population_method": world.population_method}
     if pop is None or len(pop) < 2:
         rates = [row.get(k) for k in ("exact_recovery", *EXACT_UP_TO)]
         best = max((v for v in rates if v is not None), default=0.0)
-        out.update(record_leak=float(best > 0), record_leakage=float(best))
+        if best > 0:
+            out.update(record_leak=1.0, record_leakage=float(best))
         return out
     rng = np.random.default_rng(0)
     out.update(population_comparison(output.points, world.parties[output.target].X, pop, row, rng))

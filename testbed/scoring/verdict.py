@@ -8,7 +8,9 @@ leak of a party's rows is claimed only when the reconstruction is closer to that
 to population rows (``record_leak``, decided in :mod:`testbed.scoring.records`); its figure is
 ``record_leakage`` (1 for an exact copy). Otherwise the W2 leakage against the prior-only baseline
 is distributional inference, shown beside what the same reconstruction scores against the
-population.
+population. Without population rows (and without an exact recovery) the record test did not
+run: the text says so and what was measured (:mod:`testbed.scoring.vocabulary`), never "no record
+leak".
 
 A membership signal is claimed when the AUC beats the prior-only attacker and chance, the latter
 with a one-sided test at 5 % (:func:`auc_p_value`) when the row has its candidate counts: an
@@ -22,6 +24,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from testbed.scoring.vocabulary import record_test_note
 
 __all__ = [
     "ALPHA",
@@ -100,6 +104,8 @@ def _points(row: Mapping[str, Any]) -> Verdict:
         text += f" (against population rows: {_f(pop)})"
     if cov_pop is not None:
         text += f"; no record leak (coverage {_f(cov)} vs population {_f(cov_pop)}, p = {_f(p)})"
+    elif record_test_note(row):  # no population rows: the record test did not run
+        text += "; " + record_test_note(row)
     kind = DISTRIBUTIONAL if v is not None and v > 0 else NO_LEAK
     return Verdict(kind, "leakage", v, "prior-only attacker", text)
 
