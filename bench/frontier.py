@@ -30,6 +30,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.scoring.accuracy import summarise
+from testbed.scoring.vocabulary import NOT_MEASURED
 
 __all__ = ["BUDGETS", "best_per_budget", "frontier_rows", "load_rows", "main", "setting_label"]
 
@@ -76,8 +77,10 @@ def _num(x) -> float:
 
 
 def _worst(res: Mapping[str, Any], key: str) -> float:
-    """The largest ``key`` over the row's attacks (0 without attacks)."""
-    return max((a.get(key, 0.0) or 0.0 for a in res.get("attacks") or []), default=0.0)
+    """The largest ``key`` over the row's attacks; NaN when no attack measured it (not
+    measured, printed so: never a 0)."""
+    xs = [float(a[key]) for a in res.get("attacks") or [] if a.get(key) is not None]
+    return max(xs, default=math.nan)
 
 
 def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_accuracy") -> list:
@@ -107,6 +110,12 @@ def frontier_rows(rows: Iterable[Mapping[str, Any]], utility: str = "distance_ac
     return out
 
 
+def _leak(t: Mapping[str, Any]) -> float:
+    """A setting's leakage for ranking: not measured ranks as the most (never as 0)."""
+    x = t["leakage"][0]
+    return math.inf if math.isnan(x) else x
+
+
 def best_per_budget(table: list, budgets=BUDGETS) -> list:
     """Per budget and dataset: the setting of highest mean utility (then lowest leakage) among
     those whose claimed epsilon is at most the budget."""
@@ -122,16 +131,22 @@ def best_per_budget(table: list, budgets=BUDGETS) -> list:
             ]
             if ok:
                 # ties in utility go to the lower leakage
-                best = max(ok, key=lambda t: (round(t["utility"][0], 3), -t["leakage"][0]))
+                best = max(ok, key=lambda t: (round(t["utility"][0], 3), -_leak(t)))
                 out.append((b, ds, best))
     return out
 
 
-def _fmt(ci) -> str:
+def _fmt(ci, missing: str = "–") -> str:
+    """``mean [lo, hi]``; ``missing`` when there is no figure (a leakage figure no attack
+    measured says "not measured", never 0)."""
     m, lo, hi = ci
     if not math.isfinite(m):
-        return "–"
+        return missing
     return f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _leak_fmt(ci) -> str:
+    return _fmt(ci, NOT_MEASURED)
 
 
 def _read(path: Path) -> str:
@@ -275,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         eps = "∞" if math.isinf(t["epsilon"]) else f"{t['epsilon']:.3g}"
         print(
             f"| {t['setting']} | {t['seeds']} | {eps} | {_fmt(t['utility'])} | "
-            f"{_fmt(t['leakage'])} | {_fmt(t['coverage'])} | {_fmt(t['coverage_baseline'])} |"
+            f"{_leak_fmt(t['leakage'])} | {_leak_fmt(t['coverage'])} | "
+            f"{_leak_fmt(t['coverage_baseline'])} |"
         )
     print()
     print("| budget ε | dataset | best utility | its leakage | its coverage@r |")
@@ -286,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             name = "none: no setting has positive utility at this budget; e.g. " + name
         bs = "∞ (no claim)" if math.isinf(b) else f"{b:g}"
         print(
-            f"| {bs} | {ds} | {name}: {_fmt(t['utility'])} | {_fmt(t['leakage'])} | {_fmt(t['coverage'])} |"
+            f"| {bs} | {ds} | {name}: {_fmt(t['utility'])} | {_leak_fmt(t['leakage'])} | "
+            f"{_leak_fmt(t['coverage'])} |"
         )
     return 0
 

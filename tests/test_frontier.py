@@ -273,7 +273,8 @@ def test_frontier_null_utility_attacks_and_setting_data_are_read_as_absent(tmp_p
     run = _sweep(tmp_path / "run", rows)
     assert main([str(run)]) == 0
     out = capsys.readouterr().out
-    assert "| fr_scn: b | 1 | ∞ | – | 0.000 [0.000, 0.000] |" in out
+    # no attack: the leakage was not measured, not 0 (issue 46)
+    assert "| fr_scn: b | 1 | ∞ | – | not measured | not measured | not measured |" in out
 
 
 def test_frontier_single_run_whose_utility_is_not_an_object_is_a_one_line_error(tmp_path, capsys):

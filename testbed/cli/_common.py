@@ -83,6 +83,7 @@ def print_attack_rows(rows) -> None:
             f"attack {name}{' (' + a['method'] + ')' if 'method' in a else ''} "
             f"on {a['target']} (observer {a['observer']}): "
             + ", ".join(f"{ATTACK_KEY_NAMES.get(k, k)}={fmt(a[k])}{_floor(a, k)}" for k in keys)
+            + _record_words(a)
         )
 
 
@@ -96,6 +97,20 @@ def _floor(row, key: str) -> str:
         return ""
     n = row.get("n_nonmembers")
     return f" (at FPR {fmt(used)}: {int(n) if n else '?'} non-members)"
+
+
+def _record_words(a: dict) -> str:
+    """The record test of a reconstruction row in the report's words: its figure when it ran,
+    "not measured" and why when it could not (never a 0)."""
+    from testbed.report.fmt import fmt
+    from testbed.scoring.vocabulary import MEASURED, NOT_MEASURED, record_test
+
+    state, why = record_test(a)
+    if state == NOT_MEASURED:
+        return f"; record test {NOT_MEASURED} ({why})"
+    if state == MEASURED:
+        return f"; record_leakage={fmt(a.get('record_leakage'))} (record test against {why})"
+    return ""
 
 
 def failed_attacks(rows) -> int:

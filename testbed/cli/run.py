@@ -12,7 +12,7 @@ from testbed.cli._common import (
     print_attack_rows,
     table,
 )
-from testbed.cli.summary import privacy_lines, sweep_rows
+from testbed.cli.summary import privacy_lines, record_line, sweep_rows
 from testbed.errors import EngineFault
 from testbed.report.fmt import pct
 from testbed.report.model import (
@@ -191,6 +191,9 @@ def _run_sweep(sc, args, out_dir, skipped: list[str], finish) -> int:
                 else ""
             )
         )
+    record = record_line(out.rows)
+    if record:
+        print(record)
     report = out.out_dir / "report.html"
     for line in skipped:
         print(line)

@@ -15,34 +15,21 @@ from testbed.report.model import (
     aggregate,
     distinct_points,
     error_key,
+    missing_cell,
     num,
     point_of,
     series_of,
     utility_columns,
 )
-from testbed.report.points import field_name
 
-__all__ = ["privacy_lines", "setting_label", "sweep_rows"]
+# the report names a setting as testbed run prints it (and matches testbed audit's rows by it)
+from testbed.report.points import setting_label as setting_label
+from testbed.scoring.vocabulary import MEASURED, NOT_APPLICABLE, NOT_MEASURED, record_test
+
+__all__ = ["privacy_lines", "record_line", "setting_label", "sweep_rows"]
 
 #: parties named on a failed assumption's line; the rest are counted (the report lists them)
 SHOWN_PARTIES = 3
-
-
-def setting_label(row: dict) -> str:
-    """A cell's setting, every swept field named: ``noise_multiplier=0.1``; a swept plugin spec
-    is shown as its label (``large_t(t=0.9)``), an empty list of defenses as ``no defense``."""
-    labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
-    setting = row.get("setting") or {}
-    parts = []
-    for path, label in labels.items():
-        value = setting.get(path)
-        if value == [] and path.split(".")[-1].startswith("defenses"):
-            parts.append("no defense")
-        elif isinstance(value, (dict, list)):
-            parts.append(label)
-        else:
-            parts.append(f"{field_name(path, list(labels))}={label}")
-    return ", ".join(parts) or "base"
 
 
 def _is_baseline(row: dict) -> bool:
@@ -59,6 +46,7 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         *((u, u.split(".", 1)[1], fmt) for u in utility_columns(agg, agg)),  # the task's own
         (f"{ANY_ATTACK}.leakage", "leakage", fmt),
         (f"{ANY_ATTACK}.coverage", "coverage", fmt),
+        (f"{ANY_ATTACK}.record_leakage", "record leakage", fmt),
         (f"{ANY_ATTACK}.tpr_at_0_1pct_fpr", "TPR@0.1%FPR", fmt),  # where a membership attack ran
     ]
     cols = [c for c in cols if any(c[0] in a for a in agg.values())]
@@ -81,11 +69,44 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         eps = claims.get(key) or [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
         table.append(
             [key[0][:30] if cut else key[0], order[key][2][:70] if cut else order[key][2], a["n"]]
-            + [show(a[k][0]) if k in a else "-" for k, _, show in cols]
+            + [show(a[k][0]) if k in a else _missing(a, k) for k, _, show in cols]
             + [fmt(max(eps)) if eps else fmt(float("inf"))]
         )
     header = ["protocol", "setting", "seeds"] + [c[1] for c in cols] + ["claimed eps"]
     return header, table, any(c[0].startswith(ANY_ATTACK) for c in cols)
+
+
+def _missing(a: dict, column: str) -> str:
+    """A figure a setting lacks: "not measured" for a record figure whose test did not run,
+    else "-" (the report's :func:`~testbed.report.model.missing_cell`)."""
+    text = missing_cell(a, column)
+    return "-" if text == "–" else text
+
+
+def record_line(rows: list[dict]) -> str | None:
+    """One line on the record test of a sweep's reconstructions: in how many settings it ran
+    (against population rows, or an exact recovery) and in how many it was not measured, and
+    why; None without reconstructions."""
+    states: dict[tuple[str, str], set[str]] = {}
+    why: list[str] = []
+    for r in rows:
+        for a in r["results"].get("attacks") or []:
+            state, reason = record_test(a)
+            if state == NOT_APPLICABLE or "failed" in a:
+                continue
+            states.setdefault((series_of(r), point_of(r)), set()).add(state)
+            if state == NOT_MEASURED and reason not in why:
+                why.append(reason)
+    if not states:
+        return None
+    off = sum(NOT_MEASURED in v for v in states.values())
+    if not off:
+        return f"record leakage: record test {MEASURED} in every setting (worst attack and target)"
+    return (
+        f"record leakage: record test {NOT_MEASURED} in {off} of {len(states)} setting(s) "
+        f"({'; '.join(why)}); the leakage and coverage there are distributional and "
+        "coverage figures only"
+    )
 
 
 def privacy_lines(results: dict) -> list[str]:

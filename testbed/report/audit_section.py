@@ -13,6 +13,7 @@ from testbed.report.doc import Doc
 from testbed.report.fmt import fmt, plotly_text
 from testbed.report.model import ReportData
 from testbed.report.static_figures import render
+from testbed.scoring.vocabulary import VIOLATION
 
 __all__ = ["audit_section"]
 
@@ -103,6 +104,19 @@ def _reconstruction_figures(rows: list[dict]):
     return fig, render(mfig)
 
 
+def _num(v) -> str:
+    return "–" if v is None else fmt(float(v))
+
+
+def audit_status(row: dict) -> str:
+    """An audit row's verdict: its own ``verdict`` (holds, VIOLATION, inconclusive, not
+    audited) when ``testbed audit`` writes one, else VIOLATION or "consistent" from
+    ``violated``."""
+    if row.get("verdict"):
+        return str(row["verdict"])
+    return VIOLATION if row.get("violated") else "consistent"
+
+
 def audit_section(doc: Doc, data: ReportData) -> None:
     """Rendered when the run directory holds an ``audit.json`` (``testbed audit --out``)."""
     path = data.run_dir / "audit.json"
@@ -133,19 +147,35 @@ def audit_section(doc: Doc, data: ReportData) -> None:
             fig, png = _epsilon_figures(who, mine)
             doc.plot(f"audit_eps_{i}", png, fig, f"audited ε per observer and round, {who}")
     setting_col = ["setting"] if sweep else []
+    # the audit's ceiling (the largest ε̂ its canaries could certify), when it writes one
+    ceiling = any("ceiling_epsilon" in r for r in audits)
     doc.table(
-        [*setting_col, "party", "audit", "observer", "rounds", "claimed ε", "ε̂ ≥", "μ̂ ≥", "status"],
+        [
+            *setting_col,
+            "party",
+            "audit",
+            *(["scope"] if any("scope" in r for r in audits) else []),
+            "observer",
+            "rounds",
+            "claimed ε",
+            "ε̂ ≥",
+            "μ̂ ≥",
+            *(["ceiling ε"] if ceiling else []),
+            "status",
+        ],
         [
             [
                 *([r.get("setting", "")] if sweep else []),
                 r["party"],
                 r.get("method", ""),
-                r["observer"],
-                r["rounds"],
-                fmt(float(r["epsilon_claimed"])),
-                fmt(float(r["eps_lower"])),
-                fmt(float(r["mu_lower"])),
-                "VIOLATION" if r["violated"] else "consistent",
+                *([r.get("scope", "")] if any("scope" in x for x in audits) else []),
+                r.get("observer", ""),
+                r.get("rounds", ""),
+                _num(r.get("epsilon_claimed")),
+                _num(r.get("eps_lower")),
+                _num(r.get("mu_lower")),
+                *([_num(r.get("ceiling_epsilon"))] if ceiling else []),
+                audit_status(r),
             ]
             for r in audits
         ],
@@ -184,7 +214,7 @@ def audit_section(doc: Doc, data: ReportData) -> None:
                     fmt(float(r["kappa_upper"])),
                     fmt(float(r["mu"])),
                     fmt(float(r["bound"])),
-                    "VIOLATION" if r["violated"] else "consistent",
+                    audit_status(r),
                 ]
                 for r in recon
             ],

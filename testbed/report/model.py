@@ -270,6 +270,17 @@ def flatten(row: dict) -> dict[str, Any]:
     return out
 
 
+def missing_cell(a: dict[str, Any], column: str) -> str:
+    """What a table shows for a column a setting lacks: "not measured" for a record figure of
+    an attack whose reconstruction was scored (its coverage is there) but whose record test
+    did not run (:func:`testbed.scoring.vocabulary.record_test`), else "–" (the attack or
+    figure is not part of that setting)."""
+    stem, _, metric = column.rpartition(".")
+    if metric in RECORD_KEYS and f"{stem}.coverage" in a:
+        return NOT_MEASURED
+    return "–"
+
+
 def utility_columns(agg, keys) -> list[str]:
     """The task-utility columns (``utility.<name>``) the settings ``keys`` of ``agg`` have, but
     the ones the error column already says (:data:`UTILITY_SHOWN_EXCEPT`)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-__all__ = ["distinct_points", "field_name", "point_of", "series_of"]
+__all__ = ["distinct_points", "field_name", "point_of", "series_of", "setting_label"]
 
 
 def series_of(row: dict) -> str:
@@ -68,3 +68,20 @@ def distinct_points(rows: list[dict]) -> list[dict]:
         if len(names[(series_of(r), point_of(r))]) > 1:
             r["point"] = str(r.get("label", ""))
     return rows
+
+
+def setting_label(row: dict) -> str:
+    """A cell's setting, every swept field named: ``noise_multiplier=0.1``; a swept plugin spec
+    is shown as its label (``large_t(t=0.9)``), an empty list of defenses as ``no defense``."""
+    labels = {k: v for k, v in (row.get("labels") or {}).items() if k != "protocol"}
+    setting = row.get("setting") or {}
+    parts = []
+    for path, label in labels.items():
+        value = setting.get(path)
+        if value == [] and path.split(".")[-1].startswith("defenses"):
+            parts.append("no defense")
+        elif isinstance(value, (dict, list)):
+            parts.append(label)
+        else:
+            parts.append(f"{field_name(path, list(labels))}={label}")
+    return ", ".join(parts) or "base"

@@ -4,6 +4,7 @@ function per section, each reading :class:`~testbed.report.model.ReportData` onl
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -15,11 +16,13 @@ from testbed.report.model import (
     HEADLINE,
     SECONDARY_ERROR,
     ReportData,
+    cell_dir_of,
     claimed_eps,
     eps_groups,
     error_label,
     error_words,
     front_membership,
+    missing_cell,
     natural,
     num,
     parties_label,
@@ -29,6 +32,8 @@ from testbed.report.model import (
     settings_in_order,
     utility_columns,
 )
+from testbed.report.points import setting_label
+from testbed.scoring.vocabulary import NOT_AUDITED, claim_status
 
 __all__ = [
     "deviations_section",
@@ -75,7 +80,10 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
             ["#", "setting", "seeds", *shown, *(h for h, _ in eps), "Pareto-optimal for"],
             [
                 [point_id(agg, k), k[1], agg[k]["n"]]
-                + [ci(agg[k][c]) if c in agg[k] else "–" for c in cols + [c for _, c in eps]]
+                + [
+                    ci(agg[k][c]) if c in agg[k] else missing_cell(agg[k], c)
+                    for c in cols + [c for _, c in eps]
+                ]
                 + [", ".join(m for m in on_front.get(k, []) if m in main) or "–"]
                 for k in keys
             ],
@@ -88,7 +96,8 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
                 f"{s}: each attack's own columns{of} ({len(part)} of {len(extra)})",
                 ["#", *part],
                 [
-                    [point_id(agg, k)] + [ci(agg[k][c]) if c in agg[k] else "–" for c in part]
+                    [point_id(agg, k)]
+                    + [ci(agg[k][c]) if c in agg[k] else missing_cell(agg[k], c) for c in part]
                     for k in keys
                 ],
             )
@@ -115,25 +124,79 @@ def _secondary_label(rows: list[dict]) -> str | None:
     return None
 
 
-def _epsilon_by_party(rows: list[dict]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _audit_label(row: dict, seed: bool) -> str:
+    """The setting ``testbed audit SWEEP`` writes into each row of a sweep's audit.json: the
+    swept protocol, the setting, and the seed when the scenario lists seeds."""
+    labels = row.get("labels") or {}
+    parts = (
+        [str((row["results"].get("protocol") or {}).get("name"))] if "protocol" in labels else []
+    )
+    label = setting_label(row)
+    parts += [label] if label != "base" else []
+    parts += [f"seed {row.get('seed')}"] if seed else []
+    return ", ".join(parts) or "base"
+
+
+def audit_rows(data: ReportData, row: dict) -> list[dict]:
+    """The ε-audit rows (``testbed audit --out DIR``: audit.json, reconstruction checks left
+    out) about one cell: those of the cell's own directory, and of a sweep's audit.json the
+    rows naming that cell's setting; a single run's audit.json is its own."""
+    out = []
+    for path in dict.fromkeys(
+        [cell_dir_of(data.run_dir, row) / "audit.json", data.run_dir / "audit.json"]
+    ):
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found = [a for a in found if isinstance(a, dict) and not a.get("reconstruction")]
+        if any("setting" in a for a in found):
+            names = {_audit_label(row, True), _audit_label(row, False)}
+            found = [a for a in found if a.get("setting") in names]
+        out += found
+    return out
+
+
+def _epsilon_by_party(
+    data: ReportData,
+) -> dict[tuple[str, str, str], dict[str, Any]]:
     """(series, setting, party) -> the claim over seeds (seed-independent for a fixed mechanism;
-    the largest one if not), the largest audited lower bound, delta and assumption checks."""
+    the largest one if not), the largest audited lower bound (an attack's ``eps_lower`` or the
+    run's audit files, :func:`audit_rows`) with the audits' verdicts, delta and assumption
+    checks."""
     eps_acc: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in rows:
+    for r in data.rows:
         res = r["results"]
         claims = claimed_eps(res)
         audited: dict[str, float] = {}
+        said: dict[str, list[str]] = {}
         for a in res.get("attacks") or []:
             if "eps_lower" in a:
                 t = a.get("target")
                 audited[t] = max(audited.get(t, -math.inf), num(a["eps_lower"]))
+        for a in audit_rows(data, r):
+            t = a.get("party")
+            # testbed audit's own word, when it writes one, on the claim over all rounds (a
+            # per-round row judges that round's claim)
+            if a.get("verdict") is not None and a.get("rounds", "all") == "all":
+                said.setdefault(t, []).append(str(a["verdict"]))
+            if a.get("verdict") != NOT_AUDITED and math.isfinite(num(a.get("eps_lower"))):
+                audited[t] = max(audited.get(t, -math.inf), num(a["eps_lower"]))
         assum = res.get("privacy_assumptions") or []
-        for p in sorted(set(claims) | set(audited)):
+        for p in sorted(set(claims) | set(audited) | set(said)):
             e = eps_acc.setdefault(
                 (series_of(r), point_of(r), p),
-                {"claim": -math.inf, "aud": math.nan, "delta": "–", "holds": [], "seeds": 0},
+                {
+                    "claim": -math.inf,
+                    "aud": math.nan,
+                    "delta": "–",
+                    "holds": [],
+                    "seeds": 0,
+                    "verdicts": [],
+                },
             )
             e["claim"] = max(e["claim"], claims.get(p, math.inf))
+            e["verdicts"] += said.get(p, [])
             if p in audited:
                 e["aud"] = audited[p] if math.isnan(e["aud"]) else max(e["aud"], audited[p])
             e["delta"] = (res.get("privacy") or {}).get(p, {}).get("delta", e["delta"])
@@ -185,19 +248,17 @@ def epsilon_section(doc: Doc, data: ReportData) -> None:
         "Claimed ε: the privacy ledger (defenses' Gaussian-mechanism events composed by opacus's "
         "RDP accountant) per protected party, valid only under the stated assumptions below. "
         "Audited ε: the largest empirical lower bound (eps_lower) reported by an attack on that "
-        "party; an audited bound above the claim means the claim is wrong or its assumption fails."
+        "party or by testbed audit (the run's audit.json); an audited bound above the claim "
+        "means the claim is wrong or its assumption fails. Status: not valid when an assumption "
+        "behind the claim fails (whatever the audit says), else the audit's verdict, or not "
+        "audited."
     )
     # parties with the same figures in a setting share a row once there are several of them
-    by_party = _epsilon_by_party(data.rows)
+    by_party = _epsilon_by_party(data)
     entries = []  # (series, setting, party, figures) in the order the table lists them
     for series, point, p in sorted(by_party, key=lambda k: (k[0], k[1], natural(k[2]))):
         e = by_party[(series, point, p)]
-        if math.isnan(e["aud"]):
-            status = "no audit"
-        elif e["aud"] > e["claim"]:
-            status = "VIOLATION: audited > claimed"
-        else:
-            status = "consistent"
+        status = claim_status(e["claim"], e["aud"], e["holds"], e["verdicts"])
         holds = "–" if not e["holds"] else ("yes" if all(e["holds"]) else "NO")
         figures = (fmt(e["claim"]), e["delta"], fmt(e["aud"]), holds, status)
         entries.append((series, point, p, (e["seeds"], *figures)))
