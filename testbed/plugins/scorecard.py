@@ -127,13 +127,16 @@ class Scorecard:
         leaks = self.leaks()
         if leaks:
             return "; ".join(leaks) + "."
-        if not self.applicable:
-            return (
-                f"{NO_ATTACK_APPLIES} by an attack (the guard's near-copy search found no "
-                "private row in any threat model's messages)."
-            )
+        guard = "the guard's near-copy search found no private row in any threat model's messages"
+        if not self.attacks and self.errors:
+            return f"{NOT_MEASURED}: every attack that applies failed (listed below); {guard}."
         if not self.attacks:
-            return f"{NOT_MEASURED}: no applicable attack produced output."
+            ran = (
+                f"those that take any protocol ({', '.join(self.applicable)}) produced no output"
+                if self.applicable
+                else "no registered attack applies to this protocol"
+            )
+            return f"{NO_ATTACK_APPLIES} by an attack ({ran}); {guard}."
         unmeasured = sorted(
             {
                 f"{r['attack']} on {r['target']}"
@@ -443,6 +446,7 @@ def _defenses_acted(transcript) -> dict[str, dict[str, Any]]:
 
 
 def _write(card: Scorecard, results: dict) -> None:
+    from testbed.plugins.scorecard_tables import defended_by, leak_tables
     from testbed.report.doc import Doc
     from testbed.report.fmt import fmt
     from testbed.run.results import jsonable, write_json
@@ -486,7 +490,7 @@ def _write(card: Scorecard, results: dict) -> None:
         ]
         or [["none", f"0 of {card.messages}", "-"]],
     )
-    _leak_tables(doc, card, fmt)
+    leak_tables(doc, card, fmt)
     doc.h(3, "Private rows in what each threat model sees (guard, near-copy search)")
     doc.table(
         ["threat model", "messages with a near-copy", "whose rows", "kinds", "defended by"],
@@ -496,7 +500,7 @@ def _write(card: Scorecard, results: dict) -> None:
                 len(fs),
                 ", ".join(sorted({f["party"] for f in fs})) or "-",
                 ", ".join(sorted({f["kind"] for f in fs})) or "-",
-                _defended_by(fs),
+                defended_by(fs),
             ]
             for t, fs in card.raw_rows.items()
         ],
@@ -557,75 +561,3 @@ def _write(card: Scorecard, results: dict) -> None:
             }
         ),
     )
-
-
-def _leak_tables(doc, card: Scorecard, fmt) -> None:
-    """What leaks, to whom: the leak and inference lines, the per-threat-model table and the
-    copies in disguise."""
-    doc.h(2, "What leaks, to whom")
-    inferred = card.inferences()
-    doc.p(
-        "Leaks of a party's data: "
-        + card.leak_sentence()
-        + " A reconstruction counts as a record leak only when it is closer to the party's rows "
-        "than to population rows (rows of the same distribution that no party holds; permutation "
-        "test at 5 %); a copy in disguise (scaled, noised, permuted, rotated, affinely mapped, or "
-        "fixed by released moments) counts as sent rows."
-    )
-    if inferred:
-        doc.p("Distributional inference only (no record leak): " + "; ".join(inferred) + ".")
-    coalitions = [t for t in card.threats if t["colluders"] and "messages" in t]
-    if coalitions:
-        seen = "; ".join(
-            f"{t['label']} sees {t['messages']} message(s)"
-            + (f", the same as {', '.join(t['same_messages_as'])}" if t["same_messages_as"] else "")
-            for t in coalitions
-        )
-        doc.p(
-            f"Coalitions: {seen}. A coalition's rows are scored against the best prior-only "
-            "baseline among its members, and it scores at least what each member scores alone; "
-            "it scores above them only with a better reconstruction of its own (more messages, "
-            "or one member's data combined with the messages another sees)."
-        )
-    doc.table(
-        [
-            "threat model",
-            "copies of private rows (as sent / in disguise)",
-            "most telling attack",
-            "target",
-            "verdict",
-            "figure",
-            "baseline",
-        ],
-        [
-            [
-                t,
-                f"{w['near_copy_messages']} / {w['disguised_copies']} ({', '.join(w['rows_of'])})"
-                if w["near_copy_messages"] or w["disguised_copies"]
-                else "none",
-                w["attack"] or "no output",
-                w["target"] or "-",
-                w["verdict"] or "-",
-                "-" if w["value"] is None else f"{w['metric']} {fmt(w['value'])}",
-                w["baseline"] or "-",
-            ]
-            for t, w in card.worst().items()
-        ],
-    )
-    doc.h(3, "Private rows in disguise (transform undone, or moments inverted)")
-    doc.table(
-        ["threat model", "message", "whose rows", "how", "defended by"],
-        [
-            [t, f"#{f['seq']} {f['kind']}", f["party"], f["transform"], _defended_by([f])]
-            for t, fs in card.disguised.items()
-            for f in fs
-        ]
-        or [["-", "none", "-", "-", "-"]],
-    )
-
-
-def _defended_by(findings: list[dict[str, Any]]) -> str:
-    """The defenses that acted on the findings' messages, in order of first appearance; "-"
-    when none did."""
-    names = dict.fromkeys(d for f in findings for d in f.get("defended_by", []))
-    return ", ".join(names) or "-"
