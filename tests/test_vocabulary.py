@@ -200,3 +200,29 @@ def test_claimed_vs_audited_reads_the_audit_file_and_a_failed_assumption_is_not_
     assert "not valid (an assumption fails)" in alice and "consistent" not in alice
     bob = next(line for line in table.splitlines() if "| bob |" in line)
     assert "not valid" in bob  # its assumption fails too, audited or not
+
+
+def test_a_sweeps_audit_file_is_matched_to_its_cells_by_setting(tmp_path):
+    from types import SimpleNamespace
+
+    from testbed.report.tables import audit_rows
+
+    # the setting label testbed audit SWEEP writes: swept protocol, setting, seed
+    row = {
+        "cell": "c1",
+        "seed": 1,
+        "labels": {"protocol": "fedwad", "defenses": "gaussian_measure_noise(z=1)"},
+        "setting": {"defenses": [{"name": "gaussian_measure_noise"}]},
+        "results": {"protocol": {"name": "fedwad"}},
+    }
+    mine = {"setting": "fedwad, gaussian_measure_noise(z=1), seed 1", "party": "a", "eps_lower": 1}
+    other = {**mine, "setting": "fedwad, gaussian_measure_noise(z=1), seed 2", "eps_lower": 9}
+    recon = {**mine, "reconstruction": True}
+    (tmp_path / "audit.json").write_text(json.dumps([mine, other, recon]))
+    assert audit_rows(SimpleNamespace(run_dir=tmp_path), row) == [mine]
+    # a cell's own audit.json (testbed audit CELL --out CELL_DIR) is that cell's
+    (tmp_path / "audit.json").unlink()
+    (tmp_path / "cells" / "c1").mkdir(parents=True)
+    own = {"party": "a", "eps_lower": 0.5, "verdict": "inconclusive"}
+    (tmp_path / "cells" / "c1" / "audit.json").write_text(json.dumps([own]))
+    assert audit_rows(SimpleNamespace(run_dir=tmp_path), row) == [own]
