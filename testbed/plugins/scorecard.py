@@ -284,6 +284,28 @@ def _attack_rows(
     return [r for r in rows if "failed" not in r]
 
 
+def _card_row(tm: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    """One scorecard row: an attack row under a threat model, with its verdict and its record
+    test (measured, not measured and why, or not applicable)."""
+    v = verdict(r)
+    state, reason = record_test(r)
+    return {
+        "threat": tm["label"],
+        "observer": tm["observer"],
+        "colluders": tm["colluders"],
+        "attack": r.get("label") or r["attack"],
+        "target": r["target"],
+        "metric": v.metric,
+        "value": v.value,
+        "verdict": v.kind,
+        "baseline": v.baseline,
+        "text": v.text,
+        "record_test": state,
+        "record_reason": reason,
+        "metrics": {k: x for k, x in r.items() if isinstance(x, (int, float))},
+    }
+
+
 def _applicable(protocol: str) -> tuple[list[str], list[tuple[str, str]]]:
     """The registered attacks that apply to ``protocol``, and those that could not be asked:
     ``(name, one line)`` for an attack whose default config or constructor fails (an installed
@@ -377,25 +399,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         for r in _attack_rows(run_dir, applicable, tm, errors, say, per_target):
             if r["target"] in (tm["observer"], *tm["colluders"]):
                 continue  # a coalition "attacking" its own member learns nothing it lacked
-            v = verdict(r)
-            rows.append(
-                {
-                    "threat": tm["label"],
-                    "observer": tm["observer"],
-                    "colluders": tm["colluders"],
-                    "attack": r.get("label") or r["attack"],
-                    "target": r["target"],
-                    "metric": v.metric,
-                    "value": v.value,
-                    "verdict": v.kind,
-                    "baseline": v.baseline,
-                    "text": v.text,
-                    # the record test: measured, not measured (and why) or not applicable
-                    "record_test": record_test(r)[0],
-                    "record_reason": record_test(r)[1],
-                    "metrics": {k: v for k, v in r.items() if isinstance(v, (int, float))},
-                }
-            )
+            rows.append(_card_row(tm, r))
     _coalition_views(threats, ran.transcript)
     rows = apply_coalition_rule(rows, threats)
     tol = getattr(PROTOCOLS.get(name), "reference_tolerance", None)
