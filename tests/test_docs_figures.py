@@ -951,6 +951,7 @@ DEMO_COLUMNS = (
     "any_attack.leakage",
     "any_attack.coverage",
     "any_attack.exact_recovery",
+    "any_attack.record_leakage",
     None,
 )
 
