@@ -1,6 +1,8 @@
-"""The command line's first Ctrl-C, remembered.
+"""The command line's first Ctrl-C (or SIGTERM), remembered.
 
-The first SIGINT raises :class:`KeyboardInterrupt` in the main thread, as Python's default
+SIGTERM (``kill PID``, a job scheduler's or a container's stop) is handled as SIGINT is: the run
+stops at once, its finished results kept, with one line and exit code 143 (128 + 15) instead of
+130. The first SIGINT raises :class:`KeyboardInterrupt` in the main thread, as Python's default
 handler does (:mod:`testbed.run.interrupt` handles what follows). It is also remembered: an
 exception raised inside a weakref callback or a ``__del__`` is printed as "Exception ignored" and
 dropped by CPython, and the command would then go on as if no Ctrl-C had come. A sweep checks
@@ -15,23 +17,34 @@ import signal
 import sys
 import threading
 
-__all__ = ["install_first_interrupt", "raise_if_interrupted", "was_interrupted"]
+__all__ = [
+    "STOP_SIGNALS",
+    "install_first_interrupt",
+    "interrupt_signal",
+    "raise_if_interrupted",
+    "was_interrupted",
+]
 
-_seen = [False]  # a SIGINT reached the handler below
+#: the signals that stop a command cleanly: Ctrl-C, and ``kill PID``
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_seen = [0]  # the first of STOP_SIGNALS that reached the handler below (0: none)
 
 
 def _first_interrupt(signum, frame) -> None:
-    _seen[0] = True
+    _seen[0] = _seen[0] or signum or signal.SIGINT
     raise KeyboardInterrupt
 
 
 def install_first_interrupt() -> None:
-    """The command line's SIGINT handler (main thread only), with nothing seen yet; and a hook
-    that keeps a dropped KeyboardInterrupt off the screen (no "Exception ignored" traceback:
-    the Ctrl-C is honoured at the next clean point), passing every other such error on."""
-    _seen[0] = False
+    """The command line's SIGINT and SIGTERM handler (main thread only), with nothing seen yet;
+    and a hook that keeps a dropped KeyboardInterrupt off the screen (no "Exception ignored"
+    traceback: the Ctrl-C is honoured at the next clean point), passing every other such error
+    on."""
+    _seen[0] = 0
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _first_interrupt)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _first_interrupt)
         if sys.unraisablehook is not _quiet_interrupts:
             _quiet_interrupts.passed_on = sys.unraisablehook
             sys.unraisablehook = _quiet_interrupts
@@ -47,13 +60,19 @@ _quiet_interrupts.passed_on = sys.__unraisablehook__
 
 
 def was_interrupted() -> bool:
-    """Whether a SIGINT reached the command line's handler, even if its KeyboardInterrupt was
-    dropped where it landed."""
-    return _seen[0]
+    """Whether a SIGINT or SIGTERM reached the command line's handler, even if its
+    KeyboardInterrupt was dropped where it landed."""
+    return bool(_seen[0])
+
+
+def interrupt_signal() -> int:
+    """The signal that stopped the command (SIGINT when none reached the handler: a
+    KeyboardInterrupt raised otherwise)."""
+    return _seen[0] or signal.SIGINT
 
 
 def raise_if_interrupted() -> None:
-    """Raise KeyboardInterrupt if a SIGINT came, at a point where stopping is clean (between a
+    """Raise KeyboardInterrupt if a SIGINT or SIGTERM came, at a point where stopping is clean (between a
     sweep's cells): one whose exception CPython dropped is honoured there."""
     if _seen[0]:
         raise KeyboardInterrupt

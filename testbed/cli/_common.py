@@ -14,6 +14,7 @@ from testbed.errors import TestbedError
 from testbed.report.fmt import fmt_bytes  # noqa: F401  (the commands import it from here)
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is (testbed/sigint.py)
 EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/trust.md)
 
 ATTACK_KEYS = (
@@ -190,6 +191,7 @@ def _ignore_late_sigint() -> None:  # pragma: no cover - runs at interpreter exi
 
     if _interrupted or _returned:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _error(text: str, debug: bool) -> None:
@@ -259,11 +261,18 @@ def _signal_dropped() -> bool:
 
 
 def _on_interrupt() -> int:
+    """Ctrl-C: "interrupted", exit 130; SIGTERM: "terminated (SIGTERM)", exit 143."""
+    import signal
+
     global _interrupted
     _interrupted = True
     from testbed.run.interrupt import second_interrupt_exits
+    from testbed.sigint import interrupt_signal
 
     second_interrupt_exits()  # a second Ctrl-C from here on exits 130 at once
+    if interrupt_signal() == signal.SIGTERM:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
     print("interrupted", file=sys.stderr)
     return EXIT_INTERRUPTED
 
@@ -303,13 +312,14 @@ def end_process(rc: int) -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
-    if rc == EXIT_INTERRUPTED:
+    if rc in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         _release_semaphores()
         os._exit(rc)
     global _returned
     _returned = True
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, lambda signum, frame: os._exit(rc))
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(rc))
 
 
 def _release_semaphores() -> None:

@@ -345,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done; 1 a plugin (protocol, attack, defense) failed at run time, "
         "or the privacy guard stopped a protocol's leak; 2 bad "
         "input (one line naming the file, line and field); 3 an attack failed while the rest "
-        "ran; 130 interrupted. `testbed COMMAND -h` for each command's options.",
+        "ran; 130 interrupted (Ctrl-C), 143 stopped by SIGTERM. `testbed COMMAND -h` for "
+        "each command's options.",
     )
     ap.add_argument("--version", action="version", version=f"testbed {_version()}")
     ap.add_argument(

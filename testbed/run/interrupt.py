@@ -5,7 +5,7 @@ its worker processes at once (they ignore SIGINT themselves, so they print nothi
 every finished cell; the command line then prints one line and exits 130. From that moment a
 second SIGINT ends the process at once (``os._exit(130)``): no cleanup that could hang, no
 traceback from ``threading._shutdown``; the workers die with it (``prctl(PR_SET_PDEATHSIG)``,
-:mod:`testbed.run.workers`).
+:mod:`testbed.run.workers`). SIGTERM is handled the same way (exit code 143).
 """
 
 from __future__ import annotations
@@ -21,13 +21,17 @@ def _exit_now(signum, frame) -> None:  # pragma: no cover - ends the process
     try:
         os.write(2, b"\ninterrupted again: stopped at once\n")
     finally:
-        os._exit(130)
+        os._exit(128 + (signum or signal.SIGINT))
 
 
 def second_interrupt_exits() -> None:
-    """After a first Ctrl-C: the next one ends the process at once (main thread only)."""
+    """After a first Ctrl-C (or SIGTERM): the next of either ends the process at once (main
+    thread only)."""
+    from testbed.sigint import STOP_SIGNALS
+
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _exit_now)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, _exit_now)
 
 
 def ignore_sigint() -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "ATTACKS_FILE",
     "LOCK_NAME",
     "RunDirLockedError",
+    "RunDirVanishedError",
     "attack_files",
     "RunDirWriter",
     "cell_labels",
@@ -54,6 +55,13 @@ __all__ = [
 
 class RunDirLockedError(TestbedError):
     """Another process holds the run directory."""
+
+
+class RunDirVanishedError(TestbedError):
+    """The folder a run was being written into was deleted during the run (by another process,
+    a clean-up job, ``rm -r runs/``): a runtime fault, not bad input (exit 1)."""
+
+    exit_code = 1
 
 
 def is_sweep(run_dir: str | Path) -> bool:
@@ -129,8 +137,9 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
             fcntl.flock(fd, (fcntl.LOCK_EX if write else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
             doing = "writing" if write else "reading"
+            holder = "reading" if write and not _held(directory) else "writing"
             raise RunDirLockedError(
-                f"{directory}: another testbed process is writing this run directory; "
+                f"{directory}: another testbed process is {holder} this run directory; "
                 f"wait for it or choose another output directory (refused {doing} it)"
             ) from None
         yield
@@ -140,7 +149,8 @@ def run_dir_lock(directory: str | Path, *, write: bool) -> Iterator[None]:
 
 
 def _held(directory: Path) -> bool:
-    """Whether a writer holds ``directory``'s lock now (without creating the lock file)."""
+    """Whether a writer holds ``directory``'s lock now (without creating the lock file); a
+    reader's shared lock does not count."""
     try:
         fd = os.open(directory / LOCK_NAME, os.O_RDONLY)
     except OSError:
@@ -278,13 +288,26 @@ class RunDirWriter:
         self.out = out
         self.path = tmp
         self.committed = False
+        self._identity = _identity(tmp)
+
+    def check_in_place(self) -> None:
+        """Refuse to go on when the working folder is no longer the one made for this run:
+        deleted (a later write would make an empty folder of the same name, and the run would
+        be committed without the files written before)."""
+        if _identity(self.path) != self._identity:
+            raise RunDirVanishedError(
+                f"{self.path}: the run's working folder vanished during the run (deleted by "
+                f"another process); nothing was written to {self.out}"
+            )
 
     def commit(self) -> Path:
         """Put the new run in place of ``out`` whole: one ``renameat2(RENAME_EXCHANGE)`` where
         the kernel has it (readers see the old run or the new one, never a mix), else two
-        renames (``out`` is briefly absent, never mixed). The old run is deleted."""
+        renames (``out`` is briefly absent, never mixed). The old run is deleted. A working
+        folder that vanished during the run is refused (:meth:`check_in_place`)."""
         if self.committed:
             return self.out
+        self.check_in_place()
         tmp = self.path
         cwd = Path.cwd().resolve()
         inside = cwd == self.out.resolve() or self.out.resolve() in cwd.parents
@@ -293,6 +316,15 @@ class RunDirWriter:
         self.path = self.out
         self.committed = True
         return self.out
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of ``path``: a folder deleted and made again has another."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _swap(tmp: Path, out: Path) -> bool:

@@ -1,0 +1,136 @@
+"""Fault injection (issue 48, fault 10): SIGTERM stops a sweep as Ctrl-C does (one line, finished
+cells kept, exit 143); after ``kill -9`` of a ``--jobs 2`` sweep no process it started (workers,
+their attack forkservers) lives on; the lock refusal names what the holder is doing."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from _scenarios import tiny
+
+from testbed.run.rundir import LOCK_NAME, RunDirLockedError, run_dir_lock
+
+ATTACKED = (
+    tiny(
+        "attacked_sweep",
+        """\
+threat_model: {observer: server}
+attacks:
+  - {name: sent_rows}
+sweep:
+  protocol.params.iterations: [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]
+""",
+    )
+    .replace("{n: 40, mean: 0.0}", "{n: 300, mean: 0.0}")
+    .replace("{n: 30, mean: 2.0}", "{n: 300, mean: 2.0}")
+    .replace("support_size: 5,", "support_size: 60,")
+)
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    scenario = tmp_path / "sweep.yaml"
+    scenario.write_text(ATTACKED)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(scenario), "--out", str(out), "--jobs", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        start_new_session=True,
+    )
+    return proc, out
+
+
+def _cells(out: Path) -> list[Path]:
+    found = (out / "cells").glob("*/results.json") if out.exists() else []
+    return sorted(p for p in found if not p.parent.name.startswith("."))
+
+
+def _wait_for_a_cell(proc: subprocess.Popen, out: Path) -> None:
+    deadline = time.monotonic() + 600
+    while not _cells(out):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "no cell finished"
+        time.sleep(0.05)
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every live process: pid -> (parent pid, state)."""
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path("/proc", pid, "stat").read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        out[int(pid)] = (int(stat[1]), stat[0])
+    return out
+
+
+def _descendants(root: int) -> set[int]:
+    procs = _processes()
+    found, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, (pp, _) in procs.items() if pp == p and c not in found]
+        found.update(kids)
+        todo += kids
+    return found
+
+
+def _alive(pids: set[int]) -> list[int]:
+    procs = _processes()
+    return sorted(p for p in pids if p in procs and procs[p][1] != "Z")
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
+    proc, out = _start(tmp_path)
+    _wait_for_a_cell(proc, out)
+    os.kill(proc.pid, signal.SIGTERM)  # `kill PID`: the driver alone, as a scheduler sends it
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "terminated (SIGTERM)"
+    done = _cells(out)
+    assert 1 <= len(done) < 12
+    rows = [json.loads(r) for r in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted({r["cell"] for r in rows}) == sorted(p.parent.name for p in done)
+    assert not list((out / "cells").glob(".*.tmp"))
+
+
+def test_nothing_outlives_a_killed_sweep_by_more_than_a_second_or_two(tmp_path):
+    proc, out = _start(tmp_path)
+    _wait_for_a_cell(proc, out)  # the workers have run attacks: their forkservers are up
+    time.sleep(0.5)
+    started = _descendants(proc.pid)
+    assert len(started) >= 3, started  # two workers and at least one forkserver
+    proc.kill()  # SIGKILL: no clean-up code runs in the driver
+    proc.wait()
+    time.sleep(2.0)
+    left = _alive(started)
+    assert left == [], [Path(f"/proc/{p}/cmdline").read_bytes()[:120] for p in left]
+
+
+def test_the_lock_refusal_names_a_reader_as_reading(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    fd = os.open(run / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a reader (report, verify) holds it
+        with pytest.raises(RunDirLockedError, match="another testbed process is reading"):
+            with run_dir_lock(run, write=True):
+                pass
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a writer holds it
+        with pytest.raises(RunDirLockedError, match="another testbed process is writing"):
+            with run_dir_lock(run, write=True):
+                pass
+    finally:
+        os.close(fd)
