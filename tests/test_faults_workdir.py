@@ -5,13 +5,13 @@ config_hash (exit 0)."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from pathlib import Path
 
 import pytest
 from _scenarios import tiny
 
-import importlib
 from testbed.cli.main import main
 
 execute_mod = importlib.import_module("testbed.run.execute")
