@@ -21,7 +21,7 @@ from pathlib import Path
 from testbed.errors import TestbedError
 from testbed.exchange.payload import DIGEST_ALGORITHM, digest_algorithm, finish_digest, new_hasher
 from testbed.exchange.transcript import atomic_write_bytes
-from testbed.run.rundir import LOCK_NAME, is_sweep, is_temp_name
+from testbed.run.rundir import JOURNAL_NAME, LOCK_NAME, is_sweep, is_temp_name
 
 __all__ = [
     "MANIFEST_NAME",
@@ -45,6 +45,7 @@ MANIFEST_FORMAT = "testbed-manifest/1"
 _NOT_EVIDENCE = {
     MANIFEST_NAME,
     SIGNATURE_NAME,
+    JOURNAL_NAME,
     "report.html",
     "report.md",
     "results.csv",
@@ -301,10 +302,14 @@ def _missing_manifest(directory: Path, path: Path) -> str:
     return f"{path}: missing (not a run directory of this testbed, or removed)"
 
 
-def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
+def check_manifest(
+    directory: str | Path, pubkey_file=None, pending: frozenset[str] = frozenset()
+) -> list[str]:
     """Check ``manifest.json`` (and with ``pubkey_file`` its signature) against the files:
     every listed file present with its digest, no evidence file unlisted. Returns what was
-    checked; the first mismatch is a one-line :class:`TestbedError`."""
+    checked; the first mismatch is a one-line :class:`TestbedError`. ``pending``: files an
+    interrupted ``testbed attack`` announced in its journal (testbed/run/journal.py), which may
+    be new, changed or absent; every other file is checked."""
     directory = Path(directory)
     path = directory / MANIFEST_NAME
     if not path.is_file():
@@ -324,6 +329,8 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
     evidence = set(evidence_files(directory))
     for name, want in sorted(files.items()):
         p = directory / name
+        if name in pending:
+            continue
         if name not in evidence:  # absent, or no evidence file of this directory (an absolute
             # path, "..", a temporary or non-evidence name): never read from outside the run
             if Path(name).is_absolute() or ".." in Path(name).parts or p.exists():
@@ -339,7 +346,7 @@ def check_manifest(directory: str | Path, pubkey_file=None) -> list[str]:
             raise TestbedError(
                 f"{p}: changed since the run wrote it (digest differs from {path.name})"
             )
-    extra = sorted(evidence - set(files))
+    extra = sorted(evidence - set(files) - pending)
     if extra:
         raise TestbedError(f"{directory / extra[0]}: not listed in {MANIFEST_NAME} (added later)")
     links = linked_dirs(directory)

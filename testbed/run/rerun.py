@@ -15,6 +15,7 @@ from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
 __all__ = [
     "attack_run_or_sweep",
     "attack_saved_run",
+    "complete_interrupted",
     "rerun_attack_file",
     "rerun_attacks",
     "rerun_compare",
@@ -53,14 +54,20 @@ def attack_saved_run(
     observer: str | None = None,
     colluders: list[str] | None = None,
     sign_key=None,
+    *,
+    journal=None,
 ) -> tuple[list[dict[str, Any]], Any, Path]:
     """``testbed attack`` on one run directory: :func:`rerun_attacks`, then write the rows to
     ``attacks-<tag>.json`` beside the results (with their digests and the digests of the run
     they were computed on) and refresh the manifest (signed again with ``sign_key``). The
     directory's exclusive lock is held from the first read to the last write, so the rows can
     only land in the run they were computed on. A signed run is refused without ``sign_key``
-    (the new file would not be covered by the signature)."""
+    (the new file would not be covered by the signature). The file is announced in the journal
+    before it is written (``journal``: the sweep's, for a cell; else the run's own, and an
+    interrupted earlier ``testbed attack`` on the run is completed first,
+    :func:`complete_interrupted`)."""
     from testbed.exchange.bus import atomic_write_bytes
+    from testbed.run.journal import Journal
     from testbed.run.manifest import check_signer, is_signed, load_private_key, write_manifest
     from testbed.run.results import jsonable
     from testbed.run.verify import attack_file_digests
@@ -78,6 +85,10 @@ def attack_saved_run(
             )
         if sign_key is not None:  # a signed run: only its signer signs it again, untampered
             check_signer(run_dir, sign_key)
+        own = journal is None
+        if own:
+            complete_interrupted(run_dir, sign_key)
+            journal = Journal(run_dir)
         rows, sc, saved = _attack(run_dir, attacks, observer, colluders)
         if not sc.attacks:  # nothing ran: say so, never write an empty attacks file
             raise TestbedError(
@@ -92,10 +103,13 @@ def attack_saved_run(
         rows = file_rows(rows, sc, out.name)
         doc = {**spec, "rows": rows, "digests": attack_file_digests(saved, rows)}
         text = json.dumps(jsonable(doc), indent=2, sort_keys=True) + "\n"
+        journal.intend(run_dir, out.name)  # a kill -9 from here on is not taken for tampering
         try:
             atomic_write_bytes(out, text.encode())
         finally:  # a Ctrl-C right after the file is in place must not leave it unlisted
             write_manifest(run_dir, sign_key)
+            if own:
+                journal.close()
     return rows, sc, out
 
 
@@ -130,19 +144,52 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
         cells = finished_cells(sweep) if whole else [run_dir]
         if not cells:
             raise TestbedError(f"{sweep}: a sweep directory without finished cells")
+        from testbed.run.journal import Journal
         from testbed.run.verify import verify_run
 
+        complete_interrupted(sweep, sign_key)
         verify_run(sweep)  # the sweep's own files too, not only each cell's
-        out = []
+        out, journal = [], Journal(sweep)
         try:
             for c in cells:
-                out.append(attack_saved_run(c, attacks, observer, colluders, sign_key))
+                out.append(
+                    attack_saved_run(c, attacks, observer, colluders, sign_key, journal=journal)
+                )
         finally:
             # the cells done so far (a Ctrl-C or a failure in a later cell): the sweep's
             # manifest lists each cell's refreshed one, else the sweep no longer verifies
-            if out:
+            if journal.cells:
                 write_manifest(sweep, sign_key)
+            journal.close()
     return out
+
+
+def complete_interrupted(top: Path, sign_key=None) -> None:
+    """Complete what an interrupted ``testbed attack`` left in ``top`` (a run, or a sweep), as
+    its journal announced (testbed/run/journal.py): every other file must verify, each announced
+    attacks file must hold the rows its attacks give when computed again on the saved messages
+    (so a file a forger put there is refused, not listed), and then the manifests that were to
+    list them are written (signed again with ``sign_key``). The caller holds ``top``'s
+    exclusive lock."""
+    from testbed.run.journal import Journal, read_journal
+    from testbed.run.manifest import write_manifest
+    from testbed.run.verify import verify_pending, verify_run
+
+    pending = read_journal(top)
+    if pending is None:
+        return
+    try:
+        verify_run(top)  # killed after its last manifest: only the journal is left
+    except TestbedError:
+        verify_pending(top, pending)  # a change outside the announced files: refused as such
+        for rel, name in pending.items():
+            if (top / rel / name).is_file():
+                _same_rows(top / rel, top / rel / name, verify=False)
+        for rel in pending:
+            if rel != ".":
+                write_manifest(top / rel, sign_key)
+        write_manifest(top, sign_key)
+    Journal(top).close()
 
 
 def file_rows(rows: list[dict], sc, source: str) -> list[dict]:
@@ -154,10 +201,11 @@ def file_rows(rows: list[dict], sc, source: str) -> list[dict]:
     return rows
 
 
-def rerun_attack_file(run_dir: Path, path: Path) -> list[dict]:
+def rerun_attack_file(run_dir: Path, path: Path, verify: bool = True) -> list[dict]:
     """The rows of the attacks file ``path`` computed again: its attacks under its threat model
     on the run's saved messages (nothing written). ``testbed verify --rerun`` compares them
-    with the file's, so rows a forger wrote (their digests recomputed) are found."""
+    with the file's, so rows a forger wrote (their digests recomputed) are found. ``verify``:
+    verify the run first (off only when the caller verified it otherwise)."""
     import json
 
     try:
@@ -166,7 +214,7 @@ def rerun_attack_file(run_dir: Path, path: Path) -> list[dict]:
         attacks, observer, colluders = doc["attacks"], tm["observer"], tm.get("colluders") or []
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TestbedError(f"{path}: not an attacks file ({type(exc).__name__})") from None
-    rows, sc, _ = _attack(run_dir, attacks, observer, colluders)
+    rows, sc, _ = _attack(run_dir, attacks, observer, colluders, verify)
     return file_rows(rows, sc, path.name)
 
 
@@ -178,7 +226,7 @@ def _need_run_dir(run_dir: Path) -> None:
             )
 
 
-def _attack(run_dir: Path, attacks, observer, colluders):
+def _attack(run_dir: Path, attacks, observer, colluders, verify: bool = True):
     """The attack re-run itself; the caller holds the lock."""
     import yaml
 
@@ -186,7 +234,8 @@ def _attack(run_dir: Path, attacks, observer, colluders):
     from testbed.scenario.loading import parse_scenario
 
     _need_run_dir(run_dir)
-    verify_run(run_dir)  # every digest; the first mismatch refuses the directory
+    if verify:
+        verify_run(run_dir)  # every digest; the first mismatch refuses the directory
     resolved_path = run_dir / "resolved.yaml"
     sc = parse_scenario(resolved_path.read_text(), str(resolved_path), str(run_dir))
     if attacks is not None or observer is not None or colluders is not None:
@@ -360,25 +409,33 @@ def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
 
 
 def _rerun_attack_files(d: Path) -> int:
-    """Each ``attacks-*.json`` of ``d`` computed again (:func:`rerun_attack_file`) and compared row by row with the file; returns how many."""
-    from testbed.run.results import json_form, jsonable
+    """Each ``attacks-*.json`` of ``d`` computed again (:func:`rerun_attack_file`) and compared
+    row by row with the file; returns how many."""
     from testbed.run.rundir import attack_files
-    from testbed.run.verify import load_json
 
     files = attack_files(d)
     for f in files:
-        saved = load_json(f).get("rows") or []
-        fresh = json.loads(json.dumps(jsonable(rerun_attack_file(d, f)), sort_keys=True))
-        if len(fresh) != len(saved):
-            raise TestbedError(
-                f"{f}: {len(saved)} row(s), a fresh run of its attacks on the saved messages "
-                f"gives {len(fresh)}"
-            )
-        for i, (x, y) in enumerate(zip(saved, fresh)):
-            if json_form(x) != json_form(y):
-                key = next((k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)), "?")
-                raise TestbedError(
-                    f"{f}: row {i} ({y.get('label')}) differs from a fresh run of its attacks on "
-                    f"the saved messages (first in {key!r})"
-                )
+        _same_rows(d, f)
     return len(files)
+
+
+def _same_rows(d: Path, f: Path, verify: bool = True) -> None:
+    """The attacks file ``f`` of run ``d`` computed again (:func:`rerun_attack_file`) gives
+    its rows, or the first difference is one line."""
+    from testbed.run.results import json_form, jsonable
+    from testbed.run.verify import load_json
+
+    saved = load_json(f).get("rows") or []
+    fresh = json.loads(json.dumps(jsonable(rerun_attack_file(d, f, verify)), sort_keys=True))
+    if len(fresh) != len(saved):
+        raise TestbedError(
+            f"{f}: {len(saved)} row(s), a fresh run of its attacks on the saved messages "
+            f"gives {len(fresh)}"
+        )
+    for i, (x, y) in enumerate(zip(saved, fresh)):
+        if json_form(x) != json_form(y):
+            key = next((k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)), "?")
+            raise TestbedError(
+                f"{f}: row {i} ({y.get('label')}) differs from a fresh run of its attacks on "
+                f"the saved messages (first in {key!r})"
+            )

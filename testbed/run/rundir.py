@@ -34,9 +34,12 @@ from testbed.errors import TestbedError
 from testbed.exchange.transcript import TEMP_MARK
 
 LOCK_NAME = ".testbed.lock"
+#: what ``testbed attack`` is about to write, written before it writes (testbed/run/journal.py)
+JOURNAL_NAME = ".testbed-attack.json"
 
 __all__ = [
     "ATTACKS_FILE",
+    "JOURNAL_NAME",
     "LOCK_NAME",
     "RunDirLockedError",
     "RunDirVanishedError",

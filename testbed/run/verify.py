@@ -37,7 +37,8 @@ from testbed.errors import TestbedError
 from testbed.exchange.payload import canonical_digest
 from testbed.exchange.spill import HEADER_NAME, SPILL_NAME
 from testbed.exchange.transcript import Transcript, read_spilled, records_digest
-from testbed.run.manifest import MANIFEST_NAME, check_manifest, sweep_of
+from testbed.run.journal import interrupted_line, read_journal
+from testbed.run.manifest import MANIFEST_NAME, SIGNATURE_NAME, check_manifest, sweep_of
 from testbed.run.results import RESULTS_DIGESTS, evidence_digest, json_form, results_digests
 from testbed.run.rundir import attack_files, is_sweep, run_dir_lock
 
@@ -47,6 +48,7 @@ __all__ = [
     "load_json",
     "verified_for_reading",
     "verify_in_sweep",
+    "verify_pending",
     "verify_run",
 ]
 
@@ -62,9 +64,35 @@ def verify_run(run_dir: str | Path, pubkey: str | Path | None = None) -> list[st
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise TestbedError(f"{run_dir}: run directory not found")
-    if is_sweep(run_dir):
-        return _verify_sweep(run_dir, pubkey)
-    return _verify_single(run_dir, pubkey)
+    pending = read_journal(run_dir)
+    if pending is None:
+        return _verify(run_dir, pubkey)
+    try:
+        return _verify(run_dir, pubkey)  # killed after its last manifest: only the journal left
+    except TestbedError:
+        pass
+    verify_pending(run_dir, pending, pubkey)  # a change outside what it announced: tampering
+    raise TestbedError(interrupted_line(run_dir, pending))
+
+
+def verify_pending(run_dir: Path, pending: dict[str, str], pubkey=None) -> list[str]:
+    """:func:`verify_run` of a directory that an interrupted ``testbed attack`` left, whose
+    journal announced ``pending`` (cell -> attacks file): those files may be new or changed and
+    the manifests that were to list them stale, but each such file must still hold rows whose
+    digests match and that were computed on its run; every other file is checked as usual."""
+    names = set()
+    for rel, name in pending.items():
+        if rel == ".":
+            names.add(name)
+        else:
+            names |= {f"{rel}/{name}", f"{rel}/{MANIFEST_NAME}", f"{rel}/{SIGNATURE_NAME}"}
+    return _verify(run_dir, pubkey, frozenset(names), frozenset(pending))
+
+
+def _verify(d: Path, pubkey, pending=frozenset(), cells=frozenset()) -> list[str]:
+    if is_sweep(d):
+        return _verify_sweep(d, pubkey, pending, cells)
+    return _verify_single(d, pubkey, pending=pending)
 
 
 @contextmanager
@@ -103,7 +131,7 @@ def load_json(path: Path) -> Any:
         raise TestbedError(f"{path}: not readable JSON ({type(exc).__name__})") from None
 
 
-def _verify_single(d: Path, pubkey, manifest: bool = True) -> list[str]:
+def _verify_single(d: Path, pubkey, manifest: bool = True, pending=frozenset()) -> list[str]:
     for name in _RUN_FILES if manifest else _RUN_FILES[:-1]:
         if not (d / name).is_file():
             raise TestbedError(f"{d / name}: missing")
@@ -116,7 +144,7 @@ def _verify_single(d: Path, pubkey, manifest: bool = True) -> list[str]:
     checked += _check_transcript(d, results)
     checked += _check_attack_files(d, results)
     if manifest:
-        checked += check_manifest(d, pubkey)
+        checked += check_manifest(d, pubkey, pending)
     return [c for c in checked if c]
 
 
@@ -307,7 +335,7 @@ def _check_attack_files(d: Path, results: dict) -> list[str]:
     return checked
 
 
-def _verify_sweep(d: Path, pubkey) -> list[str]:
+def _verify_sweep(d: Path, pubkey, pending=frozenset(), cells=frozenset()) -> list[str]:
     rows = []
     path = d / "results.jsonl"
     for lineno, line in enumerate(_read_text(path).splitlines(), 1):
@@ -323,9 +351,10 @@ def _verify_sweep(d: Path, pubkey) -> list[str]:
         cell = d / "cells" / str(row.get("cell"))
         if "/" in str(row.get("cell")) or not cell.is_dir():
             raise TestbedError(f"{path}:{lineno}: cell {row.get('cell')} missing")
-        _verify_single(cell, None, manifest=(cell / MANIFEST_NAME).exists())
+        unfinished = f"cells/{cell.name}" in cells  # its manifest was not written again yet
+        _verify_single(cell, None, manifest=(cell / MANIFEST_NAME).exists() and not unfinished)
         if json_form(row.get("results")) != load_json(cell / "results.json"):
             raise TestbedError(f"{path}:{lineno}: row differs from {cell / 'results.json'}")
     checked.append(f"results.jsonl: {len(rows)} row(s), each cell's digests")
-    checked += check_manifest(d, pubkey)
+    checked += check_manifest(d, pubkey, pending)
     return checked
