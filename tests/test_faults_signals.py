@@ -134,3 +134,39 @@ def test_the_lock_refusal_names_a_reader_as_reading(tmp_path):
                 pass
     finally:
         os.close(fd)
+
+
+def test_a_killed_verify_rerun_leaves_nothing_the_next_one_does_not_remove(tmp_path, monkeypatch):
+    import tempfile
+
+    from test_verify import TRIANGLE
+
+    from testbed.run.execute import execute
+    from testbed.run.rerun import RERUN_PREFIX, rerun_compare
+    from testbed.scenario.loading import parse_scenario
+
+    # Prepare: a saved run, and a temporary folder of our own
+    run = tmp_path / "run"
+    execute(parse_scenario(TRIANGLE, "t.yaml", "."), run)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "verify", str(run), "--rerun", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp), "MPLBACKEND": "Agg"},
+    )
+    deadline = time.monotonic() + 300
+    while not list(tmp.glob(f"{RERUN_PREFIX}*/run*")):  # it is running the scenario again
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # Execute: kill -9, then the next `verify --rerun`
+    proc.kill()
+    proc.wait()
+    left = list(tmp.glob(f"{RERUN_PREFIX}*"))
+    assert left, "the killed verify --rerun left nothing to remove"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    assert rerun_compare(run)[0].startswith("re-ran 1 scenario(s)")
+    # Assert: what the killed one left is gone, and the new one removed its own
+    assert list(tmp.glob(f"{RERUN_PREFIX}*")) == []

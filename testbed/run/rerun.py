@@ -376,13 +376,16 @@ def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[
 
 
 # ----------------------------------------------------------------------------- --rerun
+#: the temporary directories ``verify --rerun`` runs scenarios again in
+RERUN_PREFIX = "testbed-rerun-"
+
+
 def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
     """Run each scenario of ``run_dir`` (a run, or every cell of a sweep) again into a temporary
     directory and compare ``results.json`` byte for byte, and the attacks of each of its
     ``attacks-*.json`` files (``testbed attack``) on its saved messages row by row; the first
     difference is one line."""
-    import tempfile
-
+    from testbed.run.rundir import locked_temp_dir
     from testbed.scenario.loading import parse_scenario
 
     run_dir = Path(run_dir)
@@ -390,8 +393,9 @@ def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
     files = 0
     for d in dirs:
         sc = parse_scenario((d / "resolved.yaml").read_text(), str(d / "resolved.yaml"), str(d))
-        with tempfile.TemporaryDirectory(prefix="testbed-rerun-") as tmp:
-            out = execute(sc, Path(tmp) / "run", progress=progress).out_dir
+        # locked while in use: a `verify --rerun` killed outright leaves it to the next one
+        with locked_temp_dir(RERUN_PREFIX) as tmp:
+            out = execute(sc, tmp / "run", progress=progress).out_dir
             a, b = (d / "results.json").read_bytes(), (out / "results.json").read_bytes()
         if a != b:
             at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))

@@ -51,6 +51,8 @@ __all__ = [
     "fresh_run_dir",
     "interrupted",
     "is_sweep",
+    "locked_temp_dir",
+    "remove_abandoned",
     "run_dir_lock",
     "scenario_of",
 ]
@@ -241,6 +243,54 @@ def interrupted(run_dir: str | Path) -> str | None:
     fresh = sorted(_fresh_dirs(d.parent).get(d.name, []))
     left = "only its lock file" + (f"; its unfinished files are in {fresh[0]}" if fresh else "")
     return f"{d}: an interrupted run left no results ({left}); run it again"
+
+
+@contextlib.contextmanager
+def locked_temp_dir(prefix: str) -> Iterator[Path]:
+    """A new temporary directory (in the system's temporary folder), locked by this process
+    while the block runs and removed when it ends; the directories of the same ``prefix`` that
+    a killed process left (their lock no longer held) are removed first."""
+    parent = Path(tempfile.gettempdir())
+    remove_abandoned(parent, prefix)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        with run_dir_lock(tmp, write=True):
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_abandoned(parent: Path, prefix: str, grace_seconds: float = 600.0) -> None:
+    """Remove this user's directories ``parent/prefix*`` whose lock nobody holds: what a
+    process killed outright (``kill -9``) left. One without a lock file (killed between
+    making it and locking it) is removed once it is ``grace_seconds`` old."""
+    import time
+
+    try:
+        entries = [e for e in os.scandir(parent) if e.name.startswith(prefix)]
+    except OSError:
+        return
+    for e in entries:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not e.is_dir(follow_symlinks=False) or st.st_uid != os.getuid():
+            continue
+        d = Path(e.path)
+        try:
+            fd = os.open(d / LOCK_NAME, os.O_RDWR)
+        except OSError:
+            if time.time() - st.st_mtime > grace_seconds:
+                shutil.rmtree(d, ignore_errors=True)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # its process is at work
+            continue
+        finally:
+            os.close(fd)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _remove_fresh_dirs(parent: Path, out: str) -> None:
