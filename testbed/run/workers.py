@@ -67,6 +67,9 @@ def _warden(watched: int) -> None:
     import ctypes
     import ctypes.util
 
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # nor the terminal's or a caller's pipes (a reader waits for their end)
+        os.dup2(null, fd)
     for fd in _open_fds():  # no pipe, socket or lock of the worker's stays open in here
         if fd > 2:
             try:
