@@ -362,9 +362,10 @@ def test_headline_names_are_whole_and_the_story_fits_a_few_screens(browser, demo
     # Assert: every setting name in the headline table is whole — the full text, no ellipsis,
     # no word or number broken across lines, nothing sticking out of its cell
     settings = [n for n in names if n["title"] is not None]
-    assert len(settings) >= 4, names
-    # (which settings the table names depends on the verdicts: with no record leak measured the
-    # baseline is best at every level, so no particular setting is required here)
+    assert len(settings) >= 2, names
+    # (which settings the table names depends on the verdicts: since the demo holds population
+    # rows out, its record test runs and the table names the baseline and small_support(1),
+    # the longest name; no particular setting is required here)
     for n in names:
         if n["title"] is not None:
             assert n["text"] == n["title"], n
