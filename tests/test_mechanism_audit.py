@@ -24,12 +24,13 @@ from _dp_zoo import (
 )
 from _toy_protocols import registered
 
+from testbed.exchange.payload import numeric_leaves
 from testbed.registry import DEFENSES
 from testbed.run.audit_mechanism import mechanism_audit
 from testbed.run.audit_mechanism_judge import CHECKS
 from testbed.run.execute import execute
 from testbed.scenario.loading import parse_scenario
-from testbed.scoring.mechanism_checks import noise_scale_test, numeric_leaves
+from testbed.scoring.mechanism_checks import noise_scale_test
 
 #: FedWAD between two parties of 100 rows, z = 3 (barycentric: the defense's assumption holds)
 ZOO = """

@@ -248,7 +248,7 @@ class MechanismEvent:
     epsilon: float | None = None  # pure-DP events (Laplace) carry their own epsilon
     #: the numeric field of the envelope this event noised, as the mechanism audit names it
     #: (``payload/support``, ``payload/x/support``, ``payload`` for a scalar payload; see
-    #: :func:`testbed.scoring.mechanism_checks.numeric_leaves`); "" = the whole release
+    #: :func:`testbed.exchange.payload.numeric_leaves`); "" = the whole release
     field: str = ""
 
 

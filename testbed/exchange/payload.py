@@ -25,6 +25,7 @@ __all__ = [
     "freeze_payload",
     "iter_arrays",
     "map_arrays",
+    "numeric_leaves",
     "payload_digest",
     "payload_nbytes",
     "DIGEST_ALGORITHM",
@@ -92,6 +93,44 @@ def iter_arrays(p: Payload, prefix: str = "") -> Iterator[tuple[str, np.ndarray]
     elif isinstance(p, Mapping):
         for k, v in p.items():
             yield from iter_arrays(v, f"{prefix}{k}/")
+
+
+def numeric_leaves(payload: Payload, meta: Mapping | None = None) -> dict[str, np.ndarray]:
+    """Every number a message carries, by field: ``payload`` (a scalar payload),
+    ``payload/support`` and ``payload/weights`` (a measure), ``payload/<key>/...`` (a mapping),
+    ``meta/<key>`` (numbers, arrays and lists of numbers in the meta; a list that is not all
+    numbers is read item by item, so the strings of ``defended_by`` give nothing). Each leaf is a
+    float64 array of its field's shape (a scalar: shape ``()``; booleans and integers as floats).
+    What the audits read: the canary audits (:mod:`testbed.run.audit_fields`) and the mechanism
+    audit (:mod:`testbed.run.audit_mechanism`)."""
+    out: dict[str, np.ndarray] = {}
+
+    def walk(x, path: str) -> None:
+        if isinstance(x, Measure):
+            walk(x.support, path + "/support")
+            walk(x.weights, path + "/weights")
+        elif isinstance(x, np.ndarray):
+            if x.dtype.kind in "biuf":
+                out[path] = np.array(x, dtype=np.float64)
+            elif x.dtype == object:
+                for i, v in enumerate(x.ravel()):
+                    walk(v, f"{path}/{i}")
+        elif isinstance(x, bool | int | float | np.number | np.bool_):
+            out[path] = np.array(float(x))
+        elif isinstance(x, Mapping):
+            for k, v in x.items():
+                walk(v, f"{path}/{k}")
+        elif isinstance(x, list | tuple):
+            try:
+                out[path] = np.asarray(x, dtype=np.float64)
+            except (TypeError, ValueError):
+                for i, v in enumerate(x):
+                    walk(v, f"{path}/{i}")
+
+    walk(payload, "payload")
+    for k, v in (meta or {}).items():
+        walk(v, f"meta/{k}")
+    return out
 
 
 def map_arrays(p: Payload, fn) -> Payload:

@@ -18,45 +18,18 @@ release; it drifts from the real run after that, which is why it is only the fal
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
 import numpy as np
 
-from testbed.measure import Measure
+from testbed.exchange.payload import numeric_leaves
 
 __all__ = ["counterparts", "numeric_fields", "projections", "rows_of_width"]
-
-
-def _walk(value, path: str) -> Iterator[tuple[str, np.ndarray]]:
-    if isinstance(value, Measure):
-        yield f"{path}support", np.asarray(value.support, float)
-        yield f"{path}weights", np.asarray(value.weights, float)
-    elif isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
-        return
-    elif isinstance(value, (int, float, np.integer, np.floating)):
-        yield path.rstrip("/") or "value", np.asarray(float(value))
-    elif isinstance(value, np.ndarray):
-        if value.dtype.kind in "iuf":
-            yield path.rstrip("/") or "value", np.asarray(value, float)
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from _walk(v, f"{path}{k}/")
-    elif isinstance(value, (list, tuple)):
-        try:
-            arr = np.asarray(value, float)
-        except (TypeError, ValueError):
-            return
-        yield path.rstrip("/") or "value", arr
 
 
 def numeric_fields(env) -> list[tuple[str, np.ndarray]]:
     """Every numeric field of ``env`` as ``(path, array)``: the payload's under ``payload/``,
     the meta's under ``meta/`` (non-finite values zeroed: a field is read, never trusted)."""
-    out = []
-    for root, value in (("payload/", env.payload), ("meta/", getattr(env, "meta", None))):
-        for path, a in _walk(value, root):
-            out.append((path, np.where(np.isfinite(a), a, 0.0)))
-    return out
+    leaves = numeric_leaves(env.payload, getattr(env, "meta", None))
+    return [(path, np.where(np.isfinite(a), a, 0.0)) for path, a in leaves.items()]
 
 
 def rows_of_width(env, d: int) -> np.ndarray | None:

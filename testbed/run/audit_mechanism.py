@@ -20,7 +20,7 @@ claim charges for. Here the audit is white-box, as audits of DP-SGD that read th
   and with the same defense seeds, so the two releases differ by exactly what the private row
   moves: the shift is measured without noise, not estimated.
 * **The whole envelope.** Every numeric field of every message the party sends (payload arrays,
-  scalars, numbers in the meta; :func:`~testbed.scoring.mechanism_checks.numeric_leaves`),
+  scalars, numbers in the meta; :func:`~testbed.exchange.payload.numeric_leaves`),
   compared before and after the defenses.
 
 Checks (each a VIOLATION when it fails): the noise at each charged field is at least the σ the
@@ -47,9 +47,9 @@ import numpy as np
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.ledger import PrivacyLedger
+from testbed.exchange.payload import numeric_leaves
 from testbed.run.audit_mechanism_judge import STATISTICAL, MechanismAudit, Release, judge
 from testbed.run.roster import Roster
-from testbed.scoring.mechanism_checks import numeric_leaves
 from testbed.seeding import component_rng
 
 __all__ = ["MechanismAudit", "mechanism_audit"]

@@ -105,8 +105,7 @@ class _Tally:
                 continue
             n = post - pre
             out[f] = n
-            for e in evs[:1]:
-                self.noise[(rel.kind, f, float(f"{e.sigma:.12g}"))].append(n.ravel())
+            self.noise[(rel.kind, f, float(f"{evs[0].sigma:.12g}"))].append(n.ravel())
             if n.ndim == 2 and n.shape[0] >= 2:
                 self.pair_up("atoms", n[:-1], n[1:])
         return out

@@ -17,60 +17,17 @@ passed test reads "holds, and would have caught …", never a bare "no problem f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
-
-from testbed.measure import Measure
 
 __all__ = [
     "NoiseScale",
     "correlation_z",
     "correlation_pvalue",
     "noise_scale_test",
-    "numeric_leaves",
 ]
-
-
-def numeric_leaves(payload, meta: Mapping | None = None) -> dict[str, np.ndarray]:
-    """Every number an envelope carries, by field: ``payload`` (a scalar payload),
-    ``payload/support`` and ``payload/weights`` (a measure), ``payload/<key>/...`` (a mapping),
-    ``meta/<key>`` (numbers, arrays and lists of numbers in the meta, ``defended_by`` aside).
-    Each leaf is a float64 array of its field's shape (a scalar: shape ``(1,)``; booleans and
-    integers as floats)."""
-    out: dict[str, np.ndarray] = {}
-
-    def walk(x, path: str) -> None:
-        if isinstance(x, Measure):
-            walk(x.support, path + "/support")
-            walk(x.weights, path + "/weights")
-        elif isinstance(x, np.ndarray):
-            if x.dtype.kind in "biuf":
-                out[path] = np.array(x, dtype=np.float64)
-            elif x.dtype == object:
-                for i, v in enumerate(x.ravel()):
-                    walk(v, f"{path}/{i}")
-        elif isinstance(x, bool | int | float | np.number):
-            out[path] = np.array([float(x)])
-        elif isinstance(x, Mapping):
-            for k, v in x.items():
-                walk(v, f"{path}/{k}")
-        elif isinstance(x, list | tuple):
-            try:
-                arr = np.asarray(x, dtype=np.float64)
-            except (TypeError, ValueError):
-                for i, v in enumerate(x):
-                    walk(v, f"{path}/{i}")
-            else:
-                out[path] = arr
-
-    walk(payload, "payload")
-    for k, v in (meta or {}).items():
-        if k != "defended_by":
-            walk(v, f"meta/{k}")
-    return out
 
 
 @dataclass(frozen=True)
