@@ -14,52 +14,19 @@ import time
 from pathlib import Path
 
 import pytest
-from _scenarios import tiny
+from _sweep_process import finished_cells as _cells
+from _sweep_process import slow_sweep, start_sweep
+from _sweep_process import wait_for_a_cell as _wait_for_a_cell
 
 from testbed.run.rundir import LOCK_NAME, RunDirLockedError, run_dir_lock
 
-ATTACKED = (
-    tiny(
-        "attacked_sweep",
-        """\
-threat_model: {observer: server}
-attacks:
-  - {name: sent_rows}
-sweep:
-  protocol.params.iterations: [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]
-""",
-    )
-    .replace("{n: 40, mean: 0.0}", "{n: 300, mean: 0.0}")
-    .replace("{n: 30, mean: 2.0}", "{n: 300, mean: 2.0}")
-    .replace("support_size: 5,", "support_size: 60,")
+ATTACKED = slow_sweep(
+    "attacked_sweep", "threat_model: {observer: server}\nattacks:\n  - {name: sent_rows}\n"
 )
 
 
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    scenario = tmp_path / "sweep.yaml"
-    scenario.write_text(ATTACKED)
-    out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "run", str(scenario), "--out", str(out), "--jobs", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-        start_new_session=True,
-    )
-    return proc, out
-
-
-def _cells(out: Path) -> list[Path]:
-    found = (out / "cells").glob("*/results.json") if out.exists() else []
-    return sorted(p for p in found if not p.parent.name.startswith("."))
-
-
-def _wait_for_a_cell(proc: subprocess.Popen, out: Path) -> None:
-    deadline = time.monotonic() + 600
-    while not _cells(out):
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "no cell finished"
-        time.sleep(0.05)
+    return start_sweep(tmp_path, ATTACKED, "sweep.yaml")
 
 
 def _processes() -> dict[int, tuple[int, str]]:

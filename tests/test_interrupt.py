@@ -14,50 +14,15 @@ from pathlib import Path
 
 import pytest
 from _scenarios import tiny
+from _sweep_process import finished_cells as _cells
+from _sweep_process import slow_sweep, start_sweep
+from _sweep_process import wait_for_a_cell as _wait_for_a_cell
 
-SLOW = (
-    tiny(
-        "interruptible",
-        """\
-sweep:
-  protocol.params.iterations: [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]
-""",
-    )
-    .replace("{n: 40, mean: 0.0}", "{n: 300, mean: 0.0}")
-    .replace("{n: 30, mean: 2.0}", "{n: 300, mean: 2.0}")
-    .replace("support_size: 5,", "support_size: 60,")
-)
+SLOW = slow_sweep("interruptible")
 
 
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    scenario = tmp_path / "slow.yaml"
-    scenario.write_text(SLOW)
-    out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "run", str(scenario), "--out", str(out), "--jobs", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-        start_new_session=True,  # its own process group, as a terminal's foreground job
-    )
-    return proc, out
-
-
-def _cells(out: Path) -> list[Path]:
-    """Finished cells: committed run directories (a cell is written in a hidden temp directory,
-    which already holds results.json before it is swapped in)."""
-    if not out.exists():
-        return []
-    found = (out / "cells").glob("*/results.json")
-    return sorted(p for p in found if not p.parent.name.startswith("."))
-
-
-def _wait_for_a_cell(proc: subprocess.Popen, out: Path) -> None:
-    deadline = time.monotonic() + 600
-    while not _cells(out):
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "no cell finished"
-        time.sleep(0.05)
+    return start_sweep(tmp_path, SLOW, "slow.yaml")
 
 
 def _group_alive(pgid: int) -> list[int]:
