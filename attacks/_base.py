@@ -122,6 +122,7 @@ class Attack(Plugin):
     contract_scenario: ClassVar[str | None] = None
 
     def applies_to(self, protocol: str) -> bool:
+        """Whether this attack reads the messages of ``protocol`` (default: from ``protocols``)."""
         return "*" in self.protocols or protocol in self.protocols
 
     @abstractmethod

@@ -10,6 +10,7 @@ protocol's parameters before the run.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,7 +44,7 @@ def sends_measures(protocol: str) -> bool:
     from testbed.registry import PROTOCOLS
 
     try:
-        return getattr(PROTOCOLS.get(protocol), "sends_measures", False) is True
+        return PROTOCOLS.get(protocol).sends_measures is True
     except TestbedError:  # an unknown protocol: the scenario's own error names it
         return False
 
@@ -67,6 +68,9 @@ class Defense(Plugin):
     #: protocol, where it would run and change nothing (the first named one is its contract
     #: fixture's protocol)
     protocols: ClassVar[tuple[str, ...]] = ("*",)
+    #: scenario the contract kit runs it on (as :attr:`protocols.Protocol.contract_scenario`);
+    #: None: a fixture of the first protocol it names
+    contract_scenario: ClassVar[str | None] = None
 
     @classmethod
     def applies_to_protocol(cls, protocol: str) -> bool:
@@ -103,6 +107,8 @@ class Defense(Plugin):
         return self.prepare_party(data)
 
     def applies_to(self, env: Envelope) -> bool:
+        """Whether :meth:`on_send` acts on ``env`` (default: a protected sender and a kind that
+        matches the config's ``kinds``)."""
         kinds = getattr(self.config, "kinds", ["*"])
         return self.protects(env.sender) and any(fnmatch.fnmatchcase(env.kind, k) for k in kinds)
 
@@ -123,3 +129,19 @@ class Defense(Plugin):
     def protocol_overrides(self, protocol_name: str) -> dict[str, Any]:
         """Protocol parameters this defense sets (knob defenses); empty for message defenses."""
         return {}
+
+    def check_releases(
+        self, protocol_name: str, protocol_params: Mapping[str, Any], parties: Sequence[str]
+    ) -> str | None:
+        """A problem with this defense's release budget on the scenario's protocol, known before
+        the run (``testbed validate`` refuses it at the defense's line), or ``None`` (default:
+        nothing to check)."""
+        return None
+
+    def assumptions(
+        self, parties: Mapping[str, PartyData], protocol_name: str, protocol_params: Mapping
+    ) -> list[dict] | None:
+        """The defense's stated assumptions checked against the run's data (a testbed diagnostic
+        on the scoring side, never sent): ``[{"name", "holds", "detail"}, ...]``. ``None``
+        (default): it states none."""
+        return None

@@ -128,11 +128,8 @@ class GaussianMeasureNoise(Defense):
         if c.target_epsilon is None or c.releases is None:
             return None
         cls = PROTOCOLS.get(protocol_name)
-        if c.senders is not None and any(s in getattr(cls, "extra_senders", ()) for s in c.senders):
+        if c.senders is not None and any(s in cls.extra_senders for s in c.senders):
             return None  # the server's releases are not counted
-        hook = getattr(cls, "client_releases", None)
-        if hook is None:
-            return None
         roles = cls.from_params(dict(protocol_params)).client_releases(list(parties))
         counts = {
             party: sum(
@@ -340,11 +337,11 @@ def _clip_detail(clipped, max_norm: float) -> str:
 def _push_check(protocol_name: str, params: Mapping, push_max: float, parties) -> dict:
     """Whether the protocol's released supports have the barycentric-push form."""
     cls = PROTOCOLS.get(protocol_name)
-    check = getattr(cls, "barycentric_push_check", None)
-    if check is None:
+    found = cls.barycentric_push_check(params, push_max, {p: d.n for p, d in parties.items()})
+    if found is None:
         return {
             "holds": False,
             "detail": f"protocol {protocol_name} does not declare that its supports are "
             "barycentric pushes; the claim is not established",
         }
-    return check(params, push_max, {p: d.n for p, d in parties.items()})
+    return found

@@ -41,7 +41,7 @@ class KnobDefense(Defense):
 
     def protocol_overrides(self, protocol_name: str) -> dict[str, Any]:
         cls = PROTOCOLS.get(protocol_name)
-        aliases = getattr(cls, "knob_params", {})
+        aliases = cls.knob_params
         fields = cls.Config.model_fields
         out = {}
         for knob, value in self.knobs().items():

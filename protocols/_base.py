@@ -8,7 +8,7 @@ centrally with POT, against which accuracy is measured.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -90,6 +90,12 @@ class Protocol(Plugin):
     #: (``testbed.registry.check_parties``)
     min_parties: ClassVar[int] = 1
     max_parties: ClassVar[int | None] = None
+    #: its messages carry :class:`~testbed.measure.Measure` payloads, which the measure defenses
+    #: (``gaussian_measure_noise``, ``subsample_support``, ...) act on
+    sends_measures: ClassVar[bool] = False
+    #: knob defense name -> the parameter of this protocol it sets (``{"support_size": "k"}``;
+    #: ``None``: the protocol has no such knob); a knob left out sets the parameter of its own name
+    knob_params: ClassVar[Mapping[str, str | None]] = {}
 
     @abstractmethod
     def run(self, parties: Mapping[str, Any], bus: Bus, rng: np.random.Generator) -> ProtocolResult:
@@ -156,6 +162,30 @@ class Protocol(Plugin):
         (``testbed validate`` and ``testbed run`` refuse it, :mod:`testbed.scenario.resources`):
         ``(field location, what is wrong)``, or ``None`` (default). ``rows`` is exact or an
         upper bound (a random split): refuse only what even the bound cannot satisfy."""
+        return None
+
+    def client_releases(
+        self, parties: Sequence[str]
+    ) -> dict[str, list[tuple[str, int, str]]] | None:
+        """What each party releases in one run, when the params and the party names tell:
+        party -> ``[(message kind, count, what it is), ...]``, for a defense's release budget
+        (``gaussian_measure_noise``'s ``releases``). ``None`` (default): not known in advance."""
+        return None
+
+    def central_clusters(self, D: np.ndarray) -> np.ndarray | None:
+        """The cluster labels the protocol's clustering gives on the central distance matrix
+        ``D`` (scoring only: ``clustering_ari`` compares the run's ``outputs["clusters"]`` with
+        them). ``None`` (default): the protocol clusters nothing."""
+        return None
+
+    @classmethod
+    def barycentric_push_check(
+        cls, params: Mapping[str, Any], push_max: float, sizes: Mapping[str, int]
+    ) -> dict[str, Any] | None:
+        """Whether, with ``params`` and the parties' row counts ``sizes``, every support the
+        protocol releases is a barycentric push of its party's rows by at most ``push_max``:
+        ``{"holds": bool, "detail": str}``, what ``gaussian_measure_noise``'s tight calibration
+        rests on. ``None`` (default): not declared, so the claim is not established."""
         return None
 
 

@@ -197,7 +197,7 @@ def _release(party: PartyData, U: np.ndarray, C: float, sigma: float, seed: int)
 class DPClientsBase(Protocol):
     """Shared by the one-release DP protocols: the client list and the noise multiplier."""
 
-    role: str = "client (releases noisy projections)"
+    client_role: str = "client (releases noisy projections)"
     min_parties = 2  # the distance between two releases, at least
     #: the N x N distances when more than two clients release (the dataset-distance task)
     headline_accuracy = ("distance_matrix", "wasserstein")
@@ -220,7 +220,7 @@ class DPClientsBase(Protocol):
         return names
 
     def roles(self, parties):
-        return {p: self.role for p in self._clients(parties)}
+        return {p: self.client_role for p in self._clients(parties)}
 
 
 class _DPProjectionBase(DPClientsBase):

@@ -138,7 +138,7 @@ class DPGaussianMoments(DPClientsBase):
     Config = DPGaussianMomentsConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.15
-    role = "client (releases noisy moments)"
+    client_role = "client (releases noisy moments)"
 
     def run(self, parties, bus: Bus, rng) -> ProtocolResult:
         cfg = self.config

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, ValidationInfo
 
 from testbed import plugin_source  # first: the import path as it was before any plugin
+from testbed.contract import check_hooks
 from testbed.errors import (
     DriverReadError,
     EngineCallError,
@@ -212,6 +213,12 @@ class Plugin:
     def from_params(cls, params: dict[str, Any] | None = None):
         return cls(cls.Config(**(params or {})))
 
+    def multiplier(self) -> float | None:
+        """The Gaussian noise multiplier of a plugin that calibrates one (``noise_multiplier``
+        given, or found for its ``target_epsilon``): ``testbed validate`` calls it to refuse a
+        target no noise reaches. ``None`` (default): the plugin adds no calibrated noise."""
+        return None
+
     @classmethod
     def describe(cls) -> str:
         doc = (cls.__doc__ or "").strip().splitlines()
@@ -260,6 +267,7 @@ class Registry:
                     f"plugin: subclass "
                     f"{base.__module__.split('._')[0]}.{base.__qualname__}"
                 )
+            check_hooks(c, base, self.kind)  # a misspelt optional hook would be ignored
             own = vars(c).get("name")
             if name is not None and isinstance(own, str) and own and own != name:
                 raise TestbedError(

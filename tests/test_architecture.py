@@ -85,7 +85,17 @@ def import_graph() -> dict[str, set[str]]:
 LAYERS = [
     (
         "core",
-        ("errors", "measure", "ot", "plugin_source", "registry", "seeding", "sigint", "threads"),
+        (
+            "contract",
+            "errors",
+            "measure",
+            "ot",
+            "plugin_source",
+            "registry",
+            "seeding",
+            "sigint",
+            "threads",
+        ),
     ),
     ("data", ()),
     ("exchange", ()),
@@ -100,7 +110,7 @@ LAYERS = [
     ("cli", ()),
 ]
 #: the package root, ``python -m testbed`` and the import path kept for older plugins sit on top
-TOP = {"testbed", "testbed.__main__", "testbed.bus"}
+TOP = {"testbed", "testbed.__main__", "testbed.api", "testbed.bus"}
 
 
 def layer_of(module: str) -> int | None:

@@ -26,6 +26,7 @@ from testbed.scenario.loading import load_scenario
 
 class _Proto:
     headline_accuracy: tuple[str, ...] = ()
+    headline_ranking: str | None = None  # declared by protocols.Protocol: every protocol has it
 
     def _as_str(self):
         """The same declaration as one string (``headline_accuracy = "wasserstein"``)."""

@@ -101,6 +101,7 @@ class DatasetPlugin(Plugin):
     light: ClassVar[bool] = False
 
     def load(self, rng: np.random.Generator) -> Dataset:  # pragma: no cover - abstract
+        """The rows (and labels, when there are) as one :class:`Dataset` (required)."""
         raise NotImplementedError
 
     def has_labels(self) -> bool | None:
@@ -112,6 +113,15 @@ class DatasetPlugin(Plugin):
     def possible_labels(self) -> frozenset[int] | None:
         """Every class label a load can hold, when the config alone tells (nothing is read):
         ``testbed validate`` refuses a partition that asks for another class. None: unknown."""
+        return None
+
+    def fresh_rows(
+        self, rng: np.random.Generator, labels: np.ndarray | None, n: int
+    ) -> np.ndarray | None:
+        """``n`` new rows drawn from the same distribution, one of class ``labels[i]`` each, for
+        the population the scorer compares a party's rows with (:mod:`testbed.data.population`):
+        a generative dataset overrides it. Default: it cannot (``None``): the population is held
+        out of the loaded rows instead."""
         return None
 
 

@@ -84,6 +84,7 @@ class PartitionerPlugin(Plugin):
     def split(
         self, ds: Dataset, parties: Sequence[str], rng
     ) -> dict[str, np.ndarray]:  # pragma: no cover
+        """Party name -> the indices of its rows in ``ds`` (required)."""
         raise NotImplementedError
 
     def party_rows(

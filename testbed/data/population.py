@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from testbed.contract import provides
 from testbed.data.datasets import Dataset, PartyData
 
 __all__ = ["Population", "population_rows"]
@@ -101,7 +102,7 @@ def population_rows(
 ) -> Population:
     """Population rows per party (see the module docstring); ``parties`` as partitioned from
     ``dataset`` (their ``source_index`` refers to its rows)."""
-    if callable(getattr(plugin, "fresh_rows", None)):
+    if provides(plugin, "fresh_rows"):
         got, method = _fresh(plugin, parties, rng, factor, floor), FRESH
     else:
         got = _held(dataset, parties, rng, factor, floor)

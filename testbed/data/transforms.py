@@ -23,6 +23,7 @@ class Transform(Plugin):
     light: ClassVar[bool] = False
 
     def apply(self, party: PartyData) -> PartyData:  # pragma: no cover - abstract
+        """The party's data with new features (required)."""
         raise NotImplementedError
 
 

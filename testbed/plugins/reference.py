@@ -312,6 +312,7 @@ def describe_kind(kind: str, name: str) -> list[dict[str, Any]]:
 
 def generated_blocks() -> dict[str, Callable[[], str]]:
     """Block name (the marker's) -> the function that renders it."""
+    from testbed.plugins.contract_table import contract_table
     from testbed.plugins.observers import observer_tables
 
     return {
@@ -320,11 +321,17 @@ def generated_blocks() -> dict[str, Callable[[], str]]:
         "protocols": _protocols_table,
         "protocol_params": _protocol_params,
         "observers": observer_tables,
+        "contract": contract_table,
     }
 
 
 #: the docs pages that hold generated blocks, relative to the checkout's root
-DOC_PAGES = ("docs/attacks.md", "docs/protocols.md", "docs/scenarios.md")
+DOC_PAGES = (
+    "docs/attacks.md",
+    "docs/plugins.md",
+    "docs/protocols.md",
+    "docs/scenarios.md",
+)
 
 
 def _replace(text: str, where: str, render: dict[str, str]) -> str:

@@ -52,8 +52,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from attacks import Attack, AttackConfig, AttackOutput, observed
-from testbed.measure import Measure
+from testbed.api import Attack, AttackConfig, AttackOutput, Measure, observed
 
 
 class {cls}Config(AttackConfig):
@@ -87,7 +86,7 @@ class {cls}(Attack):
 
 TEST = '''"""{name} passes the testbed's public contract kit."""
 
-from testbed.testing import check_plugin
+from testbed.api import check_plugin
 
 from {name}.attack import {cls}
 
@@ -225,10 +224,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from protocols import Protocol, ProtocolResult
-from testbed.exchange.bus import SERVER
-from testbed.measure import Measure
-from testbed.registry import PluginConfig
+from testbed.api import SERVER, Measure, PluginConfig, Protocol, ProtocolResult
 
 
 class {cls}Config(PluginConfig):
@@ -287,7 +283,7 @@ class {cls}(Protocol):
 
 PROTOCOL_TEST = '''"""{name} passes the testbed's protocol contract kit."""
 
-from testbed.testing import check_protocol
+from testbed.api import check_protocol
 
 from {name}.protocol import {cls}
 
@@ -374,8 +370,7 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import Field
 
-from defenses import MEASURE_PROTOCOLS, Defense, DefenseConfig
-from testbed.measure import Measure
+from testbed.api import MEASURE_PROTOCOLS, Defense, DefenseConfig, Measure
 
 
 class {cls}Config(DefenseConfig):  # DefenseConfig brings `senders` and `kinds`
@@ -421,7 +416,7 @@ class {cls}(Defense):
 
 DEFENSE_TEST = '''"""{name} passes the testbed's public contract kit."""
 
-from testbed.testing import check_plugin
+from testbed.api import check_plugin
 
 from {name}.defense import {cls}
 

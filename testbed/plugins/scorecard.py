@@ -402,7 +402,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
             rows.append(_card_row(tm, r))
     _coalition_views(threats, ran.transcript)
     rows = apply_coalition_rule(rows, threats)
-    tol = getattr(PROTOCOLS.get(name), "reference_tolerance", None)
+    tol = PROTOCOLS.get(name).reference_tolerance
     accuracy = {}
     for k, a in ran.results["accuracy"].items():
         t = (
@@ -430,7 +430,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         applicable=applicable,
         disguised=disguised,
         defenses=_defenses_acted(ran.transcript),
-        knobs=[d.name for d in world.defenses if not getattr(d, "changes_messages", True)],
+        knobs=[d.name for d in world.defenses if not d.changes_messages],
         messages=len(defended),
     )
     _write(card, ran.results)

@@ -169,8 +169,7 @@ def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
                 able = [
                     n
                     for n, cls in ATTACKS.items()
-                    if kind in getattr(cls, "output_kinds", ())
-                    and ("*" in cls.protocols or pname in cls.protocols)
+                    if kind in cls.output_kinds and ("*" in cls.protocols or pname in cls.protocols)
                 ]
                 failed = _failed_labels(rows, s, able)
                 if failed:

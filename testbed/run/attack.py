@@ -55,7 +55,7 @@ def _validate(name: str, outputs, baseline, public, cls) -> None:
 
     for phase, outs in (("run", outputs), ("baseline", baseline)):
         try:
-            validate_outputs(list(outs), public, getattr(cls, "output_kinds", None) or OUTPUT_KINDS)
+            validate_outputs(list(outs), public, cls.output_kinds or OUTPUT_KINDS)
         except AttackOutputError as exc:  # the caller's line names the attack already
             raise AttackOutputError(f"{phase} returned an invalid output: {exc}") from None
 

@@ -246,13 +246,11 @@ def evaluate(world: World, result: Any) -> Evaluation:
     detection = score_detection(result.detection, world.noise_masks)
     assumptions = []
     for dfn in world.defenses:
-        check = getattr(dfn, "assumptions", None)
-        if check is not None:  # testbed diagnostic: checked against the data, never sent
-            assumptions.extend(
-                check(
-                    world.parties, world.scenario.protocol.name, world.protocol.config.model_dump()
-                )
-            )
+        # a testbed diagnostic: checked against the data, never sent
+        found = dfn.assumptions(
+            world.parties, world.scenario.protocol.name, world.protocol.config.model_dump()
+        )
+        assumptions.extend(found or [])
     utility = task_utility(world.protocol, scored, ref, result.outputs, detection)
     headline = headline_accuracy(world.protocol, accuracy)
     return Evaluation(ref, accuracy, detection, utility, extra, assumptions, headline)

@@ -62,7 +62,7 @@ def _row_norms(sc, resolved: dict, cache: dict[str, Any]) -> np.ndarray | None:
     cache[key] = None
     ds_cls = DATASETS.get(sc.data.dataset.name)
     tr_cls = None if sc.data.transform is None else TRANSFORMS.get(sc.data.transform.name)
-    if not getattr(ds_cls, "light", False) or not getattr(tr_cls or ds_cls, "light", False):
+    if not ds_cls.light or not (tr_cls or ds_cls).light:
         return None
     X = ds_cls(ds_cls.Config(**data["dataset"]["params"])).load(component_rng(sc.seed, "data")).X
     if tr_cls is not None:

@@ -32,12 +32,12 @@ def check_defense_filters(cfg, sc, i: int, root, fname: str) -> None:
 
     senders = getattr(cfg, "senders", None)
     if senders:
-        known = [*sc.data.party_names(), *getattr(proto, "extra_senders", ())]
+        known = [*sc.data.party_names(), *proto.extra_senders]
         for j, s in enumerate(senders):
             if s not in known:
                 fail("senders", j, s, "a sender", known)
     kinds = getattr(cfg, "kinds", None)
-    declared = tuple(getattr(proto, "message_kinds", ()) or ())
+    declared = tuple(proto.message_kinds or ())
     if kinds and declared:
         for j, k in enumerate(kinds):
             if not isinstance(k, str) or not any(fnmatch.fnmatchcase(d, k) for d in declared):

@@ -13,7 +13,7 @@ def headline_patterns(protocol) -> tuple[str, ...]:
     """The globs a protocol (class or instance) names as its headline accuracy quantity; a
     single string is one glob. Anything but glob strings is a :class:`TestbedError` naming the
     protocol."""
-    patterns = getattr(protocol, "headline_accuracy", ()) or ()
+    patterns = protocol.headline_accuracy or ()
     if isinstance(patterns, str):
         patterns = (patterns,)
     if not isinstance(patterns, (tuple, list)) or not all(isinstance(p, str) for p in patterns):
@@ -28,7 +28,7 @@ def headline_ranking(protocol) -> str | None:
     """The glob a protocol names as the per-party scores whose ranking is its headline accuracy
     (``headline_ranking``), or None. Anything but a string or None is a :class:`TestbedError`
     naming the protocol."""
-    pattern = getattr(protocol, "headline_ranking", None)
+    pattern = protocol.headline_ranking
     if pattern is not None and not isinstance(pattern, str):
         raise TestbedError(
             f"protocol {getattr(protocol, 'name', getattr(protocol, '__name__', '?'))!r}: "

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from testbed.contract import provides
 from testbed.errors import ScenarioError, TestbedError
 from testbed.registry import (
     ATTACKS,
@@ -155,8 +156,8 @@ def _check_calibration(cls, cfg, loc, root, fname: str) -> None:
     ``multiplier()`` method (memoised: the run does not calibrate twice). Opacus, which imports
     torch, is asked only when :func:`~testbed.exchange.ledger.surely_calibratable` cannot tell
     (with the config's ``releases``, else 1): validating the usual targets stays light."""
-    target = getattr(cfg, "target_epsilon", None)
-    if target is None or not callable(getattr(cls, "multiplier", None)):
+    target = getattr(cfg, "target_epsilon", None)  # a config field, not every plugin's
+    if target is None or not provides(cls, "multiplier"):
         return
     from testbed.exchange.ledger import surely_calibratable
 
@@ -173,8 +174,7 @@ def _check_calibration(cls, cfg, loc, root, fname: str) -> None:
 
 def _check_party_count(pcls, name: str, names: list[str], root, fname: str) -> None:
     """The protocol's declared party count (``Protocol.min_parties``, ``max_parties``)."""
-    lo = getattr(pcls, "min_parties", 1)
-    hi = getattr(pcls, "max_parties", None)
+    lo, hi = pcls.min_parties, pcls.max_parties
     if len(names) >= lo and (hi is None or len(names) <= hi):
         return
     if hi == lo:
@@ -193,12 +193,11 @@ def _check_defense_protocol(dcls, name: str, protocol: str, i: int, root, fname:
     """A defense on a protocol it does not act on would run and change nothing while the
     results list it (``Defense.protocols``); checked before its params, which may be another
     protocol's."""
-    applies = getattr(dcls, "applies_to_protocol", None)
-    if applies is None or applies(protocol):
+    if dcls.applies_to_protocol(protocol):
         return
     line = line_of(root, ["defenses", i])
     hint = ""
-    if getattr(dcls, "acts_on_measures", lambda: False)():
+    if dcls.acts_on_measures():
         hint = "; a protocol plugin whose messages carry Measures declares sends_measures = True"
     raise ScenarioError(
         f"{fname}:{line}: defenses[{i}] {name!r} does not apply to protocol {protocol!r} (it "
@@ -218,7 +217,7 @@ def _no_labels(sc: Scenario, root, fname: str, loc: list, needs: str) -> Scenari
 def _check_protocol_labels(protocol, sc: Scenario, root, fname: str) -> None:
     """A protocol whose configuration reads labels, on a dataset whose config says it has none
     (else the run would stop there, after loading the data and maybe after its heavy part)."""
-    why = getattr(protocol, "needs_labels", lambda: None)()
+    why = protocol.needs_labels()
     if why:
         needs = f"protocol {sc.protocol.name!r} needs labels ({why})"
         raise _no_labels(sc, root, fname, ["protocol", "name"], needs)
@@ -226,7 +225,7 @@ def _check_protocol_labels(protocol, sc: Scenario, root, fname: str) -> None:
 
 def _check_needs_labels(cls, what: str, sc: Scenario, root, fname: str) -> None:
     """A partition or transform that reads labels, on a dataset whose config says it has none."""
-    if getattr(cls, "needs_labels", False):
+    if cls.needs_labels:
         spec = sc.data.partition if what == "partition" else sc.data.transform
         needs = f"{what} {spec.name!r} needs labels"
         raise _no_labels(sc, root, fname, ["data", what, "name"], needs)
@@ -243,8 +242,8 @@ def validate_plugins(
     dcls, cfg = _validate_plugin(DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx)
     resolved["dataset"] = cfg.model_dump(mode="json")
     dataset = dcls(cfg)
-    labels = getattr(dataset, "possible_labels", lambda: None)()  # from the config alone
-    has_labels = getattr(dataset, "has_labels", lambda: None)()
+    labels = dataset.possible_labels()  # from the config alone
+    has_labels = dataset.has_labels()
     part_cls, cfg = _validate_plugin(
         PARTITIONERS,
         sc.data.partition,
@@ -317,9 +316,8 @@ def validate_plugins(
                 f"{fmt_loc(err['loc'])}: {err['msg']}"
             ) from None
     for i, d in enumerate(sc.defenses):  # a release count the protocol's params exceed
-        check = getattr(DEFENSES.get(d.name), "check_releases", None)
-        if check is not None:
-            dcls = DEFENSES.get(d.name)
+        dcls = DEFENSES.get(d.name)
+        if provides(dcls, "check_releases"):
             problem = dcls(dcls.Config.model_validate(d.params, context=ctx)).check_releases(
                 sc.protocol.name, proto_params, names
             )

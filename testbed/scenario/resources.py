@@ -219,7 +219,7 @@ def check_party_rows(sc, resolved: dict | None = None) -> None:
         raise ScenarioError(f"{_where(sc, loc)}: {problem[1]}")
     rows = _known_party_rows(res, shape[0], plugin)
     proto = res["protocol"]
-    check = getattr(PROTOCOLS.get(proto["name"]), "check_rows", None)
+    check = PROTOCOLS.get(proto["name"]).check_rows
     if rows is None or check is None:
         return
     with plugin_phase("protocol", proto["name"], f"setup ({_where(sc, ['protocol', 'name'])})"):

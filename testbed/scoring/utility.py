@@ -90,11 +90,12 @@ def task_utility(
         est_u, ref_u = _upper(estimates["distance_matrix"]), _upper(reference["distance_matrix"])
         out["distance_rank"] = spearman(est_u, ref_u)
         clusters = outputs.get("clusters")
-        central = getattr(protocol, "central_clusters", None)
-        if clusters is not None and central is not None:
+        labels = None
+        if clusters is not None:
+            labels = protocol.central_clusters(np.asarray(reference["distance_matrix"], np.float64))
+        if labels is not None:
             from sklearn.metrics import adjusted_rand_score
 
-            labels = central(np.asarray(reference["distance_matrix"], dtype=np.float64))
             out["clustering_ari"] = float(adjusted_rand_score(labels, np.asarray(clusters)))
     contrib = sorted(k for k in estimates if k.startswith("contribution_") and k in reference)
     if len(contrib) >= 2:

@@ -48,6 +48,7 @@ from pydantic import ValidationError
 from testbed.errors import TestbedError
 from testbed.exchange.bus import EAVESDROPPER, SERVER, PublicInfo, Transcript, View, payload_digest
 from testbed.measure import Measure
+from testbed.registry import Plugin
 
 __all__ = [
     "ATTACK_CHECKS",
@@ -156,10 +157,10 @@ def resolve_contract_scenario(cls, path: str | Path, explicit: bool = False) -> 
 def _fixture_for(cls, fixture: PluginFixture | None) -> PluginFixture:
     if fixture is not None:
         return fixture
-    own = getattr(cls, "contract_scenario", None)
+    own = cls.contract_scenario
     if own:
         return attack_fixture(scenario=resolve_contract_scenario(cls, own))
-    protos = [p for p in getattr(cls, "protocols", ("*",)) if p != "*"]
+    protos = [p for p in cls.protocols if p != "*"]
     return attack_fixture(protos[0] if protos else "fedwad")
 
 
@@ -323,7 +324,7 @@ def check_output_schema_valid(cls, fixture=None) -> None:
 
     fx = _fixture_for(cls, fixture)
     attack = cls(cls.Config())
-    kinds = getattr(cls, "output_kinds", ("points", "scores", "words", "histogram"))
+    kinds = cls.output_kinds
     for obs in fx.observers:
         view = fx.view(obs)
         validate_outputs(_run(attack, view, fx.public), fx.public, kinds)
@@ -344,7 +345,7 @@ def _defended(cls, fixture):
     ``protocol_overrides`` and gets no envelope. A defense may name its protocols."""
     fx = fixture or _fixture_for(cls, None)
     defense = cls(cls.Config())
-    if not getattr(cls, "changes_messages", True):
+    if not cls.changes_messages:
         over = defense.protocol_overrides(fx.protocol)
         assert isinstance(over, dict), "protocol_overrides must return a dict"
         return defense, []
@@ -422,6 +423,21 @@ def check_marks_changed_messages(cls, fixture=None) -> None:
         )
 
 
+def check_no_misspelt_hooks(cls, fixture=None) -> None:
+    """No public name of the plugin is a near miss of a hook its base class declares (a
+    misspelt hook is otherwise silently ignored; registration refuses it too)."""
+    from attacks._base import Attack
+    from defenses._base import Defense
+    from protocols._base import Protocol
+    from testbed.contract import misspelt_hooks
+
+    base = next(b for b in (Protocol, Attack, Defense, Plugin) if issubclass(cls, b))
+    bad = misspelt_hooks(cls, base)
+    assert not bad, "; ".join(
+        f"{name!r} is not a hook of {base.__name__}: did you mean {hook!r}?" for name, hook in bad
+    )
+
+
 # ----------------------------------------------------------------------------- registry of checks
 Check = Callable[..., None]
 
@@ -429,6 +445,7 @@ COMMON_CHECKS: dict[str, Check] = {
     "default_config_valid": check_default_config_valid,
     "unknown_param_rejected": check_unknown_param_rejected,
     "init_stores_config_only": check_init_stores_config_only,
+    "no_misspelt_hooks": check_no_misspelt_hooks,
 }
 ATTACK_CHECKS: dict[str, Check] = {
     **COMMON_CHECKS,

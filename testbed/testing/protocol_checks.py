@@ -90,7 +90,7 @@ def _scenario_source(cls, scenario) -> tuple[dict, str, str]:
         return dict(scenario), f"<{cls.name} contract scenario>", "."
     if scenario is not None:
         path = resolve_contract_scenario(cls, scenario, explicit=True)
-    elif getattr(cls, "contract_scenario", None):
+    elif cls.contract_scenario:
         path = resolve_contract_scenario(cls, cls.contract_scenario)
     else:
         try:
@@ -173,7 +173,7 @@ def private_row_findings(run: ProtocolRun, coalitions=()) -> dict[str, list]:
 
 # ----------------------------------------------------------------------------- checks
 def check_matches_reference(cls, scenario=None) -> None:
-    tol = getattr(cls, "reference_tolerance", None)
+    tol = cls.reference_tolerance
     if tol is None:
         raise AssertionError(
             f"{cls.__qualname__} declares no reference_tolerance (relative; a number or "
@@ -226,7 +226,7 @@ def check_deterministic(cls, scenario=None) -> None:
 
 
 def check_declared_kinds_only(cls, scenario=None) -> None:
-    declared = tuple(getattr(cls, "message_kinds", ()) or ())
+    declared = tuple(cls.message_kinds or ())
     if not declared:
         raise AssertionError(f"{cls.__qualname__} declares no message_kinds")
     run = protocol_run(cls, scenario)
