@@ -38,5 +38,9 @@ _EXPORTS = {
     "SupportMembership": "attacks.support_membership",
     "Word2VecRetrieval": "attacks.word2vec_retrieval",
 }
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    _EXPORTS,
+    moved=frozenset({"Attack", "AttackConfig", "AttackOutput", "observed", "prior_points"}),
+)
 __all__ = sorted(_EXPORTS)

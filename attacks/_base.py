@@ -6,10 +6,8 @@ attack: the scorer (:mod:`testbed.scoring.metrics`) compares outputs with it.
 
 Writing an attack::
 
-    from attacks import Attack, AttackConfig, AttackOutput
-    from testbed.registry import ATTACKS
+    from testbed.api import Attack, AttackConfig, AttackOutput
 
-    @ATTACKS.register
     class MyAttack(Attack):
         '''One line shown by `testbed plugins`.'''
 

@@ -18,5 +18,7 @@ _EXPORTS = {
     **dict.fromkeys(["SecretIsometryMask", "SecretIsometryMaskConfig"], "defenses.secret_mask"),
     **dict.fromkeys(["SubsampleSupport", "SubsampleSupportConfig"], "defenses.subsample_support"),
 }
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(
+    __name__, _EXPORTS, moved=frozenset({"Defense", "DefenseConfig", "MEASURE_PROTOCOLS"})
+)
 __all__ = sorted(_EXPORTS)

@@ -16,5 +16,7 @@ _EXPORTS = {
     "SinkhornDistillation": "protocols.sinkhorn_distillation",
     **dict.fromkeys(["TriangleWad", "TriangleWadMarketplace"], "protocols.triangle_wad"),
 }
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(
+    __name__, _EXPORTS, moved=frozenset({"Protocol", "ProtocolResult"})
+)
 __all__ = sorted(_EXPORTS)

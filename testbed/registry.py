@@ -462,16 +462,25 @@ class Registry:
         return self._origins[name]
 
 
-def lazy_exports(package: str, exports: dict[str, str]):
+def lazy_exports(package: str, exports: dict[str, str], moved: frozenset[str] = frozenset()):
     """PEP 562 ``__getattr__`` and ``__dir__`` for a plugin package whose public names
     (``name -> module``) are imported on first use: ``import protocols`` (or importing any one
     of its modules, which runs the package first) imports none of the others, nor what they
-    import (POT, torch, scikit-learn)."""
+    import (POT, torch, scikit-learn). A name in ``moved`` is part of the plugin API, whose
+    home is :mod:`testbed.api`: reading it here still works, with a ``DeprecationWarning``."""
 
     def __getattr__(name: str):
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if name in moved:
+            import warnings
+
+            warnings.warn(
+                f"importing {name} from {package!r} is deprecated: import it from testbed.api",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         value = getattr(importlib.import_module(module), name)
         setattr(sys.modules[package], name, value)
         return value

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from attacks import Attack, AttackConfig, AttackOutput
+from testbed.api import Attack, AttackConfig, AttackOutput
 
 MARK = b"sandbox-secret-7f3a"  # the bytes a break would bring back
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attacks import Attack
+from testbed.api import Attack
 
 print("LOUD AT IMPORT")  # a plugin author's debugging line
 

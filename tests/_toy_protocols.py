@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from protocols import Protocol, ProtocolResult
+from testbed.api import Protocol, ProtocolResult
 from testbed.exchange.bus import SERVER
 from testbed.registry import PROTOCOLS, PluginConfig
 

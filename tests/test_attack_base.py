@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attacks import AttackOutput, AttackOutputError, observed, prior_points, validate_outputs
+from attacks import AttackOutputError, validate_outputs
+from testbed.api import AttackOutput, observed, prior_points
 from testbed.data.public import gaussian_prior
 from testbed.exchange.bus import Bus, PrivacyGuard, PublicInfo
 from testbed.measure import Measure

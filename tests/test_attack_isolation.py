@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from _scenarios import gaussians
 
-from attacks import Attack, AttackConfig, AttackOutput
+from testbed.api import Attack, AttackConfig, AttackOutput
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
 from testbed.run.execute import attack_and_score, run_and_evaluate

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from protocols import ProtocolResult
+from testbed.api import ProtocolResult
 from testbed.cli.main import main
 from testbed.exchange.bus import SERVER
 from testbed.run.roster import build_world

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from attacks import Attack, AttackConfig, AttackOutput
 from defenses._base import Defense
+from testbed.api import Attack, AttackConfig, AttackOutput
 from testbed.exchange.bus import SERVER
 from testbed.measure import Measure
 from testbed.registry import ATTACKS, DEFENSES, PluginConfig

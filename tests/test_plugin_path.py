@@ -9,7 +9,7 @@ from importlib.metadata import EntryPoint
 import numpy as np
 import pytest
 
-from attacks import Attack, AttackConfig, AttackOutput
+from testbed.api import Attack, AttackConfig, AttackOutput
 from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS

@@ -8,8 +8,7 @@ import pytest
 from _scenarios import gaussians, tiny
 from _toy_protocols import registered
 
-from attacks import Attack, AttackConfig
-from protocols import Protocol
+from testbed.api import Attack, AttackConfig, Protocol
 from testbed.cli.main import main
 from testbed.registry import ATTACKS, PROTOCOLS, PluginConfig
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from protocols import ProtocolResult
+from testbed.api import ProtocolResult
 from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.exchange.bus import SERVER

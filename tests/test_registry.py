@@ -78,7 +78,7 @@ def not_a_class():
 
 
 def _named():
-    from attacks import Attack
+    from testbed.api import Attack
 
     class Named(Attack):
         """Registered under another name than its own."""

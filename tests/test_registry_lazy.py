@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attacks import Attack, AttackOutput
+from testbed.api import Attack, AttackOutput
 from testbed.registry import (
     ATTACKS,
     BUILTIN,

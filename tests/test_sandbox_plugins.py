@@ -44,7 +44,7 @@ SHADOW = "/etc/shadow"
 
 READER = '''
 import numpy as np
-from attacks import Attack, AttackConfig, AttackOutput
+from testbed.api import Attack, AttackConfig, AttackOutput
 
 
 class Reader(Attack):

@@ -179,7 +179,7 @@ def test_the_scorecard_says_which_defense_acted_on_the_leaking_messages(
 def test_an_attack_that_cannot_be_built_costs_its_row_not_the_card(toys, tmp_path, capsys):
     # an installed attack whose config has a required field (or whose constructor raises)
     # stopped `testbed scorecard` for every protocol, in a line naming neither it nor its package
-    from attacks import Attack, AttackConfig
+    from testbed.api import Attack, AttackConfig
     from testbed.registry import ATTACKS
 
     class NeedsK(AttackConfig):

@@ -304,7 +304,7 @@ def test_lwf_and_entropy_baseline_run(tmp_path):
 
 def test_membership_scorer_on_known_members():
     # Prepare: ground truth whose target holds the first 100 rows of a pool of 200 candidates
-    from attacks import AttackOutput
+    from testbed.api import AttackOutput
     from testbed.scoring.metrics import score_membership
     from testbed.scoring.truth import GroundTruth, PartyTruth
 
