@@ -50,6 +50,9 @@ def sends_measures(protocol: str) -> bool:
 
 
 class DefenseConfig(PluginConfig):
+    """Base of defense parameters: which senders and message kinds it acts on. Subclass it per
+    defense."""
+
     senders: list[str] | None = Field(
         None, description="parties whose messages are defended (default: every non-server party)"
     )

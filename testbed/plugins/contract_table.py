@@ -12,7 +12,7 @@ import textwrap
 from testbed.contract import declared_hooks
 from testbed.registry import ATTACKS, DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 
-__all__ = ["contract_table", "members"]
+__all__ = ["api_reference", "contract_table", "first_para", "members"]
 
 #: names of every base that are the testbed's machinery, not something a plugin defines
 _NOT_HOOKS = {"from_params", "describe", "marked", "config"}
@@ -96,3 +96,66 @@ def contract_table() -> str:
             parts.append(f"| `{m['name']}` | {m['what']} | {default} | {doc} |")
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _signature(obj) -> str:
+    try:
+        sig = str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return ""
+    return sig.replace("'", "")
+
+
+def _api_members(cls: type) -> list[str]:
+    """Rows for the public methods and properties ``cls`` defines beyond ``object``, its
+    dataclass fields included."""
+    rows = []
+    fields = getattr(cls, "__dataclass_fields__", {})
+    for name in fields:
+        if not name.startswith("_"):
+            rows.append(f"  - `{name}` (field)")
+    for name, raw in sorted(vars(cls).items()):
+        if name.startswith("_") or name in fields:
+            continue
+        if isinstance(raw, property):
+            doc = _first_sentence(inspect.cleandoc(raw.__doc__ or ""))
+            rows.append(f"  - `{name}` (property){': ' + doc if doc else ''}")
+        elif isinstance(raw, (classmethod, staticmethod)) or inspect.isfunction(raw):
+            fn = raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+            doc = _first_sentence(inspect.cleandoc(fn.__doc__ or ""))
+            rows.append(f"  - `{name}{_signature(fn)}`{': ' + doc if doc else ''}")
+    return rows
+
+
+def api_reference() -> str:
+    """docs/api.md's body: every name of :mod:`testbed.api`, what it is, its signature and the
+    first paragraph of its docstring; for the classes a plugin receives (not the base classes,
+    which docs/plugins.md's contract table lists), their fields and methods."""
+    import testbed.api as api
+
+    bases = {reg.base() for reg in (PROTOCOLS, ATTACKS, DEFENSES, DATASETS, PARTITIONERS)}
+    out = []
+    for name in api.__all__:
+        obj = getattr(api, name)
+        home = getattr(obj, "__module__", None) or api._EXPORTS[name]
+        if isinstance(obj, type):
+            what = "base class" if obj in bases else "class"
+            head = f"### `{name}` ({what}, from `{home}`)"
+            doc = first_para(obj.__doc__)
+            out += [head, "", doc, ""] if doc else [head, ""]
+            if obj not in bases:
+                rows = _api_members(obj)
+                if rows:
+                    out += [*rows, ""]
+        elif callable(obj):
+            out += [f"### `{name}{_signature(obj)}` (function, from `{home}`)", ""]
+            doc = first_para(obj.__doc__)
+            out += [doc, ""] if doc else []
+        else:
+            out += [f"### `{name}` (constant, from `{api._EXPORTS[name]}`)", "", f"`{obj!r}`", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def first_para(doc: str | None) -> str:
+    text = inspect.cleandoc(doc or "")
+    return " ".join(text.split("\n\n", 1)[0].split())

@@ -312,7 +312,7 @@ def describe_kind(kind: str, name: str) -> list[dict[str, Any]]:
 
 def generated_blocks() -> dict[str, Callable[[], str]]:
     """Block name (the marker's) -> the function that renders it."""
-    from testbed.plugins.contract_table import contract_table
+    from testbed.plugins.contract_table import api_reference, contract_table
     from testbed.plugins.observers import observer_tables
 
     return {
@@ -322,11 +322,13 @@ def generated_blocks() -> dict[str, Callable[[], str]]:
         "protocol_params": _protocol_params,
         "observers": observer_tables,
         "contract": contract_table,
+        "api": api_reference,
     }
 
 
 #: the docs pages that hold generated blocks, relative to the checkout's root
 DOC_PAGES = (
+    "docs/api.md",
     "docs/attacks.md",
     "docs/plugins.md",
     "docs/protocols.md",
