@@ -122,6 +122,12 @@ class Defense(Plugin):
         returns :meth:`marked`). Must never mutate ``env``."""
         return env.with_payload(env.payload)
 
+    def bounded(self, env: Envelope) -> Payload:
+        """The payload as this defense releases it *before* its noise: where its claim rests on
+        a clip it applies to what it sends (an atom's norm, a distance's range), that clip
+        applied. The mechanism audit measures the noise against it. Default: the payload."""
+        return env.payload
+
     def marked(self, env: Envelope, payload: Payload, **meta) -> Envelope:
         """A new envelope with ``payload`` (and ``meta`` merged), whose meta's ``defended_by``
         names this defense after those that acted before it. ``testbed transcript`` and the
@@ -148,3 +154,10 @@ class Defense(Plugin):
         on the scoring side, never sent): ``[{"name", "holds", "detail"}, ...]``. ``None``
         (default): it states none."""
         return None
+
+    def bind_protocol(
+        self, protocol_name: str, params: Mapping[str, Any], sizes: Mapping[str, int]
+    ) -> None:
+        """Told, once the world is built, the protocol, its parameters (overrides included)
+        and each party's row count, before any message is sent: a defense whose calibration
+        depends on the protocol's structure reads it here. Default: nothing."""

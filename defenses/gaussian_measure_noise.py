@@ -70,7 +70,13 @@ from testbed.exchange.ledger import (
 from testbed.measure import Measure
 from testbed.registry import DEFENSES, PROTOCOLS
 
-__all__ = ["GaussianMeasureNoise", "GaussianMeasureNoiseConfig"]
+__all__ = ["PUBLIC_TARGET_DISTANCES", "GaussianMeasureNoise", "GaussianMeasureNoiseConfig"]
+
+#: protocols whose released scalars are distances W2(own rows, a measure the receiver sent): one
+#: row moves them by at most 2C/sqrt(n). Elsewhere (FedBary's W2(P_i, gamma_i): gamma_i is the
+#: client's own state, built from its rows) the target moves with the row too, so the value is
+#: clipped to [0, 2C] before the noise and charged 2C (docs/privacy.md)
+PUBLIC_TARGET_DISTANCES = frozenset({"fedwad"})
 
 
 class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
@@ -97,7 +103,9 @@ class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
         "tight",
         description="tight: a FedWAD client's support is charged 2 C push_max "
         "sqrt(sum_j min(1, 1/(min_rows b_j))^2) (unique plans enforced; docs/privacy.md), "
-        "never more than the worst case; worst_case: 2 C push_max sqrt(S) for every support",
+        "TriangleWad's eta (k = 1) 2 C push_max, never more than the worst case; worst_case: "
+        "2 C push_max sqrt(S) for every push (a support that is not one: 2 C sqrt(S), its atoms "
+        "clipped)",
     )
     noise_distances: bool = Field(True, description="also noise scalar distances")
 
@@ -153,6 +161,48 @@ class GaussianMeasureNoise(Defense):
             f"#{c.releases + 1}: give releases: {need}"
         )
 
+    def bind_protocol(self, protocol_name: str, params: Mapping, sizes: Mapping[str, int]) -> None:
+        """Which support bound applies: the barycentric-push bounds only where the protocol
+        declares that structure (``barycentric_push_check``) and its only problem, if any, is
+        a private share above ``push_max`` (reported, see :meth:`assumptions`); otherwise every
+        released atom is clipped to norm ``clip_norm`` and the support charged 2 C sqrt(S)."""
+        check = _push_check(protocol_name, params, self.config.push_max, sizes)
+        self.__dict__["_protocol"] = protocol_name
+        self.__dict__["_push_structure"] = bool(check.get("structure", check["holds"]))
+
+    def pushes(self) -> bool:
+        """Whether released supports are barycentric pushes of public atoms (the protocol
+        declares it; :meth:`bind_protocol`). False before the protocol is bound."""
+        return bool(self.__dict__.get("_push_structure", False))
+
+    def bounded_support(self, support: np.ndarray) -> np.ndarray:
+        """The support as released before the noise: unchanged for a barycentric push; else
+        every atom clipped to norm ``clip_norm`` (what the 2 C sqrt(S) charge assumes)."""
+        if self.pushes():
+            return support
+        return _clip_rows(support, self.config.clip_norm)
+
+    def bounded_distance(self, value: float) -> float:
+        """A released distance before the noise: unchanged when its target is public to the
+        receiver (:data:`PUBLIC_TARGET_DISTANCES`); else clipped to [0, 2C]."""
+        if self.__dict__.get("_protocol") in PUBLIC_TARGET_DISTANCES:
+            return value
+        return min(max(value, 0.0), 2.0 * self.config.clip_norm)
+
+    def bounded(self, env: Envelope):
+        """The payload with the clips :meth:`on_send` applies before its noise."""
+
+        def walk(p):
+            if isinstance(p, Measure):
+                return Measure(self.bounded_support(p.support), p.weights)
+            if isinstance(p, float) and self.config.noise_distances:
+                return self.bounded_distance(p)
+            if isinstance(p, Mapping):
+                return {k: walk(v) for k, v in p.items()}
+            return p
+
+        return walk(env.payload)
+
     def protocol_overrides(self, protocol_name: str) -> dict:
         """Tight calibration on FedWAD: every client plan made unique (``plan_tie_break``),
         which the tight support bound needs (docs/privacy.md). Remembers the protocol: the
@@ -186,8 +236,7 @@ class GaussianMeasureNoise(Defense):
         )
         if not over.any():
             return data
-        X = X.copy()
-        X[over] *= (self.config.clip_norm / norms[over])[:, None]
+        X = _clip_rows(X, self.config.clip_norm)
         X.setflags(write=False)
         return PartyData(data.name, X, data.y, data.source_index)
 
@@ -203,10 +252,15 @@ class GaussianMeasureNoise(Defense):
 
     def support_sensitivity(self, n_atoms: int, weights: np.ndarray | None = None) -> float:
         """L2 sensitivity of a released support of ``n_atoms`` atoms with (public) ``weights``
-        (None: uniform). Worst case 2 C λ √S; tight (FedWAD, unique plans, S < min_rows, so
+        (None: uniform). Not a barycentric push (:meth:`pushes`): 2 C √S, its atoms clipped to
+        norm C. Worst case 2 C λ √S; tight on TriangleWad (k = 1): 2 C λ; tight (FedWAD, unique plans, S < min_rows, so
         the support is the server's atoms pushed): 2 C λ √(Σ_j min(1, 1/(min_rows b_j))²)."""
         c = self.config
+        if not self.pushes():
+            return 2.0 * c.clip_norm * math.sqrt(n_atoms)
         worst = 2.0 * c.clip_norm * c.push_max * math.sqrt(n_atoms)
+        if c.calibration == "tight" and self.__dict__.get("_protocol") in _OWN_ATOM_PUSHES:
+            return min(worst, 2.0 * c.clip_norm * c.push_max)  # one row moves its own atom only
         if not self._tight_support(n_atoms):
             return worst
         b = np.full(n_atoms, 1.0 / n_atoms) if weights is None else np.asarray(weights, float)
@@ -223,7 +277,11 @@ class GaussianMeasureNoise(Defense):
         )
 
     def distance_sensitivity(self) -> float:
-        return 2.0 * self.config.clip_norm / math.sqrt(self.config.min_rows)
+        """2C/sqrt(min_rows) for a distance to a public measure; 2C for one clipped to [0, 2C]
+        (:meth:`bounded_distance`)."""
+        if self.__dict__.get("_protocol") in PUBLIC_TARGET_DISTANCES:
+            return 2.0 * self.config.clip_norm / math.sqrt(self.config.min_rows)
+        return 2.0 * self.config.clip_norm
 
     def on_send(
         self, env: Envelope, rng: np.random.Generator, ledger: PrivacyLedger | None
@@ -238,12 +296,13 @@ class GaussianMeasureNoise(Defense):
                 events.append(
                     self._event(env, z, delta, sigma, f"{env.kind}:{path}support", path + "support")
                 )
-                return Measure(p.support + rng.normal(0.0, sigma, p.support.shape), p.weights)
+                support = self.bounded_support(p.support)
+                return Measure(support + rng.normal(0.0, sigma, support.shape), p.weights)
             if isinstance(p, float) and self.config.noise_distances:
                 delta = self.distance_sensitivity()
                 sigma = z * delta
                 events.append(self._event(env, z, delta, sigma, f"{env.kind}:{path}distance", path))
-                return max(0.0, p + float(rng.normal(0.0, sigma)))
+                return max(0.0, self.bounded_distance(p) + float(rng.normal(0.0, sigma)))
             if isinstance(p, Mapping):
                 return {k: noisy(v, f"{path}{k}/") for k, v in p.items()}
             if isinstance(p, np.ndarray) and p.dtype.kind == "f":
@@ -317,7 +376,7 @@ class GaussianMeasureNoise(Defense):
                 "party": "*",
                 "defense": self.name,
                 "assumption": f"released supports are barycentric pushes, private share <= {c.push_max:g}",
-                **_push_check(protocol_name, protocol_params, c.push_max, parties),
+                **_push_report(protocol_name, protocol_params, c, parties),
             }
         )
         return out
@@ -334,14 +393,50 @@ def _clip_detail(clipped, max_norm: float) -> str:
     )
 
 
-def _push_check(protocol_name: str, params: Mapping, push_max: float, parties) -> dict:
-    """Whether the protocol's released supports have the barycentric-push form."""
+def _clip_rows(X: np.ndarray, C: float) -> np.ndarray:
+    """Each row of X scaled onto the ball of radius C (rows within it unchanged)."""
+    X = np.array(X, dtype=np.float64)
+    norms = np.linalg.norm(X, axis=1)
+    over = norms > C
+    X[over] *= (C / norms[over])[:, None]
+    return X
+
+
+#: protocols whose released support, when it is a push (:meth:`GaussianMeasureNoise.pushes`),
+#: keeps the sender's own atoms pushed toward one public atom (TriangleWad with k = 1: atom i is
+#: (1 - t) x_i + t g), so replacing row i moves atom i alone, by at most 2 C (1 - t)
+_OWN_ATOM_PUSHES = frozenset({"triangle_wad"})
+
+#: the wording of a share-only failure in the protocols' ``barycentric_push_check`` details
+_SHARE = "exceeds push_max"
+
+
+def _push_check(protocol_name: str, params: Mapping, push_max: float, sizes) -> dict:
+    """Whether the protocol's released supports have the barycentric-push form (``holds``), and
+    whether its only problem is the private share (``structure``: the form itself holds)."""
     cls = PROTOCOLS.get(protocol_name)
-    found = cls.barycentric_push_check(params, push_max, {p: d.n for p, d in parties.items()})
+    found = cls.barycentric_push_check(params, push_max, dict(sizes))
     if found is None:
         return {
             "holds": False,
+            "structure": False,
             "detail": f"protocol {protocol_name} does not declare that its supports are "
-            "barycentric pushes; the claim is not established",
+            "barycentric pushes",
         }
-    return found
+    out = dict(found)
+    problems = [p for p in out["detail"].split("; ") if p] if not out["holds"] else []
+    out["structure"] = all(_SHARE in p for p in problems)
+    return out
+
+
+def _push_report(protocol_name: str, params: Mapping, c, parties) -> dict:
+    """The push assumption as the report states it: where the structure is not a push, the
+    defense clips every released atom to norm C and charges 2 C sqrt(S), so it holds."""
+    out = _push_check(protocol_name, params, c.push_max, {p: d.n for p, d in parties.items()})
+    if out.pop("structure"):
+        return out
+    return {
+        "holds": True,
+        "detail": f"{out['detail']}: not a push, so every released atom is clipped to norm "
+        f"{c.clip_norm:g} and each support charged 2 C sqrt(S) (enforced)",
+    }

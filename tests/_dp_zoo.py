@@ -36,8 +36,9 @@ class _Twin(GaussianMeasureNoise):
                 delta = self.support_sensitivity(p.n, p.weights)
                 sigma = z * delta
                 events.append(self._event(env, z, delta, sigma, env.kind, path + "support"))
+                support = self.bounded_support(p.support)
                 return Measure(
-                    p.support + self.noise(env, rng, p.support.shape, sigma, path), p.weights
+                    support + self.noise(env, rng, support.shape, sigma, path), p.weights
                 )
             if isinstance(p, float) and self.config.noise_distances:
                 delta = self.distance_sensitivity()
@@ -56,7 +57,7 @@ class _Twin(GaussianMeasureNoise):
         return self.marked(env, payload, **self.extra_meta(env, env.payload))
 
     def release_distance(self, p, n):
-        return max(0.0, p + n)
+        return max(0.0, self.bounded_distance(p) + n)
 
 
 class CorrectTwin(_Twin):
@@ -186,6 +187,33 @@ class ChargeOneInFour(_Twin):
         n = self.__dict__.get("_calls", 0)
         self.__dict__["_calls"] = n + 1
         return events if n % 4 == 0 else []
+
+
+class NoPushClip(_Twin):
+    """Every support charged as a barycentric push of public atoms (2 C λ √S, tight where it
+    applies) and no atom clipped, whatever the protocol's structure: the calibration before
+    issue 47's FedBary fix, where FedBary's γ_i mixes the server's atoms by a plan that moves
+    with the private row."""
+
+    name = "zoo_no_push_clip"
+
+    def pushes(self):
+        return True
+
+    def bounded_distance(self, value):
+        return value
+
+    def distance_sensitivity(self):
+        return 2.0 * self.config.clip_norm / np.sqrt(self.config.min_rows)
+
+
+class NoRowFloor(_Twin):
+    """The tight calibration with the row floor switched off: rows clipped, too few accepted."""
+
+    name = "zoo_no_row_floor"
+
+    def prepare_party(self, data):
+        return self.prepare_rows(data)
 
 
 #: every broken twin, with the bug it carries

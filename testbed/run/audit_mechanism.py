@@ -77,11 +77,15 @@ class _AuditBus(Bus):
         env = super().send(sender, receiver, kind, payload, round=round, meta=meta)
         if sender == self._party:
             self.sent.append((receiver, kind, payload, round, meta))
+            pre = env.with_payload(payload)  # before the noise: with the clips the defenses apply
+            for defense, _ in self._defenses:
+                if defense.applies_to(pre):
+                    pre = pre.with_payload(defense.bounded(pre))
             self.releases.append(
                 Release(
                     kind,
                     round,
-                    numeric_leaves(payload, meta),
+                    numeric_leaves(pre.payload, meta),
                     numeric_leaves(env.payload, env.meta),
                     tuple(self.ledger.events[n0:]),
                 )

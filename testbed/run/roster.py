@@ -186,6 +186,10 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     proto_cls = PROTOCOLS.get(sc.protocol.name)
     proto_params = {**resolved["protocol"]["params"], **overrides}
     protocol = proto_cls(proto_cls.Config(**proto_params))
+    for dfn in defenses:  # a calibration that rests on the protocol's structure reads it here
+        dfn.bind_protocol(
+            sc.protocol.name, dict(proto_params), {p: v.n for p, v in parties.items()}
+        )
     d = next(iter(parties.values())).X.shape[1]
     pool = np.vstack([v.X for v in parties.values()])
     prior_mean, prior_cov, prior = gaussian_prior(
