@@ -34,7 +34,14 @@ FedWAD client's support, when S < ``min_rows``,
 augmenting-path argument, docs/privacy.md), which it enforces by setting FedWAD's
 ``plan_tie_break`` (a data-independent random perturbation of the costs); with ties the solver's
 own choice can move the push by more (the counterexample in docs/privacy.md). Every other support
-keeps the worst case. ``min_rows`` is enforced: a party with fewer rows is refused at the party.
+keeps the worst case, but TriangleWad's eta with one gamma atom (tight: :math:`2C\\lambda`, one
+atom moves). ``min_rows`` is enforced: a party with fewer rows is refused at the party.
+The push structure is the protocol's declaration (``barycentric_push_check``, read in
+:meth:`GaussianMeasureNoise.bind_protocol`); a support that is not a push (FedBary's
+:math:`\\gamma_i`, which mixes the server's atoms by a plan that moves with the private rows;
+TriangleWad with k > 1; FedWAD's exact interpolation or S >= n) has every atom clipped to norm
+:math:`C` before the noise and is charged :math:`2C\\sqrt{S}`; a distance whose target is not
+public to the receiver (FedBary's) is clipped to :math:`[0, 2C]` and charged :math:`2C`.
 A distance moves by at most :math:`W_2(\\mu, \\mu') \\le 2C/\\sqrt{n}`, so
 :math:`\\Delta_{\\text{distance}} = 2C/\\sqrt{\\texttt{min\\_rows}}`. Every release adds
 :math:`\\mathcal N(0, (z\\Delta)^2 I)` with the same noise multiplier :math:`z`; each is one
