@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from _dp_zoo import NoPushClip
+from _toy_protocols import registered
 
 from testbed.cli.main import main
+from testbed.registry import DEFENSES
 from testbed.run.audit import canary_audit
 from testbed.run.roster import build_world
 from testbed.scenario.loading import parse_scenario
@@ -73,15 +76,15 @@ def test_audit_cli_one_run_states_a_violation_and_writes_rows(tmp_path, capsys):
     from test_audit_one_run import BASE as ONE_RUN
 
     f = tmp_path / "a.yaml"
-    # a defense that understates its sensitivity 250x (tests/test_audit_one_run.py)
+    # a defense that understates its sensitivity 500x (tests/test_audit_one_run.py)
     defs = (
-        "[{name: gaussian_measure_noise, params: {clip_norm: 4.0, push_max: 0.002, "
-        "noise_multiplier: 5}}]"
+        "[{name: zoo_no_push_clip, params: {clip_norm: 4.0, push_max: 0.002, noise_multiplier: 5}}]"
     )
     f.write_text(ONE_RUN.replace("DEFS", defs))
     out_dir = tmp_path / "audit"
     args = ["audit", str(f), "--party", "alice", "--canaries", "64", "--out", str(out_dir)]
-    assert main(args) == 0
+    with registered(NoPushClip, registry=DEFENSES):
+        assert main(args) == 0
     out = capsys.readouterr().out
     # the claim's value is the accountant's (PLD by default; RDP said 1.16)
     assert re.search(r"alice: VIOLATION — the claim ε = [\d.]+ is refuted at 95 %: ε̂ ≥ ", out)

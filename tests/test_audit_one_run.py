@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _dp_zoo import NoPushClip
+from _toy_protocols import registered
 
+from testbed.registry import DEFENSES
 from testbed.run.audit_one_run import canary_directions, one_run_audit
 from testbed.run.roster import build_world
 from testbed.scenario.loading import parse_scenario
@@ -30,9 +33,9 @@ def _world(defs: str = "[]"):
     return build_world(parse_scenario(BASE.replace("DEFS", defs), "one_run.yaml", "."))
 
 
-def _defense(z, push_max=0.5):
+def _defense(z, push_max=0.5, name="gaussian_measure_noise"):
     return (
-        f"[{{name: gaussian_measure_noise, params: {{clip_norm: 4.0, push_max: {push_max}, "
+        f"[{{name: {name}, params: {{clip_norm: 4.0, push_max: {push_max}, "
         f"noise_multiplier: {z}}}}}]"
     )
 
@@ -70,12 +73,13 @@ def test_one_run_bound_stays_below_an_honest_claim():
 
 
 def test_one_run_catches_a_defense_that_understates_its_sensitivity():
-    # push_max 0.5 is the truth (t = 0.5); stating 0.002 understates the sensitivity 250x. The
-    # claim is loose by sqrt(S) = 8.6 here (a canary moves one atom of 74, the claim charges all
-    # of them), so the defense adds 29x too little noise for what one row really moves
-    rows = one_run_audit(
-        _world(_defense(5, push_max=0.002)), "alice", canaries=64, observers=[("server",)]
-    )
+    # S = 74 >= the rows: not a barycentric push, so the shipped defense clips every atom to
+    # norm C and charges 2 C sqrt(S). The zoo's twin that charges it as a push of share
+    # push_max = 0.002 (and clips nothing) understates that 500x; the claim is loose by
+    # sqrt(S) = 8.6 here (a canary moves one atom of 74), so it adds far too little noise
+    with registered(NoPushClip, registry=DEFENSES):
+        broken = _world(_defense(5, push_max=0.002, name="zoo_no_push_clip"))
+    rows = one_run_audit(broken, "alice", canaries=64, observers=[("server",)])
     assert rows[0].violated and rows[0].bound.mu > rows[0].claimed_mu
     honest = one_run_audit(_world(_defense(5)), "alice", canaries=64, observers=[("server",)])
     assert not honest[0].violated and honest[0].claimed_mu == rows[0].claimed_mu
