@@ -170,12 +170,12 @@ class GaussianMeasureNoise(Defense):
 
     def bind_protocol(self, protocol_name: str, params: Mapping, sizes: Mapping[str, int]) -> None:
         """Which support bound applies: the barycentric-push bounds only where the protocol
-        declares that structure (``barycentric_push_check``) and its only problem, if any, is
-        a private share above ``push_max`` (reported, see :meth:`assumptions`); otherwise every
-        released atom is clipped to norm ``clip_norm`` and the support charged 2 C sqrt(S)."""
+        declares that structure (``barycentric_push_check``) with a private share within
+        ``push_max``; otherwise every released atom is clipped to norm ``clip_norm`` and the
+        support charged 2 C sqrt(S)."""
         check = _push_check(protocol_name, params, self.config.push_max, sizes)
         self.__dict__["_protocol"] = protocol_name
-        self.__dict__["_push_structure"] = bool(check.get("structure", check["holds"]))
+        self.__dict__["_push_structure"] = bool(check["holds"])
 
     def pushes(self) -> bool:
         """Whether released supports are barycentric pushes of public atoms (the protocol
@@ -414,33 +414,26 @@ def _clip_rows(X: np.ndarray, C: float) -> np.ndarray:
 #: (1 - t) x_i + t g), so replacing row i moves atom i alone, by at most 2 C (1 - t)
 _OWN_ATOM_PUSHES = frozenset({"triangle_wad"})
 
-#: the wording of a share-only failure in the protocols' ``barycentric_push_check`` details
-_SHARE = "exceeds push_max"
-
 
 def _push_check(protocol_name: str, params: Mapping, push_max: float, sizes) -> dict:
-    """Whether the protocol's released supports have the barycentric-push form (``holds``), and
-    whether its only problem is the private share (``structure``: the form itself holds)."""
+    """Whether the protocol's released supports have the barycentric-push form with a private
+    share within ``push_max`` (the protocol's own check)."""
     cls = PROTOCOLS.get(protocol_name)
     found = cls.barycentric_push_check(params, push_max, dict(sizes))
     if found is None:
         return {
             "holds": False,
-            "structure": False,
             "detail": f"protocol {protocol_name} does not declare that its supports are "
             "barycentric pushes",
         }
-    out = dict(found)
-    problems = [p for p in out["detail"].split("; ") if p] if not out["holds"] else []
-    out["structure"] = all(_SHARE in p for p in problems)
-    return out
+    return dict(found)
 
 
 def _push_report(protocol_name: str, params: Mapping, c, parties) -> dict:
     """The push assumption as the report states it: where the structure is not a push, the
     defense clips every released atom to norm C and charges 2 C sqrt(S), so it holds."""
     out = _push_check(protocol_name, params, c.push_max, {p: d.n for p, d in parties.items()})
-    if out.pop("structure"):
+    if out["holds"]:
         return out
     return {
         "holds": True,

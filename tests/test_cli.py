@@ -802,8 +802,9 @@ def test_run_prints_the_tasks_own_metrics(tmp_path, capsys):
 
 def test_a_single_run_says_its_claimed_epsilon_and_failed_assumptions(tmp_path, capsys):
     """The run's summary: the claimed epsilon (``none`` without a DP defense) and the assumptions
-    behind it that fail, worded as the report words them; those that hold are not listed (the
-    norm bound, which the defense enforces by clipping rows at the party, holds)."""
+    behind it that fail, worded as the report words them; those that hold are not listed: the
+    norm bound (rows clipped at the party) and the push (t = 0.5 is a private share above
+    push_max = 0.1, so the defense clips every atom and charges 2 C sqrt(S): issue 47) hold."""
     dp = GOOD + (
         "defenses: [{name: gaussian_measure_noise, params: {target_epsilon: 1.0, releases: 4, "
         "clip_norm: 1.0, push_max: 0.1}}]\n"
@@ -812,13 +813,10 @@ def test_a_single_run_says_its_claimed_epsilon_and_failed_assumptions(tmp_path, 
     assert code == 0, err
     res = json.loads((tmp_path / "dp" / "results.json").read_text())
     lines = [x for x in out.splitlines() if x.startswith(("claimed eps", "assumption"))]
-    failed = [x for x in res["privacy_assumptions"] if not x["holds"]]
-    assert [x["party"] for x in failed] == ["*"]  # t = 0.5: a private share above push_max
-    assert lines == [
-        f"claimed eps: {fmt(res['privacy_epsilon'])}",
-        "assumption failed, the claim does not hold: released supports are barycentric pushes, "
-        f"private share <= 0.1 ({failed[0]['detail']})",
-    ]
+    assert [x for x in res["privacy_assumptions"] if not x["holds"]] == []
+    assert lines == [f"claimed eps: {fmt(res['privacy_epsilon'])}"]
+    (push,) = [x for x in res["privacy_assumptions"] if "barycentric" in x["assumption"]]
+    assert "exceeds push_max=0.1" in push["detail"] and "clipped to norm 1" in push["detail"]
     clipped = [x for x in res["privacy_assumptions"] if "L2 norm" in x["assumption"]]
     assert all(x["holds"] and "rows clipped at the party" in x["detail"] for x in clipped)
     code, out, err = _run(tmp_path, GOOD, capsys, "--out", str(tmp_path / "n"), "-q", command="run")
