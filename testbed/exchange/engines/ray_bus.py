@@ -48,6 +48,7 @@ from testbed.exchange.engines.ray_cluster import (
     plan_groups,
     ray_verbosity,
 )
+from testbed.exchange.engines.raylet_watch import RayletWatch
 from testbed.registry import PluginConfig, check_parties
 
 __all__ = ["RayBus", "RayEngineConfig", "RaySession", "session_processes"]
@@ -161,6 +162,7 @@ class RaySession:
         self.shutdown_timeout = shutdown_timeout
         self.owned = False
         self._raylet: int | None = None
+        self._watch: RayletWatch | None = None
         self._link: str | None = None
         self._real: str | None = None
         if temp_root is None and run_dir is not None:
@@ -189,6 +191,8 @@ class RaySession:
             self.owned = True
             # the raylet's death is seen at the end even when the actors finished the protocol
             self._raylet = next(iter(session_processes(self.temp_dir, "/raylet/raylet")), None)
+            if self._raylet is not None:  # its death is named at once, not after Ray's 15 s
+                self._watch = RayletWatch(self._raylet, self._last_line, self._end_now)
         except BaseException:
             self._unmute()
             self._cleanup()
@@ -198,6 +202,7 @@ class RaySession:
         """Shut the cluster down, wait for its processes, remove its folder. ``after_fault``:
         a part of the session died (the raylet, an actor), so what is left of it is killed
         after a short wait, without an error of its own that would hide the fault's line."""
+        self.claim()
         died = (
             self.owned
             and self._raylet is not None
@@ -217,6 +222,29 @@ class RaySession:
 
     def raylet_line(self) -> str:
         return f"ray engine: the local cluster's raylet (pid {self._raylet}) died during the run"
+
+    def claim(self) -> None:
+        """The driver's own path handles the end of the session: the raylet's watcher stands
+        down (:mod:`~testbed.exchange.engines.raylet_watch`)."""
+        if self._watch is not None:
+            self._watch.claim()
+
+    def _last_line(self) -> str:
+        return (
+            f"{self.raylet_line()}; nothing of this run was kept (its unfinished directory is "
+            "removed by the next run into the same folder)"
+        )
+
+    def _end_now(self) -> None:
+        """What is left of the session, killed and removed (the process ends right after)."""
+        for pid in session_processes(self.temp_dir):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                continue
+        if self._link is not None:
+            os.unlink(self._link)
+        shutil.rmtree(self._real or self.temp_dir, ignore_errors=True)
 
     def _cleanup(self, after_fault: bool = False) -> None:
         wait = min(self.shutdown_timeout, 2.0) if after_fault else self.shutdown_timeout
@@ -417,6 +445,8 @@ class RayBus(Bus):
             errors.RaySystemError,
         ) as exc:
             self._fault = True  # a node, raylet or actor died: one line, Ray's text on --debug
+            if isinstance(self.session, RaySession):
+                self.session.claim()
             if isinstance(self.session, RaySession) and self.session.raylet_died():
                 raise EngineFault(
                     f"{self.session.raylet_line()}, and with it the actors holding "
