@@ -7,14 +7,18 @@ read) each try one way to make the driver open more than their package to them, 
 
 * ``hostile_path``: its ``__init__.py`` does ``__path__.append("/")``;
 * ``hostile_syspath``: its ``__init__.py`` appends to ``sys.path`` an entry named
-  ``site-packages`` that is a symlink to ``/``;
-* ``hostile_pth``: its distribution's ``.pth`` file adds such an entry at interpreter start;
+  ``site-packages`` that is a symlink to ``/etc``;
+* ``hostile_pth``: its distribution's ``.pth`` file adds such an entry at interpreter start
+  (every plugin is imported before the first attack runs, as ``testbed plugins`` does);
 * ``etc.hostile_ns``: a namespace package ``etc`` whose module appends ``/`` to ``sys.path``,
   so that the namespace spans ``/etc``;
 * ``hostile_link``: a symlink inside its package points to ``/etc``;
 * ``hostile_inrun``: its package is a symlink into a run directory: refused, never imported.
 
-Each read fails, and the level each row records is what a probe inside the sandbox checked.
+Each reads ``/etc/shadow`` and ``/etc/passwd`` (which anyone may read) and gets neither, and
+the level each row records is what a probe inside the sandbox checked. The plugins run once as
+root (as CI runs) and once as ``nobody``, where that user can run the interpreter and read the
+checkout (skipped, saying why, where a folder above them is closed to others).
 On main 8350ce8 the first four read ``/etc/shadow`` while recording
 ``landlock7+netns+pidns+mountns+nocaps``. Run as root (CI does); skipped where the kernel
 offers no Landlock.
@@ -24,8 +28,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +46,34 @@ pytestmark = pytest.mark.skipif(
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHADOW = "/etc/shadow"
+#: what each plugin tries to read: /etc/shadow (root can), /etc/passwd (anyone can)
+SECRETS = ("/etc/shadow", "/etc/passwd")
+NOBODY = 65534
+
+
+def _skip_unless_nobody_can_run_the_testbed() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become an unprivileged user")
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import testbed.sandbox.isolation"],
+            capture_output=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd="/",
+            user=NOBODY,
+            group=NOBODY,
+            extra_groups=[],
+            timeout=120,
+        ).returncode
+    except OSError:  # the interpreter itself
+        probe = -1
+    if probe != 0:
+        pytest.skip(
+            f"user nobody cannot run {sys.executable} or import the testbed from {ROOT} (a "
+            "folder above one of them, or above the interpreter it links to, is not readable by "
+            "others, e.g. /root at 0700): nothing to run as nobody here"
+        )
+
 
 READER = '''
 import numpy as np
@@ -85,6 +118,11 @@ run = execute(parse_scenario(sys.argv[2]), until="results", write=False)
 obs = observe(run.world, run.transcript, run.results["estimates"])
 rng = component_rng(0, "test")
 out = {}
+for name in json.loads(sys.argv[3]):  # every plugin imported first, as `testbed plugins` does
+    try:
+        ATTACKS.get(name)
+    except TestbedError:
+        pass
 for name, paths in json.loads(sys.argv[3]).items():
     try:
         got = run_isolated(ATTACKS.get(name), {"paths": paths}, obs.view, obs.public, rng, rng)
@@ -104,13 +142,18 @@ def _package(site: Path, name: str, init: str = "", namespace: bool = False) -> 
     return pkg
 
 
-@pytest.fixture(scope="module")
-def attempts(tmp_path_factory) -> dict:
-    """Every hostile plugin's attempt, in one driver process: name -> what it read, or the
-    line that refused it."""
-    tmp = tmp_path_factory.mktemp("plugins")
+@pytest.fixture(scope="module", params=["root", "nobody"])
+def attempts(request) -> dict:
+    """Every hostile plugin's attempt, in one driver process run by this user (root, as CI
+    runs) or by ``nobody``: name -> what it read, or the line that refused it."""
+    user = request.param
+    if user == "nobody":
+        _skip_unless_nobody_can_run_the_testbed()
+    # a folder anyone can read (pytest's own are 0700 under /tmp/pytest-of-root)
+    tmp = Path(tempfile.mkdtemp(prefix="testbed-plugins-"))
+    tmp.chmod(0o755)
     site = tmp / "site"
-    # entries named site-packages that are symlinks to /, where no tmpfs hides them from the
+    # entries named site-packages that are symlinks to /etc, where no tmpfs hides them from the
     # attack (under /tmp, the mount namespace alone hid them from main's sandbox)
     runs = outside_the_hidden_directories() / "runs"
     made = not runs.exists()
@@ -118,10 +161,11 @@ def attempts(tmp_path_factory) -> dict:
     links.mkdir(parents=True)
     for d in ("a", "b"):
         (links / d).mkdir()
-        (links / d / "site-packages").symlink_to("/")
+        (links / d / "site-packages").symlink_to("/etc")
     try:
-        yield _attempts(tmp, site, links)
+        yield _attempts(tmp, site, links, user)
     finally:
+        shutil.rmtree(tmp)
         for d in ("a", "b"):
             (links / d / "site-packages").unlink()
             (links / d).rmdir()
@@ -130,9 +174,13 @@ def attempts(tmp_path_factory) -> dict:
             runs.rmdir()
 
 
-def _attempts(tmp: Path, site: Path, links: Path) -> dict:
+def _attempts(tmp: Path, site: Path, links: Path, user: str) -> dict:
     _package(site, "hostile_path", '__path__.append("/")\n')
-    _package(site, "hostile_syspath", f"import sys\nsys.path.append({str(links / 'a')!r})\n")
+    _package(
+        site,
+        "hostile_syspath",
+        f"import sys\nsys.path.append({str(links / 'a' / 'site-packages')!r})\n",
+    )
     _package(site, "hostile_pth")
     (site / "hostile_pth.pth").write_text(f"{links / 'b' / 'site-packages'}\n")
     ns = _package(site, "etc", namespace=True)
@@ -154,10 +202,15 @@ def _attempts(tmp: Path, site: Path, links: Path) -> dict:
     eps["hostile_inrun"] = "hostile_inrun.attack:Reader"
     lines = "".join(f"{k} = {v}\n" for k, v in eps.items())
     (dist / "entry_points.txt").write_text(f"[ot_testbed.attacks]\n{lines}")
-    paths = dict.fromkeys(eps, SHADOW)
-    paths["hostile_link"] = f"{SHADOW},{site / 'hostile_link' / 'loot' / 'shadow'}"
+    paths = dict.fromkeys(eps, ",".join(SECRETS))
+    loot = site / "hostile_link" / "loot"
+    paths["hostile_link"] = ",".join([*SECRETS, *(str(loot / Path(s).name) for s in SECRETS)])
     scenario = tiny("plugins", "threat_model: {observer: server}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    as_user = {}
+    if user == "nobody":
+        as_user = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+        env["HOME"] = str(tmp)
     done = subprocess.run(
         [sys.executable, "-c", DRIVER, str(site), scenario, json.dumps(paths)],
         capture_output=True,
@@ -165,6 +218,7 @@ def _attempts(tmp: Path, site: Path, links: Path) -> dict:
         env=env,
         cwd=tmp,
         timeout=600,
+        **as_user,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return {**json.loads(done.stdout.splitlines()[-1]), "_site": str(site), "_run": str(run_dir)}
