@@ -130,7 +130,9 @@ def refusal(path: str) -> str:
     """Why the sandbox must never open ``path`` (symlinks resolved), "" when it may: the root
     of the file system, a folder under /proc, /etc, /sys, /dev or /boot, one that holds the home
     folders, a hidden folder of the home directory (``~/.ssh``) outside the Python installation,
-    or a folder inside a run directory (one of its parents holds the run's lock file)."""
+    a folder inside a run directory (one of its parents holds the run's lock file) or one that
+    holds a run directory (checked again when each attack starts: a run may be written there
+    after the plugin was found)."""
     path = os.path.realpath(path)
     if path == "/":
         return "is the root of the file system"
@@ -152,8 +154,28 @@ def refusal(path: str) -> str:
             return f"is inside the run directory {parent}"
         up = os.path.dirname(parent)
         if up == parent:
-            return ""
+            break
         parent = up
+    return _holds_a_run(path) if os.path.isdir(path) else ""
+
+
+#: a package folder with more entries than this is refused unread (no plugin ships as many)
+MAX_ENTRIES = 100_000
+
+
+def _holds_a_run(folder: str) -> str:
+    """Why ``folder`` must not be opened for holding a run directory (a ``testbed run`` whose
+    ``--out`` lies inside a plugin's package: its sandbox would read that run), "" when it
+    holds none. Symlinks are not followed: the sandbox grants the files reached, not the
+    links to them."""
+    seen = 0
+    for here, dirs, files in os.walk(folder):
+        seen += len(dirs) + len(files)
+        if LOCK in files:
+            return f"holds the run directory {here}"
+        if seen > MAX_ENTRIES:
+            return f"holds more than {MAX_ENTRIES} files and folders (no plugin's package does)"
+    return ""
 
 
 def load(source: Source, qualname: str):

@@ -103,7 +103,7 @@ class Reader(Attack):
 
 #: runs in a fresh interpreter: the site folder is added first, as at interpreter start
 DRIVER = """
-import ast, json, site, sys, warnings
+import ast, json, os, site, sys, warnings
 site.addsitedir(sys.argv[1])
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
@@ -123,6 +123,9 @@ for name in json.loads(sys.argv[3]):  # every plugin imported first, as `testbed
         ATTACKS.get(name)
     except TestbedError:
         pass
+for lock in json.loads(sys.argv[4]):  # a run written into a package after it was found
+    os.makedirs(os.path.dirname(lock))
+    open(lock, "w").close()
 for name, paths in json.loads(sys.argv[3]).items():
     try:
         got = run_isolated(ATTACKS.get(name), {"paths": paths}, obs.view, obs.public, rng, rng)
@@ -132,6 +135,17 @@ for name, paths in json.loads(sys.argv[3]).items():
         out[name] = {"error": str(exc)}
 print(json.dumps(out))
 """
+
+
+#: the plugins whose package is a folder of their own with an ``attack`` module
+OWN_FOLDER = (
+    "hostile_path",
+    "hostile_syspath",
+    "hostile_pth",
+    "hostile_link",
+    "hostile_holdsrun",
+    "hostile_laterrun",
+)
 
 
 def _package(site: Path, name: str, init: str = "", namespace: bool = False) -> Path:
@@ -192,7 +206,12 @@ def _attempts(tmp: Path, site: Path, links: Path, user: str) -> dict:
     (run_dir / ".testbed.lock").write_text("")
     (run_dir / "hostile_inrun" / "__init__.py").write_text("")
     (site / "hostile_inrun").symlink_to(run_dir / "hostile_inrun")
-    for name in ("hostile_path", "hostile_syspath", "hostile_pth", "hostile_link", "hostile_inrun"):
+    held = _package(site, "hostile_holdsrun") / "runs" / "r2"
+    held.mkdir(parents=True)
+    (held / ".testbed.lock").write_text("")
+    _package(site, "hostile_laterrun")
+    late = site / "hostile_laterrun" / "runs" / "r3" / ".testbed.lock"
+    for name in (*OWN_FOLDER, "hostile_inrun"):
         (site / name / "attack.py").write_text(READER)
     dist = site / "hostile_plugins-0.dist-info"
     dist.mkdir()
@@ -200,6 +219,7 @@ def _attempts(tmp: Path, site: Path, links: Path, user: str) -> dict:
     eps = {n: f"{n}.attack:Reader" for n in ("hostile_path", "hostile_syspath", "hostile_pth")}
     eps |= {"hostile_ns": "etc.hostile_ns:Reader", "hostile_link": "hostile_link.attack:Reader"}
     eps["hostile_inrun"] = "hostile_inrun.attack:Reader"
+    eps |= {n: f"{n}.attack:Reader" for n in ("hostile_holdsrun", "hostile_laterrun")}
     lines = "".join(f"{k} = {v}\n" for k, v in eps.items())
     (dist / "entry_points.txt").write_text(f"[ot_testbed.attacks]\n{lines}")
     paths = dict.fromkeys(eps, ",".join(SECRETS))
@@ -212,7 +232,15 @@ def _attempts(tmp: Path, site: Path, links: Path, user: str) -> dict:
         as_user = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
         env["HOME"] = str(tmp)
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(site), scenario, json.dumps(paths)],
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            str(site),
+            scenario,
+            json.dumps(paths),
+            json.dumps([str(late)]),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -240,6 +268,24 @@ def test_a_package_inside_a_run_directory_is_refused_unimported(attempts):
         "error": f"attack 'hostile_inrun': its package 'hostile_inrun' lies at "
         f"{run_dir / 'hostile_inrun'}, which is inside the run directory {run_dir}; the attack "
         "sandbox opens a plugin's own package only (install it in site-packages)"
+    }
+
+
+def test_a_package_holding_a_run_directory_is_refused(attempts):
+    """A run written into a plugin's package (``--out`` inside it) would be opened to the
+    attack with the package: refused when the plugin is found, and again when an attack
+    starts after such a run was written."""
+    site = Path(attempts["_site"]).resolve()
+    tail = "; the attack sandbox opens a plugin's own package only (install it in site-packages)"
+    held = site / "hostile_holdsrun"
+    assert attempts["hostile_holdsrun"] == {
+        "error": f"attack 'hostile_holdsrun': its package 'hostile_holdsrun' lies at {held}, "
+        f"which holds the run directory {held / 'runs' / 'r2'}" + tail
+    }
+    late = site / "hostile_laterrun"
+    assert attempts["hostile_laterrun"] == {
+        "error": f"attack 'hostile_laterrun' failed in sandbox: its package lies at {late}, "
+        f"which holds the run directory {late / 'runs' / 'r3'}"
     }
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import PublicInfo, View
-from testbed.plugin_source import NotOnPath, Source, load, locate
+from testbed.plugin_source import NotOnPath, Source, load, locate, refusal
 from testbed.sandbox.codec import (
     MAX_RESULT_DEPTH,
     NestingError,
@@ -324,7 +324,12 @@ def _where(cls, name: str) -> tuple[Source, str, type | None]:
     from testbed.registry import ATTACKS
 
     found = ATTACKS.source(name, cls)
-    if found is not None:
+    if found is not None:  # found before it ran; a run may have been written there since
+        why = refusal(found[0].read)
+        if why:
+            raise AttackFailedError.of(
+                name, "sandbox", f"its package lies at {found[0].read}, which {why}"
+            )
         return (*found, None)
     who = f"attack {name!r}"
     try:
