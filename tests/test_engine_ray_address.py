@@ -76,3 +76,35 @@ def test_pinned_parties_share_an_actor_and_the_rest_are_spread():
     assert plan_groups(names[:2], {}, k=8) == [(None, ["c0"]), (None, ["c1"])]
     with pytest.raises(TestbedError, match="engine_params.placement: 'zz' is not a party"):
         plan_groups(names, {"zz": "a"}, k=2)
+
+
+class _Head:
+    """What ``death_line`` asks of Ray: the head's node table (one node, alive)."""
+
+    @staticmethod
+    def nodes():
+        return [{"NodeID": "ab" * 28, "Alive": True, "NodeManagerAddress": "10.0.0.5"}]
+
+
+def test_an_actor_that_died_while_starting_is_no_dead_node():
+    """An actor killed before it said where it runs (issue 48, fault 8): its node is alive,
+    so the line names the actor, not "an unknown node died" (as it did)."""
+    from testbed.exchange.engines.ray_cluster import death_line
+
+    class ActorDiedError(Exception):
+        actor_id = "a1"
+
+    exc = ActorDiedError("The actor died unexpectedly.\n\tactor_id: a1\n\tpid: 27042\n")
+    actors = {
+        "a1": {"parties": ["client_1", "client_3"], "pid": None, "node": None, "ip": None},
+        "a2": {"parties": ["client_2", "client_4"], "pid": None, "node": None, "ip": None},
+    }
+    assert str(death_line(_Head, exc, actors)) == (
+        "ray engine: the actor process (pid 27042) holding client_1, client_3 died while starting"
+    )
+    # once it said where it runs, its pid and node are named
+    actors["a1"].update(pid=27042, node="ab" * 28, ip="10.0.0.5")
+    assert str(death_line(_Head, exc, actors)) == (
+        "ray engine: the actor process (pid 27042 on node abababab at 10.0.0.5) holding "
+        "client_1, client_3 died"
+    )

@@ -206,6 +206,7 @@ def plan_groups(
 
 
 _NODE_ID = re.compile(r"[Nn]ode[ _]?[Ii][Dd][:= ]+([0-9a-f]{56})")
+_PID = re.compile(r"\bpid: (\d+)")
 
 
 def _nodes(ray, timeout: float = 3.0) -> dict[str, tuple[bool, str]] | None:
@@ -253,6 +254,13 @@ def death_line(ray, exc: BaseException, actors: Mapping[str, dict]) -> EngineFau
     if info is None and node is None:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
         return EngineFault(f"ray engine: {type(exc).__name__}: {first}")
+    if node is None and nodes is not None:  # the actor died before it said where it runs, and
+        found = _PID.search(str(exc))  # no node is dead: not "an unknown node died"
+        pid = f" (pid {found.group(1)})" if found else ""
+        return EngineFault(
+            f"ray engine: the actor process{pid} holding {party_list(info['parties'])} died "
+            "while starting"
+        )
     alive, ip = (nodes or {}).get(node, (nodes is None, (info or {}).get("ip") or "?"))
     where = f"node {node[:8]} at {ip}" if node else "an unknown node"
     if nodes is None:

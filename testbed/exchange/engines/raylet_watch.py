@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["RayletWatch"]
+__all__ = ["RayletWatch", "alive"]
 
 #: how long the driver's own path has to claim the fault before the watcher ends the process
 GRACE_SECONDS = 1.0
@@ -57,7 +57,7 @@ class RayletWatch:
             finally:
                 os.close(fd)
             return
-        while not self._claimed.is_set() and _alive(self.pid):
+        while not self._claimed.is_set() and alive(self.pid):
             time.sleep(0.2)
 
     def _watch(self) -> None:
@@ -74,7 +74,8 @@ class RayletWatch:
             os._exit(1)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (not ended, not a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b") ", 1)[1][:1] != b"Z"
