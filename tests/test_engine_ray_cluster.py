@@ -404,3 +404,50 @@ def test_private_cluster_raylet_killed_mid_run_ends_in_one_line(tmp_path):
         time.sleep(0.2)
     assert session_processes(link) == [] and not os.path.lexists(link)
     assert not (out / "results.json").exists()
+
+
+def test_private_cluster_actor_killed_mid_run_ends_in_one_line(tmp_path):
+    """An actor process killed mid-run (issue 48, fault 8): exit 1 and one line naming the
+    actor and its parties; Ray's ActorDiedError paragraph stays off the terminal."""
+    path = _scenario(tmp_path, "{actors: 2, num_cpus: 2}", iterations=400)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    env.pop("RAY_ADDRESS", None)
+    out = tmp_path / "run"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(path), "--out", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # an actor of this run's private cluster, up and running the protocol
+            own = _own_raylet(tmp_path)
+            up = [
+                p
+                for p in (_descendants([own[0]]) if own else [])
+                if _cmd(p).startswith("ray::_PartyGroup") and "__init__" not in _cmd(p)
+            ]
+            if up:
+                break
+            assert run.poll() is None and time.monotonic() < deadline, "no actor started"
+            time.sleep(0.2)
+        time.sleep(3)  # past its start (an actor killed while starting is named as such)
+        assert run.poll() is None, run.communicate()
+        os.kill(up[0], signal.SIGKILL)
+        stdout, stderr = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 1, stderr
+    line = (
+        rf"error: ray engine: the actor process \(pid {up[0]} on node [0-9a-f]{{8}} at "
+        r"[0-9a-f.:]+\) holding client_\d, client_\d died; nothing of this run was kept "
+        r"\(no run directory was written\)"
+    )
+    assert re.fullmatch(line, stderr.strip()), stderr
+    assert "ActorDiedError" not in stdout + stderr and "Traceback" not in stderr
+    assert not (out / "results.json").exists()
