@@ -234,18 +234,15 @@ def _heldout(world) -> np.ndarray:
     from testbed.seeding import component_rng
 
     sc = world.scenario
-    cls = DATASETS.get(sc.data.dataset.name)
-    ds = cls(cls.Config(**world.resolved["data"]["dataset"]["params"])).load(
-        component_rng(sc.seed, "data")
-    )
+    cfg = world.rs.configs
+    ds = DATASETS.get(sc.data.dataset.name)(cfg.dataset).load(component_rng(sc.seed, "data"))
     used = np.concatenate(
         [p.source_index for p in world.parties.values() if p.source_index is not None]
     )
     rest = np.setdiff1d(np.arange(ds.X.shape[0]), used)
     X = np.asarray(ds.X[rest], dtype=np.float64)
     if sc.data.transform is not None:
-        tr = TRANSFORMS.get(sc.data.transform.name)
-        t = tr(tr.Config(**world.resolved["data"]["transform"]["params"]))
+        t = TRANSFORMS.get(sc.data.transform.name)(cfg.transform)
         X = t.apply(PartyData("heldout", X)).X
     return X
 

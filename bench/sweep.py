@@ -27,7 +27,8 @@ def fake_cells(n: int):
     for i in range(n):
         h = hashlib.sha256(str(i).encode()).hexdigest()
         cell_sc = SimpleNamespace(_raw=raw, _base_dir=".")
-        cells.append(sweep.Cell(i, i, {"seed": i}, cell_sc, {}, h, labels={"seed": str(i)}))
+        rs = SimpleNamespace(scenario=cell_sc, config_hash=h)
+        cells.append(sweep.Cell(i, i, {"seed": i}, rs, labels={"seed": str(i)}))
     return sc, cells
 
 
@@ -38,7 +39,7 @@ def bookkeeping_seconds(n: int, out: Path) -> float:
     sc, cells = fake_cells(n)
     saved = sweep.expand_cells, sweep._run_cell
     sweep.expand_cells = lambda _sc: cells
-    sweep._run_cell = lambda raw, base_dir, cdir, *_: {"config_hash": cdir.name, "x": 1}
+    sweep._run_cell = lambda rs, cdir: {"config_hash": cdir.name, "x": 1}
     try:
         t0 = time.perf_counter()
         res = sweep.run_sweep(sc, out)

@@ -636,7 +636,7 @@ def _trivial_cells(monkeypatch):
     import testbed.run.sweep as sweep
 
     monkeypatch.setattr(
-        sweep, "_run_cell", lambda raw, base_dir, cdir, *_: {"config_hash": cdir.name, "x": 1}
+        sweep, "_run_cell", lambda rs, cdir: {"config_hash": cdir.name, "x": 1}
     )
 
 

@@ -284,7 +284,7 @@ def fedbary_duplication() -> dict[str, float]:
     )
     out = {f"toy.{k}": v for k, v in duplication_study(cfg, toy, "a").items()}
     world = build_world(load_scenario(ROOT / "scenarios/fedbary_valuation.yaml"))
-    params = dict(world.resolved["protocol"]["params"])
+    params = world.rs.configs.protocol.model_dump(mode="json")
     for init in ("shared", "per_client"):
         cfg = FedBaryConfig(**{**params, "gamma_init": init})
         for k, v in duplication_study(cfg, world.parties, "client_1").items():

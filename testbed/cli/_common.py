@@ -373,9 +373,9 @@ def run_hash(sc) -> str:
         from testbed.scenario.cells import expand_cells, sweep_hash
 
         return sweep_hash(expand_cells(sc))
-    from testbed.scenario.resolve import config_hash, resolve
+    from testbed.scenario.resolve import ResolvedScenario
 
-    return config_hash(resolve(sc))
+    return ResolvedScenario.of(sc).config_hash
 
 
 def planned_run_dir(sc, out: str | None, h: str | None = None) -> Path:

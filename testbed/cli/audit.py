@@ -111,14 +111,14 @@ def _same_scenario(out, sc) -> None:
     """``--out RUN_DIR`` must be a run of the audited scenario (docs/scenarios.md): its
     ``config_hash`` is the scenario's (a sweep's: the sweep hash over its cells), or the report
     would show this audit beside another scenario's results."""
-    from testbed.scenario.resolve import config_hash, resolve
+    from testbed.scenario.resolve import ResolvedScenario
 
     if sc.is_sweep:
         from testbed.scenario.cells import expand_cells, sweep_hash
 
         want = sweep_hash(expand_cells(sc))
     else:
-        want = config_hash(resolve(sc))
+        want = ResolvedScenario.of(sc).config_hash
     try:
         got = (Path(out) / "config_hash").read_text().strip()
     except (OSError, UnicodeDecodeError):

@@ -27,6 +27,7 @@ from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isola
 from testbed.scenario.labels import attack_labels, attack_order
 from testbed.scenario.limits import ATTACK_MEMORY_GB, ATTACK_OUTPUT_MB, ATTACK_SECONDS
 from testbed.scenario.preflight import attack_at
+from testbed.scenario.resolve import ResolvedScenario
 from testbed.seeding import keyed_rng
 
 _LOG = logging.getLogger("testbed.attack")  # --debug shows a failed attack's traceback
@@ -76,22 +77,18 @@ def attack_limits(scenario) -> AttackLimits:
     )
 
 
-def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
-    """Run every attack of ``scenario`` that applies to its protocol on ``obs``; a failed attack
+def run_attacks(rs: ResolvedScenario, obs: Observation) -> list[AttackRun]:
+    """Run every attack of ``rs`` that applies to its protocol on ``obs``; a failed attack
     is an AttackRun with ``failure`` set and no outputs. An entry with ``input:`` runs after the
     entries of that label and receives their outputs (attack chaining, :func:`_upstream`); the
     runs come back in scenario order."""
     runs: list[AttackRun] = []
+    scenario = rs.scenario
     if not scenario.attacks:
         return runs
     if len(obs.attack_key) < 16:
         raise TestbedError("the observation carries no attack key (build it with observe())")
-    labels = attack_labels(
-        [
-            {**resolved["attacks"][i], "label": spec.label, "target": spec.target}
-            for i, spec in enumerate(scenario.attacks)
-        ]
-    )
+    labels = attack_labels(rs.attack_entries())
     inputs = [getattr(spec, "input", None) for spec in scenario.attacks]
     order = attack_order(labels, inputs, lambda i: attack_at(scenario, i, "input"))
     limits = attack_limits(scenario)
@@ -99,8 +96,8 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
     for i in order:
         spec = scenario.attacks[i]
         cls = ATTACKS.get(spec.name)
-        params = resolved["attacks"][i]["params"]
-        if not cls(cls.Config(**params)).applies_to(scenario.protocol.name):
+        cfg = rs.configs.attacks[i]
+        if not cls(cfg).applies_to(scenario.protocol.name):
             if getattr(spec, "if_not_applicable", "error") == "skip":
                 done[i] = None  # e.g. a sweep over protocols: listed as skipped (preflight)
                 continue
@@ -114,7 +111,8 @@ def run_attacks(scenario, resolved: dict, obs: Observation) -> list[AttackRun]:
         if why:
             done[i] = AttackRun(*head, (), (), "", ("input", why))
             continue
-        done[i] = _run_one(cls, params, head, obs, limits, upstream)
+        # the attack process builds its config from these params (its own, in its sandbox)
+        done[i] = _run_one(cls, cfg.model_dump(mode="json"), head, obs, limits, upstream)
     return [done[i] for i in sorted(done) if done[i] is not None]
 
 

@@ -93,8 +93,8 @@ def public_numbers(world: World) -> list[float]:
     number of parties."""
     from testbed.exchange.guard import readings
 
-    params = [world.resolved["protocol"]["params"]]
-    params += [d.get("params") for d in world.resolved.get("defenses") or []]
+    cfg = world.rs.configs
+    params = [c.model_dump(mode="json") for c in (cfg.protocol, *cfg.defenses)]
     loose = [a for p in params for path, a in readings(p) if path == "numbers"]
     return [
         float(world.public.dim),

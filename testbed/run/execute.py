@@ -93,7 +93,7 @@ def execute(
     The run is written into a new directory beside ``out_dir`` and swapped in whole
     (:func:`~testbed.run.rundir.fresh_run_dir`): an earlier run there is replaced, never mixed.
     """
-    rs = ResolvedScenario.of(scenario if world is None else world.resolved_scenario)
+    rs = ResolvedScenario.of(scenario if world is None else world.rs)
     with cell_budget(rs.scenario):  # limits.cell_seconds, when set
         return _execute(rs, out_dir, progress, until, write, replay, world, finish)
 
@@ -134,7 +134,7 @@ def _execute(rs, out_dir, progress, until, write, replay, world, finish) -> RunO
 
 def _write_run(rs, world, out: Path, progress, until) -> RunOutput:
     """Every file of a run directory, into ``out``; results.json last but the manifest."""
-    atomic_write_bytes(out / "resolved.yaml", yaml.safe_dump(rs.resolved, sort_keys=True).encode())
+    atomic_write_bytes(out / "resolved.yaml", yaml.safe_dump(rs.as_json(), sort_keys=True).encode())
     atomic_write_bytes(out / "config_hash", (rs.config_hash + "\n").encode())
     evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
     res = _run(world, out, progress, until, evidence=evidence)
@@ -181,7 +181,7 @@ def attack_and_score(
     if not world.scenario.attacks:
         return []
     obs = observe(world, transcript, released, observer, colluders)
-    runs = run_attacks(world.scenario, world.resolved, obs)
+    runs = run_attacks(world.rs, obs)
     return score_runs(
         runs,
         ground_truth(world),
@@ -199,10 +199,10 @@ def _run(world: World, spill_dir: Path | None, progress: bool, until: Until, evi
             world, out.transcript, out.results["estimates"], evidence=evidence
         )
         out.results["attacks"] = out.rows
-        skipped = skipped_attacks(world.scenario, world.resolved)
+        skipped = skipped_attacks(world.rs)
         if skipped:  # listed, never dropped in silence (absent when none: older results unchanged)
             out.results["skipped_attacks"] = skipped
-        silent = without_output(world.scenario, world.resolved, out.rows)
+        silent = without_output(world.rs, out.rows)
         if silent:  # ran, returned nothing: "produced no output", never "no leak"
             out.results["attacks_without_output"] = silent
     return out

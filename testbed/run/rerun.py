@@ -340,15 +340,10 @@ def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[
     when every attack has a row."""
     from testbed.registry import ATTACKS
     from testbed.scenario.labels import attack_labels
-    from testbed.scenario.resolve import resolve
+    from testbed.scenario.resolve import ResolvedScenario
 
-    resolved = resolve(sc)
-    labels = attack_labels(
-        [
-            {**resolved["attacks"][i], "label": a.label, "target": a.target}
-            for i, a in enumerate(sc.attacks)
-        ]
-    )
+    rs = ResolvedScenario.of(sc)
+    labels = attack_labels(rs.attack_entries())
     # rows of `testbed attack` carry the observer in their label (attack_saved_run)
     rerun = f"@{threat_label(sc)}"
     have = {(r.get("label") or r.get("attack") or "").removesuffix(rerun) for r in rows}
@@ -358,7 +353,7 @@ def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[
         if label in have:
             continue
         cls = ATTACKS.get(spec.name)
-        if not cls(cls.Config(**resolved["attacks"][i]["params"])).applies_to(sc.protocol.name):
+        if not cls(rs.configs.attacks[i]).applies_to(sc.protocol.name):
             if ran_only:
                 continue
             out.append(

@@ -94,9 +94,7 @@ class World:
     the partitioner's own), which the privacy guard does not protect.
     """
 
-    scenario: Any  # testbed.scenario.schema.Scenario
-    resolved: dict
-    config_hash: str
+    rs: ResolvedScenario  # the scenario and its plugins' configs (built once, at load time)
     parties: dict[str, PartyData]
     noise_masks: dict[str, np.ndarray]
     protocol: Any
@@ -112,17 +110,20 @@ class World:
             self.roster = Roster.of(self.parties)
 
     @property
-    def resolved_scenario(self) -> ResolvedScenario:
-        return ResolvedScenario(self.scenario, self.resolved, self.config_hash)
+    def scenario(self):  # testbed.scenario.schema.Scenario
+        return self.rs.scenario
+
+    @property
+    def config_hash(self) -> str:
+        return self.rs.config_hash
 
 
 def build_world(rs: ResolvedScenario | Any) -> World:
     """Load data, partition, inject noise, transform; instantiate protocol and defenses;
     assemble the public information and the roster the protocol gets."""
     rs = ResolvedScenario.of(rs)
-    sc, resolved, seed = rs.scenario, rs.resolved, rs.seed
-    ds_cls = DATASETS.get(sc.data.dataset.name)
-    ds_plugin = ds_cls(ds_cls.Config(**resolved["data"]["dataset"]["params"]))
+    sc, cfg, seed = rs.scenario, rs.configs, rs.seed
+    ds_plugin = DATASETS.get(sc.data.dataset.name)(cfg.dataset)
     dataset = ds_plugin.load(component_rng(seed, "data"))
     held = keep = None
     if sc.membership is not None:  # held out before partitioning: no party holds these rows
@@ -131,8 +132,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         dataset, keep, held = hold_out(
             dataset, sc.membership.nonmembers, component_rng(seed, "membership", "holdout")
         )
-    part_cls = PARTITIONERS.get(sc.data.partition.name)
-    partitioner = part_cls(part_cls.Config(**resolved["data"]["partition"]["params"]))
+    partitioner = PARTITIONERS.get(sc.data.partition.name)(cfg.partition)
     noise = [NoiseSpec.model_validate(n) for n in sc.data.noise]
     parties, masks = build_parties(
         dataset,
@@ -148,8 +148,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
 
         parties = reindex(parties, keep)
     if sc.data.transform is not None:
-        tr_cls = TRANSFORMS.get(sc.data.transform.name)
-        tr = tr_cls(tr_cls.Config(**resolved["data"]["transform"]["params"]))
+        tr = TRANSFORMS.get(sc.data.transform.name)(cfg.transform)
         parties = {p: tr.apply(d) for p, d in parties.items()}
         if held is not None:
             held = tr.apply(PartyData("heldout", held)).X
@@ -161,13 +160,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
             population.labels,
             population.method,
         )
-    defenses = []
-    overrides: dict[str, Any] = {}
-    for i, spec in enumerate(sc.defenses):
-        cls = DEFENSES.get(spec.name)
-        dfn = cls(cls.Config(**resolved["defenses"][i]["params"]))
-        defenses.append(dfn)
-        overrides.update(dfn.protocol_overrides(sc.protocol.name))
+    defenses = [DEFENSES.get(d.name)(c) for d, c in zip(sc.defenses, cfg.defenses)]
     parties, population, held = _enforce(defenses, parties, population, held)
     pool_meta: dict[str, Any] = {}
     cand_extra: dict[str, Any] = {}
@@ -183,13 +176,10 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         )
         cand_extra = {"candidates": cp.candidates}
         pool_meta = {"membership": cp.labels}  # ground truth: the scorer only
-    proto_cls = PROTOCOLS.get(sc.protocol.name)
-    proto_params = {**resolved["protocol"]["params"], **overrides}
-    protocol = proto_cls(proto_cls.Config(**proto_params))
+    # with the knob defenses' overrides (validated with the scenario)
+    protocol = PROTOCOLS.get(sc.protocol.name)(cfg.protocol_run)
     for dfn in defenses:  # a calibration that rests on the protocol's structure reads it here
-        dfn.bind_protocol(
-            sc.protocol.name, dict(proto_params), {p: v.n for p, v in parties.items()}
-        )
+        dfn.bind_protocol(sc.protocol.name, cfg.protocol_run, {p: v.n for p, v in parties.items()})
     d = next(iter(parties.values())).X.shape[1]
     pool = np.vstack([v.X for v in parties.values()])
     prior_mean, prior_cov, prior = gaussian_prior(
@@ -211,9 +201,7 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         },
     )
     return World(
-        sc,
-        resolved,
-        rs.config_hash,
+        rs,
         parties,
         masks,
         protocol,

@@ -33,6 +33,7 @@ import yaml
 from testbed.exchange.bus import atomic_write_bytes
 from testbed.run.progress import CellProgress
 from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
+from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
 
 __all__ = ["Cell", "SweepOutput", "expand_cells", "parse_path", "run_sweep", "value_label"]
@@ -117,26 +118,17 @@ def _clean_temps(out: Path) -> int:
     return n
 
 
-def _run_cell(raw: dict, base_dir: str, cdir: Path, resolved: dict, h: str) -> dict:
-    """Run one cell from its raw scenario and the resolved config the sweep validated (both
-    picklable, for worker processes); return its results."""
-    from testbed.run import ResolvedScenario, execute
+def _run_cell(rs: ResolvedScenario, cdir: Path) -> dict:
+    """Run one cell (its record as the sweep resolved it: picklable, for worker processes);
+    return its results."""
+    from testbed.run import execute
 
-    sc = Scenario.model_validate(raw)
-    sc._base_dir = base_dir
-    execute(ResolvedScenario(sc, resolved, h), cdir)
+    execute(rs, cdir)
     return json.loads((cdir / "results.json").read_text())
 
 
 def _args_of(c: Cell, out: Path) -> tuple:
-    return (
-        _run_cell,
-        c.scenario._raw,
-        c.scenario._base_dir,
-        out / "cells" / c.hash,
-        c.resolved,
-        c.hash,
-    )
+    return (_run_cell, c.rs, out / "cells" / c.hash)
 
 
 def _stop_workers(ex, grace: float = 1.0) -> None:

@@ -184,7 +184,7 @@ def _read_text(path: Path) -> str:
 
 def _check_config(d: Path, results: dict) -> str:
     from testbed.scenario.loading import parse_scenario
-    from testbed.scenario.resolve import config_hash, resolve
+    from testbed.scenario.resolve import ResolvedScenario
 
     want = _read_text(d / "config_hash").strip()
     if results.get("config_hash") != want:
@@ -195,9 +195,9 @@ def _check_config(d: Path, results: dict) -> str:
     path = d / "resolved.yaml"
     text = _read_text(path)
     sc = parse_scenario(text, str(path), str(d))
-    now = resolve(sc)
-    if config_hash(now) != want:
-        raise TestbedError(f"{path}: does not match config_hash ({_why_not(text, now)})")
+    rs = ResolvedScenario.of(sc)
+    if rs.config_hash != want:
+        raise TestbedError(f"{path}: does not match config_hash ({_why_not(text, rs.as_json())})")
     return f"resolved.yaml hashes to config_hash {want[:12]}"
 
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from testbed.errors import ScenarioError
 from testbed.scenario.limits import check_cell_count
 from testbed.scenario.params import validate_plugins
-from testbed.scenario.resolve import config_hash, resolve
+from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
 from testbed.scenario.yamlloc import first_error, line_of, node_at, node_set
 
@@ -142,10 +142,16 @@ class Cell:
     index: int
     seed: int
     setting: dict[str, Any]  # dotted path -> value
-    scenario: Scenario
-    resolved: dict
-    hash: str
+    rs: ResolvedScenario  # the cell's scenario, its plugins' configs, its hash
     labels: dict[str, str] = dc_field(default_factory=dict)
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.rs.scenario
+
+    @property
+    def hash(self) -> str:
+        return self.rs.config_hash
 
     @property
     def label(self) -> str:
@@ -228,20 +234,17 @@ def expand_cells(sc: Scenario) -> list[Cell]:
                         first_error(exc, [], cell_root, fname, Scenario), setting
                     ) from None
                 try:
-                    validate_plugins(cell, cell_root, fname, sc._base_dir)
+                    configs = validate_plugins(cell, cell_root, fname, sc._base_dir)
                 except ScenarioError as exc:
                     raise _with_cell(exc, setting) from None
                 cell._base_dir = sc._base_dir
                 cell._raw, cell._yaml_root, cell._fname = cell_raw, cell_root, fname
-                resolved = resolve(cell)
                 cells.append(
                     Cell(
                         index=len(cells),
                         seed=seed,
                         setting=setting,
-                        scenario=cell,
-                        resolved=resolved,
-                        hash=config_hash(resolved),
+                        rs=ResolvedScenario.build(cell, configs),  # each cell resolved once
                         labels={p: labels[p][j] for p, j in zip(paths, combo)},
                     )
                 )

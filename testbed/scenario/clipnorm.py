@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from testbed.registry import DATASETS, DEFENSES, TRANSFORMS
+from testbed.registry import DATASETS, TRANSFORMS
+from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.yamlloc import where
 from testbed.seeding import component_rng
 
@@ -52,11 +53,14 @@ def far_from_norms(clip: float, norms: np.ndarray) -> str | None:
     return None
 
 
-def _row_norms(sc, resolved: dict, cache: dict[str, Any]) -> np.ndarray | None:
+def _row_norms(rs: ResolvedScenario, cache: dict[str, Any]) -> np.ndarray | None:
     """The L2 norms of the scenario's dataset rows (after its transform), when loading them
     needs numpy only; None otherwise. Loaded once per dataset and transform."""
-    data = resolved["data"]
-    key = json.dumps([data["dataset"], data.get("transform")], sort_keys=True, default=str)
+    sc, cfg = rs.scenario, rs.configs
+    tr = None if cfg.transform is None else [sc.data.transform.name, cfg.transform.model_dump()]
+    key = json.dumps(
+        [sc.data.dataset.name, cfg.dataset.model_dump(), tr], sort_keys=True, default=str
+    )
     if key in cache:
         return cache[key]
     cache[key] = None
@@ -64,11 +68,11 @@ def _row_norms(sc, resolved: dict, cache: dict[str, Any]) -> np.ndarray | None:
     tr_cls = None if sc.data.transform is None else TRANSFORMS.get(sc.data.transform.name)
     if not ds_cls.light or not (tr_cls or ds_cls).light:
         return None
-    X = ds_cls(ds_cls.Config(**data["dataset"]["params"])).load(component_rng(sc.seed, "data")).X
+    X = ds_cls(cfg.dataset).load(component_rng(sc.seed, "data")).X
     if tr_cls is not None:
         from testbed.data.datasets import PartyData
 
-        tr = tr_cls(tr_cls.Config(**data["transform"]["params"]))
+        tr = tr_cls(cfg.transform)
         X = tr.apply(PartyData("all", np.asarray(X, dtype=np.float64))).X
     norms = np.linalg.norm(np.asarray(X, dtype=np.float64), axis=1)
     cache[key] = norms if norms.size else None
@@ -79,19 +83,18 @@ def clip_norm_warnings(sc) -> list[str]:
     """One line per defense setting whose ``clip_norm`` is far from the rows' norms
     (``file:line: defenses[i].params.clip_norm: ...``), for the scenario or each sweep cell."""
     from testbed.scenario.cells import expand_cells
-    from testbed.scenario.resolve import resolve
 
-    cells = [(c.scenario, c.resolved) for c in expand_cells(sc)] if sc.is_sweep else None
+    rs = ResolvedScenario.of(sc)
+    cells = [c.rs for c in expand_cells(rs.scenario)] if rs.scenario.is_sweep else [rs]
     cache: dict[str, Any] = {}
     out: dict[str, None] = {}
-    for cell, resolved in cells or [(sc, None)]:
-        for i, d in enumerate(cell.defenses):
-            fields = DEFENSES.get(d.name).Config.model_fields
-            if "clip_norm" not in fields:
+    for crs in cells:
+        cell = crs.scenario
+        for i, (d, cfg) in enumerate(zip(cell.defenses, crs.configs.defenses)):
+            clip = getattr(cfg, "clip_norm", None)
+            if clip is None:
                 continue
-            resolved = resolved or resolve(cell)
-            clip = resolved["defenses"][i]["params"].get("clip_norm")
-            norms = _row_norms(cell, resolved, cache)
+            norms = _row_norms(crs, cache)
             problem = None if norms is None or clip is None else far_from_norms(clip, norms)
             if problem:
                 # a default has no line of its own: line_of stops at the defense's

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from testbed.errors import ScenarioError
 from testbed.scenario.cells import expand_cells
 from testbed.scenario.params import validate_plugins
+from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
 from testbed.scenario.yamlloc import first_error, node_at, node_set
 
@@ -214,7 +215,8 @@ def parse_scenario(text: str, fname: str = "<scenario>", base_dir: str = ".") ->
                 "(e.g. sweep: {protocol: [{name: fedwad}, {name: triangle_wad}]})"
             )
         raise err from None
-    validate_plugins(sc, root, fname, base_dir)
+    # every plugin's params validated once: the configs the run builds its plugins from
+    ResolvedScenario.build(sc, validate_plugins(sc, root, fname, base_dir))
     sc._base_dir = base_dir  # where relative data paths are resolved
     sc._raw, sc._yaml_root, sc._fname = raw, root, fname
     if sc.is_sweep:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 import typing
-from typing import Any
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,13 +21,33 @@ from testbed.registry import (
     PARTITIONERS,
     PROTOCOLS,
     TRANSFORMS,
+    PluginConfig,
     Registry,
 )
 from testbed.scenario.filters import check_defense_filters
 from testbed.scenario.schema import PluginSpec, Scenario
 from testbed.scenario.yamlloc import first_error, fmt_loc, line_of, quoted, where
 
-__all__ = ["MAX_COUNT", "typing_is_seq", "validate_plugins"]
+__all__ = ["MAX_COUNT", "PluginConfigs", "typing_is_seq", "validate_plugins"]
+
+
+@dataclass(frozen=True)
+class PluginConfigs:
+    """Every plugin's validated config of one scenario, in scenario order: built once, at load
+    time, and the ones the run's plugins are constructed with (no stage validates them again).
+
+    ``protocol`` is the protocol's params as the scenario gives them (defaults filled in: what
+    ``resolved.yaml`` records); ``protocol_run`` adds the knob defenses' overrides
+    (:meth:`~defenses._base.Defense.protocol_overrides`): the config the protocol runs with (the
+    same object when no defense sets a knob)."""
+
+    dataset: PluginConfig
+    partition: PluginConfig
+    transform: PluginConfig | None
+    protocol: PluginConfig
+    protocol_run: PluginConfig
+    defenses: tuple[PluginConfig, ...]
+    attacks: tuple[PluginConfig, ...]
 
 
 def _number_kinds(annotation) -> set[type]:
@@ -233,18 +253,18 @@ def _check_needs_labels(cls, what: str, sc: Scenario, root, fname: str) -> None:
 
 def validate_plugins(
     sc: Scenario, root=None, fname: str = "<scenario>", base_dir: str = "."
-) -> dict:
-    """Validate every plugin's params; returns the resolved params (defaults filled in)."""
+) -> PluginConfigs:
+    """Validate every plugin's params; returns their configs (defaults filled in)."""
     names = sc.data.party_names()
     # plugins check their params against the scenario (PluginConfig: the validation context)
     ctx = {"base_dir": base_dir, "parties": names}
-    resolved: dict[str, Any] = {}
-    dcls, cfg = _validate_plugin(DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx)
-    resolved["dataset"] = cfg.model_dump(mode="json")
-    dataset = dcls(cfg)
+    dcls, ds_cfg = _validate_plugin(
+        DATASETS, sc.data.dataset, ["data", "dataset"], root, fname, ctx
+    )
+    dataset = dcls(ds_cfg)
     labels = dataset.possible_labels()  # from the config alone
     has_labels = dataset.has_labels()
-    part_cls, cfg = _validate_plugin(
+    part_cls, part_cfg = _validate_plugin(
         PARTITIONERS,
         sc.data.partition,
         ["data", "partition"],
@@ -252,9 +272,45 @@ def validate_plugins(
         fname,
         ctx if labels is None else {**ctx, "labels": labels},
     )
-    resolved["partition"] = cfg.model_dump(mode="json")
     if has_labels is False:
         _check_needs_labels(part_cls, "partition", sc, root, fname)
+    _check_noise(sc, names, root, fname)
+    tr_cfg = None
+    if sc.data.transform is not None:
+        tcls, tr_cfg = _validate_plugin(
+            TRANSFORMS, sc.data.transform, ["data", "transform"], root, fname, ctx
+        )
+        if has_labels is False:
+            _check_needs_labels(tcls, "transform", sc, root, fname)
+    # the dataset's labels (when its config tells them) for params counted in classes
+    pctx = ctx if labels is None else {**ctx, "labels": labels}
+    pcls, proto_cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, pctx)
+    _check_party_count(pcls, sc.protocol.name, names, root, fname)
+    _check_calibration(pcls, proto_cfg, ["protocol"], root, fname)
+    if has_labels is False:
+        _check_protocol_labels(pcls(proto_cfg), sc, root, fname)
+    defenses, overrides = _validate_defenses(sc, root, fname, ctx)
+    proto_run = _with_overrides(pcls, proto_cfg, overrides, root, fname, ctx)
+    proto_params = {**proto_cfg.model_dump(mode="json"), **overrides}
+    for i, (d, cfg) in enumerate(zip(sc.defenses, defenses)):  # a release count too high
+        dcls = DEFENSES.get(d.name)
+        if provides(dcls, "check_releases"):
+            problem = dcls(cfg).check_releases(sc.protocol.name, proto_params, names)
+            if problem:
+                raise ScenarioError(
+                    f"{where(fname, root, ['defenses', i, 'params', 'releases'])}: {problem}"
+                )
+    attacks = tuple(
+        _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)[1]
+        for i, a in enumerate(sc.attacks)
+    )
+    _check_engine(sc, names, root, fname)
+    _check_threat_model(sc, names, root, fname)
+    return PluginConfigs(ds_cfg, part_cfg, tr_cfg, proto_cfg, proto_run, defenses, attacks)
+
+
+def _check_noise(sc: Scenario, names: list[str], root, fname: str) -> None:
+    """``data.noise``: each entry a NoiseSpec naming one of the parties."""
     from testbed.data.datasets import NoiseSpec
 
     for i, n in enumerate(sc.data.noise):
@@ -267,23 +323,11 @@ def validate_plugins(
             raise ScenarioError(
                 f"{fname}:{line}: data.noise[{i}].party: unknown party {spec.party!r}; parties: {', '.join(names)}"
             )
-    if sc.data.transform is not None:
-        tcls, cfg = _validate_plugin(
-            TRANSFORMS, sc.data.transform, ["data", "transform"], root, fname, ctx
-        )
-        resolved["transform"] = cfg.model_dump(mode="json")
-        if has_labels is False:
-            _check_needs_labels(tcls, "transform", sc, root, fname)
-    # the dataset's labels (when its config tells them) for params counted in classes
-    pctx = ctx if labels is None else {**ctx, "labels": labels}
-    pcls, cfg = _validate_plugin(PROTOCOLS, sc.protocol, ["protocol"], root, fname, pctx)
-    resolved["protocol"] = cfg.model_dump(mode="json")
-    _check_party_count(pcls, sc.protocol.name, names, root, fname)
-    _check_calibration(pcls, cfg, ["protocol"], root, fname)
-    if has_labels is False:
-        _check_protocol_labels(pcls(cfg), sc, root, fname)
-    resolved["defenses"] = []
-    proto_params = dict(resolved["protocol"])
+
+
+def _validate_defenses(sc: Scenario, root, fname: str, ctx: dict):
+    """The defenses' configs, and the protocol parameters their knobs set."""
+    out, overrides = [], {}
     for i, d in enumerate(sc.defenses):
         dcls, cfg = _validate_plugin(
             DEFENSES,
@@ -298,40 +342,32 @@ def validate_plugins(
         )
         check_defense_filters(cfg, sc, i, root, fname)  # a typo would disable the defense
         _check_calibration(dcls, cfg, ["defenses", i], root, fname)
-        resolved["defenses"].append(cfg.model_dump(mode="json"))
+        out.append(cfg)
         # knob defenses set protocol parameters: a knob the protocol lacks is an error here
         try:
-            proto_params.update(dcls(cfg).protocol_overrides(sc.protocol.name))
+            overrides.update(dcls(cfg).protocol_overrides(sc.protocol.name))
         except TestbedError as exc:
             line = line_of(root, ["defenses", i, "name"])
             raise ScenarioError(f"{fname}:{line}: defenses[{i}].name: {exc}") from None
-    if proto_params != resolved["protocol"]:
-        try:
-            PROTOCOLS.get(sc.protocol.name).Config.model_validate(proto_params, context=ctx)
-        except ValidationError as exc:
-            line = line_of(root, ["defenses"])
-            err = exc.errors()[0]
-            raise ScenarioError(
-                f"{fname}:{line}: defenses: protocol parameters set by the defenses are invalid: "
-                f"{fmt_loc(err['loc'])}: {err['msg']}"
-            ) from None
-    for i, d in enumerate(sc.defenses):  # a release count the protocol's params exceed
-        dcls = DEFENSES.get(d.name)
-        if provides(dcls, "check_releases"):
-            problem = dcls(dcls.Config.model_validate(d.params, context=ctx)).check_releases(
-                sc.protocol.name, proto_params, names
-            )
-            if problem:
-                raise ScenarioError(
-                    f"{where(fname, root, ['defenses', i, 'params', 'releases'])}: {problem}"
-                )
-    resolved["attacks"] = []
-    for i, a in enumerate(sc.attacks):
-        _, cfg = _validate_plugin(ATTACKS, a, ["attacks", i], root, fname, ctx)
-        resolved["attacks"].append(cfg.model_dump(mode="json"))
-    _check_engine(sc, names, root, fname)
-    _check_threat_model(sc, names, root, fname)
-    return resolved
+    return tuple(out), overrides
+
+
+def _with_overrides(pcls, cfg, overrides: dict, root, fname: str, ctx: dict):
+    """The protocol's config with the knob defenses' ``overrides`` (``cfg`` itself when they
+    change nothing); invalid values name the defenses."""
+    written = cfg.model_dump(mode="json")
+    merged = {**written, **overrides}
+    if merged == written:
+        return cfg
+    try:
+        return pcls.Config.model_validate(merged, context=ctx)
+    except ValidationError as exc:
+        line = line_of(root, ["defenses"])
+        err = exc.errors()[0]
+        raise ScenarioError(
+            f"{fname}:{line}: defenses: protocol parameters set by the defenses are invalid: "
+            f"{fmt_loc(err['loc'])}: {err['msg']}"
+        ) from None
 
 
 def _check_engine(sc: Scenario, names: list[str], root, fname: str) -> None:

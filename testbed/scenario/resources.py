@@ -45,6 +45,8 @@ from testbed.scenario.limits import (
     check_cell_count,
     set_cli_overrides,
 )
+from testbed.scenario.resolve import ResolvedScenario
+from testbed.scenario.schema import Scenario
 
 if TYPE_CHECKING:
     from testbed.data.partitions import PartyRows
@@ -163,25 +165,31 @@ def _class_rows(name: str, p: dict) -> dict[int, int] | None:
     return None
 
 
-def _partitioner(res: dict):
-    """The scenario's partitioner with its params, or ``None`` when it cannot be built (a bad
-    partition is reported with its own message)."""
+def _partitioner(rs: ResolvedScenario):
+    """The scenario's partitioner with its config, or ``None`` when it cannot be built (its
+    constructor's error is reported by the run, with its own message)."""
     from testbed.registry import PARTITIONERS
 
-    part = res["data"]["partition"]
     try:
-        return PARTITIONERS.get(part["name"]).from_params(part.get("params") or {})
+        return PARTITIONERS.get(rs.scenario.data.partition.name)(rs.configs.partition)
     except Exception:
         return None
 
 
-def _known_party_rows(res: dict, N: int, plugin=None) -> PartyRows | None:
+def _protocol(rs: ResolvedScenario):
+    """The scenario's protocol with its config (as the scenario gives it)."""
+    from testbed.registry import PROTOCOLS
+
+    return PROTOCOLS.get(rs.scenario.protocol.name)(rs.configs.protocol)
+
+
+def _known_party_rows(rs: ResolvedScenario, N: int, plugin=None) -> PartyRows | None:
     """Each party's rows from the partition's params (exact, or an upper bound where the
     partition is random); ``None`` when the partitioner does not say. ``plugin``: the
     :func:`_partitioner`, when the caller built it already."""
-    names = list(res["data"]["parties"])
-    ds = res["data"]["dataset"]
-    plugin = plugin if plugin is not None else _partitioner(res)
+    names = rs.scenario.data.party_names()
+    ds = _dataset(rs)
+    plugin = plugin if plugin is not None else _partitioner(rs)
     try:
         rows = plugin.party_rows(N, names, _class_rows(ds["name"], ds.get("params") or {}))
     except Exception:  # a bad partition (or none) is reported by the run, with its own message
@@ -189,55 +197,59 @@ def _known_party_rows(res: dict, N: int, plugin=None) -> PartyRows | None:
     return None if rows is None or set(rows.rows) != set(names) else rows
 
 
-def _party_rows(res: dict, N: int) -> PartyRows:
+def _dataset(rs: ResolvedScenario) -> dict[str, Any]:
+    """The dataset's name and params (defaults filled in), as ``resolved.yaml`` gives them."""
+    return {
+        "name": rs.scenario.data.dataset.name,
+        "params": rs.configs.dataset.model_dump(mode="json"),
+    }
+
+
+def _party_rows(rs: ResolvedScenario, N: int) -> PartyRows:
     """:func:`_known_party_rows`, or an equal split when the partitioner does not say."""
     from testbed.data.partitions import equal_rows
 
-    rows = _known_party_rows(res, N)
-    return rows if rows is not None else equal_rows(N, list(res["data"]["parties"]))
+    rows = _known_party_rows(rs, N)
+    return rows if rows is not None else equal_rows(N, rs.scenario.data.party_names())
 
 
-def check_party_rows(sc, resolved: dict | None = None) -> None:
+def check_party_rows(sc: Scenario | ResolvedScenario) -> None:
     """A partition (:meth:`~testbed.data.partitions.PartitionerPlugin.check_rows`) or protocol
     parameter (:meth:`protocols._base.Protocol.check_rows`) the dataset's rows cannot satisfy,
     when the scenario tells the rows before loading: refused as the run would be."""
     from testbed.registry import PROTOCOLS, plugin_phase
-    from testbed.scenario.resolve import resolve
 
-    res = resolved if resolved is not None else resolve(sc)
-    ds = res["data"]["dataset"]
-    shape = _dataset_shape(ds["name"], ds.get("params") or {})
-    if shape is None or res["data"].get("transform"):  # a transform may change the rows
+    rs = ResolvedScenario.of(sc)
+    sc = rs.scenario
+    ds = _dataset(rs)
+    shape = _dataset_shape(ds["name"], ds["params"])
+    if shape is None or sc.data.transform is not None:  # a transform may change the rows
         return
-    plugin = _partitioner(res)
-    problem = plugin.check_rows(shape[0], list(res["data"]["parties"])) if plugin else None
+    plugin = _partitioner(rs)
+    problem = plugin.check_rows(shape[0], sc.data.party_names()) if plugin else None
     if problem:
         loc = ["data", "partition", *problem[0]]
         given = getattr(getattr(sc.data, "partition", None), "params", None) or {}
         if problem[0][:1] == ("params",) and problem[0][-1] not in given:
             loc = ["data", "partition", "name"]  # a default: the partition's own line
         raise ScenarioError(f"{_where(sc, loc)}: {problem[1]}")
-    rows = _known_party_rows(res, shape[0], plugin)
-    proto = res["protocol"]
-    check = PROTOCOLS.get(proto["name"]).check_rows
+    rows = _known_party_rows(rs, shape[0], plugin)
+    name = sc.protocol.name
+    check = PROTOCOLS.get(name).check_rows
     if rows is None or check is None:
         return
-    with plugin_phase("protocol", proto["name"], f"setup ({_where(sc, ['protocol', 'name'])})"):
-        protocol = PROTOCOLS.get(proto["name"]).from_params(proto.get("params") or {})
+    with plugin_phase("protocol", name, f"setup ({_where(sc, ['protocol', 'name'])})"):
+        protocol = _protocol(rs)
     problem = check(protocol, rows)
     if problem:
         raise ScenarioError(f"{_where(sc, list(problem[0]))}: {problem[1]}")
 
 
-def _largest_pair(res: dict, rows: PartyRows) -> tuple[int, int]:
+def _largest_pair(rs: ResolvedScenario, rows: PartyRows) -> tuple[int, int]:
     """``(n_a, n_b)`` of the largest exact OT the run and its reference solve: the protocol's
     pairs (:meth:`protocols._base.Protocol.exact_ot_pairs`), by default any two parties."""
-    from testbed.registry import PROTOCOLS
-
-    proto = res["protocol"]
     try:
-        pairs = PROTOCOLS.get(proto["name"]).from_params(proto.get("params") or {})
-        pairs = pairs.exact_ot_pairs(rows)
+        pairs = _protocol(rs).exact_ot_pairs(rows)
     except Exception:  # a bad protocol config is reported by the run, with its own message
         pairs = None
     if not pairs:  # any two parties: the largest bound is that of the two largest
@@ -247,19 +259,16 @@ def _largest_pair(res: dict, rows: PartyRows) -> tuple[int, int]:
     return max(sizes, key=lambda ab: ab[0] * ab[1], default=(0, 0))
 
 
-def estimate_memory(sc, resolved: dict | None = None) -> list[Estimate]:
-    """The array families a run of ``sc`` builds, largest first (an order of magnitude);
-    ``resolved`` is ``resolve(sc)`` when the caller has it (a sweep cell)."""
-    from testbed.scenario.resolve import resolve
-
-    res = resolved if resolved is not None else resolve(sc)
-    ds = res["data"]["dataset"]
-    shape = _dataset_shape(ds["name"], ds.get("params") or {})
+def estimate_memory(sc: Scenario | ResolvedScenario) -> list[Estimate]:
+    """The array families a run of ``sc`` builds, largest first (an order of magnitude)."""
+    rs = ResolvedScenario.of(sc)
+    ds = _dataset(rs)
+    shape = _dataset_shape(ds["name"], ds["params"])
     if shape is None:
         return []
     N, d, n_loc, n_how = shape
-    rows = _party_rows(res, N)
-    n_a, n_b = _largest_pair(res, rows)
+    rows = _party_rows(rs, N)
+    n_a, n_b = _largest_pair(rs, rows)
     n_party = rows.largest()  # the largest party's rows: one side of its support's OT
     out = [
         Estimate(
@@ -285,8 +294,7 @@ def estimate_memory(sc, resolved: dict | None = None) -> list[Estimate]:
         )
     else:
         out.append(Estimate(n_loc, 4.0 * d * d * _F8, f"{d} x {d} covariance x 8 B x 4"))
-    proto = res["protocol"]["params"]
-    for key, val in _int_fields(proto):
+    for key, val in _int_fields(rs.configs.protocol.model_dump(mode="json")):
         path = ("protocol", "params", *key)
         leaf = key[-1]
         if "support" in leaf or "coreset_size" in leaf:
@@ -319,13 +327,15 @@ def _int_fields(params: Any, prefix: tuple = ()) -> Iterator[tuple[tuple, int]]:
                 yield from _int_fields(v, (*prefix, k))
 
 
-def check_memory(sc, resolved: dict | None = None) -> None:
+def check_memory(sc: Scenario | ResolvedScenario) -> None:
     """Stop with one line when the estimated arrays exceed the budget (``limits.memory_gb``, else
     the memory available now), unless ``limits.allow_large`` or ``--allow-large`` is set."""
+    rs = ResolvedScenario.of(sc)
+    sc = rs.scenario
     lim = _limits(sc)
     if lim.allow_large or _CLI.get("allow_large"):
         return
-    est = estimate_memory(sc, resolved)
+    est = estimate_memory(rs)
     if not est:
         return
     total = sum(e.nbytes for e in est)
@@ -367,13 +377,15 @@ def check_data_file(sc) -> None:
         )
 
 
-def check_scenario(sc) -> None:
+def check_scenario(sc: Scenario | ResolvedScenario) -> None:
     """The one pre-run check (``testbed run`` and ``audit``): the memory estimate of the run, or
     of every cell of a sweep, before anything is allocated."""
+    rs = ResolvedScenario.of(sc)
+    sc = rs.scenario
     check_data_file(sc)
     if not sc.is_sweep:
-        check_party_rows(sc)
-        check_memory(sc)
+        check_party_rows(rs)
+        check_memory(rs)
         return
     from testbed.scenario.cells import expand_cells
 
@@ -381,5 +393,5 @@ def check_scenario(sc) -> None:
     for cell in expand_cells(sc):
         if cell.hash not in seen:
             seen.add(cell.hash)
-            check_party_rows(cell.scenario, cell.resolved)
-            check_memory(cell.scenario, cell.resolved)
+            check_party_rows(cell.rs)
+            check_memory(cell.rs)

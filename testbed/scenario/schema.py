@@ -214,6 +214,8 @@ class Scenario(BaseModel):
     _yaml_root: Any = PrivateAttr(None)
     _fname: str = PrivateAttr("<scenario>")
     _cells: list | None = PrivateAttr(None)  # a sweep's cells, expanded once at load time
+    # its ResolvedScenario (testbed.scenario.resolve), built once with its plugins' configs
+    _resolved: Any = PrivateAttr(None)
 
     @field_validator("sweep")
     @classmethod
