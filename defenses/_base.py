@@ -140,19 +140,27 @@ class Defense(Plugin):
         return {}
 
     def check_releases(
-        self, protocol_name: str, protocol_params: Mapping[str, Any], parties: Sequence[str]
+        self,
+        protocol_name: str,
+        protocol_params: PluginConfig | Mapping[str, Any],
+        parties: Sequence[str],
     ) -> str | None:
         """A problem with this defense's release budget on the scenario's protocol, known before
         the run (``testbed validate`` refuses it at the defense's line), or ``None`` (default:
-        nothing to check)."""
+        nothing to check). ``protocol_params``: the protocol's config as it will run (the
+        scenario's, validated once; a mapping of params when called outside a scenario)."""
         return None
 
     def assumptions(
-        self, parties: Mapping[str, PartyData], protocol_name: str, protocol_params: Mapping
+        self,
+        parties: Mapping[str, PartyData],
+        protocol_name: str,
+        protocol_params: PluginConfig | Mapping[str, Any],
     ) -> list[dict] | None:
         """The defense's stated assumptions checked against the run's data (a testbed diagnostic
         on the scoring side, never sent): ``[{"name", "holds", "detail"}, ...]``. ``None``
-        (default): it states none."""
+        (default): it states none. ``protocol_params``: the protocol's config as it ran (a
+        frozen model: read its fields as attributes)."""
         return None
 
     def bind_protocol(

@@ -133,7 +133,7 @@ class GaussianMeasureNoise(Defense):
     protocols = MEASURE_PROTOCOLS
 
     def check_releases(
-        self, protocol_name: str, protocol_params: Mapping, parties: Sequence[str]
+        self, protocol_name: str, protocol_params, parties: Sequence[str]
     ) -> str | None:
         """With a target epsilon: a problem when ``releases`` is below what one defended party
         of the protocol releases in a run (``Protocol.client_releases``, when the protocol can
@@ -145,7 +145,9 @@ class GaussianMeasureNoise(Defense):
         cls = PROTOCOLS.get(protocol_name)
         if c.senders is not None and any(s in cls.extra_senders for s in c.senders):
             return None  # the server's releases are not counted
-        roles = cls.from_params(dict(protocol_params)).client_releases(list(parties))
+        cfg = protocol_params  # the protocol's config as it runs (or its params, as a mapping)
+        protocol = cls(cfg) if isinstance(cfg, cls.Config) else cls.from_params(dict(cfg))
+        roles = protocol.client_releases(list(parties))
         counts = {
             party: sum(
                 n
@@ -168,7 +170,7 @@ class GaussianMeasureNoise(Defense):
             f"#{c.releases + 1}: give releases: {need}"
         )
 
-    def bind_protocol(self, protocol_name: str, params: Mapping, sizes: Mapping[str, int]) -> None:
+    def bind_protocol(self, protocol_name: str, params, sizes: Mapping[str, int]) -> None:
         """Which support bound applies: the barycentric-push bounds only where the protocol
         declares that structure (``barycentric_push_check``) with a private share within
         ``push_max``; otherwise every released atom is clipped to norm ``clip_norm`` and the
@@ -350,8 +352,9 @@ class GaussianMeasureNoise(Defense):
                 f"releases={c.releases}; raise `releases`"
             )
 
-    def assumptions(self, parties, protocol_name: str, protocol_params: Mapping) -> list[dict]:
-        """Check the stated assumptions against the run (a testbed diagnostic, never sent)."""
+    def assumptions(self, parties, protocol_name: str, protocol_params) -> list[dict]:
+        """Check the stated assumptions against the run (a testbed diagnostic, never sent).
+        ``protocol_params``: the protocol's config (or its params as a mapping)."""
         c = self.config
         out = []
         senders = c.senders if c.senders is not None else list(parties)
@@ -415,7 +418,7 @@ def _clip_rows(X: np.ndarray, C: float) -> np.ndarray:
 _OWN_ATOM_PUSHES = frozenset({"triangle_wad"})
 
 
-def _push_check(protocol_name: str, params: Mapping, push_max: float, sizes) -> dict:
+def _push_check(protocol_name: str, params, push_max: float, sizes) -> dict:
     """Whether the protocol's released supports have the barycentric-push form with a private
     share within ``push_max`` (the protocol's own check)."""
     cls = PROTOCOLS.get(protocol_name)
@@ -429,7 +432,7 @@ def _push_check(protocol_name: str, params: Mapping, push_max: float, sizes) -> 
     return dict(found)
 
 
-def _push_report(protocol_name: str, params: Mapping, c, parties) -> dict:
+def _push_report(protocol_name: str, params, c, parties) -> dict:
     """The push assumption as the report states it: where the structure is not a push, the
     defense clips every released atom to norm C and charges 2 C sqrt(S), so it holds."""
     out = _push_check(protocol_name, params, c.push_max, {p: d.n for p, d in parties.items()})

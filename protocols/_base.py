@@ -180,9 +180,10 @@ class Protocol(Plugin):
 
     @classmethod
     def barycentric_push_check(
-        cls, params: Mapping[str, Any], push_max: float, sizes: Mapping[str, int]
+        cls, params: Any, push_max: float, sizes: Mapping[str, int]
     ) -> dict[str, Any] | None:
-        """Whether, with ``params`` and the parties' row counts ``sizes``, every support the
+        """Whether, with ``params`` (the protocol's config as the run built it, or a mapping of
+        params) and the parties' row counts ``sizes``, every support the
         protocol releases is a barycentric push of its party's rows by at most ``push_max``:
         ``{"holds": bool, "detail": str}``, what ``gaussian_measure_noise``'s tight calibration
         rests on. ``None`` (default): not declared, so the claim is not established."""

@@ -386,7 +386,8 @@ class FedWAD(Protocol):
         client's ``Interp(own, xi, t)`` keeps xi's atoms and weights (public to the server) when
         S < n, and each atom is ``(1 - t) * (barycentric image of own data) + t * xi_j``, so the
         private share is ``1 - t``."""
-        cfg = cls.Config(**params)
+        # the run's config (built once), or params (a test's, a plugin's own call)
+        cfg = params if isinstance(params, cls.Config) else cls.Config(**params)
         t_min = cfg.t_range[0] if cfg.t == "random" else float(cfg.t)
         names = cfg.clients or list(sizes)[:2]
         problems = []

@@ -347,7 +347,8 @@ class TriangleWad(_TriangleBase):
         row moves one atom by at most ``2 C (1 - t)``: the bound holds when ``1 - t <= push_max``.
         With k > 1 the replaced row can change the plan and move *other* atoms by up to
         ``t * diam(gamma)``, which a bound in ``C`` does not cover: the claim is not established."""
-        cfg = cls.Config(**params)
+        # the run's config (built once), or params (a test's, a plugin's own call)
+        cfg = params if isinstance(params, cls.Config) else cls.Config(**params)
         problems = []
         if cfg.support_size != 1:
             problems.append(

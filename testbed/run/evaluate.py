@@ -247,9 +247,7 @@ def evaluate(world: World, result: Any) -> Evaluation:
     assumptions = []
     for dfn in world.defenses:
         # a testbed diagnostic: checked against the data, never sent
-        found = dfn.assumptions(
-            world.parties, world.scenario.protocol.name, world.protocol.config.model_dump()
-        )
+        found = dfn.assumptions(world.parties, world.scenario.protocol.name, world.protocol.config)
         assumptions.extend(found or [])
     utility = task_utility(world.protocol, scored, ref, result.outputs, detection)
     headline = headline_accuracy(world.protocol, accuracy)

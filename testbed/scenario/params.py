@@ -291,11 +291,10 @@ def validate_plugins(
         _check_protocol_labels(pcls(proto_cfg), sc, root, fname)
     defenses, overrides = _validate_defenses(sc, root, fname, ctx)
     proto_run = _with_overrides(pcls, proto_cfg, overrides, root, fname, ctx)
-    proto_params = {**proto_cfg.model_dump(mode="json"), **overrides}
     for i, (d, cfg) in enumerate(zip(sc.defenses, defenses)):  # a release count too high
         dcls = DEFENSES.get(d.name)
         if provides(dcls, "check_releases"):
-            problem = dcls(cfg).check_releases(sc.protocol.name, proto_params, names)
+            problem = dcls(cfg).check_releases(sc.protocol.name, proto_run, names)
             if problem:
                 raise ScenarioError(
                     f"{where(fname, root, ['defenses', i, 'params', 'releases'])}: {problem}"
