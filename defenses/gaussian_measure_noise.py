@@ -354,7 +354,7 @@ class GaussianMeasureNoise(Defense):
 
     def assumptions(self, parties, protocol_name: str, protocol_params) -> list[dict]:
         """Check the stated assumptions against the run (a testbed diagnostic, never sent).
-        ``protocol_params``: the protocol's config (or its params as a mapping)."""
+        ``protocol_params``: the protocol's config as it runs (or its params, as a mapping)."""
         c = self.config
         out = []
         senders = c.senders if c.senders is not None else list(parties)

@@ -83,7 +83,7 @@ def test_frontier_scenario_validates_with_matched_budgets():
     # every noisy setting targets epsilon 1 or 10 (matched), on two datasets
     targets, datasets = set(), set()
     for c in cells:
-        s = c.resolved
+        s = c.rs.as_json()
         datasets.add(s["data"]["dataset"]["name"])
         for p in [s["protocol"].get("params", {})] + [d.get("params", {}) for d in s["defenses"]]:
             if p.get("target_epsilon") is not None:

@@ -172,6 +172,6 @@ def test_the_scenario_marks_data_public_and_the_guard_follows():
     assert guard.find({"x": world.parties["alice"].X[:3]})[0] == "alice"
     # unset, it changes no configuration hash; a name that is not a party is refused
     base = parse_scenario(PUBLIC.format(public="").replace("  public: []\n", ""))
-    assert "public" not in execute(base, until="world").world.resolved["data"]
+    assert "public" not in execute(base, until="world").world.rs.as_json()["data"]
     with pytest.raises(Exception, match="public: unknown party 'carol'"):
         parse_scenario(PUBLIC.format(public="carol"))

@@ -16,6 +16,7 @@ from testbed.run.attack import AttackRun
 from testbed.run.roster import World
 from testbed.scoring.evidence import leakage_evidence
 from testbed.scoring.metrics import MetricError, score_attack
+from testbed.scoring.results_schema import attack_row
 from testbed.scoring.truth import GroundTruth, PartyTruth
 
 __all__ = ["DELTA", "failure_row", "ground_truth", "score_runs"]
@@ -90,21 +91,20 @@ def score_runs(
                 scored = score_attack(out, base, truth, baseline_w2=base_w2)
             except MetricError as exc:
                 raise MetricError(f"{where}: {exc}") from exc
-            rows.append(
-                {
-                    "attack": run.name,
-                    "label": run.label,
-                    "target": out.target,
-                    "observer": run.observer,
-                    "isolation": run.isolation,
-                    **scored,
-                }
-            )
-            if evidence is not None:
-                evidence.update(leakage_evidence(len(rows) - 1, out, base, truth, dataset))
+            row = {
+                "attack": run.name,
+                "label": run.label,
+                "target": out.target,
+                "observer": run.observer,
+                "isolation": run.isolation,
+                **scored,
+            }
             if out.kind == "scores" and audited_claims:
                 # the audit's empirical lower bound is shown beside the defense's claim
-                rows[-1]["epsilon_claimed"] = truth.claimed(out.target)
+                row["epsilon_claimed"] = truth.claimed(out.target)
+            rows.append(attack_row(row))  # the results schema's row, checked as it is made
+            if evidence is not None:
+                evidence.update(leakage_evidence(len(rows) - 1, out, base, truth, dataset))
     return rows
 
 
@@ -130,12 +130,14 @@ def failure_row(run: AttackRun) -> dict[str, Any]:
     """The results row of an attack that produced nothing: where it failed and why, in one line.
     ``target`` is the spec's target filter (None: every target)."""
     phase, reason = run.failure or ("run", "")
-    return {
-        "attack": run.name,
-        "label": run.label,
-        "target": run.target,
-        "observer": run.observer,
-        "isolation": run.isolation,
-        "failed": phase,
-        "reason": reason,
-    }
+    return attack_row(
+        {
+            "attack": run.name,
+            "label": run.label,
+            "target": run.target,
+            "observer": run.observer,
+            "isolation": run.isolation,
+            "failed": phase,
+            "reason": reason,
+        }
+    )
