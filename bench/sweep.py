@@ -28,6 +28,7 @@ def fake_cells(n: int):
         h = hashlib.sha256(str(i).encode()).hexdigest()
         cell_sc = SimpleNamespace(_raw=raw, _base_dir=".")
         rs = SimpleNamespace(scenario=cell_sc, config_hash=h)
+        rs.portable = lambda rs=rs: rs  # nothing to strip: it never leaves this process
         cells.append(sweep.Cell(i, i, {"seed": i}, rs, labels={"seed": str(i)}))
     return sc, cells
 

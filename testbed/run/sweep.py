@@ -128,7 +128,7 @@ def _run_cell(rs: ResolvedScenario, cdir: Path) -> dict:
 
 
 def _args_of(c: Cell, out: Path) -> tuple:
-    return (_run_cell, c.rs, out / "cells" / c.hash)
+    return (_run_cell, c.rs.portable(), out / "cells" / c.hash)
 
 
 def _stop_workers(ex, grace: float = 1.0) -> None:

@@ -61,6 +61,15 @@ class ResolvedScenario:
             return kept
         return cls.build(sc, validate_plugins(sc, None, sc.name, getattr(sc, "_base_dir", ".")))
 
+    def portable(self) -> ResolvedScenario:
+        """This record without the scenario file's YAML tree (every node keeps the whole file's
+        text): what a sweep sends to a worker process."""
+        sc = self.scenario.model_copy()
+        sc._yaml_root, sc._raw, sc._cells = None, None, None
+        rs = ResolvedScenario(sc, self.configs, self.config_hash)
+        sc._resolved = rs
+        return rs
+
     @property
     def seed(self) -> int:
         return self.scenario.seed
