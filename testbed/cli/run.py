@@ -27,18 +27,20 @@ from testbed.run.execute import execute
 from testbed.run.rundir import check_replaceable
 from testbed.run.sweep import run_sweep
 from testbed.scenario.preflight import preflight
+from testbed.scenario.resolve import ResolvedScenario
 
 
 def run(args) -> int:
     sc = load_checked(args)
-    skipped = preflight(sc)  # refuse before running what a cell would refuse
-    out_dir = planned_run_dir(sc, args.out)
+    rs = ResolvedScenario.of(sc)  # the loader's record: every plugin's config, validated once
+    skipped = preflight(rs)  # refuse before running what a cell would refuse
+    out_dir = planned_run_dir(sc, args.out, rs.config_hash if not sc.is_sweep else None)
     check_replaceable(out_dir, scenario=sc.name)  # before anything is computed
     announce_run_dir(out_dir, args.scenario)
     finish = _finisher(args.sign)
     if sc.is_sweep:
         return _run_sweep(sc, args, out_dir, skipped, finish)
-    out = _execute(sc, out_dir, args, finish)
+    out = _execute(rs, out_dir, args, finish)
     r = out.results
     run_cols = [
         r["transcript"]["rounds"],
