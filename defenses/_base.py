@@ -164,8 +164,11 @@ class Defense(Plugin):
         return None
 
     def bind_protocol(
-        self, protocol_name: str, params: Mapping[str, Any], sizes: Mapping[str, int]
+        self,
+        protocol_name: str,
+        params: PluginConfig | Mapping[str, Any],
+        sizes: Mapping[str, int],
     ) -> None:
-        """Told, once the world is built, the protocol, its parameters (overrides included)
-        and each party's row count, before any message is sent: a defense whose calibration
+        """Told, once the world is built, the protocol, its config (overrides included: the
+        one it runs with) and each party's row count, before any message is sent: a defense whose calibration
         depends on the protocol's structure reads it here. Default: nothing."""
