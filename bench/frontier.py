@@ -44,7 +44,7 @@ def _eps(x) -> float:
 
 
 def setting_label(row: Mapping[str, Any]) -> str:
-    """``dataset: protocol(noise)[ + defense(ε)]`` of one sweep row, from its resolved results
+    """``dataset: protocol(noise)[ + defense(ε[, worst case])]`` of one sweep row, from its resolved results
     (the swept ``setting`` holds only the swept paths). The dataset is the swept one, else the
     row's ``dataset`` (:func:`main` reads it from the cell's ``resolved.yaml``), else the
     scenario's name."""
@@ -64,6 +64,8 @@ def setting_label(row: Mapping[str, Any]) -> str:
     for d in res.get("defenses") or []:
         q = d.get("params", {})
         extra = f"(ε={q['target_epsilon']:g})" if q.get("target_epsilon") is not None else ""
+        if q.get("calibration") == "worst_case":  # the tight one is the default: no tag
+            extra = f"({extra[1:-1]}, worst case)" if extra else "(worst case)"
         extra = extra or (f"({q['mode']})" if "mode" in q else "")
         extra = extra or (f"(S={q['support_size']})" if "support_size" in q else "")
         name += f" + {d['name']}{extra}"

@@ -55,6 +55,24 @@ def test_setting_label_names_noise_and_defense():
     assert setting_label(s) == "wine: dp_jl_ot(ε=10) + secret_isometry_mask(per_party)"
 
 
+def test_setting_label_tells_the_worst_case_calibration_from_the_tight_default():
+    # scenarios/frontier_dp.yaml sweeps both at each epsilon: they must not be averaged together
+    def row(**params):
+        return {
+            "setting": {"data": {"dataset": {"name": "digits"}}},
+            "results": {
+                "protocol": {"name": "fedwad", "params": {}},
+                "defenses": [{"name": "gaussian_measure_noise", "params": params}],
+            },
+        }
+
+    tight = row(target_epsilon=8.0, calibration="tight")
+    worst = row(target_epsilon=8.0, calibration="worst_case")
+    assert setting_label(tight) == "digits: fedwad + gaussian_measure_noise(ε=8)"
+    assert setting_label(worst) == "digits: fedwad + gaussian_measure_noise(ε=8, worst case)"
+    assert setting_label(row(calibration="worst_case")).endswith("(worst case)")
+
+
 def test_coverage_specs_fill_every_protocol_and_threat():
     # every registered protocol has a row, every cell is measured or has a concrete reason
     builtin = {n for n, c in PROTOCOLS.items() if c.__module__.startswith("protocols.")}

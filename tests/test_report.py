@@ -767,3 +767,43 @@ def test_the_observer_section_writes_sizes_as_the_command_line_does(sweep_dir):
         "520.7 MiB",
         "3.0 GiB",
     ]
+
+
+def test_target_epsilons_of_one_mechanism_read_as_one_curve_labelled_by_epsilon():
+    """A privacy frontier (scenarios/frontier_dp.yaml): the settings of one protocol and defense
+    that differ only by target_epsilon are one curve per calibration, and each DP baseline swept
+    over target_epsilon (in the protocol's label) one curve, joined in the order of epsilon
+    (0.5, 2, 16, not as text) with each point labelled by its epsilon; the undefended setting
+    keeps the protocol's series; a data spec is named by its dataset."""
+    from testbed.report.figures import View, tradeoff_figure
+
+    data = "{dataset=digits,noise={kind=features,rate=0.1}+{kind=features,rate=0.2},parties=a+b}"
+    agg = {}
+
+    def cell(series, point, err):
+        agg[(series, point)] = {
+            "n": 1,
+            "w.relative_error": (err, err, err),
+            "any_attack.leakage": (0.1, 0.1, 0.1),
+        }
+
+    cell("fedwad", f"data={data}, defenses=none", 0.5)
+    for i, e in enumerate(("16", "0.5", "2")):
+        for cal in ("tight", "worst_case"):
+            gmn = f"gaussian_measure_noise(calibration={cal},target_epsilon={e})"
+            cell("fedwad", f"data={data}, defenses={gmn}", 1.0 + i)
+        cell(f"dp_jl_ot(target_epsilon={e})", data, 3.0 + i)
+    # Execute
+    fig = tradeoff_figure(agg, "w.relative_error", [View("any_attack.leakage", "l", True, "t")])
+    # Assert
+    by_name = {t.name: t for t in fig.data if t.name != "Pareto front"}
+    tight = "fedwad · digits, gaussian_measure_noise(calibration=tight)"
+    worst = "fedwad · digits, gaussian_measure_noise(calibration=worst_case)"
+    assert sorted(by_name) == sorted(["fedwad", tight, worst, "dp_jl_ot · digits"])
+    for name in (tight, worst, "dp_jl_ot · digits"):
+        tr = by_name[name]
+        assert list(tr.text) == ["ε=0.5", "ε=2", "ε=16"], name
+        assert "lines" in tr.mode and "text" in tr.mode
+    assert list(by_name[tight].x) == [2.0, 3.0, 1.0]
+    assert list(by_name["dp_jl_ot · digits"].x) == [4.0, 5.0, 3.0]
+    assert by_name["fedwad"].mode == "markers" and list(by_name["fedwad"].x) == [0.5]

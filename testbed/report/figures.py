@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
+from testbed.report.curves import curve_of, eps_value
 from testbed.report.fmt import ci, fmt, plotly_text
 from testbed.report.model import (
     ANY_ATTACK,
@@ -109,9 +110,18 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
     metric = view.y_key.rsplit(".", 1)[-1]
     ya = value_axis([agg[k][view.y_key][0] for k in keys], unit=metric in UNIT_METRICS)
     traces = []
-    for s in sorted({k[0] for k in keys}):
-        ks = sorted(k for k in keys if k[0] == s)
+    curves: dict[str, list] = defaultdict(list)
+    for k in keys:
+        curves[curve_of(k)[0]].append(k)
+    for s in sorted(curves):
+        # a curve of target epsilons: its points joined in the order of epsilon, each labelled
+        eps_of = {k: curve_of(k)[1] for k in curves[s]}
+        on_curve = any(eps_of.values())
+        ks = sorted(curves[s], key=lambda k: (eps_value(eps_of[k]), k) if on_curve else k)
         tr = _series_trace(agg, err_key, view.y_key, ks, xa, ya, eps)
+        exact = [t == "exact" for t in tr["label"]]
+        if on_curve:
+            tr["label"] = [t or (eps_of[k] or "") for t, k in zip(tr["label"], ks)]
         err_x = {
             "type": "data",
             "symmetric": False,
@@ -128,15 +138,17 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
             go.Scatter(
                 x=tr["x"],
                 y=tr["y"],
-                mode="markers+text" if any(tr["label"]) else "markers",
+                mode=("lines+" if on_curve else "")
+                + ("markers+text" if any(tr["label"]) else "markers"),
                 text=tr["label"],
                 textposition="bottom center",
                 cliponaxis=False,
                 textfont={"size": 11, "color": colors[s]},
                 name=plotly_text(s),  # plotly renders trace names as (a subset of) HTML
                 legendgroup=s,
+                line={"color": colors[s], "width": 1},
                 marker={
-                    "size": [14 if t else 10 for t in tr["label"]],
+                    "size": [14 if e else 10 for e in exact],
                     "symbol": tr["sym"],
                     "color": colors[s],
                 },
@@ -178,10 +190,11 @@ def tradeoff_figure(
 ):
     """Leakage (or claimed epsilon) against error, one or more views: with several, a dropdown
     (``selector`` its caption) switches between them. Hover = the cell, the legend toggles
-    protocols, the Pareto front is dashed."""
+    protocols (and curves of target epsilons: :func:`~testbed.report.curves.curve_of`), the
+    Pareto front is dashed."""
     import plotly.graph_objects as go
 
-    series = sorted({k[0] for k in agg})
+    series = sorted({curve_of(k)[0] for k in agg})
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
     eps = eps_groups(agg)  # the hover's claimed-ε lines, the same for every point
     fig = go.Figure()
