@@ -53,8 +53,8 @@ bench: $(STAMP)
 	@$(VENV)/bin/testbed bench $(BENCH_ARGS)
 
 # recompute the figures README.md and docs/ quote; fails when one drifts beyond its rounding or
-# its seeds' 95 % interval (slow: the demo, frontier_fedbary and three distillation sweeps, the
-# FedBary seeds; one group: PYTEST_ARGS='-k fedbary'; timings in docs/ are not checked)
+# its seeds' 95 % interval (slow: the demo, frontier_fedbary, frontier_dp and three distillation
+# sweeps, the FedBary seeds; one group: PYTEST_ARGS='-k fedbary'; timings in docs/ are not checked)
 docs-check: $(STAMP)
 	@$(PY) -m pytest -m slow tests/test_docs_figures.py tests/test_findings_first_audit.py $(PYTEST_ARGS)
 
