@@ -67,6 +67,7 @@ FIGURES: dict[str, Callable[[], dict[str, float]]] = {
     "trust_renormalise": trust.trust_renormalise,
     "plugins_tolerances": plugins.plugins_tolerances,
     "coverage_cells": frontier.coverage_cells,
+    "frontier_dp": frontier.frontier_dp,
     "scorecards_fedwad_apps": plugins.scorecards_fedwad_apps,
     "plugins_loose_tolerances": plugins.plugins_loose_tolerances,
     "scorecard_toy": plugins.scorecard_toy,

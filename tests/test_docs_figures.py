@@ -1629,3 +1629,51 @@ def test_plugins_toy_scorecard(generated):
     for p in names:
         assert fig[f"{p}.near_copies"] == 0, f"{p} sees near-copies"
         assert int(k) == fig[f"server.sent_rows.{p}.exact_rows"], f"sent_rows on {p}"
+
+
+# --------------------------------------------------------------------------------------------
+# docs/findings.md: the frontier at the tightest honest accounting (scenarios/frontier_dp.yaml)
+
+#: column of the findings table -> (setting label after "<dataset>: ", with {e} the budget;
+#: the label at no defense, or None where the column has no such setting), figure
+FRONTIER_DP_COLUMNS = {
+    "FedWAD tight": ("fedwad + gaussian_measure_noise(ε={e})", "fedwad", "error"),
+    "FedWAD worst case": ("fedwad + gaussian_measure_noise(ε={e}, worst case)", None, "error"),
+    "TriangleWad": ("triangle_wad + gaussian_measure_noise(ε={e})", "triangle_wad", "error"),
+    "FedBary distances": ("fedbary + gaussian_measure_noise(ε={e})", "fedbary", "distance_error"),
+    "FedBary Spearman": ("fedbary + gaussian_measure_noise(ε={e})", "fedbary", "spearman"),
+    "DP sliced W": ("dp_sliced_wasserstein(ε={e})", None, "error"),
+    "DP-JL": ("dp_jl_ot(ε={e})", None, "error"),
+    "DP moments": ("dp_gaussian_moments(ε={e}, diagonal)", None, "error"),
+}
+FRONTIER_DP_DATASETS = {"digits": "digits", "breast cancer": "breast_cancer"}
+
+
+def test_findings_frontier_dp_table(generated):
+    """Every cell of the findings' frontier table (mean relative error, or FedBary's Spearman,
+    over the seeds its caption names) against the sweep recomputed: within the printed rounding
+    or the seeds' 95 % interval; each budget is the setting's claimed ε (PLD, within 1 %)."""
+    fig = generated("frontier_dp")
+    rows = _section("docs/findings.md", "| dataset | ε |", "\n\n")
+    header, body = rows[0], rows[1:]
+    columns = header[1][1:]
+    assert set(columns) == set(FRONTIER_DP_COLUMNS), columns
+    assert len(body) == 2 * 7, [r[0] for r in body]  # two datasets, no defense and six budgets
+    checked = 0
+    for first, (eps, *cells) in body:
+        ds = FRONTIER_DP_DATASETS[first]
+        for col, cell in zip(columns, cells):
+            template, undefended, what = FRONTIER_DP_COLUMNS[col]
+            label = undefended if eps == "∞" else template.format(e=eps)
+            if label is None:
+                assert cell == "–", f"{first} ε={eps} {col}: no such setting, prints {cell}"
+                continue
+            key = f"{ds}: {label}"
+            assert f"{key}.eps" in fig, f"the sweep has no setting {key!r}"
+            if eps == "∞":
+                assert math.isinf(fig[f"{key}.eps"]), f"{key} claims ε = {fig[f'{key}.eps']}"
+            else:
+                assert abs(fig[f"{key}.eps"] - float(eps)) <= 0.01 * float(eps), key
+            _mean_close(cell, fig, f"{key}.{what}", f"findings frontier {key} {what}")
+            checked += 1
+    assert checked == 2 * (6 * len(FRONTIER_DP_COLUMNS) + 4)
