@@ -1677,3 +1677,33 @@ def test_findings_frontier_dp_table(generated):
             _mean_close(cell, fig, f"{key}.{what}", f"findings frontier {key} {what}")
             checked += 1
     assert checked == 2 * (6 * len(FRONTIER_DP_COLUMNS) + 4)
+
+
+def test_findings_frontier_dp_leakage(generated):
+    """The findings' leakage paragraph: the undefended protocols' figures, and the worst leakage
+    under any mechanism (which setting, its coverage@r), with record leakage 0 under all."""
+    fig = generated("frontier_dp")
+    text = _text("docs/findings.md")
+    tw_fb, d_leak, d_cov, d_rec, b_leak, b_cov, b_rec, worst, worst_cov = _figure(
+        text,
+        r"recovers every row of TriangleWad's and FedBary's parties \(leakage, coverage@r and "
+        r"record leakage ([\d.]+) on both datasets\) and part of FedWAD's \(digits: leakage "
+        r"([\d.]+), coverage ([\d.]+), record leakage ([\d.]+); breast cancer: ([\d.]+), "
+        r"([\d.]+), ([\d.]+)\)\. Under every mechanism at every ε the record leakage is 0 and "
+        r"the worst leakage ([\d.]+) \(DP sliced Wasserstein on breast cancer at ε = 16; "
+        r"coverage@r ([\d.]+)\)",
+        "frontier_dp leakage paragraph",
+    )
+    for ds in ("digits", "breast_cancer"):
+        for proto in ("triangle_wad", "fedbary"):
+            for what in ("leakage", "coverage", "record"):
+                _mean_close(tw_fb, fig, f"{ds}: {proto}.{what}", f"{ds} {proto} {what}")
+    for ds, figs in (("digits", (d_leak, d_cov, d_rec)), ("breast_cancer", (b_leak, b_cov, b_rec))):
+        for s, what in zip(figs, ("leakage", "coverage", "record")):
+            _mean_close(s, fig, f"{ds}: fedwad.{what}", f"{ds} fedwad {what}")
+    defended = [k[: -len(".eps")] for k, v in fig.items() if k.endswith(".eps") and v < math.inf]
+    assert all(fig[f"{k}.record.mean"] == 0 for k in defended if f"{k}.record.mean" in fig)
+    top = max(defended, key=lambda k: fig.get(f"{k}.leakage.mean", -1.0))
+    assert top == "breast_cancer: dp_sliced_wasserstein(ε=16)", top
+    _mean_close(worst, fig, f"{top}.leakage", "worst leakage under a mechanism")
+    _mean_close(worst_cov, fig, f"{top}.coverage", "its coverage@r")
