@@ -1640,6 +1640,11 @@ FRONTIER_DP_COLUMNS = {
     "FedWAD tight": ("fedwad + gaussian_measure_noise(ε={e})", "fedwad", "error"),
     "FedWAD worst case": ("fedwad + gaussian_measure_noise(ε={e}, worst case)", None, "error"),
     "TriangleWad": ("triangle_wad + gaussian_measure_noise(ε={e})", "triangle_wad", "error"),
+    "TriangleWad worst case": (
+        "triangle_wad + gaussian_measure_noise(ε={e}, worst case)",
+        None,
+        "error",
+    ),
     "FedBary distances": ("fedbary + gaussian_measure_noise(ε={e})", "fedbary", "distance_error"),
     "FedBary Spearman": ("fedbary + gaussian_measure_noise(ε={e})", "fedbary", "spearman"),
     "DP sliced W": ("dp_sliced_wasserstein(ε={e})", None, "error"),
