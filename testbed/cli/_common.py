@@ -72,6 +72,20 @@ def load_checked(args):
 
 
 def print_attack_rows(rows) -> None:
+    """One line per attack row, targets in natural order (client_2 before client_10); an
+    attack setting run against more than ``summary.POPULATION_MIN`` targets is summarised as
+    the distribution over them (``summary.population_lines``)."""
+    from testbed.cli.summary import POPULATION_MIN, attack_groups, population_lines
+
+    for key, group in attack_groups(list(rows)):
+        if len(group) > POPULATION_MIN:
+            for line in population_lines(key, group):
+                print(line)
+        else:
+            _print_rows(group)
+
+
+def _print_rows(rows) -> None:
     from testbed.report.fmt import fmt
 
     for a in rows:

@@ -26,7 +26,15 @@ from testbed.report.model import (
 from testbed.report.points import setting_label as setting_label
 from testbed.scoring.vocabulary import MEASURED, NOT_APPLICABLE, NOT_MEASURED, record_test
 
-__all__ = ["privacy_lines", "record_line", "setting_label", "sweep_rows"]
+__all__ = [
+    "POPULATION_MIN",
+    "attack_groups",
+    "population_lines",
+    "privacy_lines",
+    "record_line",
+    "setting_label",
+    "sweep_rows",
+]
 
 #: parties named on a failed assumption's line; the rest are counted (the report lists them)
 SHOWN_PARTIES = 3
@@ -152,3 +160,74 @@ def guard_lines(results: dict) -> list[str]:
         f"privacy guard ({guard.get('mode', '?')}): {n} violation(s), every one in results.json "
         f"guard.findings; the first: {first}"
     ]
+
+
+#: an attack run against more targets than this is summarised as a population (how many leak,
+#: quantiles, the worst few by name) instead of one line per target
+POPULATION_MIN = 20
+#: the worst targets a population line names
+WORST_SHOWN = 3
+
+
+def _group_key(a: dict) -> tuple:
+    return (a.get("label") or a.get("attack"), a.get("method"), str(a.get("observer")))
+
+
+def attack_groups(rows: list[dict]) -> list[tuple[tuple, list[dict]]]:
+    """The attack rows grouped by attack setting and observer (first-seen order), each group's
+    rows in natural order of their target (client_2 before client_10)."""
+    from testbed.report.model import natural
+
+    groups: dict[tuple, list[dict]] = {}
+    for a in rows:
+        groups.setdefault(_group_key(a), []).append(a)
+    return [(k, sorted(v, key=lambda a: natural(str(a.get("target"))))) for k, v in groups.items()]
+
+
+def _quantiles(values: list[float]) -> str:
+    import numpy as np
+
+    q = np.quantile(np.asarray(values, dtype=float), [0.0, 0.25, 0.5, 0.75, 1.0])
+    return ", ".join(
+        f"{n} {fmt(float(v))}" for n, v in zip(("min", "q25", "median", "q75", "max"), q)
+    )
+
+
+def population_lines(key: tuple, rows: list[dict]) -> list[str]:
+    """One attack setting run against many targets, as a distribution over them: how many
+    leak (a record leak or membership signal, :func:`~testbed.scoring.verdict.verdict`) and of
+    which kind, the quantiles of each figure the rows have, and the worst
+    :data:`WORST_SHOWN` targets by name (failed rows are left to :func:`failed_attacks`)."""
+    from testbed.scoring.verdict import verdict
+
+    ok = [a for a in rows if "failed" not in a]
+    name, method, observer = key
+    head = f"attack {name}{' (' + method + ')' if method else ''} (observer {observer})"
+    if not ok:
+        return [f"{head}: every one of {len(rows)} targets FAILED"]
+    judged = [(a, verdict(a)) for a in ok]
+    kinds: dict[str, int] = {}
+    for _, v in judged:
+        kinds[v.kind] = kinds.get(v.kind, 0) + 1
+    leaks = sum(v.leak for _, v in judged)
+    failed = len(rows) - len(ok)
+    out = [
+        f"{head} on {len(ok)} targets: {leaks} of {len(ok)} leak ("
+        + ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        + ")"
+        + (f"; {failed} FAILED" if failed else "")
+    ]
+    from testbed.cli._common import ATTACK_KEY_NAMES, ATTACK_KEYS
+
+    for k in (*ATTACK_KEYS, "record_leakage"):
+        vals = [
+            float(a[k]) for a in ok if isinstance(a.get(k), (int, float)) and math.isfinite(a[k])
+        ]
+        if vals:
+            out.append(f"  {ATTACK_KEY_NAMES.get(k, k)} over targets: {_quantiles(vals)}")
+    worst = sorted(judged, key=lambda av: av[1].rank, reverse=True)[:WORST_SHOWN]
+    out.append(
+        "  worst: "
+        + "; ".join(f"{a.get('target')} ({v.kind}, {v.metric} {fmt(v.value)})" for a, v in worst)
+    )
+    return out
