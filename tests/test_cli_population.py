@@ -48,3 +48,31 @@ def test_few_targets_one_line_each_in_natural_order(capsys):
     assert len(out) == POPULATION_MIN
     targets = [line.split(" on ", 1)[1].split(" ", 1)[0] for line in out]
     assert targets == [f"client_{i}" for i in range(POPULATION_MIN)]
+
+
+def test_run_progress_piped_prints_a_line_per_tenth_with_an_eta():
+    import io
+    from types import SimpleNamespace
+
+    from testbed.run.exchange import expected_rounds
+    from testbed.run.progress import RoundProgress
+
+    # Prepare: a protocol of 9 iterations (+ its final round); a pipe, not a terminal
+    proto = SimpleNamespace(config=SimpleNamespace(iterations=9))
+    stream = io.StringIO()
+    bar = RoundProgress("fedbary_1000", expected_rounds(proto), stream=stream, after=0.0)
+    short = io.StringIO()
+    quiet = RoundProgress("short", 10, stream=short)  # a run shorter than 5 s prints nothing
+    # Execute: 3 messages per round, rounds 1..10
+    for r in range(1, 11):
+        for _ in range(3):
+            bar(SimpleNamespace(round=r))
+            quiet(SimpleNamespace(round=r))
+    bar.close()
+    assert short.getvalue() == ""
+    lines = stream.getvalue().splitlines()
+    # Assert: one line per finished round (a tenth each), each with the time so far and an ETA
+    assert len(lines) == 9
+    assert lines[0].startswith("fedbary_1000: round 1/10 done, 4 messages, ")
+    assert all(" ETA " in line for line in lines)
+    assert expected_rounds(SimpleNamespace(config=SimpleNamespace())) is None

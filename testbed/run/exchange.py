@@ -27,6 +27,7 @@ from testbed.exchange.bus import PrivacyGuard, Transcript
 from testbed.exchange.engines import open_bus
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.registry import plugin_phase
+from testbed.run.progress import RoundProgress
 from testbed.run.roster import World
 from testbed.seeding import component_rng
 
@@ -46,27 +47,22 @@ class Exchange:
     after: Any = None
 
 
-class _Progress:
-    """A tqdm bar over messages (only when stderr is a terminal and ``enabled``)."""
-
-    def __init__(self, enabled: bool, desc: str):
-        self.bar = None
-        if enabled:
-            import sys
-
-            from tqdm import tqdm
-
-            if sys.stderr.isatty():
-                self.bar = tqdm(desc=desc, unit="msg", leave=False, dynamic_ncols=True)
+class _Quiet:
+    """No progress (``testbed run -q``, the library's default)."""
 
     def __call__(self, env) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"round {env.round}", refresh=False)
-            self.bar.update(1)
+        pass
 
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
+    def close(self) -> None:
+        pass
+
+
+def expected_rounds(protocol) -> int | None:
+    """The rounds a run of ``protocol`` is expected to take, for the progress line's ETA: its
+    config's ``iterations`` and a final round, when it has that field (an early stop ends
+    sooner: the ETA is then an upper bound); None when unknown."""
+    k = getattr(getattr(protocol, "config", None), "iterations", None)
+    return int(k) + 1 if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
 
 
 def world_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
@@ -169,7 +165,7 @@ def run_protocol(
     defs = [
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
-    bar = _Progress(progress, sc.name)
+    bar = RoundProgress(sc.name, expected_rounds(world.protocol)) if progress else _Quiet()
     spilling = Transcript(spill_dir=spill_dir) if spill_dir is not None else None
     after = None
     t0 = time.perf_counter()
