@@ -79,7 +79,7 @@ def print_attack_rows(rows) -> None:
 
     for key, group in attack_groups(list(rows)):
         if len(group) > POPULATION_MIN:
-            for line in population_lines(key, group):
+            for line in population_lines(key, group, ATTACK_KEYS, ATTACK_KEY_NAMES):
                 print(line)
         else:
             _print_rows(group)

@@ -193,10 +193,13 @@ def _quantiles(values: list[float]) -> str:
     )
 
 
-def population_lines(key: tuple, rows: list[dict]) -> list[str]:
+def population_lines(
+    key: tuple, rows: list[dict], figures: tuple[str, ...], names: dict[str, str]
+) -> list[str]:
     """One attack setting run against many targets, as a distribution over them: how many
     leak (a record leak or membership signal, :func:`~testbed.scoring.verdict.verdict`) and of
-    which kind, the quantiles of each figure the rows have, and the worst
+    which kind, the quantiles of each of ``figures`` the rows have (and of ``record_leakage``;
+    ``names``: how a figure is written), and the worst
     :data:`WORST_SHOWN` targets by name (failed rows are left to :func:`failed_attacks`)."""
     from testbed.scoring.verdict import verdict
 
@@ -217,14 +220,12 @@ def population_lines(key: tuple, rows: list[dict]) -> list[str]:
         + ")"
         + (f"; {failed} FAILED" if failed else "")
     ]
-    from testbed.cli._common import ATTACK_KEY_NAMES, ATTACK_KEYS
-
-    for k in (*ATTACK_KEYS, "record_leakage"):
+    for k in (*figures, "record_leakage"):
         vals = [
             float(a[k]) for a in ok if isinstance(a.get(k), (int, float)) and math.isfinite(a[k])
         ]
         if vals:
-            out.append(f"  {ATTACK_KEY_NAMES.get(k, k)} over targets: {_quantiles(vals)}")
+            out.append(f"  {names.get(k, k)} over targets: {_quantiles(vals)}")
     worst = sorted(judged, key=lambda av: av[1].rank, reverse=True)[:WORST_SHOWN]
     out.append(
         "  worst: "
