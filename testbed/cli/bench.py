@@ -44,6 +44,35 @@ def _scaling(args) -> int:
     return 0
 
 
+def _scale(args) -> int:
+    """FedBary and pairwise FedWAD end to end against clients, rows and d (bench/scale.py)."""
+    from bench.cases import case_keys
+    from bench.scale import CASES, ScaleOptions, bench_scale, projection, scale_lines
+
+    kw = {}
+    if args.clients is not None:
+        kw["clients"] = args.clients
+    if args.ns is not None:
+        kw["rows_axis"] = args.ns
+    if args.ds is not None:
+        kw["d_axis"] = args.ds
+    if args.cases is not None:
+        keys = case_keys(args.cases)
+        if any(k not in CASES for k in keys):
+            raise TestbedError(f"bench --scale: --cases takes {', '.join(CASES)}")
+        kw["cases"] = keys
+    res = bench_scale(ScaleOptions(**kw, log=stderr_log(args.quiet)))
+    res.update(command=bench_command(), projection=projection(res))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(res, indent=2) + "\n")
+    (out / "scale.md").write_text("\n".join(["# Scale", "", *scale_lines(res)]) + "\n")
+    for line in scale_lines(res):
+        print(line)
+    print(f"wrote {out / 'scale.json'}, {out / 'scale.md'}")
+    return 0
+
+
 def _sweep_bookkeeping(args) -> int:
     """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (bench/sweep.py)."""
     from bench.sweep import run_bookkeeping
@@ -108,6 +137,8 @@ def run(args) -> int:
     check_creatable(args.out)  # before minutes of measuring, not when writing
     if args.scaling:
         return _scaling(args)
+    if args.scale:
+        return _scale(args)
     if args.sweep_bookkeeping:
         return _sweep_bookkeeping(args)
     if args.audit:

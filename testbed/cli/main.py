@@ -249,6 +249,12 @@ def _bench_command(sub) -> None:
         "every engine available (about 15 min on 2 cores)",
     )
     only.add_argument(
+        "--scale",
+        action="store_true",
+        help="only FedBary and pairwise FedWAD end to end (testbed run) against clients "
+        "(--clients, default 10,100), rows (--n) and d (--d), with peak memory and a projection",
+    )
+    only.add_argument(
         "--sweep-bookkeeping",
         action="store_true",
         help="only the sweep's own bookkeeping per cell at 2000 and 20000 trivial cells",

@@ -1,0 +1,263 @@
+"""``testbed bench --scale``: FedBary and pairwise FedWAD end to end (``testbed run`` in a fresh
+process, with the defaults: guard on, the engine's default workers) against the number of
+clients N, the rows per client and the dimension d, with wall time and peak memory; fitted growth
+exponents; and a projection, on paper, for 10^4 - 10^5 clients on a cluster of nodes.
+
+Each point writes a scenario like ``scenarios/fedbary_100_clients.yaml`` (five Gaussian
+components, an iid partition, N parties of ``rows`` rows in dimension d, observer the server, no
+attack) and runs ``python -m testbed run SCENARIO -q`` on it. Peak memory is the largest sum of
+resident memory over that process and its descendants (the pool workers and the guard's worker;
+read from /proc every ``interval`` seconds, so pages shared between processes count once per
+process: an upper bound), and the largest single process. The protocol's own time is
+``run_info.json``'s ``seconds``; the transcript's size is results.json's ``transcript.bytes``.
+
+Points are run smallest first; a case stops growing past ``point_budget`` seconds (the skipped
+points are named in the notes, with the time the fitted exponent predicts). FedBary at 1000
+clients runs only when asked (``--clients 10,100,1000``): about ten minutes on a quiet 2-core
+machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ScaleOptions", "bench_scale", "projection", "scale_lines", "scenario_text"]
+
+#: the protocols measured and their params (the defaults, K = 10 for FedBary as issue 50 states)
+CASES = {
+    "fedbary": ("fedbary", "{iterations: 10}"),
+    "fedwad_pairwise": ("fedwad_clustering", "{}"),
+}
+
+
+@dataclass
+class ScaleOptions:
+    clients: Sequence[int] = (10, 100)
+    rows: int = 500
+    d: int = 64
+    #: at N = ``axis_clients``: rows per client and dimensions (the other two axes)
+    rows_axis: Sequence[int] = (100, 500, 2000)
+    d_axis: Sequence[int] = (16, 64, 256)
+    axis_clients: int = 10
+    cases: Sequence[str] = tuple(CASES)
+    point_budget: float = 900.0
+    interval: float = 0.5
+    seed: int = 0
+    log: Any = field(default=lambda s: None)
+
+
+def scenario_text(case: str, N: int, rows: int, d: int, seed: int = 0) -> str:
+    """The scenario of one point: N clients of ``rows`` rows each in dimension d."""
+    proto, params = CASES[case]
+    comp = N * rows // 5
+    extra = N * rows - 5 * comp
+    comps = "\n".join(
+        f"        - {{n: {comp + (1 if i < extra else 0)}, mean: {m}}}"
+        for i, m in enumerate((-2.0, -1.0, 0.0, 1.0, 2.0))
+    )
+    return (
+        f"name: scale_{case}_{N}x{rows}_d{d}\nseed: {seed}\ndata:\n  dataset:\n"
+        f"    name: gaussians\n    params:\n      d: {d}\n      components:\n{comps}\n"
+        f"  partition:\n    name: iid\n  parties: {N}\nprotocol:\n  name: {proto}\n"
+        f"  params: {params}\nthreat_model:\n  observer: server\n"
+    )
+
+
+def _tree(root: int) -> list[int]:
+    from bench.pairwise import _children
+
+    kids, seen, todo = _children(), [], [root]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.append(p)
+            todo.extend(kids.get(p, ()))
+    return seen
+
+
+def _watch(proc: subprocess.Popen, interval: float) -> dict[str, int]:
+    """Peak of the summed RSS of ``proc``'s tree, and of its largest process, until it ends."""
+    from bench.pairwise import _rss
+
+    peak = {"tree": 0, "process": 0}
+    while proc.poll() is None:
+        sizes = [_rss(p) for p in _tree(proc.pid)]
+        peak["tree"] = max(peak["tree"], sum(sizes))
+        peak["process"] = max(peak["process"], max(sizes, default=0))
+        time.sleep(interval)
+    return peak
+
+
+def run_point(case: str, N: int, rows: int, d: int, opts: ScaleOptions) -> dict[str, Any]:
+    """One ``testbed run`` of the point's scenario in a fresh process."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        scn = Path(tmp) / "scenario.yaml"
+        scn.write_text(scenario_text(case, N, rows, d, opts.seed))
+        out = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "testbed", "run", str(scn), "--out", str(out), "-q"]
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ
+        )
+        err: list[str] = []
+        reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+        reader.start()
+        peak = _watch(proc, opts.interval)
+        reader.join()
+        sec = time.perf_counter() - t0
+        row: dict[str, Any] = {
+            "case": case,
+            "clients": N,
+            "rows": rows,
+            "d": d,
+            "seconds": sec,
+            "peak_tree_mib": peak["tree"] / 2**20,
+            "peak_process_mib": peak["process"] / 2**20,
+            "returncode": proc.returncode,
+            "load_average_start": load,
+        }
+        if proc.returncode != 0:
+            row["error"] = (err[0] if err else "").strip().splitlines()[-1:]
+            return row
+        res = json.loads((out / "results.json").read_text())
+        info = json.loads((out / "run_info.json").read_text())
+        row.update(
+            protocol_seconds=float(info["seconds"]),
+            messages=int(res["transcript"]["messages"]),
+            transcript_bytes=int(res["transcript"]["bytes"]),
+        )
+    return row
+
+
+def _points(opts: ScaleOptions) -> list[tuple[str, str, int, int, int]]:
+    """(case, axis, N, rows, d), each axis smallest first."""
+    pts = []
+    for case in opts.cases:
+        pts += [(case, "clients", N, opts.rows, opts.d) for N in sorted(opts.clients)]
+        pts += [(case, "rows", opts.axis_clients, r, opts.d) for r in sorted(opts.rows_axis)]
+        pts += [(case, "d", opts.axis_clients, opts.rows, d) for d in sorted(opts.d_axis)]
+    return pts
+
+
+def bench_scale(opts: ScaleOptions) -> dict[str, Any]:
+    """Every point (a point shared by two axes runs once), the exponents and the notes."""
+    from bench.timing import fit_exponent
+
+    rows: list[dict] = []
+    notes: list[str] = []
+    done: dict[tuple, dict] = {}
+    stopped: set[tuple[str, str]] = set()
+    for case, axis, N, r, d in _points(opts):
+        key = (case, N, r, d)
+        if (case, axis) in stopped:
+            notes.append(f"{case}: N={N}, rows={r}, d={d} skipped (past the point budget)")
+            continue
+        if key not in done:
+            opts.log(f"scale: {case} N={N} rows={r} d={d}")
+            done[key] = run_point(case, N, r, d, opts)
+            rows.append(done[key])
+        if done[key]["seconds"] > opts.point_budget:
+            stopped.add((case, axis))
+    fixed = {  # the axis, and what the other two are held at
+        "clients": {"rows": opts.rows, "d": opts.d},
+        "rows": {"clients": opts.axis_clients, "d": opts.d},
+        "d": {"clients": opts.axis_clients, "rows": opts.rows},
+    }
+    exps = []
+    for case in opts.cases:
+        for axis, held in fixed.items():
+            pts = sorted(
+                (
+                    x
+                    for x in rows
+                    if x["case"] == case
+                    and x["returncode"] == 0
+                    and all(x[c] == v for c, v in held.items())
+                ),
+                key=lambda x: x[axis],
+            )
+            for what in ("seconds", "protocol_seconds", "peak_tree_mib"):
+                e = fit_exponent([x[axis] for x in pts], [x.get(what) for x in pts])
+                if e is not None:
+                    exps.append({"case": case, "against": axis, "of": what, "exponent": e})
+    return {"rows": rows, "exponents": exps, "notes": notes}
+
+
+def projection(res: dict[str, Any], targets=(10_000, 100_000), nodes=(1, 10, 100)) -> list[dict]:
+    """On paper: each case's largest measured N on the clients axis gives its per-client cost
+    (protocol seconds / N, the parties' work spreading over the nodes; the server's share is
+    not split) and its transcript bytes per client; scaled to ``targets`` clients with the
+    fitted exponent of the protocol's time against N."""
+    out = []
+    exps = {(e["case"], e["against"], e["of"]): e["exponent"] for e in res["exponents"]}
+    for case in sorted({r["case"] for r in res["rows"]}):
+        pts = [r for r in res["rows"] if r["case"] == case and "protocol_seconds" in r]
+        if not pts:
+            continue
+        big = max(pts, key=lambda r: (r["clients"], r["rows"], r["d"]))
+        e = exps.get((case, "clients", "protocol_seconds"), 1.0)
+        for M in targets:
+            scale = (M / big["clients"]) ** e
+            for n in nodes:
+                out.append(
+                    {
+                        "case": case,
+                        "clients": M,
+                        "nodes": n,
+                        "from_clients": big["clients"],
+                        "exponent": e,
+                        "hours": big["protocol_seconds"] * scale / n / 3600,
+                        "transcript_gib": big["transcript_bytes"] * M / big["clients"] / 2**30,
+                    }
+                )
+    return out
+
+
+def scale_lines(res: dict[str, Any]) -> list[str]:
+    """The markdown of ``scale.md``: the points, the exponents, the projection."""
+    lines = [
+        "| case | N | rows | d | seconds (end to end) | protocol s | peak MiB (tree / largest) "
+        "| messages | transcript MiB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in res["rows"]:
+        if r["returncode"] != 0:
+            lines.append(
+                f"| {r['case']} | {r['clients']} | {r['rows']} | {r['d']} | failed: "
+                f"{' '.join(r.get('error') or [])} | | | | | |"
+            )
+            continue
+        lines.append(
+            f"| {r['case']} | {r['clients']} | {r['rows']} | {r['d']} | {r['seconds']:.1f} | "
+            f"{r['protocol_seconds']:.1f} | {r['peak_tree_mib']:.0f} / "
+            f"{r['peak_process_mib']:.0f} | {r['messages']} | "
+            f"{r['transcript_bytes'] / 2**20:.1f} | {r['load_average_start']:.1f} |"
+        )
+    lines += ["", "| case | against | of | exponent |", "|---|---|---|---|"]
+    lines += [
+        f"| {e['case']} | {e['against']} | {e['of']} | {e['exponent']:.2f} |"
+        for e in res["exponents"]
+    ]
+    lines += [
+        "",
+        "| case | clients | nodes | protocol hours (projected) | transcript GiB |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {p['case']} | {p['clients']} | {p['nodes']} | {p['hours']:.2f} | "
+        f"{p['transcript_gib']:.1f} |"
+        for p in projection(res)
+    ]
+    lines += [""] + [f"- {n}" for n in res["notes"]]
+    return lines
