@@ -8,7 +8,9 @@ components, an iid partition, N parties of ``rows`` rows in dimension d, observe
 attack) and runs ``python -m testbed run SCENARIO -q`` on it. Peak memory is the largest sum of
 resident memory over that process and its descendants (the pool workers and the guard's worker;
 read from /proc every ``interval`` seconds, so pages shared between processes count once per
-process: an upper bound), and the largest single process. The protocol's own time is
+process: an upper bound), and the largest single process. CPU seconds are those of the process
+and the descendants it waited for (``RUSAGE_CHILDREN``): on a shared machine they move far less
+with the load than the wall time. The protocol's own time is
 ``run_info.json``'s ``seconds``; the transcript's size is results.json's ``transcript.bytes``.
 
 Points are run smallest first; a case stops growing past ``point_budget`` seconds (the skipped
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -106,6 +109,7 @@ def run_point(case: str, N: int, rows: int, d: int, opts: ScaleOptions) -> dict[
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "testbed", "run", str(scn), "--out", str(out), "-q"]
         load = os.getloadavg()[0]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=os.environ
@@ -116,12 +120,15 @@ def run_point(case: str, N: int, rows: int, d: int, opts: ScaleOptions) -> dict[
         peak = _watch(proc, opts.interval)
         reader.join()
         sec = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         row: dict[str, Any] = {
             "case": case,
             "clients": N,
             "rows": rows,
             "d": d,
             "seconds": sec,
+            "cpu_seconds": cpu,
             "peak_tree_mib": peak["tree"] / 2**20,
             "peak_process_mib": peak["process"] / 2**20,
             "returncode": proc.returncode,
@@ -187,7 +194,7 @@ def bench_scale(opts: ScaleOptions) -> dict[str, Any]:
                 ),
                 key=lambda x: x[axis],
             )
-            for what in ("seconds", "protocol_seconds", "peak_tree_mib"):
+            for what in ("seconds", "cpu_seconds", "protocol_seconds", "peak_tree_mib"):
                 e = fit_exponent([x[axis] for x in pts], [x.get(what) for x in pts])
                 if e is not None:
                     exps.append({"case": case, "against": axis, "of": what, "exponent": e})
@@ -227,20 +234,20 @@ def projection(res: dict[str, Any], targets=(10_000, 100_000), nodes=(1, 10, 100
 def scale_lines(res: dict[str, Any]) -> list[str]:
     """The markdown of ``scale.md``: the points, the exponents, the projection."""
     lines = [
-        "| case | N | rows | d | seconds (end to end) | protocol s | peak MiB (tree / largest) "
-        "| messages | transcript MiB | load |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | N | rows | d | seconds (end to end) | CPU s | protocol s "
+        "| peak MiB (tree / largest) | messages | transcript MiB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["rows"]:
         if r["returncode"] != 0:
             lines.append(
                 f"| {r['case']} | {r['clients']} | {r['rows']} | {r['d']} | failed: "
-                f"{' '.join(r.get('error') or [])} | | | | | |"
+                f"{' '.join(r.get('error') or [])} | | | | | | |"
             )
             continue
         lines.append(
             f"| {r['case']} | {r['clients']} | {r['rows']} | {r['d']} | {r['seconds']:.1f} | "
-            f"{r['protocol_seconds']:.1f} | {r['peak_tree_mib']:.0f} / "
+            f"{r['cpu_seconds']:.1f} | {r['protocol_seconds']:.1f} | {r['peak_tree_mib']:.0f} / "
             f"{r['peak_process_mib']:.0f} | {r['messages']} | "
             f"{r['transcript_bytes'] / 2**20:.1f} | {r['load_average_start']:.1f} |"
         )

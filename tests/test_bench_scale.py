@@ -30,6 +30,7 @@ def test_exponents_and_projection(monkeypatch):
             "d": d,
             "returncode": 0,
             "seconds": 2.0 + 0.01 * N**1.5,
+            "cpu_seconds": 3.0 + 0.01 * N**1.5,
             "protocol_seconds": 0.01 * N**1.5,
             "peak_tree_mib": 3.0 * N,
             "peak_process_mib": 1.0,
