@@ -50,6 +50,8 @@ def test_exponents_and_projection(monkeypatch):
     assert math.isclose(exps[("clients", "protocol_seconds")], 1.5, rel_tol=1e-9)
     assert math.isclose(exps[("clients", "peak_tree_mib")], 1.0, rel_tol=1e-9)
     one, ten = proj
-    assert math.isclose(one["hours"], 0.01 * 10_000**1.5 / 3600, rel_tol=1e-9)
+    per_client = 0.01 * (100**1.5 - 10**1.5) / 90  # CPU seconds per added client
+    assert math.isclose(one["cpu_seconds_per_client"], per_client, rel_tol=1e-9)
+    assert math.isclose(one["hours"], per_client * 10_000 / 2 / 3600, rel_tol=1e-9)
     assert math.isclose(ten["hours"], one["hours"] / 10, rel_tol=1e-9)
     assert math.isclose(one["transcript_gib"], 1000 * 10_000 / 2**30, rel_tol=1e-9)
