@@ -61,7 +61,7 @@ def expected_rounds(protocol) -> int | None:
     """The rounds a run of ``protocol`` is expected to take, for the progress line's ETA: its
     config's ``iterations`` and a final round, when it has that field (an early stop ends
     sooner: the ETA is then an upper bound); None when unknown."""
-    k = getattr(getattr(protocol, "config", None), "iterations", None)
+    k = getattr(protocol.config, "iterations", None)  # a config field, not a hook
     return int(k) + 1 if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
 
 
