@@ -8,7 +8,8 @@ components, an iid partition, N parties of ``rows`` rows in dimension d, observe
 attack) and runs ``python -m testbed run SCENARIO -q`` on it. Peak memory is the largest sum of
 resident memory over that process and its descendants (the pool workers and the guard's worker;
 read from /proc every ``interval`` seconds, so pages shared between processes count once per
-process: an upper bound), and the largest single process. CPU seconds are those of the process
+process: an upper bound), the largest summed proportional set size (each shared page once: the
+memory the run really holds), and the largest single process. CPU seconds are those of the process
 and the descendants it waited for (``RUSAGE_CHILDREN``): on a shared machine they move far less
 with the load than the wall time. The protocol's own time is
 ``run_info.json``'s ``seconds``; the transcript's size is results.json's ``transcript.bytes``.
@@ -87,14 +88,30 @@ def _tree(root: int) -> list[int]:
     return seen
 
 
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes (a page shared by k processes counts 1/k in each), 0 when
+    the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _watch(proc: subprocess.Popen, interval: float) -> dict[str, int]:
-    """Peak of the summed RSS of ``proc``'s tree, and of its largest process, until it ends."""
+    """Peaks, until ``proc`` ends, of the summed RSS of its tree (an upper bound: the pages
+    forked workers share with the driver count once per process), of the summed proportional
+    set size (each shared page counted once over the tree) and of its largest process's RSS."""
     from bench.pairwise import _rss
 
-    peak = {"tree": 0, "process": 0}
+    peak = {"tree": 0, "pss": 0, "process": 0}
     while proc.poll() is None:
-        sizes = [_rss(p) for p in _tree(proc.pid)]
+        tree = _tree(proc.pid)
+        sizes = [_rss(p) for p in tree]
         peak["tree"] = max(peak["tree"], sum(sizes))
+        peak["pss"] = max(peak["pss"], sum(_pss(p) for p in tree))
         peak["process"] = max(peak["process"], max(sizes, default=0))
         time.sleep(interval)
     return peak
@@ -129,6 +146,7 @@ def run_point(case: str, N: int, rows: int, d: int, opts: ScaleOptions) -> dict[
             "seconds": sec,
             "cpu_seconds": cpu,
             "peak_tree_mib": peak["tree"] / 2**20,
+            "peak_pss_mib": peak["pss"] / 2**20,
             "peak_process_mib": peak["process"] / 2**20,
             "returncode": proc.returncode,
             "load_average_start": load,
@@ -193,7 +211,7 @@ def bench_scale(opts: ScaleOptions) -> dict[str, Any]:
                 ),
                 key=lambda x: x[axis],
             )
-            for what in ("seconds", "cpu_seconds", "protocol_seconds", "peak_tree_mib"):
+            for what in ("seconds", "cpu_seconds", "protocol_seconds", "peak_pss_mib"):
                 e = fit_exponent([x[axis] for x in pts], [x.get(what) for x in pts])
                 if e is not None:
                     exps.append({"case": case, "against": axis, "of": what, "exponent": e})
@@ -244,7 +262,7 @@ def scale_lines(res: dict[str, Any]) -> list[str]:
     """The markdown of ``scale.md``: the points, the exponents, the projection."""
     lines = [
         "| case | N | rows | d | seconds (end to end) | CPU s | protocol s "
-        "| peak MiB (tree / largest) | messages | transcript MiB | load |",
+        "| peak MiB (PSS / RSS tree / largest) | messages | transcript MiB | load |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["rows"]:
@@ -256,7 +274,8 @@ def scale_lines(res: dict[str, Any]) -> list[str]:
             continue
         lines.append(
             f"| {r['case']} | {r['clients']} | {r['rows']} | {r['d']} | {r['seconds']:.1f} | "
-            f"{r['cpu_seconds']:.1f} | {r['protocol_seconds']:.1f} | {r['peak_tree_mib']:.0f} / "
+            f"{r['cpu_seconds']:.1f} | {r['protocol_seconds']:.1f} | "
+            f"{r.get('peak_pss_mib', float('nan')):.0f} / {r['peak_tree_mib']:.0f} / "
             f"{r['peak_process_mib']:.0f} | {r['messages']} | "
             f"{r['transcript_bytes'] / 2**20:.1f} | {r['load_average_start']:.1f} |"
         )

@@ -32,7 +32,8 @@ def test_exponents_and_projection(monkeypatch):
             "seconds": 2.0 + 0.01 * N**1.5,
             "cpu_seconds": 3.0 + 0.01 * N**1.5,
             "protocol_seconds": 0.01 * N**1.5,
-            "peak_tree_mib": 3.0 * N,
+            "peak_tree_mib": 5.0 * N,
+            "peak_pss_mib": 3.0 * N,
             "peak_process_mib": 1.0,
             "messages": 10 * N,
             "transcript_bytes": 1000 * N,
@@ -48,7 +49,7 @@ def test_exponents_and_projection(monkeypatch):
     assert len(res["rows"]) == 2
     exps = {(e["against"], e["of"]): e["exponent"] for e in res["exponents"]}
     assert math.isclose(exps[("clients", "protocol_seconds")], 1.5, rel_tol=1e-9)
-    assert math.isclose(exps[("clients", "peak_tree_mib")], 1.0, rel_tol=1e-9)
+    assert math.isclose(exps[("clients", "peak_pss_mib")], 1.0, rel_tol=1e-9)
     one, ten = proj
     per_client = 0.01 * (100**1.5 - 10**1.5) / 90  # CPU seconds per added client
     assert math.isclose(one["cpu_seconds_per_client"], per_client, rel_tol=1e-9)
