@@ -57,6 +57,9 @@ class ScaleOptions:
     interval: float = 0.5
     seed: int = 0
     log: Any = field(default=lambda s: None)
+    #: called with the rows measured so far after each point (the CLI writes them to disk, so a
+    #: long run interrupted keeps its finished points)
+    on_point: Any = field(default=lambda rows: None)
 
 
 def scenario_text(case: str, N: int, rows: int, d: int, seed: int = 0) -> str:
@@ -191,6 +194,7 @@ def bench_scale(opts: ScaleOptions) -> dict[str, Any]:
             opts.log(f"scale: {case} N={N} rows={r} d={d}")
             done[key] = run_point(case, N, r, d, opts)
             rows.append(done[key])
+            opts.on_point(rows)
         if done[key]["seconds"] > opts.point_budget:
             stopped.add((case, axis))
     fixed = {  # the axis, and what the other two are held at

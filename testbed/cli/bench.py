@@ -61,10 +61,14 @@ def _scale(args) -> int:
         if any(k not in CASES for k in keys):
             raise TestbedError(f"bench --scale: --cases takes {', '.join(CASES)}")
         kw["cases"] = keys
-    res = bench_scale(ScaleOptions(**kw, log=stderr_log(args.quiet)))
-    res.update(command=bench_command(), projection=projection(res))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+
+    def partial(rows):  # every finished point on disk at once
+        (out / "scale.json").write_text(json.dumps({"rows": rows, "partial": True}, indent=2))
+
+    res = bench_scale(ScaleOptions(**kw, log=stderr_log(args.quiet), on_point=partial))
+    res.update(command=bench_command(), projection=projection(res))
     (out / "scale.json").write_text(json.dumps(res, indent=2) + "\n")
     (out / "scale.md").write_text("\n".join(["# Scale", "", *scale_lines(res)]) + "\n")
     for line in scale_lines(res):
