@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -325,6 +326,52 @@ def _in_a_child(body, nobody: bool) -> dict:
     return out
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def unreadable_by_nobody(paths) -> list[str]:
+    """The paths among ``paths`` that the unprivileged user ``nobody`` (uid 65534) cannot read,
+    asked of a forked child running as that user (a folder on the way closed to others, such as
+    a clone under a folder of mode 0700, makes the path unreadable)."""
+
+    def body(out):
+        out["unreadable"] = [str(p) for p in paths if not os.access(p, os.R_OK)]
+
+    out = _in_a_child(body, nobody=True)
+    assert "error" not in out, out
+    return out["unreadable"]
+
+
+def skip_unless_nobody_reads_the_checkout() -> None:
+    """Skip, saying why, unless this process can become ``nobody`` (root) and ``nobody`` can
+    read the checkout and the Python installation running it: the sandbox a child as ``nobody``
+    builds keeps them readable, which it cannot do for a path it cannot open itself."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become an unprivileged user")
+    bad = unreadable_by_nobody([ROOT, sys.prefix])
+    if bad:
+        pytest.skip(
+            f"the unprivileged user nobody (uid 65534) cannot read {', '.join(bad)} "
+            "(a folder on the way is closed to others, e.g. mode 0700)"
+        )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
+def test_the_probe_tells_a_folder_nobody_can_read_from_one_it_cannot():
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="testbed-probe-", dir="/tmp"))  # mode 0700
+    try:
+        (base / "open").mkdir(mode=0o755)
+        base.chmod(0o700)
+        assert unreadable_by_nobody([base, base / "open"]) == [str(base), str(base / "open")]
+        base.chmod(0o755)
+        assert unreadable_by_nobody([base, base / "open"]) == []
+    finally:
+        shutil.rmtree(base)
+
+
 def test_torch_in_the_sandbox_prints_nothing():
     """torch's cpuinfo parses /proc/cpuinfo at its first CPU kernel and, where it cannot read
     it, prints "Error in cpuinfo: failed to parse processor information" on the user's screen:
@@ -355,11 +402,11 @@ def test_torch_in_the_sandbox_prints_nothing():
     assert (out["returncode"], out["stderr"]) == (0, ""), out
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become an unprivileged user")
 def test_an_unprivileged_user_gets_the_same_sandbox(tmp_path):
     """Without root the namespaces come from a user namespace (ids mapped to themselves)."""
     import tempfile
 
+    skip_unless_nobody_reads_the_checkout()
     from testbed.sandbox.confine import Policy, confine, python_paths
 
     scratch = tempfile.mkdtemp(prefix="testbed-attack-")
@@ -391,8 +438,8 @@ def test_a_kept_path_under_tmp_is_mounted_back_read_only_and_nothing_else(nobody
 
     from testbed.sandbox.confine import Policy, confine, python_paths
 
-    if nobody and os.geteuid() != 0:
-        pytest.skip("needs root to become an unprivileged user")
+    if nobody:
+        skip_unless_nobody_reads_the_checkout()
     base = Path(tempfile.mkdtemp(prefix="testbed-kept-", dir="/tmp"))
     scratch = tempfile.mkdtemp(prefix="testbed-attack-")
     srv = socket.socket(socket.AF_UNIX)
