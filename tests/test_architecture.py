@@ -1,10 +1,15 @@
-"""The run pipeline's structure: no import circles, stages import only earlier stages, the
-protocol's driver code holds party handles, not rows."""
+"""The code's structure: the layering contracts of pyproject.toml (``[tool.importlinter]``:
+folders and run stages import only earlier ones, the attack stage reaches no ground truth, only
+the CLI imports bench/), checked with import-linter; no import circles; no giant modules or
+functions; the protocol's driver code holds party handles, not rows."""
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,153 +29,84 @@ def tiny_scenario():
 
 
 ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = ROOT / "pyproject.toml"
 PACKAGES = ("testbed", "protocols", "attacks", "defenses", "bench")
-#: top-level packages of the checkout that are not installed with the library (``bench/``: the
-#: benchmarks and the research studies); they sit in LAYERS under their own name
-CHECKOUT_ONLY = ("bench",)
-
-#: the stage modules of testbed/run in pipeline order (DESIGN.md, "One data path")
-STAGES = [
-    "testbed.run.scenario",
-    "testbed.run.roster",
-    "testbed.run.exchange",
-    "testbed.run.evaluate",
-    "testbed.run.view",
-    "testbed.run.attack",
-    "testbed.run.score",
-    "testbed.run.results",
-    "testbed.run.execute",
-]
 
 
-def _modules() -> dict[str, Path]:
-    mods = {}
+def contracts() -> dict[str, dict]:
+    """The layering contracts of pyproject.toml, by id."""
+    from importlinter.api import read_configuration
+
+    return {c["id"]: c for c in read_configuration(str(PYPROJECT))["contracts_options"]}
+
+
+def test_the_layering_contracts_hold(capsys):
+    from importlinter.cli import lint_imports
+
+    assert set(contracts()) == {"folders", "stages", "attack-stage", "bench"}
+    code = lint_imports(config_filename=str(PYPROJECT), no_cache=True, no_logo=True)
+    assert code == 0, capsys.readouterr().out
+
+
+#: one import that breaks each contract, appended (inside a function, as the library's own
+#: late imports are) to a module of a copy of the checkout
+BREAKS = {
+    "folders": ("testbed/data/files.py", "testbed.run.sweep"),
+    # not a stage itself: the sweep reaches the later stages through execute
+    "stages": ("testbed/run/roster.py", "testbed.run.sweep"),
+    "attack-stage": ("testbed/run/attack.py", "testbed.scoring.truth"),
+    "bench": ("protocols/fedwad.py", "bench.main"),
+}
+
+
+def test_each_contract_fails_on_an_import_that_breaks_it(tmp_path):
     for pkg in PACKAGES:
-        for p in (ROOT / pkg).rglob("*.py"):
-            parts = list(p.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            mods[".".join(parts)] = p
-    return mods
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PYPROJECT, tmp_path)
+    for module, target in BREAKS.values():
+        with open(tmp_path / module, "a") as f:
+            f.write(f"\n\ndef _breaks_a_contract():\n    import {target}  # noqa: F401\n")
+    code = (
+        "from importlinter.cli import lint_imports; "
+        "raise SystemExit(lint_imports(config_filename='pyproject.toml', no_cache=True))"
+    )
+    # a fresh interpreter: this one has the checkout's packages imported, which import-linter
+    # would find instead of the copy's
+    got = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert got.returncode == 1, got.stdout + got.stderr
+    for cid, contract in contracts().items():
+        assert f"{contract['name']} BROKEN" in got.stdout, (cid, got.stdout)
+        module, target = BREAKS[cid]
+        assert f"-> {target}" in got.stdout, (cid, got.stdout)
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> project modules it imports (at module level or inside functions). Importing
-    ``a.b`` also runs package ``a``'s ``__init__``, which is not an edge of the module itself."""
-    mods = _modules()
-    graph: dict[str, set[str]] = {m: set() for m in mods}
-    for name, path in mods.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    pkg = name.split(".") if is_pkg else name.split(".")[:-1]
-                    pkg = pkg[: len(pkg) - node.level + 1]
-                    base = ".".join([*pkg, base] if base else pkg)
-                targets = [f"{base}.{a.name}" for a in node.names]
-                if base in mods and not any(t in mods for t in targets):
-                    targets = [base]
-            for t in targets:
-                if t in mods and t != name:
-                    graph[name].add(t)
-    return graph
+    """module -> project modules it imports (at module level or inside functions), read by
+    grimp (import-linter's graph). Importing ``a.b`` also runs package ``a``'s ``__init__``,
+    which is not an edge of the module itself."""
+    import grimp
 
-
-#: the folders of testbed/ in the order a run needs them (docs/development.md, "Layout"): a
-#: folder imports only folders before it, and the core modules (layer 0)
-LAYERS = [
-    (
-        "core",
-        (
-            "contract",
-            "errors",
-            "measure",
-            "ot",
-            "plugin_source",
-            "registry",
-            "seeding",
-            "sigint",
-            "threads",
-        ),
-    ),
-    ("data", ()),
-    ("exchange", ()),
-    ("scenario", ()),
-    ("sandbox", ()),
-    ("scoring", ()),
-    ("run", ()),
-    ("testing", ()),
-    ("report", ()),
-    ("plugins", ()),
-    ("bench", ()),  # the top-level bench/ package (CHECKOUT_ONLY): only cli/ imports it
-    ("cli", ()),
-]
-#: the package root, ``python -m testbed`` and the import path kept for older plugins sit on top
-TOP = {"testbed", "testbed.__main__", "testbed.api", "testbed.bus"}
-
-
-def layer_of(module: str) -> int | None:
-    parts = module.split(".")
-    if parts[0] in CHECKOUT_ONLY:
-        return next(i for i, (folder, _) in enumerate(LAYERS) if folder == parts[0])
-    if parts[0] != "testbed" or module in TOP:
-        return None
-    for i, (folder, core) in enumerate(LAYERS):
-        if parts[1] == folder or parts[1] in core:
-            return i
-    raise AssertionError(f"{module} is in no layer of LAYERS: add its folder to the list")
-
-
-def layer_violations(graph: dict[str, set[str]]) -> list[str]:
-    bad = []
-    for a, targets in graph.items():
-        la = layer_of(a)
-        for b in targets:
-            lb = layer_of(b)
-            if la is not None and lb is not None and lb > la:
-                bad.append(f"{a} ({LAYERS[la][0]}) imports {b} ({LAYERS[lb][0]})")
-    return sorted(bad)
-
-
-def test_folders_import_only_earlier_folders():
-    assert layer_violations(import_graph()) == []
-
-
-def test_the_layer_check_finds_an_arrow_back_up():
-    graph = {"testbed.data.datasets": {"testbed.run.sweep"}, "testbed.run.sweep": set()}
-    assert layer_violations(graph) == [
-        "testbed.data.datasets (data) imports testbed.run.sweep (run)"
-    ]
-
-
-def checkout_imports(graph: dict[str, set[str]]) -> list[str]:
-    """Imports of a CHECKOUT_ONLY package by an installed module other than the CLI's thin
-    entries: an installed testbed (a wheel) has no bench/ to import."""
-    return sorted(
-        f"{a} imports {b}"
-        for a, targets in graph.items()
-        for b in targets
-        if b.split(".")[0] in CHECKOUT_ONLY
-        and a.split(".")[0] not in CHECKOUT_ONLY
-        and not a.startswith("testbed.cli.")
-    )
-
-
-def test_only_the_cli_imports_the_benchmarks():
-    assert checkout_imports(import_graph()) == []
-    graph = {"protocols.fedwad": {"bench.data"}, "testbed.cli.bench": {"bench.main"}}
-    assert checkout_imports(graph) == ["protocols.fedwad imports bench.data"]
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    return {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
 
 
 def test_top_level_stays_small():
     top = [p for p in (ROOT / "testbed").glob("*.py")]
     assert len(top) <= 15, sorted(p.name for p in top)
     folders = {p.name for p in (ROOT / "testbed").iterdir() if (p / "__init__.py").exists()}
-    assert folders == {f for f, _ in LAYERS[1:]} - set(CHECKOUT_ONLY), folders
+    # every folder of testbed/ is a layer of its own
+    layers = contracts()["folders"]["layers"]
+    named = {
+        x.removeprefix("testbed.") for x in layers if x.startswith("testbed.") and ":" not in x
+    }
+    assert folders == named, (folders, named)
 
 
 def test_no_import_circles():
@@ -183,29 +119,6 @@ def test_no_import_circles():
 def test_the_cycle_check_finds_a_circle():
     with pytest.raises(graphlib.CycleError):
         tuple(graphlib.TopologicalSorter({"a": {"b"}, "b": {"c"}, "c": {"a"}}).static_order())
-
-
-def test_stages_import_only_earlier_stages():
-    graph = import_graph()
-    for i, stage in enumerate(STAGES):
-        later = set(STAGES[i + 1 :])
-        assert not graph[stage] & later, f"{stage} imports a later stage: {graph[stage] & later}"
-        # nor anything that imports a later stage
-        reach, todo = set(), [t for t in graph[stage] if t not in STAGES]
-        while todo:
-            m = todo.pop()
-            if m in reach:
-                continue
-            reach.add(m)
-            todo.extend(graph.get(m, ()))
-        assert not reach & later, f"{stage} reaches a later stage through {sorted(reach & later)}"
-
-
-def test_attack_stage_holds_no_ground_truth():
-    graph = import_graph()
-    stage = graph["testbed.run.attack"]
-    assert "testbed.scoring.truth" not in stage and "testbed.run.score" not in stage
-    assert not {m for m in stage if m.startswith("testbed.scoring.")}
 
 
 def test_roster_hands_out_no_rows():
