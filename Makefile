@@ -9,7 +9,8 @@ JOBS ?= 2
 # make test runs the default suite in one pytest-xdist worker per CPU, at most 4 (many tests start
 # processes of their own; a worker and its sandbox forkserver hold 1.3 GB), an idle worker taking
 # tests queued for a busy one (worksteal: the long ones do not end up at the tail of one queue);
-# TEST_WORKERS=0 runs it in order in this process. The slow, benchmark and Ray targets stay in order.
+# TEST_WORKERS=0 runs it in order in this process (make test-slow too). The benchmark and Ray
+# targets stay in order.
 # --benchmark-disable: the suite deselects the benchmarks anyway; without it pytest-benchmark warns
 # that xdist disabled them
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
@@ -36,8 +37,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --benchmark-disable -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
 
+# the slow suite: the long scenario runs whose protocol and command `make test` covers with a
+# shorter end-to-end test, on the same workers; the figures of README.md and docs/ are `make
+# docs-check`'s (the demo and several sweeps again), not these
+DOCS_CHECK_TESTS := tests/test_docs_figures.py tests/test_findings_first_audit.py
 test-slow: $(STAMP)
-	@$(PY) -m pytest -m "slow" $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --benchmark-disable -m "slow" $(addprefix --ignore=,$(DOCS_CHECK_TESTS)) $(PYTEST_ARGS)
 
 # the dev extra (make test) includes Ray: the default suite runs scenarios/engine_ray.yaml.
 # The Ray engine's own tests (start and stop local Ray clusters bound to 127.0.0.1; no usage
@@ -56,7 +61,7 @@ bench: $(STAMP)
 # its seeds' 95 % interval (slow: the demo, frontier_fedbary, frontier_dp and three distillation
 # sweeps, the FedBary seeds; one group: PYTEST_ARGS='-k fedbary'; timings in docs/ are not checked)
 docs-check: $(STAMP)
-	@$(PY) -m pytest -m slow tests/test_docs_figures.py tests/test_findings_first_audit.py $(PYTEST_ARGS)
+	@$(PY) -m pytest -m slow $(DOCS_CHECK_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check testbed protocols attacks defenses bench tests
