@@ -75,8 +75,9 @@ def distributional_optimisation(
     init_noise: float = 0.1,
 ) -> tuple[np.ndarray, list[float]]:
     """The paper's optimisation attack; returns :math:`\\hat\\nu` (n x d) and the loss history."""
-    import ot
     import torch
+
+    ot = tot.pot_on_torch()
 
     w_mu_xi = tot.wasserstein(mu, xi)
     target_far = float(w_hat)

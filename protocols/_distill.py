@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from testbed.errors import TestbedError
+from testbed.ot import pot_on_torch
 
 __all__ = [
     "MLP",
@@ -237,6 +238,7 @@ def sinkhorn_loss(
     (``unconverged``)."""
     import ot.batch
 
+    pot_on_torch()  # POT imported without torch (testbed.ot.NO_TORCH) learns torch's tensors
     B, C = p.shape
     # the log-domain solver takes log(b): an exact zero gives a NaN gradient, so clamp
     q = q.clamp_min(1e-9)

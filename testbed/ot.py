@@ -22,6 +22,7 @@ from testbed.errors import OTSolverError
 from testbed.measure import Measure
 
 __all__ = [
+    "NO_TORCH",
     "NUM_ITERMAX",
     "barycentric_map",
     "calibrated_gradient",
@@ -39,6 +40,7 @@ __all__ = [
     "measure_cost",
     "plan",
     "plan_product",
+    "pot_on_torch",
     "reduced_costs",
     "solve_assignment",
     "sq_wasserstein",
@@ -58,6 +60,29 @@ class _POT:
 
 
 ot = _POT()
+
+#: set by ``testbed`` commands and the test suite: ``import ot`` then leaves torch out (1.5 s of
+#: CPU per process); the few solves on torch tensors call :func:`pot_on_torch` first
+NO_TORCH = "POT_BACKEND_DISABLE_PYTORCH"
+
+
+def pot_on_torch():
+    """POT, able to solve on torch tensors (the distillation's Sinkhorn loss, the optimisation
+    attack's ``emd2``): where POT was imported with :data:`NO_TORCH` set, its torch backend is
+    registered now, as POT registers it when torch is importable at its import. Returns
+    ``ot``."""
+    import ot as pot
+    import ot.backend as backends
+
+    if not any(b.__name__ == "torch" for b in backends._BACKEND_IMPLEMENTATIONS):
+        import torch
+
+        # the backend's methods read the module's ``torch``; its type check reads __type__
+        backends.torch, backends.torch_type = torch, torch.Tensor
+        backends.TorchBackend.__type__ = torch.Tensor
+        backends._register_backend_implementation(backends.TorchBackend)
+    return pot
+
 
 #: Iteration cap for the network simplex. POT's default (1e5) silently returns non-optimal
 #: plans past n ~ 2000 (papers/README.md, fact 4c); we pass at least this and fail on the warning.

@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# as the testbed command does (testbed/cli/main.py), for this process and those it starts: POT
+# without its torch backend, registered by the solves on torch tensors (testbed.ot.pot_on_torch)
+os.environ.setdefault("POT_BACKEND_DISABLE_PYTORCH", "1")
 
 from testbed.threads import limit_blas_threads  # noqa: E402
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import sys
 
 from testbed.cli._common import RUN_HELP, end_process, guarded, interruptible
+from testbed.ot import NO_TORCH
 
 __all__ = ["build_parser", "main"]
 
@@ -378,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         argv.remove("--debug")
     args = build_parser().parse_args(argv)
     interruptible()
+    if cli:  # this process and those it starts import POT without torch (testbed/ot.py)
+        os.environ.setdefault(NO_TORCH, "1")
 
     def command(args) -> int:
         if args.computes:
