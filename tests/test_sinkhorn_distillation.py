@@ -193,7 +193,9 @@ def test_guard_still_catches_a_client_row_outside_the_transfer_set():
 
 
 # ----------------------------------------------------------------------------- attacks + DP
-@pytest.mark.slow  # the membership scenario with six attacks: ~55 s on 2 busy cores; the protocol's end-to-end run stays in make test
+# the membership scenario, six attacks: ~55 s on 2 busy cores; the protocol's end-to-end
+# run stays in make test
+@pytest.mark.slow
 def test_label_distribution_inference_beats_uniform_baseline(tmp_path):
     # Prepare / Execute
     r = execute(load_scenario(MIA), out_dir=tmp_path)
@@ -207,7 +209,9 @@ def test_label_distribution_inference_beats_uniform_baseline(tmp_path):
     assert mia[0]["n_members"] == 15 and mia[0]["n_nonmembers"] == 15
 
 
-@pytest.mark.slow  # DP-SGD teachers and the audit: ~75 s on 2 busy cores; the protocol's end-to-end run stays in make test
+# DP-SGD teachers and the audit: ~75 s on 2 busy cores; the protocol's end-to-end run
+# stays in make test
+@pytest.mark.slow
 def test_small_dp_sgd_distillation_claims_epsilon_and_audit_stays_below(tmp_path):
     # Prepare: DP-SGD teachers at epsilon = 2 on the tiny membership scenario
     text = open(MIA).read().replace("teacher_epochs: 60", "teacher_epochs: 3")
@@ -342,7 +346,9 @@ def test_membership_auc_drops_under_dp_sgd(tmp_path):
     assert aucs["inf"] > 0.6 and abs(aucs["1.0"] - 0.5) < abs(aucs["inf"] - 0.5)
 
 
-@pytest.mark.slow  # teachers trained to learn: ~45 s on 2 busy cores; the protocol's end-to-end run stays in make test
+# teachers trained to learn: ~45 s on 2 busy cores; the protocol's end-to-end run stays
+# in make test
+@pytest.mark.slow
 def test_distilled_student_learns_above_chance():
     # Prepare: distill_tiny with enough epochs for the teachers to learn (diabetes, 5 classes)
     import yaml
