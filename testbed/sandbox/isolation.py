@@ -264,6 +264,9 @@ def _context():
                 "testbed.run.execute",
                 "testbed.run.sweep",
                 "ot",
+                # torch by name: POT no longer imports it where testbed.ot.NO_TORCH is set,
+                # and an attack optimising with torch must not import it under its limits
+                "torch",
                 *ATTACKS.modules(),
                 *PROTOCOLS.modules(),
                 *DEFENSES.modules(),
