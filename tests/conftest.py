@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,3 +36,21 @@ def rng():
 @pytest.fixture
 def scenarios_dir() -> Path:
     return SCENARIOS
+
+
+@pytest.fixture(scope="session")
+def tiny_observed():
+    """The small FedWAD run (``_scenarios.tiny``, observed by the server) executed in memory
+    once per test process, as the server sees it: ``observe(...)``'s View and PublicInfo, what
+    an attack is given. Read-only: the View's arrays cannot be written."""
+    from _scenarios import tiny
+
+    from testbed.run import execute
+    from testbed.run.view import observe
+    from testbed.scenario.loading import parse_scenario
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = tiny("tiny_observed", "threat_model: {observer: server}")
+        run = execute(parse_scenario(text), until="results", write=False)
+    return observe(run.world, run.transcript, run.results["estimates"])

@@ -230,20 +230,14 @@ class _WhatIsLoaded(Attack):
         ]
 
 
-def test_the_attacks_forkserver_has_every_plugin_module_and_pot_loaded():
+def test_the_attacks_forkserver_has_every_plugin_module_and_pot_loaded(tiny_observed):
     """The packages import nothing, so the forkserver that every attack forks from imports each
     built-in module and POT by name: no attack pays for those imports (under its time limit,
     inside its sandbox)."""
-    from _scenarios import tiny
-
-    from testbed.run import execute
-    from testbed.run.view import observe
     from testbed.sandbox.isolation import AttackLimits, run_isolated
-    from testbed.scenario.loading import parse_scenario
     from testbed.seeding import component_rng
 
-    run = execute(parse_scenario(tiny("preload")), until="results", write=False)
-    obs = observe(run.world, run.transcript, run.results["estimates"])
+    obs = tiny_observed
     rng = component_rng(0, "test")
     got = run_isolated(_WhatIsLoaded, {}, obs.view, obs.public, rng, rng, AttackLimits())
     assert got.outputs[0].meta["missing"] == ""

@@ -18,19 +18,14 @@ import socket
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _hostile_attack import MARK, Hostile, outside_the_hidden_directories
-from _scenarios import tiny
 
-from testbed.run import execute
-from testbed.run.view import observe
 from testbed.sandbox.confine import isolation_level
 from testbed.sandbox.isolation import AttackFailedError, AttackLimits, run_isolated
-from testbed.scenario.loading import parse_scenario
 from testbed.seeding import component_rng
 
 pytestmark = pytest.mark.skipif(
@@ -38,15 +33,11 @@ pytestmark = pytest.mark.skipif(
     reason="this kernel offers no Landlock: attacks cannot be sandboxed here",
 )
 
-SCENARIO = tiny("sandbox", "threat_model: {observer: server}")
 
-
-@pytest.fixture(scope="module")
-def obs():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        run = execute(parse_scenario(SCENARIO), until="results", write=False)
-    return observe(run.world, run.transcript, run.results["estimates"])
+@pytest.fixture
+def obs(tiny_observed):
+    """The small run the session built once (tests/conftest.py), as the server observes it."""
+    return tiny_observed
 
 
 def _attack(obs, mode, arg="", num=0, sandbox=True, **limits):
