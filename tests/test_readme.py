@@ -95,7 +95,20 @@ def _run(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("cmd", _commands())
+#: README commands whose run takes minutes on 2 busy cores and whose command another test of the
+#: default suite runs end to end (test_audit, test_scorecard, test_sweep): in make test-slow.
+#: Nothing later in the README reads what they write
+SLOW_COMMANDS = {
+    "testbed audit my_first_audit.yaml",  # ~300 s
+    "testbed scorecard fedwad -o runs/scorecard-fedwad",  # ~220 s
+    "testbed run my_first_audit.yaml --jobs 2",  # ~150 s
+}
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_COMMANDS else c for c in _commands()],
+)
 def test_readme_command_runs(cmd, scratch):
     tool = cmd.split()[0]
     if tool in SKIP:
