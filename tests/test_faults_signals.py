@@ -57,6 +57,9 @@ def _alive(pids: set[int]) -> list[int]:
     return sorted(p for p in pids if p in procs and procs[p][1] != "Z")
 
 
+# a sweep of processes signalled mid-run: minutes on 2 busy cores; Ctrl-C of a sweep stays in
+# make test (test_interrupt)
+@pytest.mark.slow
 def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
     proc, out = _start(tmp_path)
     _wait_for_a_cell(proc, out)
@@ -73,6 +76,9 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
     assert not list((out / "cells").glob(".*.tmp"))
 
 
+# a sweep of processes signalled mid-run: minutes on 2 busy cores; Ctrl-C of a sweep stays in
+# make test (test_interrupt)
+@pytest.mark.slow
 def test_nothing_outlives_a_killed_sweep_by_more_than_a_second_or_two(tmp_path):
     proc, out = _start(tmp_path)
     _wait_for_a_cell(proc, out)  # the workers have run attacks: their forkservers are up
