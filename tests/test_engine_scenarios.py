@@ -47,6 +47,9 @@ def _same_run(a: dict, b: dict) -> None:
     assert a["estimates"] == b["estimates"]
 
 
+# a shipped engine scenario twice: 100-290 s on 2 busy cores; the engines' bit-for-bit tests
+# stay in make test (test_engine_pool, test_engines)
+@pytest.mark.slow
 def test_worker_process_engine_runs_its_scenario_like_one_worker(tmp_path):
     scenario = ROOT / "scenarios" / "engine_pool.yaml"
     assert "engine_params: {workers: 2}" in scenario.read_text()
@@ -59,6 +62,9 @@ def test_worker_process_engine_runs_its_scenario_like_one_worker(tmp_path):
     importlib.util.find_spec("ray") is None,
     reason="Ray is not installed: pip install '.[ray]' (make test installs it with the dev extra)",
 )
+# a shipped engine scenario twice: 100-290 s on 2 busy cores; the engines' bit-for-bit tests
+# stay in make test (test_engine_pool, test_engines)
+@pytest.mark.slow
 def test_ray_engine_runs_its_scenario_like_one_worker_and_leaves_nothing(tmp_path):
     scenario = ROOT / "scenarios" / "engine_ray.yaml"
     assert "engine: ray" in scenario.read_text()
