@@ -25,6 +25,9 @@ from testbed.run.verify import attack_file_digests, verify_run
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+#: kill -9 of testbed attack on a sweep, four ways: ~520 s on 2 busy cores; testbed attack's
+#: end-to-end runs stay in make test (test_plugin_path, test_readme)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
