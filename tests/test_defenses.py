@@ -135,6 +135,8 @@ def test_claimed_epsilon_matches_independent_computations(z, k):
     assert exact < rdp.epsilon("alice", 1e-5) <= 1.15 * exact
 
 
+# dp-accounting's discretised PLD at fine grids: ~55 s on 2 busy cores
+@pytest.mark.slow
 def test_pld_ledger_agrees_with_dp_accountings_discretised_composition():
     """21 releases at z = 1, δ = 1e-5 composed one event at a time by dp-accounting's
     PLDAccountant (discretised, pessimistic) against the ledger's exact composition: equal
@@ -302,6 +304,8 @@ def test_claimed_epsilon_falls_with_the_noise_level(noise_rows):
     assert all(a > b for a, b in zip(eps, eps[1:]))
 
 
+# a noise sweep over seeds: ~120 s on 2 busy cores; the defense's runs stay in make test
+@pytest.mark.slow
 def test_leakage_falls_with_the_noise_level(tmp_path_factory):
     fedwad_attacks = [
         n for n, cls in ATTACKS.items() if {"*", "fedwad"} & set(getattr(cls, "protocols", ("*",)))
