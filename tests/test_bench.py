@@ -207,6 +207,8 @@ def test_issue15_rows_report_what_was_measured_and_say_why_not_otherwise():
 FEW = ("fedwad_paper", "fedbary")
 
 
+# the scaling section: ~110 s on 2 busy cores; testbed bench's end-to-end run stays in make test
+@pytest.mark.slow
 def test_cli_bench_scaling_writes_table_json_and_plot(tmp_path, capsys):
     # a tiny grid; a zero per-point budget stops every case after its first size, with a note
     from bench.scaling import ScalingOptions, bench_scaling, write_scaling
