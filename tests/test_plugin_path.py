@@ -306,6 +306,8 @@ def test_invalid_attack_output_is_refused_at_run_time_naming_plugin_and_field(
     assert row["failed"] == "output" and "dimension 7" in row["reason"]
 
 
+# testbed attack again on a run or sweep: 70-90 s on 2 busy cores; its first run stays in make test
+@pytest.mark.slow
 def test_attack_on_a_sweep_directory_and_its_rows_reach_the_report(tmp_path, capsys):
     import csv
 
@@ -381,6 +383,8 @@ def test_an_attack_returning_what_cannot_be_read_fails_alone_in_one_line(
     assert (tmp_path / "r" / "report.html").is_file()
 
 
+# testbed attack again on a run or sweep: 70-90 s on 2 busy cores; its first run stays in make test
+@pytest.mark.slow
 def test_attack_runs_with_other_params_get_their_own_columns(tmp_path, capsys):
     """Two `testbed attack` runs of one attack with other params: each its own label (name plus
     a digest of the params, as two configurations in a scenario get), so the report's columns
