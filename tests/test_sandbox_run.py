@@ -117,6 +117,9 @@ def test_an_attack_aimed_at_its_own_observer_is_refused(tmp_path, capsys):
         ("scenarios/contract_tiny_triangle_wad.yaml", "measure_inversion"),
     ],
 )
+# each attack run twice or a forkserver killed: 55-125 s on 2 busy cores; the sandboxed run's
+# other tests stay in make test
+@pytest.mark.slow
 def test_honest_rows_are_the_same_with_and_without_the_sandbox(tmp_path, scenario, attack):
     raw = yaml.safe_load(open(scenario))
     raw["attacks"] = [*(raw.get("attacks") or []), {"name": attack}]
@@ -186,6 +189,9 @@ def test_a_killed_forkserver_costs_its_attack_a_row_not_the_run(tmp_path, monkey
     assert main(["verify", str(out)]) == 0
 
 
+# each attack run twice or a forkserver killed: 55-125 s on 2 busy cores; the sandboxed run's
+# other tests stay in make test
+@pytest.mark.slow
 def test_a_forkserver_killed_while_its_attack_runs_is_named_in_that_row(tmp_path):
     """The server killed once it has forked the first attack's process: that attack lives on
     (its result has a pipe of its own); when it then dies without a result, its row names the
