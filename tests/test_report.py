@@ -346,6 +346,8 @@ def test_report_of_a_run_without_defense_or_attack(tmp_path):
     assert "No attack ran in this run" in html
 
 
+# the coverage study's cells: ~60 s on 2 busy cores; testbed report's runs stay in make test
+@pytest.mark.slow
 def test_the_coverage_cells_attack_command_runs(tmp_path, capsys):
     """The drill-down's `testbed attack` line names the attack by its plugin name and params,
     quoted for the shell (it passed the label, which --attack does not take: "unknown attack
