@@ -170,6 +170,8 @@ def test_a_record_leak_keeps_its_figure_and_population_baseline():
     assert out[1]["metrics"]["leakage"] == pytest.approx(0.5)
 
 
+# run and attack through the CLI: ~65 s on 2 busy cores; the rule's unit tests stay in make test
+@pytest.mark.slow
 def test_run_and_attack_score_a_coalition_against_its_best_members_baseline(tmp_path, capsys):
     """Outside the scorecard too (`testbed run` with colluders, `testbed attack --colluders`):
     the server+alice coalition, which sees the server's messages, reads the server's leakage on
