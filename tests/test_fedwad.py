@@ -191,7 +191,7 @@ README_ACCURATE = {
 @pytest.mark.parametrize(
     "case",
     [
-        "digits_0-4_vs_5-9",
+        pytest.param("digits_0-4_vs_5-9", marks=pytest.mark.slow),  # ~55 s on 2 busy cores
         "gauss50_1000_vs_333",
         pytest.param("digits_random_halves", marks=pytest.mark.slow),
         pytest.param("gauss50_1000_vs_1000", marks=pytest.mark.slow),
