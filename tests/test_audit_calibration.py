@@ -6,6 +6,7 @@ inserted. The benchmark (``testbed bench --only audit``) runs hundreds of protoc
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.stats import binom
 
 from testbed.scoring.audit_bounds import gdp_mu_from_scores, held_out_bound, one_run_bounds
@@ -20,6 +21,8 @@ def _at_most_alpha(count: int, runs: int) -> bool:
     return binom.sf(count - 1, runs, ALPHA) > 1e-3
 
 
+# a null experiment: ~35 s on 2 busy cores
+@pytest.mark.slow
 def test_one_run_bounds_are_calibrated_on_null_scores():
     rng = np.random.default_rng(0)
     runs, m, pos_eps, pos_mu = 1500, 100, 0, 0
