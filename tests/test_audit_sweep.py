@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from testbed.cli.main import main
 from tests.test_audit import BASE
 
@@ -63,6 +65,8 @@ def test_audit_of_seeds_names_each_seed(tmp_path, capsys):
     assert set(_claims(capsys.readouterr().out)) == {"seed 0", "seed 1"}
 
 
+# ~45 s on 2 busy cores; auditing a sweep's cells stays in make test
+@pytest.mark.slow
 def test_the_report_of_a_sweep_shows_each_cells_audit(tmp_path, capsys):
     # Prepare: the sweep's run directory, and its audit written there
     sweep = tmp_path / "sweep.yaml"
