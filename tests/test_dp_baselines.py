@@ -250,6 +250,8 @@ def test_bures_matches_pot_and_the_noise_free_limit_is_the_gaussian_bound():
     assert math.isinf(ledger.epsilon("p0", 1e-5))
 
 
+# a study over epsilons: ~45 s on 2 busy cores
+@pytest.mark.slow
 def test_moments_error_shrinks_with_epsilon_and_ledger_sensitivity():
     from protocols.dp_moments import DPGaussianMoments
 
