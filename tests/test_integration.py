@@ -57,6 +57,8 @@ def test_demo_scenario_compares_both_protocols_with_attacks(scenarios_dir):
     assert np.all([c.scenario.threat_model.observer == "server" for c in cells])
 
 
+# ~55 s on 2 busy cores; test_cli's sweep summaries stay in make test
+@pytest.mark.slow
 def test_sweep_summary_prints_one_line_per_setting_with_leakage(tmp_path, capsys):
     from testbed.cli.main import main
 
