@@ -64,6 +64,8 @@ def test_first_ctrl_c_stops_the_sweep_keeps_finished_cells_and_exits_130(tmp_pat
     _assert_nothing_left(proc.pid)
 
 
+# ~30 s on 2 busy cores; the first Ctrl-C's test stays in make test
+@pytest.mark.slow
 def test_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
     proc, out = _start(tmp_path)
     _wait_for_a_cell(proc, out)
@@ -90,6 +92,8 @@ time.sleep(600)
 """
 
 
+# ~25 s on 2 busy cores; the pool engine's clean-up tests stay in make test
+@pytest.mark.slow
 def test_pool_engine_workers_die_with_a_killed_driver(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER],
