@@ -135,6 +135,8 @@ def test_readme_attack_passes_the_contract_kit():
     assert status and all(v == "passed" for v in status.values()), status
 
 
+# a run to pipe: ~65 s on 2 busy cores; testbed transcript | head stays in make test
+@pytest.mark.slow
 def test_transcript_into_a_closed_pipe_ends_quietly(scratch):
     # Prepare: a run directory, and a reader that has gone before the first line is written
     run = scratch / "pipe_run"
@@ -155,6 +157,8 @@ def test_transcript_into_a_closed_pipe_ends_quietly(scratch):
     assert res.returncode == 0 and res.stderr == "", res.stderr
 
 
+# the README's example run again, over seeds: ~85 s on 2 busy cores; its commands stay in make test
+@pytest.mark.slow
 def test_readme_example_shows_a_trade_off(scratch):
     """The first example teaches something (issue 22): leakage falls as the noise rises, at
     errors a reader can believe, not 0 everywhere; the figures the README quotes are these."""
