@@ -154,6 +154,8 @@ def test_a_membership_auc_within_chance_of_its_candidate_counts_is_no_leak():
     assert verdict({"auc": 0.69, "baseline_auc": 0.5}).kind == MEMBERSHIP  # counts unknown
 
 
+# a sweep: ~35 s on 2 busy cores; the run summary's column stays in make test
+@pytest.mark.slow
 def test_sweep_summary_has_a_tpr_column_where_a_membership_attack_ran(tmp_path, capsys):
     text = (ROOT / "scenarios" / "contract_tiny_membership.yaml").read_text()
     f = tmp_path / "m.yaml"
