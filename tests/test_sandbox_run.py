@@ -153,6 +153,8 @@ def test_no_row_is_aimed_at_the_coalition(tmp_path):
     assert [(r["target"], r["exact_recovery"]) for r in rows] == [("bob", 1.0)]
 
 
+# fault injection: ~45 s on 2 busy cores
+@pytest.mark.slow
 def test_a_killed_forkserver_costs_its_attack_a_row_not_the_run(tmp_path, monkeypatch, capsys):
     """Fault 6 (issue 48): SIGKILL of the attacks' forkserver as it is asked for an attack's
     process. Stopped first, so it dies before it forks, whatever the machine's load. Before,
