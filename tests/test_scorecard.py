@@ -109,6 +109,8 @@ def test_a_protocol_with_its_own_membership_experiment_keeps_it():
     assert _scenario("fedwad").membership is not None
 
 
+# ~40 s on 2 busy cores; the toy scorecards stay in make test
+@pytest.mark.slow
 def test_distillation_scorecard_audits_membership_on_the_audit_target_without_errors(tmp_path):
     # before: the membership attack failed under every threat model (a pool over the audit
     # rows, then targets without members); now it is scored on the client the audit rows
@@ -203,6 +205,8 @@ def test_an_attack_that_cannot_be_built_costs_its_row_not_the_card(toys, tmp_pat
     assert "scorecard:" in out
 
 
+# fault injection: ~25 s on 2 busy cores
+@pytest.mark.slow
 def test_what_a_failed_scorecard_left_does_not_block_the_next(toys, tmp_path):
     # a scorecard that failed after its run (e.g. an attack that could not be built) left
     # out/run/ alone, and the next scorecard refused the folder ("holds no scorecard")
