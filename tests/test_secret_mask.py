@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,6 +76,8 @@ def test_per_party_mask_breaks_accuracy(tmp_path):
     assert masked["accuracy"]["wasserstein"]["relative_error"] > 1.0
 
 
+# digits: ~30 s on 2 busy cores
+@pytest.mark.slow
 def test_blind_attack_with_in_domain_rows_breaks_the_mask_on_digits(tmp_path):
     # Prepare: TriangleWad k = 1 on digits under the shared mask; the attacker holds 600 real
     # held-out digits (as membership candidates would give it) instead of the Gaussian prior
