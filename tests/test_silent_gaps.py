@@ -231,6 +231,8 @@ def test_report_keeps_labels_and_says_no_output_never_no_leak(tmp_path):
     assert "(geo)" in cov and "record" in cov  # under its label, with the record-leak rule
 
 
+# ~50 s on 2 busy cores; the report's wording test stays in make test
+@pytest.mark.slow
 def test_testbed_run_names_each_setting_and_says_which_attack_gave_nothing(tmp_path, capsys):
     """`testbed run` prints a line for an attack that ran and gave nothing, and two settings of
     one attack under their own labels (they printed the same line before)."""
