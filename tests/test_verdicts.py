@@ -199,6 +199,8 @@ def test_the_kit_passes_a_mean_one_number_or_data_blind_noise(toys, toy):
 
 
 # ----------------------------------------------------------------------------- scorecards
+# three scorecards: ~40 s on 2 busy cores; the verdict's unit tests stay in make test
+@pytest.mark.slow
 def test_scorecards_noise_is_no_record_leak_raw_rows_read_1_a_rotation_is_a_leak(toys, tmp_path):
     from testbed.plugins.scorecard import scorecard
 
