@@ -60,6 +60,8 @@ def test_a_cell_hidden_under_a_temporary_name_is_no_cell(sweep, capsys):
     assert "a sweep of 2 cells" in capsys.readouterr().err
 
 
+# ~35 s on 2 busy cores; verify's sweep tests stay in make test
+@pytest.mark.slow
 def test_a_report_rendered_into_a_cell_keeps_the_sweep_verifiable(sweep, capsys):
     d, _, pub = sweep
     cell = _cells(d)[0]
