@@ -69,6 +69,8 @@ def test_without_population_rows_the_record_test_reads_not_measured_everywhere(t
     assert "record_leakage" not in _section(md, "Results per protocol")
 
 
+# ~40 s on 2 busy cores; the not-measured case stays in make test
+@pytest.mark.slow
 def test_held_out_rows_let_the_record_test_run(tmp_path, capsys):
     # 60 rows a side, the rest held out: the population rows of the record test
     res, out, md = _run(tmp_path, DIGITS.format(sizes=", sizes: [60, 60]"), capsys)
@@ -96,6 +98,8 @@ def test_the_demo_holds_rows_out_for_the_record_test():
         assert not held & {r.tobytes() for r in np.asarray(d.X)}  # no party's row
 
 
+# text runs: ~30 s on 2 busy cores
+@pytest.mark.slow
 def test_a_word_vector_reconstruction_is_not_headlined_no_record_leak(tmp_path, capsys):
     # the server's interpolants cover most of a party's word vectors, none exactly; the two
     # documents are the whole dataset, so there are no population rows
