@@ -44,7 +44,7 @@ DOCS_CHECK_TESTS := tests/test_docs_figures.py tests/test_findings_first_audit.p
 test-slow: $(STAMP)
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --benchmark-disable -m "slow" $(addprefix --ignore=,$(DOCS_CHECK_TESTS)) $(PYTEST_ARGS)
 
-# the dev extra (make test) includes Ray: the default suite runs scenarios/engine_ray.yaml.
+# the dev extra (make test) includes Ray: the slow suite runs scenarios/engine_ray.yaml.
 # The Ray engine's own tests (start and stop local Ray clusters bound to 127.0.0.1; no usage
 # statistics; session files under the run directory or /tmp, removed after each run):
 test-ray: $(STAMP)
