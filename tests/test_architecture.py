@@ -40,12 +40,29 @@ def contracts() -> dict[str, dict]:
     return {c["id"]: c for c in read_configuration(str(PYPROJECT))["contracts_options"]}
 
 
-def test_the_layering_contracts_hold(capsys):
-    from importlinter.cli import lint_imports
+def lint(root: Path) -> subprocess.CompletedProcess:
+    """import-linter on the checkout at ``root`` against its pyproject.toml, in a fresh
+    interpreter: import-linter's command configures logging (``dictConfig``), which here would
+    silence the testbed's loggers for the tests after it, and this interpreter has the
+    checkout's packages imported, which import-linter would find instead of a copy's."""
+    code = (
+        "from importlinter.cli import lint_imports; "
+        "raise SystemExit(lint_imports(config_filename='pyproject.toml', no_cache=True))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
+
+def test_the_layering_contracts_hold():
     assert set(contracts()) == {"folders", "stages", "attack-stage", "bench"}
-    code = lint_imports(config_filename=str(PYPROJECT), no_cache=True, no_logo=True)
-    assert code == 0, capsys.readouterr().out
+    got = lint(ROOT)
+    assert got.returncode == 0, got.stdout + got.stderr
 
 
 #: one import that breaks each contract, appended (inside a function, as the library's own
@@ -66,20 +83,7 @@ def test_each_contract_fails_on_an_import_that_breaks_it(tmp_path):
     for module, target in BREAKS.values():
         with open(tmp_path / module, "a") as f:
             f.write(f"\n\ndef _breaks_a_contract():\n    import {target}  # noqa: F401\n")
-    code = (
-        "from importlinter.cli import lint_imports; "
-        "raise SystemExit(lint_imports(config_filename='pyproject.toml', no_cache=True))"
-    )
-    # a fresh interpreter: this one has the checkout's packages imported, which import-linter
-    # would find instead of the copy's
-    got = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    got = lint(tmp_path)
     assert got.returncode == 1, got.stdout + got.stderr
     for cid, contract in contracts().items():
         assert f"{contract['name']} BROKEN" in got.stdout, (cid, got.stdout)
