@@ -52,6 +52,30 @@ def test_mean_ci_is_the_student_t_interval():
     assert mean_ci([1, None, math.nan, math.inf, 3]) == pytest.approx((2.0, 2 - t1, 2 + t1))
 
 
+def test_a_nonnegative_quantitys_interval_never_goes_below_zero():
+    """A relative error over seeds whose Student-t interval reaches below zero (docs/findings.md
+    once printed "4.26 % [-1.3, 9.8]"): its interval is formed on the log scale, positive, with
+    the same mean; unit metrics stay clipped to [0, 1]; a tight spread reads as the t interval."""
+    from testbed.scoring.accuracy import positive_ci, summarise
+
+    # Prepare: three seeds' errors with a large spread
+    vals = [0.005, 0.02, 0.103]
+    m, lo_t, hi_t = mean_ci(vals)
+    assert lo_t < 0  # the plain interval crosses zero
+    # Execute
+    mean, lo, hi = summarise(vals, "relative_error")
+    # Assert: same mean, 0 < lo < mean < hi, the log-scale delta-method bounds
+    h = (hi_t - m) / m
+    assert mean == pytest.approx(m) and 0 < lo < mean < hi
+    assert (lo, hi) == pytest.approx((m * math.exp(-h), m * math.exp(h)))
+    assert positive_ci([0.0, 0.0]) == (0.0, 0.0, 0.0)
+    # a small spread: close to the t interval
+    _, lo2, hi2 = summarise([1.0, 1.01, 0.99], "relative_error")
+    _, tlo2, thi2 = mean_ci([1.0, 1.01, 0.99])
+    assert (lo2, hi2) == pytest.approx((tlo2, thi2), rel=1e-3)
+    assert summarise([0.1, 0.9, 0.0], "leakage")[1] == 0.0  # unit metric: clipped
+
+
 def test_detection_metrics_hand_values():
     s = [3.0, -1.0, 2.0, 0.5, -2.0]
     y = [True, False, False, True, False]

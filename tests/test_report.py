@@ -456,7 +456,7 @@ def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
 
 
 def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir):
-    from testbed.scoring.metrics import mean_ci
+    from testbed.scoring.accuracy import positive_ci
 
     # Execute
     write_report(sweep_dir)
@@ -471,15 +471,16 @@ def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir):
     noisy = [r for r in table if r["setting.defenses.0.params.noise_multiplier"] == "0.1"]
     assert {r["setting.defenses.0.name"] for r in noisy} == {"gaussian_measure_noise"}
     assert {r["seed"] for r in noisy} == {"0", "1", "2", "3", "4"}
-    # summary.csv: mean and 95 % interval over the seeds' values of results.csv
+    # summary.csv: mean and 95 % interval over the seeds' values of results.csv (an error is
+    # never negative: its interval is on the log scale)
     err = [r for r in noisy if r["column"] == "wasserstein.relative_error"]
     (row,) = [
         s
         for s in summary
         if s["setting"] == noisy[0]["setting"] and s["column"] == "wasserstein.relative_error"
     ]
-    m, lo, hi = mean_ci([float(r["value"]) for r in err])
-    assert row["n"] == "5" and lo < m < hi
+    m, lo, hi = positive_ci([float(r["value"]) for r in err])
+    assert row["n"] == "5" and 0 < lo < m < hi
     assert (float(row["mean"]), float(row["ci95_low"]), float(row["ci95_high"])) == pytest.approx(
         (m, lo, hi), rel=1e-12
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from testbed.report.axes import Axis, error_axis, is_exact, value_axis
 from testbed.report.curves import curve_of, eps_value
-from testbed.report.fmt import ci, fmt, plotly_text
+from testbed.report.fmt import ci, fmt, plotly_text, value_ci
 from testbed.report.model import (
     ANY_ATTACK,
     UNIT_METRICS,
@@ -31,7 +31,7 @@ def hover(agg, key, err_key: str, y_key: str, eps: list) -> str:
         f"<b>{plotly_text(key[0])}</b> #{point_id(agg, key)}",
         f"setting: {plotly_text(str(key[1]))}",
         f"seeds: {', '.join(map(str, a.get('seeds', [])))}",
-        f"{plotly_text(err_key)}: {ci(a[err_key])}",
+        f"{plotly_text(err_key)}: {value_ci(err_key, a[err_key])}",
         f"{plotly_text(y_key)}: {ci(a[y_key])}",
     ]
     # the cell's other headline numbers: the worst attack's figures, then claimed ε (parties

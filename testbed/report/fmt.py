@@ -7,7 +7,17 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["EXACT_BELOW", "PCT_CAP", "ci", "fmt", "fmt_bytes", "pct", "plotly_text"]
+__all__ = [
+    "EXACT_BELOW",
+    "PCT_CAP",
+    "ci",
+    "fmt",
+    "fmt_bytes",
+    "pct",
+    "pct_ci",
+    "plotly_text",
+    "value_ci",
+]
 
 #: a relative error below this is an exact estimate (what is left is floating-point rounding)
 EXACT_BELOW = 1e-9
@@ -51,6 +61,27 @@ def pct(x: float) -> str:
     if abs(v) >= PCT_CAP:
         return f"over {PCT_CAP} % ({fmt(x)}×)"
     return f"{fmt(v)} %"
+
+
+def pct_ci(t) -> str:
+    """A relative error's (mean, low, high) in the one format of a relative error, a percentage
+    (``53.8 % [51.6, 56.0]``, bounds in percent to three significant figures); the mean alone
+    when the bounds agree or the mean is not a plain percentage (exact, or over 1000 %)."""
+    m, lo, hi = t
+    text = pct(m)
+    if (
+        not math.isfinite(m)
+        or not text.endswith(" %")
+        or math.isclose(lo, hi, rel_tol=1e-9, abs_tol=1e-12)
+    ):
+        return text
+    return f"{text} [{fmt(100 * lo)}, {fmt(100 * hi)}]"
+
+
+def value_ci(column: str, t) -> str:
+    """A column's (mean, low, high) in its quantity's one format: a relative error as a
+    percentage (:func:`pct_ci`), anything else as :func:`ci`."""
+    return pct_ci(t) if str(column).endswith("relative_error") else ci(t)
 
 
 def fmt_bytes(n: float) -> str:

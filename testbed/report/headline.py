@@ -47,7 +47,8 @@ def title_section(doc: Doc, data: ReportData) -> None:
         f"Run directory {data.run_dir.name}: {len(data.rows)} cell(s), {len(data.agg)} "
         f"setting(s), seeds {', '.join(map(str, data.seeds))}; config hash "
         f"{data.config_hash[:16]}. Every number below is read from the run's result files; "
-        "intervals are 95 % Student-t intervals over seeds (a single seed shows the value alone)."
+        "intervals are 95 % Student-t intervals over seeds (on the log scale for errors and other "
+        "quantities that are never negative; a single seed shows the value alone)."
     )
     doc.raw(f'<p class="runinfo">{html.escape(run_line)}</p>', md_escape(run_line))
     for line in [signature_status(data.run_dir), *attack_status(data.rows)]:

@@ -5,8 +5,8 @@ Reads ``results.jsonl`` (a sweep: one row per cell) or ``results.json`` (a singl
 ``testbed attack`` re-runs saved beside them, ``run_info.json`` and the sweep's cell list; the
 evidence arrays of a leak are read on demand (:func:`evidence_for`). Nothing here renders.
 The only arithmetic is aggregation over seeds (mean and 95 % Student-t interval, clipped to
-[0, 1] for :data:`UNIT_METRICS`: :func:`testbed.scoring.accuracy.summarise`) and the Pareto front
-of the aggregated points.
+[0, 1] for :data:`UNIT_METRICS`, on the log scale for a quantity that is never negative:
+:func:`testbed.scoring.accuracy.summarise`) and the Pareto front of the aggregated points.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from testbed.report.doc import Doc
-from testbed.report.fmt import ci, fmt, fmt_bytes
+from testbed.report.fmt import fmt, fmt_bytes, value_ci
 from testbed.report.model import (
     ANY_ATTACK,
     GROUP_PARTIES,
@@ -81,7 +81,7 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
             [
                 [point_id(agg, k), k[1], agg[k]["n"]]
                 + [
-                    ci(agg[k][c]) if c in agg[k] else missing_cell(agg[k], c)
+                    value_ci(c, agg[k][c]) if c in agg[k] else missing_cell(agg[k], c)
                     for c in cols + [c for _, c in eps]
                 ]
                 + [", ".join(m for m in on_front.get(k, []) if m in main) or "–"]
@@ -97,7 +97,10 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
                 ["#", *part],
                 [
                     [point_id(agg, k)]
-                    + [ci(agg[k][c]) if c in agg[k] else missing_cell(agg[k], c) for c in part]
+                    + [
+                        value_ci(c, agg[k][c]) if c in agg[k] else missing_cell(agg[k], c)
+                        for c in part
+                    ]
                     for k in keys
                 ],
             )

@@ -1,6 +1,6 @@
 """Accuracy metrics (DESIGN.md, "Metrics"): relative error against the central exact W, mean
-with a 95 % interval over seeds (clipped to [0, 1] for a metric of :data:`UNIT_METRICS`:
-:func:`summarise`), and noisy-point detection quality."""
+with a 95 % interval over seeds (clipped to [0, 1] for a metric of :data:`UNIT_METRICS`, on the
+log scale for one that is never negative: :func:`summarise`), and noisy-point detection quality."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import math
 import numpy as np
 
 __all__ = [
+    "NONNEGATIVE_METRICS",
     "UNIT_METRICS",
     "detection_metrics",
     "mean_ci",
+    "positive_ci",
     "ranking_agreement",
     "relative_error",
     "spearman",
@@ -115,11 +117,42 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     return (m, m - half, m + half)
 
 
+#: metrics that are never negative (but unbounded above): their intervals over seeds are
+#: formed on the log scale (:func:`positive_ci`), so a lower bound is never below zero
+NONNEGATIVE_METRICS = {
+    "relative_error",
+    "w2",
+    "w2_ratio",
+    "w2_baseline",
+    "eps_lower",
+    "mu_lower",
+    "messages",
+    "bytes",
+    "seconds",
+}
+
+
+def positive_ci(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a ``level`` interval over seeds for a quantity that is never negative: the
+    Student-t interval of the mean formed on the log scale (delta method: log m ± t·se/m),
+    ``(m·exp(−h), m·exp(+h))`` with ``h = t·se/m``. It is never below zero, is wider above the
+    mean than below (as the spread of a positive quantity is), and agrees with the Student-t
+    interval when the spread is small against the mean; all-zero values give ``(0, 0, 0)``."""
+    m, lo, hi = mean_ci(values)
+    if not math.isfinite(m) or m <= 0 or lo == hi:
+        return (m, lo, hi)
+    h = (hi - m) / m
+    return (m, m * math.exp(-h), m * math.exp(h))
+
+
 def summarise(vals: list[float], metric: str) -> tuple[float, float, float]:
     """(mean, lo, hi): mean and 95 % Student-t interval over seeds, clipped to [0, 1] for a
-    metric that lives there; no guarantee (inf) on every seed stays inf."""
+    metric that lives there, on the log scale for one that is never negative
+    (:data:`NONNEGATIVE_METRICS`); no guarantee (inf) on every seed stays inf."""
     if all(math.isinf(v) and v > 0 for v in vals):
         return (math.inf, math.inf, math.inf)
+    if metric in NONNEGATIVE_METRICS:
+        return positive_ci(vals)
     m, lo, hi = mean_ci(vals)
     if metric in UNIT_METRICS and math.isfinite(m):
         lo, hi = max(lo, 0.0), min(hi, 1.0)
