@@ -23,9 +23,12 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=
 # do nothing about; a failed install still prints its error and stops make.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "installing the testbed and its dependencies into $(VENV) (first run only)"
+	@echo "installing the testbed and its dependencies into $(VENV) (first run only: 4-5 min on 2 busy cores)"
 	@$(PY) -m pip install -qq --upgrade pip
-	@# plain pip finds the local CPU torch wheel; never let it pull a CUDA build
+	@# a line per dependency while pip works (scripts/install_deps.py); plain pip finds the
+	@# local CPU torch wheel; never let it pull a CUDA build
+	@$(PY) scripts/install_deps.py dev
+	@echo "installing the testbed itself"
 	@$(PY) -m pip install -qq -e '.[dev]'
 	@touch $(STAMP)
 

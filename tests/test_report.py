@@ -77,12 +77,14 @@ def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir)
         "Leakage against accuracy",
         "Results per protocol",
         "Claimed vs audited ε",
-        "Assumptions behind the claims",
         "What the observer saw",
         "Protocol modes and deviations",
         "Scenario and provenance",
     ):
         assert f">{heading}</h" in html, heading
+    # the assumptions and the sweep's cells are folded (a click away), the scenario too
+    assert "<summary>Assumptions behind the claims: " in html
+    assert "<summary>the scenario as run</summary>" in html
     assert html.count("<table>") >= 6
     rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
     sweep_hash = json.loads((sweep_dir / "sweep.json").read_text())["sweep_hash"]
@@ -195,7 +197,8 @@ def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_p
     best_leak = min(avg, key=lambda k: avg[k][1])
     for lab in {best_err, best_leak}:
         row = re.search(rf"<td>{re.escape(lab)}</td>.*?</tr>", html)
-        assert row and "any_attack.leakage" in row.group(0), lab
+        # the last cell: the fronts it is on (worst over attacks: "leakage" of any_attack)
+        assert row and "leakage" in row.group(0).rsplit("<td>", 1)[1], lab
     # audited lower bounds (all below the claims here) are shown as consistent
     eps_section = html.split("Claimed vs audited ε</h2>")[1].split("Assumptions behind")[0]
     assert "consistent" in eps_section and "VIOLATION" not in eps_section
@@ -810,3 +813,89 @@ def test_target_epsilons_of_one_mechanism_read_as_one_curve_labelled_by_epsilon(
     assert list(by_name[tight].x) == [2.0, 3.0, 1.0]
     assert list(by_name["dp_jl_ot · digits"].x) == [4.0, 5.0, 3.0]
     assert by_name["fedwad"].mode == "markers" and list(by_name["fedwad"].x) == [0.5]
+
+
+# ------------------------------------------------------------------ a report in a few screens
+def test_the_observer_section_is_one_block_picked_in_a_selector(sweep_dir):
+    """The settings' near-identical "what the observer saw" blocks are one drop-down with one
+    block shown, not a heading and a table per setting; the Markdown keeps every setting's
+    rows in one table."""
+    # Execute
+    html = write_report(sweep_dir).read_text()
+    part = html.split(">What the observer saw</h", 1)[1].split("<h2", 1)[0]
+    # Assert: one select, one option and one block per setting, the first alone shown
+    settings = {json.loads(x)["label"] for x in (sweep_dir / "results.jsonl").read_text().split()}
+    assert part.count("<select") == 1 and "<h3" not in part
+    assert part.count("<option") == part.count('class="sel-item"') == len(settings) >= 4
+    assert part.count('class="sel-item" data-i=') - part.count(" hidden>") == 1
+    md = (sweep_dir / "report.md").read_text()
+    md_part = md.split("## What the observer saw", 1)[1].split("\n## ", 1)[0]
+    assert md_part.count("| setting | message kind |") == 1 and "###" not in md_part
+
+
+def test_settings_without_a_claim_or_an_audit_share_one_line(sweep_dir, tmp_path):
+    """Rows of "no claim, no audit" (38 of them in the demo) are one sentence naming the
+    settings; parties alike in a setting share one row of the ε table."""
+    # Prepare: the sweep's rows, each cell twice (alice and bob alike)
+    rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
+    work = tmp_path / "quiet"
+    work.mkdir()
+    (work / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # Execute
+    html = write_report(work).read_text().replace("<wbr>", "")
+    # Assert: no table row says "not applicable (no claim)"; the baseline is named on one line
+    table = _eps_table(html)
+    assert table and not any("no claim" in row[-1] for row in table)
+    assert re.search(r"No claim \(ε = ∞\) and no audit, for any party, in 1 setting\(s\)", html)
+    per_setting = [(row[0], row[1]) for row in table]
+    assert len(per_setting) == len(set(per_setting))  # one row per setting: parties grouped
+
+
+def test_a_relative_error_reads_as_a_percentage_everywhere(sweep_dir):
+    """The results table wrote 0.554 where the headline wrote 55.4 %: one format per quantity."""
+    # Execute
+    html = write_report(sweep_dir).read_text()
+    part = html.split(">Results per protocol</h", 1)[1].split("<h2", 1)[0]
+    # Assert: every error cell of the results table is a percentage with its interval
+    head = re.findall(r"<th>(.*?)</th>", part.split("</thead>", 1)[0])
+    col = next(i for i, h in enumerate(head) if "relative error" in h.replace("<wbr>", ""))
+    body = part.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    cells = [re.findall(r"<td>(.*?)</td>", r)[col] for r in re.findall(r"<tr>(.*?)</tr>", body)]
+    assert cells and all(re.fullmatch(r"[\d.e+]+ % \[[\d.e+]+, [\d.e+]+\]", c) for c in cells), (
+        cells
+    )
+
+
+def test_plot_file_names_are_safe_on_every_os(tmp_path):
+    """A protocol series or setting in a figure's name (``fedwad(t=0.5,k=3)``) never reaches a
+    file name: letters, digits, ``_`` and ``-`` only, two names that read alike kept apart."""
+    from testbed.report.doc import Doc
+    from testbed.report.files import safe_stem
+
+    # Prepare
+    doc = Doc()
+    doc.static("leak_fedwad(t=0.5,k=3)_cloud", {"png": b"a"})
+    doc.static("leak_fedwad(t=0.5,k=3)=cloud", {"png": b"b"})
+    doc.img("x: y/z.png", b"c", "alt")
+    doc.static("tradeoff_any_attack_leakage", {"png": b"d"})
+    # Execute
+    names = sorted(doc.files())
+    # Assert
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]+\.png", n) for n in names), names
+    assert len(names) == 4 and "tradeoff_any_attack_leakage.png" in names  # plain names stay
+    assert safe_stem("a(b)") != safe_stem("a_b") and safe_stem("ok_name-1") == "ok_name-1"
+
+
+def test_the_report_says_what_it_renders_while_it_renders(sweep_dir, capsys):
+    """It was silent for minutes after a sweep's last cell: a line per step on stderr when
+    asked (testbed run and testbed report ask), nothing otherwise."""
+    # Execute
+    write_report(sweep_dir, progress=True)
+    err = capsys.readouterr().err
+    write_report(sweep_dir)
+    quiet = capsys.readouterr().err
+    # Assert: each step with its number and the seconds so far; the last one writes the files
+    lines = err.strip().splitlines()
+    assert len(lines) >= 10 and all(re.match(r"report: .+ \(\d+/\d+, \d+ s\)$", x) for x in lines)
+    assert "headline" in err and "observer" in lines[-4] + lines[-3] + lines[-2]
+    assert lines[-1].startswith("report: writing report.html") and quiet == ""

@@ -14,5 +14,5 @@ def run(args) -> int:
     # the whole read under the lock; a run directory (a cell: with its sweep) that does not
     # verify is refused with the first mismatch
     with verified_for_reading(run_dir):
-        print(f"report: {write_report(run_dir)}")
+        print(f"report: {write_report(run_dir, progress=not getattr(args, 'quiet', False))}")
     return 0

@@ -37,7 +37,7 @@ def run(args) -> int:
     out_dir = planned_run_dir(sc, args.out, rs.config_hash if not sc.is_sweep else None)
     check_replaceable(out_dir, scenario=sc.name)  # before anything is computed
     announce_run_dir(out_dir, args.scenario)
-    finish = _finisher(args.sign)
+    finish = _finisher(args.sign, progress=not args.quiet)
     if sc.is_sweep:
         return _run_sweep(sc, args, out_dir, skipped, finish)
     out = _execute(rs, out_dir, args, finish)
@@ -157,7 +157,7 @@ def quantity_rows(accuracy: dict, parties) -> tuple[list[list[str]], int]:
     return rows, hidden
 
 
-def _finisher(sign_key):
+def _finisher(sign_key, progress: bool = False):
     """What ``testbed run`` does once the run directory is in place, before its lock is
     released: sign the manifest (``--sign``), then write the report."""
     from testbed.run.manifest import load_private_key, write_manifest
@@ -168,7 +168,7 @@ def _finisher(sign_key):
     def finish(out_dir):
         if sign_key is not None:
             write_manifest(out_dir, sign_key)
-        write_report(out_dir)
+        write_report(out_dir, progress=progress)
 
     return finish
 

@@ -3,8 +3,10 @@ once by the sections and rendered by the HTML and Markdown writers."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+from testbed.report.files import safe_stem
 from testbed.report.html_writer import render_html
 from testbed.report.markdown_writer import render_markdown
 
@@ -30,7 +32,20 @@ class Doc:
         """A table folded away in the HTML (opened by clicking ``summary``), plain in Markdown."""
         self.parts.append(("fold", (summary, header, rows)))
 
+    def selector(self, label: str, options: list[tuple[str, str, list[str], list[list[Any]]]]):
+        """Near-identical blocks as one: ``options`` are ``(name, sentence, header, rows)``; the
+        HTML shows one at a time, picked in a drop-down named ``label``; the Markdown lists
+        every sentence and one table of every option's rows, the option's name first."""
+        self.parts.append(("select", (label, options)))
+
+    def fold_pre(self, summary: str, text: str):
+        """Preformatted text folded away in the HTML (opened by clicking ``summary``), plain in
+        Markdown."""
+        self.parts.append(("foldpre", (summary, text)))
+
     def img(self, name: str, png: bytes, alt: str):
+        stem, dot, ext = name.rpartition(".")
+        name = f"{safe_stem(stem)}.{ext}" if dot else safe_stem(name)
         self.parts.append(("img", (name, png, alt)))
 
     def pre(self, text: str):
@@ -39,16 +54,24 @@ class Doc:
     def static(self, stem: str, files: dict[str, bytes]):
         """A static figure written to plots/ only (``files``: extension -> bytes, e.g. png, pdf,
         svg); its HTML and Markdown come with another part."""
-        self.parts.append(("static", (stem, files)))
+        self.parts.append(("static", (safe_stem(stem), files)))
 
     def plot(self, stem: str, files: dict[str, bytes], fig, alt: str):
         """An interactive plotly figure in the HTML; its static twin (``files``: extension ->
         bytes) in plots/``stem``.*, the PNG shown in the Markdown."""
-        self.parts.append(("plot", (stem, files, fig, alt)))
+        self.parts.append(("plot", (safe_stem(stem), files, fig, alt)))
 
     def raw(self, html_text: str, markdown: str):
         """Pre-rendered HTML (already escaped) with its Markdown counterpart."""
         self.parts.append(("raw", (html_text, markdown)))
+
+    @contextlib.contextmanager
+    def grid(self):
+        """The parts added inside sit two to a row in the HTML (figures and tables at half the
+        width: the page half as tall); the Markdown is unchanged."""
+        self.parts.append(("raw", ('<div class="grid2">', "")))
+        yield
+        self.parts.append(("raw", ("</div>", "")))
 
     def html(self, title: str) -> str:
         return render_html(self.parts, title)

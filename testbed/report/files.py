@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
 
 from testbed.exchange.bus import atomic_write_bytes
 
-__all__ = ["umask", "write_public"]
+__all__ = ["safe_stem", "umask", "write_public"]
 
 
 def umask() -> int:
@@ -28,3 +30,18 @@ def write_public(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically with the mode a new file of the user's gets."""
     atomic_write_bytes(path, data)
     os.chmod(path, 0o666 & ~umask())
+
+
+#: characters a file name keeps on every OS (Windows refuses ``<>:"/\\|?*``; shells and URLs
+#: trip on spaces, parentheses, commas, ``=``)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def safe_stem(stem: str) -> str:
+    """A plot's file name (without extension) safe on every OS: letters, digits, ``_`` and ``-``
+    only, at most 100 characters; when that changed the name, a short digest of the original
+    keeps two names that read alike apart (``leak_fedwad_t_0_5_cloud_3fa2c1``)."""
+    safe = _UNSAFE.sub("_", stem).strip("_")[:100] or "plot"
+    if safe == stem:
+        return stem
+    return f"{safe}_{hashlib.sha256(stem.encode()).hexdigest()[:6]}"

@@ -99,7 +99,10 @@ def attack_status(rows: list[dict]) -> list[str]:
 def headline_section(doc: Doc, data: ReportData) -> None:
     """The headline beside the frontier of its leakage metric (the first screen)."""
     lead, err_key = data.lead, data.err_key
-    head_html, head_md = headline(data.rows, data.agg, err_key, lead, data.err_label)
+    from testbed.report.population import population
+
+    crowds = {s: pop for s in data.protocols if (pop := population(data, s)) is not None}
+    head_html, head_md = headline(data.rows, data.agg, err_key, lead, data.err_label, crowds)
     if not (lead and err_key):
         doc.raw(f'<div class="headline">{head_html}</div>', head_md)
         return
@@ -189,10 +192,18 @@ def _best_at(agg, keys, err_key, lead, higher: bool, level: float):
 
 
 def headline(
-    rows: list[dict], agg, err_key: str | None, lead: str | None, err_label: str | None = None
+    rows: list[dict],
+    agg,
+    err_key: str | None,
+    lead: str | None,
+    err_label: str | None = None,
+    crowds: dict | None = None,
 ):
     """Per protocol: worst leak (what, to whom, at what accuracy), best error per leakage level,
-    one verdict sentence. Returns (HTML, Markdown)."""
+    one verdict sentence. Returns (HTML, Markdown). ``crowds``: protocol -> its
+    :class:`~testbed.report.population.Population` where it has many parties (the verdict and
+    the worst-leak cell then give how many parties leak and the worst few, not one party)."""
+    crowds = crowds or {}
     e = html.escape
     metric = lead.rsplit(".", 1)[1] if lead else None
     higher = LEAKAGE_METRICS.get(metric, True)
@@ -222,6 +233,10 @@ def headline(
                 f"error {_nowrap(err)},</small> {setting_html(setting_name(key[1]))}"
             )
             worst_md = f"{fmt(t[0])}: {attack}, {observer} → {target}, error {err}"
+            if s in crowds:
+                n, m = len(crowds[s].leaking()), crowds[s].parties
+                worst_html += f"<br><small>{n} of {m} parties leak</small>"
+                worst_md += f" ({n} of {m} parties leak)"
             base = agg[key].get(f"{attack}[{target}].baseline_auc")
             if metric in ("auc", "advantage") and base is not None:
                 worst_html += f"<br><small>baseline AUC {e(fmt(base[0]))}</small>"
@@ -237,7 +252,8 @@ def headline(
         record = metric == "record_leakage"
         dist = worst_leak(rows, agg, keys, "leakage") if record else None
         silent = _silent(rows, s) | unmeasured
-        verdicts.append(verdict(s, w, levels, agg, err_key, metric, dist, silent))
+        crowd = crowds[s].sentence() if s in crowds else None
+        verdicts.append(verdict(s, w, levels, agg, err_key, metric, dist, silent, crowd))
     if lead:
         cmp = "≤" if higher else "≥"
         table = (
@@ -343,7 +359,15 @@ def _dist_text(dist) -> str:
 
 
 def verdict(
-    series: str, w, levels, agg, err_key: str | None, metric: str | None, dist=None, silent=None
+    series: str,
+    w,
+    levels,
+    agg,
+    err_key: str | None,
+    metric: str | None,
+    dist=None,
+    silent=None,
+    crowd: str | None = None,
 ) -> str:
     """One sentence from the measured numbers (HTML-escaped, may hold <b>). ``dist``: the worst
     distributional leakage (when the headline metric is record leakage); ``silent``: attacks
@@ -405,8 +429,10 @@ def verdict(
         if metric == "record_leakage"
         else f"baseline: {'chance / prior-only attacker' if metric in ('auc', 'advantage') else 'prior-only attacker'}"
     )
+    # many parties: how many leak and the worst few (``crowd``), not one party's name
+    whose = e(crowd) if crowd else f"{e(target)}'s data"
     text = (
-        f"<b>{e(series)}</b> leaks {e(target)}'s data to the <b>{e(observer)}</b>: "
+        f"<b>{e(series)}</b> leaks {whose} to the <b>{e(observer)}</b>: "
         f"{e(attack)} reaches {e(metric)} <b>{fmt(t[0])}</b> ({e(what)}) at error {e(err)} "
         f"({e(_setting(key))})"
     )

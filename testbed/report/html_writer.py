@@ -8,7 +8,7 @@ import html
 import re
 from typing import Any
 
-__all__ = ["CSS", "render_html", "table_html"]
+__all__ = ["CSS", "render_html", "selector_html", "table_html"]
 
 #: the page's style sheet (inline: the file asks no server)
 CSS = (
@@ -34,6 +34,10 @@ CSS = (
     "pre{background:#f7f7f7;padding:0.8em;overflow-x:auto;font-size:0.8em}"
     "figure{margin:1em 0}figcaption{font-size:0.8em;color:#555}img{max-width:100%}"
     ".wide{max-width:100%;overflow-x:auto}.plot{max-width:100%}"
+    # two figures or tables to a row (Doc.grid): the page half as tall at 1400 px
+    ".grid2{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:0 1em;"
+    "align-items:start}.grid2>*{min-width:0}.grid2 figure{margin:0.4em 0}"
+    ".selector select{max-width:100%}table.records td{vertical-align:middle}"
 )
 
 
@@ -48,6 +52,31 @@ def table_html(header: list[Any], rows: list[list[Any]]) -> str:
     trs = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return (
         f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table></div>'
+    )
+
+
+#: the drop-down's script: show the block whose index is picked, hide the others
+_PICK = (
+    "for(const d of this.closest('.selector').querySelectorAll(':scope>.sel-item'))"
+    "d.hidden=d.dataset.i!==this.value"
+)
+
+
+def selector_html(label: str, options: list[tuple[str, str, list, list[list[Any]]]]) -> str:
+    """One block at a time of near-identical ones (``(name, sentence, header, rows)``), picked
+    in a drop-down: the page is as tall as one of them."""
+    e = html.escape
+    opts = "".join(f'<option value="{i}">{e(o[0])}</option>' for i, o in enumerate(options))
+    items = "".join(
+        f'<div class="sel-item" data-i="{i}"{" hidden" if i else ""}>'
+        + (f"<p>{e(text)}</p>" if text else "")
+        + (table_html(header, rows) if rows else "")
+        + "</div>"
+        for i, (_, text, header, rows) in enumerate(options)
+    )
+    return (
+        f'<div class="selector"><label>{e(label)} <select onchange="{e(_PICK)}">{opts}'
+        f"</select></label> <small>({len(options)} in all)</small>{items}</div>"
     )
 
 
@@ -83,6 +112,10 @@ def render_html(parts: list[tuple[str, Any]], title: str) -> str:
             )
         elif kind == "table":
             body.append(table_html(*v))
+        elif kind == "select":
+            body.append(selector_html(*v))
+        elif kind == "foldpre":
+            body.append(f"<details><summary>{e(v[0])}</summary><pre>{e(v[1])}</pre></details>")
         elif kind == "fold":
             summary, header, rows = v
             body.append(

@@ -33,7 +33,10 @@ from testbed.report.model import (
     utility_columns,
 )
 from testbed.report.points import setting_label
-from testbed.scoring.vocabulary import NOT_AUDITED, claim_status
+from testbed.scoring.vocabulary import NOT_APPLICABLE, NOT_AUDITED, claim_status
+
+#: the status of a party's row without a claim (ε = ∞)
+NO_CLAIM = f"{NOT_APPLICABLE} (no claim)"
 
 __all__ = [
     "deviations_section",
@@ -77,14 +80,14 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
             names[SECONDARY_ERROR] = error_words(_secondary_label(own) or SECONDARY_ERROR)
         shown = [names.get(c, c) for c in cols]
         doc.table(
-            ["#", "setting", "seeds", *shown, *(h for h, _ in eps), "Pareto-optimal for"],
+            ["#", "setting", "seeds", *shown, *(h for h, _ in eps), _front_head(main)],
             [
                 [point_id(agg, k), k[1], agg[k]["n"]]
                 + [
                     value_ci(c, agg[k][c]) if c in agg[k] else missing_cell(agg[k], c)
                     for c in cols + [c for _, c in eps]
                 ]
-                + [", ".join(m for m in on_front.get(k, []) if m in main) or "–"]
+                + [", ".join(_short(m) for m in on_front.get(k, []) if m in main) or "–"]
                 for k in keys
             ],
         )
@@ -114,6 +117,17 @@ def protocol_tables(doc: Doc, data: ReportData) -> None:
                 for k in keys
             ],
         )
+
+
+def _short(column: str) -> str:
+    """A worst-over-attacks column without its ``any_attack.`` prefix (the header says it)."""
+    return column.removeprefix(ANY_ATTACK + ".")
+
+
+def _front_head(main: list[str]) -> str:
+    """The fronts column's header: it names the worst over attacks when its entries do."""
+    worst = any(m.startswith(ANY_ATTACK + ".") for m in main)
+    return f"Pareto-optimal for ({ANY_ATTACK}.)" if worst else "Pareto-optimal for"
 
 
 def _secondary_label(rows: list[dict]) -> str | None:
@@ -208,11 +222,11 @@ def _epsilon_by_party(
     return eps_acc
 
 
-def _group_parties(entries) -> list[tuple]:
-    """``(series, setting, party, figures)`` entries, in order, except that four or more parties
-    of a setting with the same ``figures`` share one entry, where the first of them is, its
-    party cell naming them (:func:`~testbed.report.model.parties_label`). ``"*"`` (an entry about
-    every party) is neither folded nor counted as a party."""
+def _group_parties(entries, least: int = GROUP_PARTIES) -> list[tuple]:
+    """``(series, setting, party, figures)`` entries, in order, except that ``least`` (four) or
+    more parties of a setting with the same ``figures`` share one entry, where the first of them
+    is, its party cell naming them (:func:`~testbed.report.model.parties_label`). ``"*"`` (an
+    entry about every party) is neither folded nor counted as a party."""
     groups: dict[tuple, list] = {}
     named: dict[tuple, set] = {}  # the parties of each setting
     for series, point, p, figures in entries:
@@ -222,7 +236,7 @@ def _group_parties(entries) -> list[tuple]:
     out, listed = [], set()
     for series, point, p, figures in entries:
         same = groups[(series, point, figures)]
-        if len(same) >= GROUP_PARTIES and all(isinstance(q, str) and q != "*" for q in same):
+        if len(same) >= least and all(isinstance(q, str) and q != "*" for q in same):
             if (series, point, figures) in listed:
                 continue
             listed.add((series, point, figures))
@@ -256,62 +270,83 @@ def epsilon_section(doc: Doc, data: ReportData) -> None:
         "behind the claim fails (whatever the audit says), else the audit's verdict, or not "
         "audited."
     )
-    # parties with the same figures in a setting share a row once there are several of them
+    # parties with the same figures in a setting share a row; settings with neither a claim
+    # nor an audit are named on one line below the table, not given a row each
     by_party = _epsilon_by_party(data)
     entries = []  # (series, setting, party, figures) in the order the table lists them
+    silent: dict[str, list[str]] = {}  # series -> settings with no claim and no audit
     for series, point, p in sorted(by_party, key=lambda k: (k[0], k[1], natural(k[2]))):
         e = by_party[(series, point, p)]
         status = claim_status(e["claim"], e["aud"], e["holds"], e["verdicts"])
         holds = "–" if not e["holds"] else ("yes" if all(e["holds"]) else "NO")
         figures = (fmt(e["claim"]), e["delta"], fmt(e["aud"]), holds, status)
         entries.append((series, point, p, (e["seeds"], *figures)))
+    # (seeds, claim, delta, audited, holds, status): no claim, no audit, nothing failing
+    loud = {(se, pt) for se, pt, _, f in entries if f[3] != fmt(math.nan) or f[5] != NO_CLAIM}
+    quiet = {(se, pt) for se, pt, _, _ in entries} - loud
+    for series, point in sorted(quiet, key=lambda k: (k[0], natural(k[1]))):
+        silent.setdefault(series, []).append(point)
     eps_rows = [
         [series, point, figures[0], p, *figures[1:]]
-        for series, point, p, figures in _group_parties(entries)
+        for series, point, p, figures in _group_parties(entries, least=2)
+        if (series, point) not in quiet
     ]
-    doc.table(
-        [
-            "protocol",
-            "setting",
-            "seeds",
-            "party",
-            "claimed ε",
-            "δ",
-            "audited ε ≥ (max over seeds)",
-            "assumptions hold",
-            "status",
-        ],
-        eps_rows,
-    )
+    if eps_rows:
+        doc.table(
+            [
+                "protocol",
+                "setting",
+                "seeds",
+                "party",
+                "claimed ε",
+                "δ",
+                "audited ε ≥ (max over seeds)",
+                "assumptions hold",
+                "status",
+            ],
+            eps_rows,
+        )
+    if silent:
+        n = sum(map(len, silent.values()))
+        doc.p(
+            f"No claim (ε = ∞) and no audit, for any party, in {n} setting(s): "
+            + "; ".join(f"{series}: {', '.join(points)}" for series, points in silent.items())
+            + "."
+        )
     assumption_rows = _assumption_rows(data.rows)
     if assumption_rows:
-        doc.h(3, "Assumptions behind the claims")
-        doc.table(
-            ["protocol", "setting", "party", "assumption", "holds", "detail"], assumption_rows
+        failing = sum(r[4] == "NO" for r in assumption_rows)
+        doc.fold(
+            f"Assumptions behind the claims: {len(assumption_rows)} row(s), {failing} failing",
+            ["protocol", "setting", "party", "assumption", "holds", "detail"],
+            assumption_rows,
         )
 
 
 def observer_section(doc: Doc, data: ReportData) -> None:
-    """Per setting what share of the transcript the observer saw, by message kind."""
+    """Per setting what share of the transcript the observer saw, by message kind: one block
+    per setting, picked in a drop-down (the settings' blocks differ only in their numbers)."""
     doc.h(2, "What the observer saw")
+    options = []
     for k in settings_in_order(data.agg):
         r = next(x for x in data.rows if (series_of(x), point_of(x)) == k)
         res = r["results"]
         ov = res.get("observer_view") or {}
         tr = res.get("transcript") or {}
-        doc.h(3, f"{k[0]} — {k[1]}")
-        doc.p(
-            f"Observer {ov.get('observer', '?')} saw {ov.get('messages', '?')} of "
-            f"{tr.get('messages', '?')} messages ({_size(ov.get('bytes'))} of "
-            f"{_size(tr.get('bytes'))}) over {tr.get('rounds', '?')} rounds (seed "
-            f"{r.get('seed')}; transcript digest {str(tr.get('digest', ''))[:16]})."
-        )
         by = ov.get("by_kind") or tr.get("by_kind") or {}
-        if by:
-            doc.table(
+        options.append(
+            (
+                f"{k[0]} — {k[1]}",
+                f"Observer {ov.get('observer', '?')} saw {ov.get('messages', '?')} of "
+                f"{tr.get('messages', '?')} messages ({_size(ov.get('bytes'))} of "
+                f"{_size(tr.get('bytes'))}) over {tr.get('rounds', '?')} rounds (seed "
+                f"{r.get('seed')}; transcript digest {str(tr.get('digest', ''))[:16]}).",
                 ["message kind", "messages", "size"],
                 [[kind, v.get("messages"), _size(v.get("bytes"))] for kind, v in by.items()],
             )
+        )
+    if options:
+        doc.selector("setting", options)
 
 
 def _size(n) -> str:
@@ -344,15 +379,20 @@ def provenance_section(doc: Doc, data: ReportData) -> None:
             ["config hash", data.config_hash],
             ["run kind", info.get("kind", "")],
             ["seeds", ", ".join(map(str, data.seeds))],
-            ["python", info.get("python", "")],
-        ]
+        ],
+    )
+    doc.fold(
+        f"python {info.get('python', '?')} and {len(versions)} package versions",
+        ["package", "version"],
+        [["python", info.get("python", "")]]
         + [[k, v or "not installed"] for k, v in versions.items()],
     )
     if info.get("scenario_text"):
-        doc.pre(info["scenario_text"])
+        doc.fold_pre("the scenario as run", info["scenario_text"])
     if info.get("sweep"):
-        doc.h(3, "Cells")
-        doc.table(
+        cells = info["sweep"]["cells"]
+        doc.fold(
+            f"the sweep's {len(cells)} cells: config hash, seed, setting",
             ["#", "config hash", "seed", "setting"],
-            [[c["index"], c["cell"][:12], c["seed"], c["label"]] for c in info["sweep"]["cells"]],
+            [[c["index"], c["cell"][:12], c["seed"], c["label"]] for c in cells],
         )

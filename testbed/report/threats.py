@@ -11,6 +11,7 @@ from pathlib import Path
 
 from testbed.report import leak_png
 from testbed.report.doc import Doc
+from testbed.report.files import safe_stem
 from testbed.report.fmt import ci, fmt
 from testbed.report.leak_figures import (
     cloud_figure,
@@ -56,7 +57,9 @@ def coverage_legend(data: ReportData) -> str:
 def recovered_section(doc: Doc, data: ReportData) -> None:
     """Pictures of the worst leak of each threat, or why there are none."""
     doc.h(2, "What the attacks recovered")
-    if not pictures(doc, data.run_dir, data.rows, data.agg, data.best):
+    with doc.grid():  # two pictures to a row
+        drawn = pictures(doc, data.run_dir, data.rows, data.agg, data.best)
+    if not drawn:
         doc.p(
             "No picture: no attack ran, or the run predates leakage.npz (re-run it to draw the "
             "reconstructions)."
@@ -119,11 +122,11 @@ def pictures(doc, run_dir: Path, rows: list[dict], agg, best) -> int:
             f"{s}: {b['attack']}, {b['observer']} → {b['target']}, {setting_name(b['key'][1])}, "
             f"seed {ev['seed']}"
         )
-        slug = f"{s}_{threat}".replace("/", "_").replace(" ", "_")
+        slug = f"{s}_{threat}"
         for field, suffix, what, png, figure in _PICTURES.get(b["kind"], ()):
             if field not in ev:
                 continue
-            cap, name = f"{what} — {who}", f"leak_{slug}_{suffix}"
+            cap, name = f"{what} — {who}", safe_stem(f"leak_{slug}_{suffix}")
             if figure is None:
                 doc.raw(words_html(ev, cap), f"![{md_escape(cap)}](plots/{name}.png)")
                 doc.static(name, png(ev, cap))

@@ -68,6 +68,18 @@ def _slug(key: str) -> str:
 
 def tradeoff_section(doc: Doc, data: ReportData) -> None:
     doc.h(2, "Leakage against accuracy")
+    if data.err_key:
+        with doc.grid():  # two figures to a row
+            _figures(doc, data)
+    if not data.metric_keys:
+        doc.p(
+            "No attack ran in this run, so no leakage metric is shown; the claimed ε (from the "
+            "privacy ledger) is the only privacy axis."
+        )
+
+
+def _figures(doc: Doc, data: ReportData) -> None:
+    """A trade-off figure per metric family, claimed ε against error, error by setting."""
     agg, err_key, label = data.agg, data.err_key, data.err_label
     if err_key:
         for fam, views in family_views(data.metric_keys).items():
@@ -87,11 +99,6 @@ def tradeoff_section(doc: Doc, data: ReportData) -> None:
             error_by_setting_png(agg, err_key, label),
             error_by_setting_figure(agg, err_key, label),
             "accuracy by setting",
-        )
-    if not data.metric_keys:
-        doc.p(
-            "No attack ran in this run, so no leakage metric is shown; the claimed ε (from the "
-            "privacy ledger) is the only privacy axis."
         )
 
 

@@ -19,6 +19,8 @@ more function and one more line in :data:`SECTIONS`.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +31,8 @@ from testbed.report.doc import Doc
 from testbed.report.files import write_public
 from testbed.report.headline import headline_section, title_section
 from testbed.report.model import ReportData, gather
+from testbed.report.population import population_section
+from testbed.report.records import records_section
 from testbed.report.tables import (
     deviations_section,
     epsilon_section,
@@ -45,7 +49,9 @@ __all__ = ["SECTIONS", "write_report"]
 SECTIONS: list[Callable[[Doc, ReportData], None]] = [
     title_section,
     headline_section,
+    population_section,
     recovered_section,
+    records_section,
     coverage_section,
     tradeoff_section,
     protocol_tables,
@@ -57,9 +63,41 @@ SECTIONS: list[Callable[[Doc, ReportData], None]] = [
 ]
 
 
-def write_report(run_dir: str | Path) -> Path:
+class _Progress:
+    """``report: <step> (i/n, 12 s)`` on stderr while the report renders (it can take minutes
+    on a busy machine after a sweep's last cell): one line rewritten in place on a terminal, a
+    line per step when piped; nothing when off."""
+
+    def __init__(self, on: bool, total: int):
+        self.on, self.total, self.i = on, total, 0
+        self.start = time.monotonic()
+        self.tty = on and sys.stderr.isatty()
+
+    def step(self, what: str) -> None:
+        if not self.on:
+            return
+        self.i += 1
+        line = f"report: {what} ({self.i}/{self.total}, {time.monotonic() - self.start:.0f} s)"
+        end = "" if self.tty else "\n"
+        print(("\r\033[K" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.tty:
+            print(file=sys.stderr, flush=True)
+
+
+def _step_name(section: Callable) -> str:
+    """A section function's name as the progress line says it (``observer_section`` ->
+    ``observer``)."""
+    return section.__name__.removesuffix("_section").replace("_", " ")
+
+
+def write_report(run_dir: str | Path, progress: bool = False) -> Path:
     """Render ``report.html``, ``report.md``, ``results.csv`` and ``summary.csv`` into
-    ``run_dir``; static figures into ``run_dir/plots/``."""
+    ``run_dir``; static figures into ``run_dir/plots/``. ``progress``: a line on stderr per
+    step (reading, each section, writing)."""
+    bar = _Progress(progress, len(SECTIONS) + 2)
+    bar.step("reading the results")
     data = gather(run_dir)
     run_dir = data.run_dir
     if (run_dir / "plots").exists() and not (run_dir / "plots").is_dir():
@@ -75,10 +113,13 @@ def write_report(run_dir: str | Path) -> Path:
     write_summary_csv(run_dir / "summary.csv", data.rows)
     doc = Doc()
     for section in SECTIONS:
+        bar.step(_step_name(section))
         section(doc, data)
+    bar.step("writing report.html, report.md and plots/")
     write_public(run_dir / "report.html", doc.html(data.title).encode())
     _write_plots(run_dir / "plots", doc.files())
     write_public(run_dir / "report.md", doc.markdown().encode())
+    bar.done()
     return run_dir / "report.html"
 
 

@@ -4,11 +4,12 @@ The scorer holds the ground truth; the report renders only. So, on the scoring s
 attack row gets a few arrays that show what the attack recovered, written to ``leakage.npz``
 in the run directory (atomically, after the attacks ran):
 
-- ``points``: the private rows best recovered (up to :data:`PAIRS`) and, for each, the nearest
-  reconstructed point; a 2-D PCA projection (fitted on the private rows) of up to
+- ``points``: the private rows best recovered (up to :data:`PAIRS`; ``row``: their indices among
+  the target's rows) and, for each, the nearest reconstructed point; a 2-D PCA projection (fitted on the private rows) of up to
   :data:`CLOUD` private and reconstructed points; ``image_side`` = 8 for the 8x8 digits;
 - ``scores``: the membership ROC curve (sklearn's ``roc_curve``) of the attack and, when it has
-  one, of its prior-only baseline;
+  one, of its prior-only baseline; the :data:`PAIRS` candidates of highest score (``top_index``,
+  ``top_score``) and whether each is a member (``top_member``);
 - ``words``: the retrieved words and whether each is in the target's private document;
 - ``histogram``: the inferred and the true label histogram.
 
@@ -58,6 +59,7 @@ def _points(out, X: np.ndarray, dataset: str) -> dict[str, np.ndarray]:
         "orig": X[order],
         "recon": P[arg[order]],
         "dist": np.sqrt(best[order]),
+        "row": order,  # each one's index among the target's rows (the report's record table)
     }
     if X.shape[1] >= 2 and len(X) >= 2:
         pca = PCA(n_components=2, svd_solver="full").fit(X)
@@ -89,6 +91,10 @@ def _scores(out, baseline, truth) -> dict[str, np.ndarray]:
     if baseline is not None and baseline.scores is not None:
         bf, bt, _ = roc_curve(member, np.asarray(baseline.scores, dtype=np.float64))
         ev["baseline_fpr"], ev["baseline_tpr"] = bf, bt
+    # the candidates the attack is surest of, with their truth (the report's record table)
+    scores = np.asarray(out.scores, dtype=np.float64)
+    top = np.argsort(-scores, kind="stable")[:PAIRS]
+    ev["top_index"], ev["top_score"], ev["top_member"] = top, scores[top], member[top]
     ev["n_members"] = np.array(int(member.sum()))
     ev["n_nonmembers"] = np.array(int((~member).sum()))
     return ev
