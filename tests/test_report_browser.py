@@ -406,3 +406,41 @@ def test_headline_names_are_whole_and_the_story_fits_a_few_screens(browser, demo
         ".filter(d => d.scrollWidth > d.clientWidth).map(d => d.innerText.slice(0, 80))",
     )
     assert not wide, wide
+
+
+#: the report's height at 1400 px wide (issue 51: the demo's was 17,043 px, 19 settings)
+MAX_HEIGHT = 6000
+
+
+def test_the_report_reads_in_a_few_screens_and_its_selector_switches(browser, demo_report):
+    """At most :data:`MAX_HEIGHT` px tall at 1400 px wide (the demo's report, re-rendered from
+    its 57 cells, measures 5,5xx px; before issue 51, 17,043), the first screen as it was; the
+    observer's blocks are one drop-down: picking another setting shows its block alone."""
+    # Execute
+    seen = _open(browser, demo_report)
+    assert not seen["errors"], seen["errors"]
+    height = _js(browser, "document.documentElement.scrollHeight")
+    shot = browser.call(
+        "Page.captureScreenshot",
+        format="png",
+        captureBeyondViewport=True,
+        clip={"x": 0, "y": 0, "width": 1400, "height": height, "scale": 0.5},
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "report_whole_page.png").write_bytes(base64.b64decode(shot["data"]))
+    # Assert: a few screens
+    assert height <= MAX_HEIGHT, f"the report is {height} px tall at 1400 px (> {MAX_HEIGHT})"
+    # the observer's drop-down: one block visible; another option shows another block
+    visible = (
+        "Array.from(document.querySelectorAll('.selector .sel-item'))"
+        ".filter(d => d.offsetParent !== null).map(d => d.dataset.i)"
+    )
+    assert _js(browser, visible) == ["0"]
+    n = _js(browser, "document.querySelector('.selector select').options.length")
+    assert n == 4  # the sweep's settings
+    _js(
+        browser,
+        "(() => { const s = document.querySelector('.selector select'); s.value = '2';"
+        " s.dispatchEvent(new Event('change')); })()",
+    )
+    assert _js(browser, visible) == ["2"]

@@ -69,9 +69,9 @@ class Doc:
     def grid(self):
         """The parts added inside sit two to a row in the HTML (figures and tables at half the
         width: the page half as tall); the Markdown is unchanged."""
-        self.parts.append(("raw", ('<div class="grid2">', "")))
+        self.parts.append(("grid", True))
         yield
-        self.parts.append(("raw", ("</div>", "")))
+        self.parts.append(("grid", False))
 
     def html(self, title: str) -> str:
         return render_html(self.parts, title)

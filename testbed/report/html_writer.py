@@ -80,12 +80,38 @@ def selector_html(label: str, options: list[tuple[str, str, list, list[list[Any]
     )
 
 
+#: characters of a figure title per line at half the page's width
+_HALF_TITLE = 62
+
+
+def _wrap_title(fig) -> None:
+    """Break a figure's title into lines that fit half the page (plotly never wraps one: it
+    was cut at the figure's edge), with room above the plot for them."""
+    title = fig.layout.title.text
+    if not title or "<br>" in title or len(title) <= _HALF_TITLE:
+        return
+    lines, line = [], ""
+    for word in title.split(" "):
+        if line and len(line) + 1 + len(word) > _HALF_TITLE:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    top = (fig.layout.margin.t if fig.layout.margin.t is not None else 80) + 14 * (len(lines) - 1)
+    fig.update_layout(title_text="<br>".join(lines), margin_t=top)
+
+
 def render_html(parts: list[tuple[str, Any]], title: str) -> str:
     """The parts of a :class:`~testbed.report.doc.Doc` as one self-contained HTML page."""
     e = html.escape
     body = []
+    half = False  # inside a grid: figures at half the width, their titles wrapped
     for kind, v in parts:
-        if kind == "h":
+        if kind == "grid":
+            half = v
+            body.append('<div class="grid2">' if v else "</div>")
+        elif kind == "h":
             lvl, text = v
             body.append(f"<h{lvl}>{e(text)}</h{lvl}>")
         elif kind == "p":
@@ -96,6 +122,8 @@ def render_html(parts: list[tuple[str, Any]], title: str) -> str:
             body.append(v[0])
         elif kind == "plot":
             name, _png, fig, alt = v
+            if half:
+                _wrap_title(fig)
             div = fig.to_html(
                 full_html=False,
                 include_plotlyjs=False,

@@ -71,7 +71,7 @@ def render_markdown(parts: list[tuple[str, Any]]) -> str:
                 else f"*{md_escape(v[3])}* (interactive, in report.html)"
             )
         elif kind == "raw":
-            out += [v[1]] if v[1] else []  # a layout-only block (a grid) has no Markdown
+            out.append(v[1])
         elif kind == "table":
             out.append(table_md(*v))
         elif kind == "fold":
