@@ -1148,6 +1148,11 @@ def test_sweep_summary_does_not_cut_names_into_lookalikes(tmp_path, capsys):
         r["labels"] = {"protocol": "p" * 40 + tail}
     _, table, _ = sweep_rows(rows)
     assert sorted(t[0] for t in table) == ["p" * 40 + "a", "p" * 40 + "b"]
+    # names that differ early are not cut either (issue 51: "fedwad(interpolation=exact,ite")
+    for r, head in zip(rows, ("a", "b")):
+        r["labels"] = {"protocol": head + "q" * 40}
+    _, table, _ = sweep_rows(rows)
+    assert sorted(t[0] for t in table) == ["a" + "q" * 40, "b" + "q" * 40]
 
 
 def test_fedbary_support_size_above_the_pooled_rows_is_bad_input(tmp_path, capsys):

@@ -68,15 +68,13 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         if isinstance(eps, (int, float)):
             claims.setdefault(key, []).append(float(eps))
     keys = sorted(order, key=lambda k: order[k][:2])
-    # long names are cut to keep the table narrow, unless that makes two settings read alike
-    cut = len({(k[0][:30], order[k][2][:70]) for k in keys}) == len(keys)
-    table = []
+    table = []  # names whole: a cut name ("fedwad(interpolation=exact,ite") names nothing
     for key in keys:
         a = agg[key]
         # results written before privacy_epsilon: every party's claim, silent ones included
         eps = claims.get(key) or [v[0] for k, v in a.items() if k.startswith("eps_claimed[")]
         table.append(
-            [key[0][:30] if cut else key[0], order[key][2][:70] if cut else order[key][2], a["n"]]
+            [key[0], order[key][2], a["n"]]
             + [show(a[k][0]) if k in a else _missing(a, k) for k, _, show in cols]
             + [fmt(max(eps)) if eps else fmt(float("inf"))]
         )
