@@ -17,6 +17,7 @@ import numpy as np
 from testbed.data.datasets import PartyData
 from testbed.data.partitions import PartyRows, Side
 from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.schema import Field, Message
 from testbed.registry import Plugin
 
 __all__ = ["Protocol", "ProtocolResult", "drive", "drive_many"]
@@ -57,9 +58,18 @@ class Protocol(Plugin):
     ``exempt_arrays``, ``raw_row_kinds`` in older versions) are never called.
     """
 
-    #: every message kind the protocol may send (globs allowed, e.g. ``"fedwad.*"``); the
-    #: protocol contract kit (:func:`testbed.testing.check_protocol`) refuses any other kind, and
-    #: a defense's ``kinds`` globs must each match one of them (empty: not declared)
+    #: the typed channel (:mod:`testbed.exchange.schema`): every message kind the protocol may
+    #: send (a closed set of exact names) -> its :class:`~testbed.exchange.schema.Message`
+    #: schema (payload and meta fields). The bus refuses at send time any kind, field, type or
+    #: length outside it; a protocol that declares none does not run
+    messages: ClassVar[Mapping[str, Message]] = {}
+    #: the schema of what the result releases: ``{"estimates": Record(...), "history": ...,
+    #: "outputs": ..., "diagnostics": ..., "detection": ...}``; a result field not declared
+    #: must be empty (``mode`` and ``deviations`` are checked as ASCII text)
+    released: ClassVar[Mapping[str, Field]] = {}
+    #: the declared kinds (``tuple(messages)``, filled in for each subclass that declares
+    #: ``messages``); the contract kit refuses any other kind, and a defense's ``kinds`` globs
+    #: must each match one of them
     message_kinds: ClassVar[tuple[str, ...]] = ()
     #: who sends messages besides the parties; a defense's ``senders`` must name parties or these
     extra_senders: ClassVar[tuple[str, ...]] = (SERVER,)
@@ -96,6 +106,11 @@ class Protocol(Plugin):
     #: knob defense name -> the parameter of this protocol it sets (``{"support_size": "k"}``;
     #: ``None``: the protocol has no such knob); a knob left out sets the parameter of its own name
     knob_params: ClassVar[Mapping[str, str | None]] = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "messages" in cls.__dict__:
+            cls.message_kinds = tuple(cls.messages)
 
     @abstractmethod
     def run(self, parties: Mapping[str, Any], bus: Bus, rng: np.random.Generator) -> ProtocolResult:

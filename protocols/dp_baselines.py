@@ -76,6 +76,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.exchange.ledger import GaussianNoiseChoice, MechanismEvent, calibrated_multiplier
+from testbed.exchange.schema import Array, Choice, Message, Num, Parties, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, check_parties
 
@@ -299,15 +300,38 @@ class _DPProjectionBase(DPClientsBase):
         return pairwise_estimates(self.estimate_key, [parties[n].X for n in names], self._central)
 
 
+#: the projection protocols' messages: the server announces the public directions, each client
+#: sends its clipped rows' noisy projections
+_DIRECTIONS = Message(
+    Record(seed=Num("i"), kind=Choice("sphere", "jl"), dim=Num("i"), projections=Num("i"))
+)
+_PROJECTIONS = Message(Array("f", ("n_sender", "projections")))
+#: what the DP baselines release (the moments protocol adds ``covariance``)
+DP_RELEASED = {
+    "estimates": Record(
+        wasserstein=Num(), sliced_wasserstein=Num(), distance_matrix=Array("f", ("*", "*"))
+    ),
+    "outputs": Record(
+        clients=Parties(),
+        noise_multiplier=Num(),
+        sigma=Num(),
+        sensitivity=Num(),
+        projections=Num("i"),
+        covariance=Choice("full", "diagonal"),
+    ),
+}
+
+
 @PROTOCOLS.register
 class DPSlicedWasserstein(_DPProjectionBase):
     """DP sliced Wasserstein (Rakotomamonjy & Ralaivola 2021): Gaussian noise on random projections."""
 
     name = "dp_sliced_wasserstein"
-    message_kinds = (
-        "dp_sliced_wasserstein.directions",
-        "dp_sliced_wasserstein.projections",
-    )
+    messages = {
+        "dp_sliced_wasserstein.directions": _DIRECTIONS,
+        "dp_sliced_wasserstein.projections": _PROJECTIONS,
+    }
+    released = DP_RELEASED
     Config = DPSlicedWassersteinConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.6
@@ -330,10 +354,8 @@ class DPJLOT(_DPProjectionBase):
     """DP optimal transport through a noisy JL projection (Lê Tien et al. 2019); exact OT after."""
 
     name = "dp_jl_ot"
-    message_kinds = (
-        "dp_jl_ot.directions",
-        "dp_jl_ot.projections",
-    )
+    messages = {"dp_jl_ot.directions": _DIRECTIONS, "dp_jl_ot.projections": _PROJECTIONS}
+    released = DP_RELEASED
     Config = DPJLOTConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 1.0

@@ -39,6 +39,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import ProtocolResult
 from protocols.dp_baselines import (
+    DP_RELEASED,
     DPClientsBase,
     clip_rows,
     pairwise_estimates,
@@ -49,6 +50,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.exchange.ledger import GaussianNoiseChoice, MechanismEvent
+from testbed.exchange.schema import Array, Message, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS
 
@@ -134,7 +136,12 @@ class DPGaussianMoments(DPClientsBase):
     """Bures-Wasserstein distance between clients' DP noisy means and covariances (our design)."""
 
     name = "dp_gaussian_moments"
-    message_kinds = ("dp_gaussian_moments.moments",)
+    messages = {
+        "dp_gaussian_moments.moments": Message(
+            Record(mean=Array("f", ("d",)), second=Array("f", ("*",)))
+        )
+    }
+    released = DP_RELEASED
     Config = DPGaussianMomentsConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.15

@@ -60,6 +60,18 @@ from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.schema import (
+    Array,
+    Choice,
+    Maybe,
+    MeasureOf,
+    Message,
+    Num,
+    Parties,
+    Party,
+    PerParty,
+    Record,
+)
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
@@ -259,12 +271,31 @@ class FedBary(Protocol):
     """FedBary: client contributions and datum detection from a federated Wasserstein barycenter."""
 
     name = "fedbary"
-    message_kinds = (
-        "fedbary.gamma_init",
-        "fedbary.gamma",
-        "fedbary.eta_q",
-        "fedbary.final",
-    )
+    messages = {
+        "fedbary.gamma_init": Message(MeasureOf("*", "*")),
+        "fedbary.gamma": Message(Record(gamma=MeasureOf("*", "*"), distance=Num())),
+        "fedbary.eta_q": Message(MeasureOf("*", "*")),
+        "fedbary.final": Message(Record(gamma=MeasureOf("*", "*"), distance=Num())),
+    }
+    released = {
+        "estimates": Record({"distance_{party}": Num(), "contribution_{party}": Num()}),
+        "history": Record(bound=Array()),
+        "outputs": Record(
+            clients=Parties(),
+            validation=Maybe(Party()),
+            support_size=Num("i"),
+            ranking=Parties(),
+            farthest=Party(),
+            solvers=Record(
+                {
+                    "{party}": Choice("ot.emd", "linear_sum_assignment"),
+                    "detection": Choice("ot.emd (dual potentials)"),
+                }
+            ),
+            barycenter=Array("f", ("*", "*")),
+        ),
+        "detection": Record(client=PerParty(Array())),
+    }
     Config = FedBaryConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_*": 0.65, "contribution_*": 0.2}

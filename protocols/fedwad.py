@@ -57,6 +57,7 @@ from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus, parallel_safe
+from testbed.exchange.schema import Array, MeasureOf, Message, Num, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties
 
@@ -207,7 +208,17 @@ def _seed(rng: np.random.Generator | None) -> int | None:
 
 
 #: every message kind one FedWAD run sends (reused by the protocols built on it)
-FEDWAD_KINDS = ("fedwad.xi", "fedwad.xi_mu", "fedwad.xi_nu", "fedwad.distance", "fedwad.xi_final")
+#: FedWAD's messages (shared by the protocols built on it): the interpolating measures xi (any
+#: support size: exact interpolation grows it; any dimension: OTDD-augmented rows), distances
+_XI = Message(MeasureOf("*", "*"))
+FEDWAD_MESSAGES = {
+    "fedwad.xi": _XI,
+    "fedwad.xi_mu": _XI,
+    "fedwad.xi_nu": _XI,
+    "fedwad.distance": Message(Num()),
+    "fedwad.xi_final": _XI,
+}
+FEDWAD_KINDS = tuple(FEDWAD_MESSAGES)
 
 
 @PROTOCOLS.register
@@ -215,7 +226,12 @@ class FedWAD(Protocol):
     """FedWAD (Rakotomamonjy et al.): W2 between two clients via server-side interpolating measures."""
 
     name = "fedwad"
-    message_kinds = FEDWAD_KINDS
+    messages = FEDWAD_MESSAGES
+    released = {
+        "estimates": Record(wasserstein=Num()),
+        "history": Record(estimate=Array(), bound=Array(), support_size=Array(), reported=Array()),
+        "outputs": Record(xi_support_size=Num("i"), rounds=Num("i")),
+    }
     Config = FedWADConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.25

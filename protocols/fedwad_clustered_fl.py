@@ -42,7 +42,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import Protocol, ProtocolResult
-from protocols.fedwad import FEDWAD_KINDS
+from protocols.fedwad import FEDWAD_MESSAGES
 from protocols.fedwad_clustering import (
     FedWADClustering,
     FedWADClusteringConfig,
@@ -55,6 +55,7 @@ from testbed.data.datasets import PartyData
 from testbed.data.otdd import augment
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.schema import Array, Message, Num, Parties, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig
 
@@ -222,20 +223,42 @@ def fedavg(
     return weights
 
 
+#: an MLP's weights by torch's parameter names (a closed set: up to 64 layers)
+_WEIGHTS = Message(
+    Record({f"net.{i}.{p}": Array("f", None) for i in range(64) for p in ("weight", "bias")})
+)
+
+
 @PROTOCOLS.register
 class FedWADClusteredFL(Protocol):
     """Federated OTDD -> spectral clusters -> one FedAvg model per cluster, vs FedAvg (App. D.3/D.5)."""
 
     name = "fedwad_clustered_fl"
-    message_kinds = (
-        *FEDWAD_KINDS,
-        "fedwad_clustered_fl.model",
-        "fedwad_clustered_fl.update",
-        "fedwad_clustered_fl.size",
-        "fedwad_clustered_fl.fedavg_model",
-        "fedwad_clustered_fl.fedavg_update",
-        "fedwad_clustered_fl.fedavg_size",
-    )
+    messages = {
+        **FEDWAD_MESSAGES,
+        "fedwad_clustered_fl.model": _WEIGHTS,
+        "fedwad_clustered_fl.update": _WEIGHTS,
+        "fedwad_clustered_fl.size": Message(Num("i")),
+        "fedwad_clustered_fl.fedavg_model": _WEIGHTS,
+        "fedwad_clustered_fl.fedavg_update": _WEIGHTS,
+        "fedwad_clustered_fl.fedavg_size": Message(Num("i")),
+    }
+    released = {
+        "estimates": Record(
+            ari=Num(),
+            distance_matrix=Array("f", ("*", "*")),
+            accuracy=Num(),
+            fedavg_accuracy=Num(),
+            accuracy_gain=Num(),
+        ),
+        "outputs": Record(
+            clients=Parties(),
+            clusters=Array("i"),
+            planted=Array("i"),
+            client_accuracy=Array(),
+            client_fedavg_accuracy=Array(),
+        ),
+    }
     Config = FedWADClusteredFLConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_matrix": 0.35, "ari": 0.1}

@@ -35,11 +35,12 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from protocols._base import Protocol, ProtocolResult, drive_many
-from protocols.fedwad import FEDWAD_KINDS, FedWAD, FedWADConfig
+from protocols.fedwad import FEDWAD_MESSAGES, FedWAD, FedWADConfig
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import Bus
+from testbed.exchange.schema import Array, Num, Parties, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, scenario_parties
 
@@ -139,7 +140,11 @@ class FedWADClustering(Protocol):
     """Pairwise FedWAD distances among N clients, then spectral clustering (FedWAD App. D.5)."""
 
     name = "fedwad_clustering"
-    message_kinds = FEDWAD_KINDS
+    messages = FEDWAD_MESSAGES
+    released = {
+        "estimates": Record(ari=Num(), distance_matrix=Array("f", ("*", "*"))),
+        "outputs": Record(clients=Parties(), clusters=Array("i"), planted=Array("i")),
+    }
     Config = FedWADClusteringConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_matrix": 0.3, "ari": 0.1}

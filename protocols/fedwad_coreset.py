@@ -62,6 +62,7 @@ from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.schema import Array, MeasureOf, Message, Num, Parties, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
@@ -197,19 +198,31 @@ class FedWADCoreset(Protocol):
     """Federated Wasserstein coreset learned with FedWAD gradients (FedWAD App. D.2)."""
 
     name = "fedwad_coreset"
-    message_kinds = (
-        "fedwad_coreset.xi",
-        "fedwad_coreset.xi_client",
-        "fedwad_coreset.xi_final",
-        "fedwad_coreset.distance",
-        "fedwad_coreset.local.xi",
-        "fedwad_coreset.local.xi_client",
-        "fedwad_coreset.local.xi_final",
-        "fedwad_coreset.local.distance",
-        "fedwad_coreset.local_coreset",
-        "fedwad_coreset.labels",
-        "fedwad_coreset.classifier",
-    )
+    messages = {
+        **{
+            f"fedwad_coreset.{tag}{step}": Message(MeasureOf("*", "d"))
+            for tag in ("", "local.")
+            for step in ("xi", "xi_client", "xi_final")
+        },
+        "fedwad_coreset.distance": Message(Num()),
+        "fedwad_coreset.local.distance": Message(Num()),
+        "fedwad_coreset.local_coreset": Message(Array("f", ("local_coreset_size", "d"))),
+        "fedwad_coreset.labels": Message(Array("f", ("local_coreset_size",))),
+        "fedwad_coreset.classifier": Message(
+            Record(atoms=Array("f", ("*", "d")), labels=Array("f", ("*",)))
+        ),
+    }
+    released = {
+        "estimates": Record(nn_accuracy=Num()),
+        "history": Record(fedwad_loss=Array()),
+        "outputs": Record(
+            coreset=Array("f", ("coreset_size", "d")),
+            coreset_init=Array("f", ("coreset_size", "d")),
+            clients=Parties(),
+            classifier_atoms=Array("f", ("*", "d")),
+            classifier_labels=Array("f", ("*",)),
+        ),
+    }
     Config = FedWADCoresetConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"coreset_wasserstein": 2.6, "nn_accuracy": 0.1}

@@ -54,6 +54,7 @@ from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
 from testbed.exchange.ledger import MechanismEvent
+from testbed.exchange.schema import Array, Message, Num, PerParty, Record
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
 __all__ = ["AGGREGATOR", "DPSGDParams", "SinkhornDistillation", "SinkhornDistillationConfig"]
@@ -212,15 +213,27 @@ class SinkhornDistillation(Protocol):
     """Federated distillation: teachers' soft labels on a transfer set -> confident-Sinkhorn student."""
 
     name = "sinkhorn_distillation"
-    message_kinds = (
-        "sinkhorn_distillation.transfer_set",
-        "sinkhorn_distillation.noise_inputs",
-        "sinkhorn_distillation.votes",
-        "sinkhorn_distillation.soft_labels",
-        "sinkhorn_distillation.bias",
-        "sinkhorn_distillation.size",
-        "sinkhorn_distillation.aggregate",
-    )
+    messages = {
+        "sinkhorn_distillation.transfer_set": Message(Array("f", ("*", "*"))),
+        "sinkhorn_distillation.noise_inputs": Message(Array("f", ("noise_inputs", "*"))),
+        "sinkhorn_distillation.votes": Message(Array("f", ("*", "*"))),
+        "sinkhorn_distillation.soft_labels": Message(Array("f", ("*", "*"))),
+        "sinkhorn_distillation.bias": Message(Array("f", ("*",))),
+        "sinkhorn_distillation.size": Message(Num()),
+        "sinkhorn_distillation.aggregate": Message(Array("f", ("*", "*"))),
+    }
+    released = {
+        "estimates": Record(macro_f1=Num(), accuracy=Num(), semantic_distance=Num()),
+        "outputs": Record(
+            semantic_distance_mean=Num(),
+            n_transfer=Num("i"),
+            n_test=Num("i"),
+            teachers=Num("i"),
+            claimed_epsilon=PerParty(Num()),
+            mean_teacher_weight=PerParty(Num()),
+        ),
+        "diagnostics": Record(sinkhorn_unconverged_share=Num()),
+    }
     extra_senders = (SERVER, AGGREGATOR)
     Config = SinkhornDistillationConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)

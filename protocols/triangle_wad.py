@@ -57,6 +57,7 @@ from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.schema import Array, MeasureOf, Message, Num, Parties, PerParty, Record
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties
 
@@ -285,17 +286,40 @@ class _TriangleBase(Protocol):
         return next(iter(dims.values()))
 
 
+#: the announced seed and gamma's integer shape; a party's push toward gamma (one atom a row)
+_GAMMA_PARAMS = Message(Record(seed=Num("i"), support_size=Num("i"), dim=Num("i")))
+_ETA = Message(MeasureOf("n_sender", "d"))
+#: what both TriangleWad protocols release
+TRIANGLE_RELEASED = {
+    "estimates": Record(wasserstein=Num(), distance_matrix=Array("f", ("*", "*"))),
+    "outputs": Record(
+        t=Num(),
+        support_size=Num("i"),
+        quadratic=Array(),
+        s_nodes=Array(),
+        sellers=Parties(),
+        seller_sizes=Array("i"),
+        sq_distances=Array(),
+    ),
+    "diagnostics": Record(known_t_estimate=Num(), unknown_vs_known_relative=Num()),
+    "detection": Record(
+        server=PerParty(Array()), seller=PerParty(Array()), buyer=PerParty(Array())
+    ),
+}
+
+
 @PROTOCOLS.register
 class TriangleWad(_TriangleBase):
     """TriangleWad: W2 between two parties from their pushes toward a shared random measure."""
 
     name = "triangle_wad"
-    message_kinds = (
-        "triangle_wad.gamma_params",
-        "triangle_wad.eta",
-        "triangle_wad.eta_buyer",
-        "triangle_wad.sq_distances",
-    )
+    messages = {
+        "triangle_wad.gamma_params": _GAMMA_PARAMS,
+        "triangle_wad.eta": _ETA,
+        "triangle_wad.eta_buyer": _ETA,
+        "triangle_wad.sq_distances": Message(Array("f", ("*",))),
+    }
+    released = TRIANGLE_RELEASED
     Config = TriangleWadConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.04
@@ -444,11 +468,12 @@ class TriangleWadMarketplace(_TriangleBase):
     """TriangleWad marketplace: W2 between a buyer and the size-weighted mixture of N sellers."""
 
     name = "triangle_wad_marketplace"
-    message_kinds = (
-        "triangle_wad_marketplace.gamma_params",
-        "triangle_wad_marketplace.eta_buyer",
-        "triangle_wad_marketplace.cost_matrices",
-    )
+    messages = {
+        "triangle_wad_marketplace.gamma_params": _GAMMA_PARAMS,
+        "triangle_wad_marketplace.eta_buyer": _ETA,
+        "triangle_wad_marketplace.cost_matrices": Message(Array("f", ("*", "n_sender", "*"))),
+    }
+    released = TRIANGLE_RELEASED
     Config = TriangleWadMarketplaceConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = 0.1

@@ -199,6 +199,9 @@ class Bus:
         self.guard = guard
         self.ledger = ledger
         self._on_send = on_send
+        #: the run's typed channel (:class:`~testbed.exchange.schema.Channel`), set by the
+        #: testbed before the protocol runs: every message is checked against it at send
+        self.channel = None
 
     @property
     def transcript(self) -> Transcript:
@@ -223,17 +226,27 @@ class Bus:
                 f"bus: message {kind!r} from {sender!r} sent after the protocol's run returned; "
                 "it is not delivered"
             )
-        env = Envelope.make(
-            seq=self._seq,
-            round=round,
-            sender=sender,
-            receiver=receiver,
-            kind=kind,
-            payload=payload,
-            meta=meta,
-            # hashed once below, after the defenses; with a guard, with its batch (flush)
-            hashed=not self._defenses and self.guard is None,
-        )
+        channel = self.channel
+        if channel is not None:
+            channel.check(sender, receiver, kind, round, meta)
+        try:
+            env = Envelope.make(
+                seq=self._seq,
+                round=round,
+                sender=sender,
+                receiver=receiver,
+                kind=kind,
+                payload=payload,
+                meta=meta,
+                # hashed once below, after the defenses; with a guard, with its batch (flush)
+                hashed=not self._defenses and self.guard is None,
+            )
+        except TypeError as exc:
+            if channel is None:
+                raise
+            raise channel.unfrozen(kind, exc) from None
+        if channel is not None:
+            channel.check_payload(env)
         for defense, rng in self._defenses:
             if defense.applies_to(env):
                 # what goes wrong in on_send is the defense's fault, not the protocol's
@@ -245,6 +258,8 @@ class Bus:
                         f"defense {defense.name!r} failed in on_send: it must return a new "
                         f"Envelope (env.with_payload(...)), got {got}"
                     )
+                if channel is not None:
+                    channel.check_defended(new, defense.name)
                 env = new
         self._seq += 1
         if self.guard is None:

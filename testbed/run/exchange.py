@@ -26,12 +26,13 @@ from testbed.errors import PluginFault
 from testbed.exchange.bus import PrivacyGuard, Transcript
 from testbed.exchange.engines import open_bus
 from testbed.exchange.ledger import PrivacyLedger
+from testbed.exchange.schema import Channel
 from testbed.registry import plugin_phase
 from testbed.run.progress import RoundProgress
 from testbed.run.roster import World
 from testbed.seeding import component_rng
 
-__all__ = ["Exchange", "released_values", "run_protocol", "world_guard"]
+__all__ = ["Exchange", "released_values", "run_protocol", "world_channel", "world_guard"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,16 @@ def world_guard(world: World, mode: str | None = None) -> PrivacyGuard | None:
         mode=mode,
         public_numbers=public_numbers(world),
     )
+
+
+def world_channel(world: World) -> Channel:
+    """The run's typed channel (:mod:`testbed.exchange.schema`): the protocol's declared
+    messages and releases, the run's participants (parties and the senders the protocol
+    declares), each party's public number of rows, the data's dimension and the defenses."""
+    proto = world.protocol
+    names = [*world.parties, *getattr(type(proto), "extra_senders", ())]
+    rows = {p: int(d.n) for p, d in world.parties.items()}
+    return Channel.of(proto, names, rows, world.public.dim, [d.name for d in world.defenses])
 
 
 def public_numbers(world: World) -> list[float]:
@@ -165,6 +176,7 @@ def run_protocol(
     defs = [
         (dfn, component_rng(seed, "defense", i, dfn.name)) for i, dfn in enumerate(world.defenses)
     ]
+    channel = world_channel(world)  # the protocol's declarations, read once, before it runs
     bar = RoundProgress(sc.name, expected_rounds(world.protocol)) if progress else _Quiet()
     spilling = Transcript(spill_dir=spill_dir) if spill_dir is not None else None
     after = None
@@ -184,11 +196,13 @@ def run_protocol(
                 transcript=spilling,
             ) as bus,
         ):
+            bus.channel = channel
             # what the protocol's code prints goes to stderr: stdout carries only the
             # testbed's own output (its summary and paths), which scripts read
             with plugin_phase("protocol", world.protocol.name, "run"), redirect_stdout(sys.stderr):
                 result = world.protocol.run(world.roster, bus, component_rng(seed, "protocol"))
             _check_result(world.protocol.name, result)
+            channel.check_released(result)  # released values are typed like messages
             # the guard checks what it has not yet, before the transcript closes, and what the
             # protocol releases, in one search (on the worker while `then` runs)
             bus.finish(released_values(result) if guard is not None else None, wait=then is None)
