@@ -11,6 +11,7 @@ import numpy as np
 
 from testbed.api import Protocol, ProtocolResult
 from testbed.exchange.bus import SERVER
+from testbed.exchange.schema import Array, Message, Num, Record
 from testbed.registry import PROTOCOLS, PluginConfig
 
 
@@ -22,13 +23,25 @@ def _first_rows(party, k):
     return party.X[:k] + 1e-9  # a "debug sample": near-copies of private rows
 
 
+#: the toys' message schemas: a party's mean, rows of the data's width
+MEAN = Message(Array("f", ("d",)))
+ROWS = Message(Array("f", ("*", "d")))
+
+
 class LeakyMean(Protocol):
     """Distance between two parties' means, that also sends the server a sample of raw rows."""
 
     name = "toy_leaky_mean"
     Config = PluginConfig
-    message_kinds = ("toy_leaky_mean.mean", "toy_leaky_mean.sample")
+    #: step -> schema; each class's ``messages`` are ``{"<name>.<step>": schema}``
+    steps = {"mean": MEAN, "sample": ROWS}
+    messages = {"toy_leaky_mean.mean": MEAN, "toy_leaky_mean.sample": ROWS}
+    released = {"estimates": Record(mean_distance=Num(), distance=Num())}
     reference_tolerance = 1e-9
+
+    def __init_subclass__(cls, **kw):
+        cls.messages = {f"{cls.name}.{step}": m for step, m in cls.steps.items()}
+        super().__init_subclass__(**kw)
 
     def run(self, parties, bus, rng):
         a, b = list(parties)[:2]
@@ -49,7 +62,7 @@ class PrivateMean(LeakyMean):
     """The same without the sample: passes the kit."""
 
     name = "toy_private_mean"
-    message_kinds = ("toy_private_mean.mean",)
+    steps = {"mean": MEAN}
 
     def run(self, parties, bus, rng):
         a, b = list(parties)[:2]
@@ -75,7 +88,6 @@ class UndeclaredKind(PrivateMean):
     """Sends a kind it does not declare."""
 
     name = "toy_undeclared_kind"
-    message_kinds = ("toy_undeclared_kind.mean",)
 
     def run(self, parties, bus, rng):
         bus.send(SERVER, list(parties)[0], f"{self.name}.hello", 1.0)
@@ -86,7 +98,7 @@ class Unseeded(PrivateMean):
     """Adds noise from a global generator, not the rng it was given."""
 
     name = "toy_unseeded"
-    message_kinds = ("toy_unseeded.*",)
+    steps = {"mean": MEAN, "noise": Message(Num())}
 
     def run(self, parties, bus, rng):
         bus.send(SERVER, list(parties)[0], f"{self.name}.noise", np.random.default_rng().normal())
@@ -97,7 +109,6 @@ class DriverReader(PrivateMean):
     """Reads a party's rows through the handle its driver code holds."""
 
     name = "toy_driver_reader"
-    message_kinds = ("toy_driver_reader.mean",)
 
     def run(self, parties, bus, rng):
         rows = parties[list(parties)[0]].X
@@ -108,7 +119,6 @@ class RenamedEstimate(PrivateMean):
     """Estimates under another key than its reference's."""
 
     name = "toy_renamed_estimate"
-    message_kinds = ("toy_renamed_estimate.mean",)
 
     def run(self, parties, bus, rng):
         r = super().run(parties, bus, rng)
@@ -119,7 +129,7 @@ class GuardOff(PrivateMean):
     """Takes the guard off its bus, then sends a party's raw rows."""
 
     name = "toy_guard_off"
-    message_kinds = ("toy_guard_off.*",)
+    steps = {"mean": MEAN, "rows": ROWS}
 
     def run(self, parties, bus, rng):
         bus.guard = None
@@ -137,7 +147,6 @@ class Chatty(PrivateMean):
     """Prints from its driver code and from a party's local call."""
 
     name = "toy_chatty"
-    message_kinds = ("toy_chatty.mean",)
 
     def run(self, parties, bus, rng):
         print("chatty on the driver")
@@ -153,7 +162,6 @@ class OffReference(PrivateMean):
     """Reports twice the distance it computes."""
 
     name = "toy_off_reference"
-    message_kinds = ("toy_off_reference.mean",)
 
     def run(self, parties, bus, rng):
         r = super().run(parties, bus, rng)
@@ -202,7 +210,7 @@ class Disguised(PrivateMean):
     """The private mean protocol that also sends the server its rows under ``how``."""
 
     how = "raw"
-    message_kinds = ("*",)
+    steps = {"mean": MEAN, "rows": ROWS}
 
     def run(self, parties, bus, rng):
         for p in list(parties)[:2]:
@@ -211,10 +219,20 @@ class Disguised(PrivateMean):
 
 
 def _disguised(how: str, name: str, doc: str, **extra):
+    rows = {
+        "moments": Message(Record(mean=Array("f", ("d",)), cov=Array("f", ("d", "d")))),
+        "projection": Message(Num()),
+    }.get(how, ROWS)
     return type(
         name,
         (Disguised,),
-        {"name": f"toy_{how.replace('.', '_')}", "how": how, "__doc__": doc, **extra},
+        {
+            "name": f"toy_{how.replace('.', '_')}",
+            "how": how,
+            "__doc__": doc,
+            "steps": {"mean": MEAN, "rows": rows},
+            **extra,
+        },
     )
 
 
@@ -261,7 +279,7 @@ class NoiseSender(PrivateMean):
     data that are themselves N(0, I): distributional resemblance, no record leak."""
 
     name = "toy_noise_sender"
-    message_kinds = ("toy_noise_sender.*",)
+    steps = {"mean": MEAN, "rows": ROWS}
     contract_scenario = str(IID)
 
     def run(self, parties, bus, rng):
@@ -280,7 +298,7 @@ class NoisyRows(PrivateMean):
     no exact copy, but every row within a small distance of what was sent (a record leak)."""
 
     name = "toy_noisy_rows"
-    message_kinds = ("toy_noisy_rows.*",)
+    steps = {"mean": MEAN, "rows": ROWS}
 
     def run(self, parties, bus, rng):
         for i, p in enumerate(list(parties)[:2]):

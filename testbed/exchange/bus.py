@@ -241,7 +241,7 @@ class Bus:
                 # hashed once below, after the defenses; with a guard, with its batch (flush)
                 hashed=not self._defenses and self.guard is None,
             )
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # bytes, objects, ragged lists, datetimes
             if channel is None:
                 raise
             raise channel.unfrozen(kind, exc) from None

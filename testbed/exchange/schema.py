@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -286,12 +287,17 @@ class Record(Field):
         for k, v in fields.items():
             if not isinstance(k, str) or not isinstance(v, Field):
                 raise ValueError(f"schema: Record field {k!r} must be a str naming a Field")
-        self.fields = dict(fields)
-        self.templates = [
+        # read-only once made: a protocol cannot widen its declared schema while it runs
+        templates = tuple(
             (k.split(_PARTY, 1)[0], k.split(_PARTY, 1)[1], v)
             for k, v in fields.items()
             if _PARTY in k
-        ]
+        )
+        object.__setattr__(self, "fields", MappingProxyType(dict(fields)))
+        object.__setattr__(self, "templates", templates)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Record is read-only")
 
     def __repr__(self):
         return f"Record({self.fields!r})"
@@ -497,7 +503,7 @@ class Channel:
 
     def unfrozen(self, kind: str, exc: Exception) -> MessageSchemaError:
         """The refusal of a payload the bus cannot even freeze (bytes, objects)."""
-        return self._refuse(kind, _Bad("payload", f"not a payload ({exc})"))
+        return self._refuse(kind, _Bad("payload", "not a payload the bus can freeze and hash"))
 
     def check_defended(self, env, defense: str) -> None:
         """A message a defense replaced: its payload has the declared types (lengths may
