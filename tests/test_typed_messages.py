@@ -14,7 +14,7 @@ import pytest
 from protocols import ProtocolResult
 from testbed.cli.main import main
 from testbed.exchange.bus import SERVER
-from testbed.exchange.schema import Array, Choice, Message, MessageSchemaError, Num, Record
+from testbed.exchange.schema import Choice, Message, MessageSchemaError, Num, Record
 from testbed.run.execute import execute
 from testbed.scenario.loading import parse_scenario
 from tests._toy_protocols import MEAN, PrivateMean, registered, two_gaussians
