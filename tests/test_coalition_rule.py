@@ -32,7 +32,7 @@ class MomentDraws(T.PrivateMean):
     """Each party sends the server draws from a Gaussian fitted to its rows."""
 
     name = "toy_moment_draws"
-    message_kinds = ("toy_moment_draws.*",)
+    steps = {"mean": T.MEAN, "draws": T.ROWS}
 
     def run(self, parties, bus, rng):
         for i, p in enumerate(list(parties)[:2]):

@@ -19,8 +19,9 @@ from testbed.api import ProtocolResult
 from testbed.cli.main import main
 from testbed.errors import TestbedError
 from testbed.exchange.bus import SERVER
+from testbed.exchange.schema import Array, Message, Num, Record
 from testbed.run.rundir import LOCK_NAME, run_dir_lock
-from tests._toy_protocols import PrivateMean, Sleeper, registered, two_gaussians
+from tests._toy_protocols import MEAN, PrivateMean, Sleeper, registered, two_gaussians
 
 
 def _scenario(protocol: str, workers: int) -> str:
@@ -99,6 +100,7 @@ class NanInArray(PrivateMean):
     """Estimates the gap of the means per coordinate, one of them NaN."""
 
     name = "fault_nan_in_array"
+    released = {"estimates": Record(mean_distance=Array())}
 
     def run(self, parties, bus, rng):
         d = super().run(parties, bus, rng).estimates["mean_distance"]
@@ -114,8 +116,9 @@ FAULTS = {
     BrokenPipeInEvaluate: "protocol 'fault_evaluate_broken_pipe' failed in evaluate: "
     "BrokenPipeError: [Errno 32] Broken pipe",
     ReturnsNone: "protocol 'fault_returns_none': run() must return a ProtocolResult, got NoneType",
-    StringEstimate: "protocol 'fault_string_estimate': its estimate 'mean_distance' (str) cannot "
-    "be compared with the reference (float)",
+    # a string is refused by the typed channel before the run's result is read
+    StringEstimate: "protocol 'fault_string_estimate': released estimates/mean_distance: a value "
+    "of type str, not a real number",
     NanEstimate: "protocol 'fault_nan_estimate': its estimate 'mean_distance' is not finite (nan)",
     InfReference: "protocol 'fault_inf_reference': its reference 'mean_distance' is not finite "
     "(-inf)",
@@ -201,7 +204,7 @@ class LateSender(PrivateMean):
     """Leaves a thread sending messages after its run returned."""
 
     name = "fault_late_sender"
-    message_kinds = ("fault_late_sender.*",)
+    steps = {"mean": MEAN, "ping": Message(Num())}
     threads: list = []
 
     def run(self, parties, bus, rng):
