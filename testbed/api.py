@@ -18,6 +18,22 @@ _EXPORTS = {
     **dict.fromkeys(["SERVER", "Bus", "View", "PublicInfo"], "testbed.exchange.bus"),
     "Measure": "testbed.measure",
     "iter_arrays": "testbed.exchange.payload",
+    # the typed channel: what a protocol declares it sends and releases
+    **dict.fromkeys(
+        [
+            "Array",
+            "Choice",
+            "Maybe",
+            "MeasureOf",
+            "Message",
+            "Num",
+            "Parties",
+            "Party",
+            "PerParty",
+            "Record",
+        ],
+        "testbed.exchange.schema",
+    ),
     # attacks
     **dict.fromkeys(
         ["Attack", "AttackConfig", "AttackOutput", "observed", "prior_points"], "attacks._base"

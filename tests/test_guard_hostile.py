@@ -18,7 +18,8 @@ from testbed.exchange.bus import SERVER
 from testbed.run.execute import Replay, execute
 from testbed.scenario.loading import parse_scenario
 from testbed.testing import protocol_checks
-from tests._toy_protocols import PrivateMean, registered, two_gaussians
+from testbed.exchange.schema import Array, Message, Num, Record
+from tests._toy_protocols import MEAN, PrivateMean, registered, two_gaussians
 
 NOISE = np.random.default_rng(11).normal(size=(5, 4))
 
@@ -30,10 +31,12 @@ def _rows(party, k=5):
 class _Hostile(PrivateMean):
     """Runs the honest mean exchange, then sends ``leak(rows)`` (payload, meta) to the server."""
 
+    #: what the typed channel lets through: any numeric array (the guard reads it whole)
+    steps = {"mean": MEAN, "debug": Message(Array("fic", None))}
+
     def __init_subclass__(cls, **kw):
-        super().__init_subclass__(**kw)
         cls.name = "hostile_" + cls.__name__.lower()
-        cls.message_kinds = (f"{cls.name}.*",)
+        super().__init_subclass__(**kw)
 
     def leak(self, X):  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
@@ -70,7 +73,10 @@ class DriverRelease(PrivateMean):
     a party's local call) and releases them as estimates and outputs; no message carries them."""
 
     name = "hostile_driverrelease"
-    message_kinds = ("hostile_driverrelease.*",)
+    released = {
+        "estimates": Record({"mean_distance": Num(), **{f"x{i}": Num() for i in range(8)}}),
+        "outputs": Record(sample=Array("f", None)),
+    }
 
     def run(self, parties, bus, rng):
         a = list(parties)[0]
@@ -82,10 +88,13 @@ class DriverRelease(PrivateMean):
 
 
 class InMeta(_Hostile):
-    """Break 9: an innocent payload, the rows nested two mappings deep in meta."""
+    """Break 9: an innocent payload, the rows in a declared numeric meta field (nested
+    mappings in meta are refused by the typed channel: tests/test_typed_messages.py)."""
+
+    steps = {"mean": MEAN, "debug": Message(Num(), meta={"trace": Array("f", None)})}
 
     def leak(self, X):
-        return 1.0, {"debug": {"trace": {"rows": X.tolist()}}}
+        return 1.0, {"trace": X.tolist()}
 
 
 class Transposed3D(_Hostile):

@@ -98,9 +98,18 @@ _KIND_NAMES = {"f": "real", "i": "integer", "b": "boolean", "c": "complex"}
 
 
 def _kind(kind: str) -> str:
-    if kind not in _KINDS:
-        raise ValueError(f"schema: dtype kind {kind!r} is not one of {', '.join(_KINDS)}")
+    if not kind or any(k not in _KINDS for k in kind):
+        raise ValueError(f"schema: dtype kinds {kind!r} are not among {', '.join(_KINDS)}")
     return kind
+
+
+def _accepts(kind: str) -> str:
+    """The numpy dtype kinds a declared kind (or several, e.g. ``"fc"``) accepts."""
+    return "".join(_KINDS[k] for k in kind)
+
+
+def _kind_name(kind: str) -> str:
+    return " or ".join(_KIND_NAMES[k] for k in kind)
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,8 @@ class Num(Field):
     kind: str = "f"
 
     def __post_init__(self):
-        _kind(self.kind)
+        if len(_kind(self.kind)) != 1:
+            raise ValueError("schema: a Num has one kind")
 
     def check(self, x, ctx, path):
         t = type(x)
@@ -162,7 +172,7 @@ def _check_shape(shape: tuple, rule: tuple | None, ctx: _Ctx, path: str) -> None
 @dataclass(frozen=True)
 class Array(Field):
     """A numeric array: dtype ``kind`` (``"f"`` real, integers accepted; ``"i"``; ``"b"``;
-    ``"c"``) and ``shape`` (a tuple of dimensions, or None: any shape). A list or tuple of
+    ``"c"``; several at once: ``"fc"``) and ``shape`` (a tuple of dimensions, or None: any shape). A list or tuple of
     numbers is read as the array it makes (a released history); ragged or non-numeric lists
     are refused."""
 
@@ -185,15 +195,15 @@ class Array(Field):
             a = x
         else:
             raise _Bad(path, f"{_what(x)}, not an array")
-        if a.dtype.kind not in _KINDS[self.kind] or a.dtype.fields is not None:
-            raise _Bad(path, f"{_what(a)}, not {_KIND_NAMES[self.kind]}")
+        if a.dtype.kind not in _accepts(self.kind) or a.dtype.fields is not None:
+            raise _Bad(path, f"{_what(a)}, not {_kind_name(self.kind)}")
         if a.dtype.kind == "u" and a.dtype.itemsize > 8:  # pragma: no cover - numpy has none
             raise _Bad(path, f"{_what(a)}")
         _check_shape(a.shape, self.shape, ctx, path)
 
     def describe(self):
         dims = "any shape" if self.shape is None else f"shape {self.shape}"
-        return f"{_KIND_NAMES[self.kind]} array, {dims}"
+        return f"{_kind_name(self.kind)} array, {dims}"
 
 
 @dataclass(frozen=True)
