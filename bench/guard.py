@@ -39,6 +39,17 @@ __all__ = [
 BUDGET = 0.05
 
 
+def _channel(protocol, parties):
+    """The protocol's typed channel for ``parties`` (:func:`testbed.run.exchange.world_channel`
+    without a World): its declared messages and releases, the parties and its extra senders."""
+    from testbed.exchange.schema import Channel
+
+    names = [*parties, *getattr(type(protocol), "extra_senders", ())]
+    rows = {p: int(np.shape(d.X)[0]) for p, d in parties.items()}
+    dim = int(np.shape(next(iter(parties.values())).X)[1])
+    return Channel.of(protocol, names, rows, dim)
+
+
 def _timed_run(
     case, parties, guard: bool, seed: int, kit, bus_factory=None, overlap: bool = True
 ) -> dict[str, Any]:
@@ -59,10 +70,12 @@ def _timed_run(
     bus = (bus_factory or kit.timed_bus)(guard=g, parties=parties)
     workers = len(getattr(bus, "_procs", ())) or 1
     protocol = kit.protocol(case)
+    bus.channel = _channel(protocol, parties)  # the typed channel, as testbed run sets it
     t0 = time.perf_counter()
     try:
         with frozen_heap():  # as testbed run runs a protocol
             result = protocol.run(parties, bus, np.random.default_rng(seed))
+            bus.channel.check_released(result)
             # the guard's last batch and the released values, as testbed run checks them
             bus.finish(released_values(result) if g is not None else None, wait=not overlap)
         total = time.perf_counter() - t0

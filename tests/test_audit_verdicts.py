@@ -13,6 +13,7 @@ import pytest
 from testbed.api import ProtocolResult
 from testbed.cli.main import main
 from testbed.exchange.bus import SERVER
+from testbed.exchange.schema import Array, Message, Num
 from testbed.run.roster import build_world
 from testbed.scenario.loading import parse_scenario
 from tests._toy_protocols import PrivateMean, registered, two_gaussians
@@ -108,7 +109,7 @@ class MetaRows(PrivateMean):
     """Sends the server a row count; the rows themselves ride in the message's meta."""
 
     name = "toy_meta_rows"
-    message_kinds = ("toy_meta_rows.count",)
+    steps = {"count": Message(Num(), meta={"rows": Array("f", ("*", "d"))})}
 
     def run(self, parties, bus, rng):
         for p in list(parties)[:2]:
@@ -121,7 +122,7 @@ class MetaTotal(PrivateMean):
     """Sends the server a row count, with the sum of its rows' coordinates in the meta."""
 
     name = "toy_meta_total"
-    message_kinds = ("toy_meta_total.count",)
+    steps = {"count": Message(Num(), meta={"total": Num()})}
 
     def run(self, parties, bus, rng):
         for p in list(parties)[:2]:
