@@ -65,7 +65,7 @@ class Protocol(Plugin):
     messages: ClassVar[Mapping[str, Message]] = {}
     #: the schema of what the result releases: ``{"estimates": Record(...), "history": ...,
     #: "outputs": ..., "diagnostics": ..., "detection": ...}``; a result field not declared
-    #: must be empty (``mode`` and ``deviations`` are checked as ASCII text)
+    #: must be empty (``mode`` and ``deviations`` are checked as text)
     released: ClassVar[Mapping[str, Field]] = {}
     #: the declared kinds (``tuple(messages)``, filled in for each subclass that declares
     #: ``messages``); the contract kit refuses any other kind, and a defense's ``kinds`` globs

@@ -193,6 +193,10 @@ def _score_classifier(party: PartyData, atoms: np.ndarray, labels: np.ndarray) -
     return nn_accuracy(atoms, labels, party.X, party.y)
 
 
+#: the inner FedWAD's interpolating measures (any support size, the data's dimension)
+_XI = MeasureOf("*", "d")
+
+
 @PROTOCOLS.register
 class FedWADCoreset(Protocol):
     """Federated Wasserstein coreset learned with FedWAD gradients (FedWAD App. D.2)."""
@@ -200,12 +204,10 @@ class FedWADCoreset(Protocol):
     name = "fedwad_coreset"
     messages = {
         **{
-            f"fedwad_coreset.{tag}{step}": Message(MeasureOf("*", "d"))
+            f"fedwad_coreset.{tag}{step}": Message(Num() if step == "distance" else _XI)
             for tag in ("", "local.")
-            for step in ("xi", "xi_client", "xi_final")
+            for step in ("xi", "xi_client", "xi_final", "distance")
         },
-        "fedwad_coreset.distance": Message(Num()),
-        "fedwad_coreset.local.distance": Message(Num()),
         "fedwad_coreset.local_coreset": Message(Array("f", ("local_coreset_size", "d"))),
         "fedwad_coreset.labels": Message(Array("f", ("local_coreset_size",))),
         "fedwad_coreset.classifier": Message(
