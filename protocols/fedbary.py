@@ -55,23 +55,12 @@ from protocols._barycenter import (
     fixed_point_steps,
 )
 from protocols._base import Protocol, ProtocolResult
+from protocols._fedbary_channel import FEDBARY_MESSAGES, FEDBARY_RELEASED
 from protocols.fedwad import fedwad_round_interp
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
-from testbed.exchange.schema import (
-    Array,
-    Choice,
-    Maybe,
-    MeasureOf,
-    Message,
-    Num,
-    Parties,
-    Party,
-    PerParty,
-    Record,
-)
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
@@ -271,31 +260,8 @@ class FedBary(Protocol):
     """FedBary: client contributions and datum detection from a federated Wasserstein barycenter."""
 
     name = "fedbary"
-    messages = {
-        "fedbary.gamma_init": Message(MeasureOf("*", "*")),
-        "fedbary.gamma": Message(Record(gamma=MeasureOf("*", "*"), distance=Num())),
-        "fedbary.eta_q": Message(MeasureOf("*", "*")),
-        "fedbary.final": Message(Record(gamma=MeasureOf("*", "*"), distance=Num())),
-    }
-    released = {
-        "estimates": Record({"distance_{party}": Num(), "contribution_{party}": Num()}),
-        "history": Record(bound=Array()),
-        "outputs": Record(
-            clients=Parties(),
-            validation=Maybe(Party()),
-            support_size=Num("i"),
-            ranking=Parties(),
-            farthest=Party(),
-            solvers=Record(
-                {
-                    "{party}": Choice("ot.emd", "linear_sum_assignment"),
-                    "detection": Choice("ot.emd (dual potentials)"),
-                }
-            ),
-            barycenter=Array("f", ("*", "*")),
-        ),
-        "detection": Record(client=PerParty(Array())),
-    }
+    messages = FEDBARY_MESSAGES
+    released = FEDBARY_RELEASED
     Config = FedBaryConfig
     #: measured: scripts/protocol_tolerances.py (largest error over seeds 0-19, plus margin)
     reference_tolerance = {"distance_*": 0.65, "contribution_*": 0.2}

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from protocols import ProtocolResult
+from testbed.api import ProtocolResult
 from testbed.cli.main import main
 from testbed.exchange.bus import SERVER
 from testbed.exchange.schema import Choice, Message, MessageSchemaError, Num, Record
