@@ -84,12 +84,9 @@ def _what(x) -> str:
 # ----------------------------------------------------------------------------- fields
 class Field:
     """One node of a schema. ``check(x, ctx, path)`` raises :class:`_Bad` when ``x`` is not
-    allowed; ``ctx`` is the :class:`Channel` (names, dimensions)."""
+    allowed; ``ctx`` holds the run's names and dimensions and the message's routing."""
 
     def check(self, x, ctx: _Ctx, path: str) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -140,9 +137,6 @@ class Num(Field):
         elif isinstance(x, (complex, np.complexfloating)) and self.kind == "c":
             return
         raise _Bad(path, f"{_what(x)}, not a {_KIND_NAMES[self.kind]} number")
-
-    def describe(self):
-        return f"{_KIND_NAMES[self.kind]} number"
 
 
 def _dims(shape) -> tuple | None:
@@ -201,10 +195,6 @@ class Array(Field):
             raise _Bad(path, f"{_what(a)}")
         _check_shape(a.shape, self.shape, ctx, path)
 
-    def describe(self):
-        dims = "any shape" if self.shape is None else f"shape {self.shape}"
-        return f"{_kind_name(self.kind)} array, {dims}"
-
 
 @dataclass(frozen=True)
 class MeasureOf(Field):
@@ -216,10 +206,11 @@ class MeasureOf(Field):
     def check(self, x, ctx, path):
         if not isinstance(x, Measure):
             raise _Bad(path, f"{_what(x)}, not a Measure")
-        _check_shape(x.support.shape, (self.atoms, self.dim), ctx, path + "/support")
-
-    def describe(self):
-        return f"Measure ({self.atoms} atoms, dimension {self.dim})"
+        try:
+            _check_shape(x.support.shape, (self.atoms, self.dim), ctx, path)
+        except _Bad as bad:
+            bad.path = _join(bad.path, "support")
+            raise
 
 
 @dataclass(frozen=True)
@@ -239,9 +230,6 @@ class Choice(Field):
         if str(x) not in self.values:
             raise _Bad(path, f"a string not among the {len(self.values)} declared")
 
-    def describe(self):
-        return "one of " + ", ".join(repr(v) for v in self.values)
-
 
 @dataclass(frozen=True)
 class Party(Field):
@@ -253,9 +241,6 @@ class Party(Field):
                 path, f"{_what(x) if type(x) is not str else 'a string'} that names no participant"
             )
 
-    def describe(self):
-        return "a participant's name"
-
 
 @dataclass(frozen=True)
 class Parties(Field):
@@ -265,10 +250,7 @@ class Parties(Field):
         if not isinstance(x, (list, tuple)):
             raise _Bad(path, f"{_what(x)}, not a list of names")
         for i, v in enumerate(x):
-            Party().check(v, ctx, f"{path}/{i}")
-
-    def describe(self):
-        return "a list of participants' names"
+            _within(Party(), v, ctx, path, i)
 
 
 @dataclass(frozen=True)
@@ -280,9 +262,6 @@ class Maybe(Field):
     def check(self, x, ctx, path):
         if x is not None:
             self.inner.check(x, ctx, path)
-
-    def describe(self):
-        return f"None or {self.inner.describe()}"
 
 
 _PARTY = "{party}"
@@ -327,18 +306,23 @@ class Record(Field):
         return f
 
     def check(self, x, ctx, path):
-        if not isinstance(x, Mapping):
+        t = type(x)  # a frozen payload's mapping first: an ABC's isinstance costs more
+        if t is not MappingProxyType and t is not dict and not isinstance(x, Mapping):
             raise _Bad(path, f"{_what(x)}, not a mapping")
+        fields = self.fields
         for k, v in x.items():
-            if type(k) is not str:
-                raise _Bad(path, f"a key of type {type(k).__name__}, not a declared name")
-            f = self.field_of(k, ctx)
+            f = fields.get(k) if type(k) is str else None
             if f is None:
-                raise _Bad(f"{path}/{_safe(k)}", "not a declared name" + _declared(self.fields))
-            f.check(v, ctx, f"{path}/{k}")
-
-    def describe(self):
-        return "{" + ", ".join(f"{k}: {v.describe()}" for k, v in self.fields.items()) + "}"
+                if type(k) is not str:
+                    raise _Bad(path, f"a key of type {type(k).__name__}, not a declared name")
+                f = self.field_of(k, ctx)
+                if f is None:
+                    raise _Bad(_join(path, _safe(k)), "not a declared name" + _declared(fields))
+            try:
+                f.check(v, ctx, "")
+            except _Bad as bad:
+                bad.path = _join(_join(path, k), bad.path)
+                raise
 
 
 @dataclass(frozen=True)
@@ -353,10 +337,7 @@ class PerParty(Field):
         for k, v in x.items():
             if type(k) is not str or k not in ctx.names:
                 raise _Bad(path, "a key that names no participant")
-            self.value.check(v, ctx, f"{path}/{k}")
-
-    def describe(self):
-        return f"{{participant: {self.value.describe()}}}"
+            _within(self.value, v, ctx, path, k)
 
 
 #: a released text (``mode``, ``deviations``): no digit but ASCII's (a full-width or
@@ -390,8 +371,19 @@ class Text(Field):
                 path, "text too long, with a non-ASCII digit, a control character or '_' by a digit"
             )
 
-    def describe(self):
-        return "text"
+
+def _within(f: Field, v, ctx, path: str, key) -> None:
+    """``f.check`` of the item ``key`` of the value at ``path``; the item's path is written only
+    when it is refused (a check runs for every message: no string is built on the way)."""
+    try:
+        f.check(v, ctx, "")
+    except _Bad as bad:
+        bad.path = _join(_join(path, str(key)), bad.path)
+        raise
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}/{b}" if a and b else a or b
 
 
 def _safe(k: str) -> str:
