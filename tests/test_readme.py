@@ -105,16 +105,9 @@ SLOW_COMMANDS = {
 }
 
 
-@pytest.mark.parametrize(
-    "cmd",
-    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_COMMANDS else c for c in _commands()],
-)
-def test_readme_command_runs(cmd, scratch):
+def _check_command(cmd: str, scratch: Path) -> None:
     tool = cmd.split()[0]
-    if tool in SKIP:
-        pytest.skip(f"{cmd!r}: {SKIP[tool]}")
     assert tool in ("testbed", "pip"), f"unexpected command in README: {cmd}"
-    # Execute (in README order: the run directory exists before report/transcript/attack use it)
     res = _run(cmd, scratch)
     # Assert: success, and no traceback even when `| head` closes the pipe early
     assert res.returncode == 0, f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
@@ -123,6 +116,26 @@ def test_readme_command_runs(cmd, scratch):
         plugin = Path(cmd.split()[3]).name
         listed = _run("testbed plugins", scratch)
         assert re.search(rf"^  {plugin}\s", listed.stdout, re.M), listed.stdout
+
+
+def test_readme_commands_run_in_order(scratch):
+    """Every quick README command, in README order, in one folder: a later command reads what an
+    earlier one wrote (the run directory before report/transcript/verify), so they are one test
+    (as parametrized tests, pytest-xdist could hand them to two workers and two folders)."""
+    ran = []
+    for cmd in _commands():
+        if cmd.split()[0] in SKIP or cmd in SLOW_COMMANDS:
+            continue
+        _check_command(cmd, scratch)
+        ran.append(cmd)
+    assert len(ran) >= 8, ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cmd", sorted(SLOW_COMMANDS))
+def test_readme_slow_command_runs(cmd, scratch):
+    assert cmd in _commands(), f"{cmd!r} is no longer in the README: update SLOW_COMMANDS"
+    _check_command(cmd, scratch)
 
 
 def test_readme_attack_passes_the_contract_kit():
