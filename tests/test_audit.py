@@ -122,13 +122,19 @@ defenses: [{name: gaussian_measure_noise, params: {clip_norm: 2.0, push_max: 0.5
 
 
 class _HalfNoise:
-    """An rng whose normal() draws half the asked-for standard deviation."""
+    """An rng whose normal() draws 1/``FACTOR`` of the asked-for standard deviation."""
+
+    #: a quarter: with the clip bound 2 C sqrt(S) charged where FedWAD's support is not a push
+    #: (S >= n, issue 47), alice's canary moves the release by ~0.4 of the charge, so half the
+    #: noise still honours the claim (measured mu lower bound 0.77 < 1.41) and is no violation;
+    #: a quarter is (1.82 > 1.41)
+    FACTOR = 4
 
     def __init__(self, rng):
         self.rng = rng
 
     def normal(self, loc=0.0, scale=1.0, size=None):
-        return self.rng.normal(loc, scale / 2, size)
+        return self.rng.normal(loc, scale / self.FACTOR, size)
 
     def __getattr__(self, k):
         return getattr(self.rng, k)
@@ -136,7 +142,7 @@ class _HalfNoise:
 
 def _tight_world(halve_noise: bool):
     w = build_world(parse_scenario(TIGHT, "tight.yaml", "."))
-    if halve_noise:  # the mutation: half the noise is added, the ledger still records full sigma
+    if halve_noise:  # the mutation: a quarter of the noise, the ledger still records full sigma
         d = w.defenses[0]
         send = d.on_send
         object.__setattr__(
@@ -145,7 +151,7 @@ def _tight_world(halve_noise: bool):
     return w
 
 
-def test_audit_reports_a_defense_with_halved_noise_as_violating_its_claim():
+def test_audit_reports_a_defense_with_a_quarter_of_its_noise_as_violating_its_claim():
     # Execute
     honest = canary_audit(_tight_world(False), "alice", trials=800)
     mutated = canary_audit(_tight_world(True), "alice", trials=800)

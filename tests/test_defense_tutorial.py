@@ -111,7 +111,7 @@ def test_the_tutorial_scenario_prints_the_pages_table_and_records_the_defense(
 
     root, _ = package
     monkeypatch.chdir(root.parent)  # the page's commands run from the package's parent
-    monkeypatch.setattr("testbed.cli.run.write_report", lambda out_dir: None)
+    monkeypatch.setattr("testbed.cli.run.write_report", lambda out_dir, **kw: None)
     out = tmp_path / "rounding"
     assert main(["run", f"{NAME}/my_rounding.yaml", "--out", str(out), "-q"]) == 0
     printed = _table(capsys.readouterr().out)

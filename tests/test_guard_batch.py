@@ -596,6 +596,12 @@ def test_run_protocol_awaits_the_guard_after_its_then_and_before_a_fault_of_it(m
             self.protocol = P()
 
     monkeypatch.setattr(ex, "world_guard", lambda world: _guard("worker"))
+
+    class _OpenChannel:  # the typed channel is tested in test_typed_messages; here, the order
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    monkeypatch.setattr(ex, "world_channel", lambda world: _OpenChannel())
     monkeypatch.setattr(ex, "_check_result", lambda name, result: None)
     monkeypatch.setattr(ex, "released_values", lambda result: {"estimates": result.estimates})
 

@@ -15,10 +15,10 @@ import pytest
 
 from testbed.errors import PrivacyGuardError
 from testbed.exchange.bus import SERVER
+from testbed.exchange.schema import Array, Message, Num, Record
 from testbed.run.execute import Replay, execute
 from testbed.scenario.loading import parse_scenario
 from testbed.testing import protocol_checks
-from testbed.exchange.schema import Array, Message, Num, Record
 from tests._toy_protocols import MEAN, PrivateMean, registered, two_gaussians
 
 NOISE = np.random.default_rng(11).normal(size=(5, 4))

@@ -635,9 +635,7 @@ SWEEP = tiny("sw", "sweep:\n  protocol.params.iterations: [2, 3]")
 def _trivial_cells(monkeypatch):
     import testbed.run.sweep as sweep
 
-    monkeypatch.setattr(
-        sweep, "_run_cell", lambda rs, cdir: {"config_hash": cdir.name, "x": 1}
-    )
+    monkeypatch.setattr(sweep, "_run_cell", lambda rs, cdir: {"config_hash": cdir.name, "x": 1})
 
 
 @pytest.mark.parametrize(

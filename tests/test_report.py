@@ -888,10 +888,15 @@ def test_plot_file_names_are_safe_on_every_os(tmp_path):
     assert safe_stem("a(b)") != safe_stem("a_b") and safe_stem("ok_name-1") == "ok_name-1"
 
 
-def test_the_report_says_what_it_renders_while_it_renders(sweep_dir, capsys):
+def test_the_report_says_what_it_renders_while_it_renders(sweep_dir, capsys, monkeypatch):
     """It was silent for minutes after a sweep's last cell: a line per step on stderr when
     asked (testbed run and testbed report ask), nothing otherwise."""
-    # Execute
+    from testbed.report import writer
+
+    # Execute: piped, a quick report is silent; past the threshold, a line per step
+    write_report(sweep_dir, progress=True)
+    quick = capsys.readouterr().err
+    monkeypatch.setattr(writer, "PIPED_AFTER_S", 0.0)
     write_report(sweep_dir, progress=True)
     err = capsys.readouterr().err
     write_report(sweep_dir)
@@ -901,3 +906,4 @@ def test_the_report_says_what_it_renders_while_it_renders(sweep_dir, capsys):
     assert len(lines) >= 10 and all(re.match(r"report: .+ \(\d+/\d+, \d+ s\)$", x) for x in lines)
     assert "headline" in err and "observer" in lines[-4] + lines[-3] + lines[-2]
     assert lines[-1].startswith("report: writing report.html") and quiet == ""
+    assert quick == "" or all(x.startswith("report: ") for x in quick.splitlines())

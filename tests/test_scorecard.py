@@ -143,7 +143,7 @@ def test_the_scorecard_says_which_defense_acted_on_the_leaking_messages(
         return {"server": [f]}
 
     monkeypatch.setattr(card_module, "_attack_rows", lambda *a, **k: [])
-    monkeypatch.setattr("testbed.report.writer.write_report", lambda run_dir: None)
+    monkeypatch.setattr("testbed.report.writer.write_report", lambda run_dir, **kw: None)
     monkeypatch.setattr("testbed.testing.disguise.disguise_findings", one_disguised)
 
     class Tag(Defense):

@@ -149,7 +149,9 @@ def test_population_rows_are_fresh_draws_or_rows_no_party_holds():
     assert pop.method == FRESH and pop.rows["alice"].shape == (50, 2)
     assert abs(pop.rows["alice"].mean()) < 1  # stratified: component 0, not the mixture
 
-    class NoFresh:
+    from testbed.data.datasets import DatasetPlugin
+
+    class NoFresh(DatasetPlugin):  # a dataset that cannot draw fresh rows (the hook's default)
         pass
 
     # the rows no party holds are all of component 1: none of alice's label, so no population

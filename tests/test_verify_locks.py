@@ -160,12 +160,12 @@ def test_run_writes_its_report_before_releasing_the_lock(tmp_path, monkeypatch):
     seen = []
     real = writer.write_report
 
-    def checking(run_dir):
+    def checking(run_dir, **kw):
         with pytest.raises(RunDirLockedError):  # a reader arriving now is refused
             with run_dir_lock(run_dir, write=False):
                 pass
         seen.append(Path(run_dir))
-        return real(run_dir)
+        return real(run_dir, **kw)
 
     import testbed.cli.run as cli_run
 

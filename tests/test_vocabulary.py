@@ -187,8 +187,16 @@ def test_claimed_vs_audited_reads_the_audit_file_and_a_failed_assumption_is_not_
     from testbed.report.writer import write_report
 
     res, _, md = _run(tmp_path, TRIANGLE_DP, capsys)
-    # TriangleWad with k = 3 > 1: the sensitivity assumption fails for both parties
-    assert any(not x["holds"] for x in res["privacy_assumptions"])
+    # TriangleWad with k = 3 > 1: not a push, so the shipped defense clips every atom and
+    # charges the clip bound (issue 47): each of its assumptions holds, enforced
+    assert res["privacy_assumptions"] and all(x["holds"] for x in res["privacy_assumptions"])
+    # a defense whose stated assumption fails (a plugin's, which enforces nothing): the
+    # report must say the claim is not valid, audited or not
+    run = tmp_path / "run"
+    for x in res["privacy_assumptions"]:
+        if x["party"] == "*":
+            x["holds"] = False
+    (run / "results.json").write_text(json.dumps(res))
     claim = res["privacy"]["alice"]["epsilon"]
     audit = {
         "party": "alice",
@@ -200,7 +208,6 @@ def test_claimed_vs_audited_reads_the_audit_file_and_a_failed_assumption_is_not_
         "epsilon_claimed": claim,
         "violated": False,
     }
-    run = tmp_path / "run"
     (run / "audit.json").write_text(json.dumps([audit]))
     write_report(run)
     table = _section((run / "report.md").read_text(), "Claimed vs audited ε")

@@ -439,7 +439,7 @@ class Channel:
         """The channel of ``protocol`` (an instance) in a run with participants ``names``,
         each party's public number of ``rows`` and data dimension ``dim``."""
         tp = type(protocol)
-        messages = getattr(tp, "messages", None)
+        messages = tp.messages  # declared by protocols.Protocol
         if not isinstance(messages, Mapping) or not messages:
             raise MessageSchemaError(
                 f"protocol {tp.name!r} declares no message schema (its class attribute "
@@ -450,7 +450,7 @@ class Channel:
                 raise MessageSchemaError(
                     f"protocol {tp.name!r}: `messages` maps each kind (a str) to a Message"
                 )
-        released = dict(getattr(tp, "released", None) or {})
+        released = dict(tp.released or {})
         bad = sorted(set(released) - set(_RESULT_FIELDS))
         if bad or not all(isinstance(v, Field) for v in released.values()):
             raise MessageSchemaError(

@@ -63,10 +63,15 @@ SECTIONS: list[Callable[[Doc, ReportData], None]] = [
 ]
 
 
+#: piped, the progress lines start once the report has taken this long (a quick report stays
+#: silent, as ``testbed run``'s own progress does: docs/scenarios.md)
+PIPED_AFTER_S = 5.0
+
+
 class _Progress:
     """``report: <step> (i/n, 12 s)`` on stderr while the report renders (it can take minutes
     on a busy machine after a sweep's last cell): one line rewritten in place on a terminal, a
-    line per step when piped; nothing when off."""
+    line per step when piped once :data:`PIPED_AFTER_S` have passed; nothing when off."""
 
     def __init__(self, on: bool, total: int):
         self.on, self.total, self.i = on, total, 0
@@ -77,7 +82,10 @@ class _Progress:
         if not self.on:
             return
         self.i += 1
-        line = f"report: {what} ({self.i}/{self.total}, {time.monotonic() - self.start:.0f} s)"
+        took = time.monotonic() - self.start
+        if not self.tty and took < PIPED_AFTER_S:
+            return
+        line = f"report: {what} ({self.i}/{self.total}, {took:.0f} s)"
         end = "" if self.tty else "\n"
         print(("\r\033[K" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 

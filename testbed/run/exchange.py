@@ -88,7 +88,7 @@ def world_channel(world: World) -> Channel:
     messages and releases, the run's participants (parties and the senders the protocol
     declares), each party's public number of rows, the data's dimension and the defenses."""
     proto = world.protocol
-    names = [*world.parties, *getattr(type(proto), "extra_senders", ())]
+    names = [*world.parties, *type(proto).extra_senders]
     rows = {p: int(d.n) for p, d in world.parties.items()}
     return Channel.of(proto, names, rows, world.public.dim, [d.name for d in world.defenses])
 
