@@ -370,6 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: the -W option the resource tracker is started with (see main)
+_QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse, then run the command's module under ``_common.guarded`` (one-line errors, exit
     codes 2 / 1 / 130, ``--debug`` for the traceback)."""
@@ -382,6 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     interruptible()
     if cli:  # this process and those it starts import POT without torch (testbed/ot.py)
         os.environ.setdefault(NO_TORCH, "1")
+        # multiprocessing's resource tracker, a process of its own started with this
+        # interpreter's -W options, warns on the user's screen about the sweep pool's semaphores
+        # when a SIGTERM or Ctrl-C ends the driver (the testbed releases them itself:
+        # _common._release_semaphores; a killed worker's registration can outlive it)
+        if _QUIET_TRACKER not in sys.warnoptions:
+            sys.warnoptions.append(_QUIET_TRACKER)
 
     def command(args) -> int:
         if args.computes:
