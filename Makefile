@@ -70,7 +70,7 @@ lint: $(STAMP)
 	@$(VENV)/bin/ruff check testbed protocols attacks defenses bench tests
 	@$(VENV)/bin/ruff format --check testbed protocols attacks defenses bench tests
 
-# mutation testing of the metrics, the ledger and the guard (docs/development.md; [tool.mutmut]
+# mutation testing of the metrics, the ledger and the guard (docs/guide/development.md; [tool.mutmut]
 # in pyproject.toml); long (~15 min on 2 busy cores), never part of `make test`
 MUTMUT_CHILDREN ?= 1
 mutation: $(STAMP)

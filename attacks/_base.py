@@ -36,7 +36,7 @@ What an attacker may know (:class:`~testbed.exchange.bus.PublicInfo`, filled by 
 
 A chained attack (its scenario entry has ``input: LABEL``) also finds, in ``view.upstream``, the
 AttackOutputs of the attack with that label, run on the same view (in ``baseline``: that
-attack's baseline outputs); docs/attacks.md, "Chaining attacks".
+attack's baseline outputs); docs/reference/attacks.md, "Chaining attacks".
 """
 
 from __future__ import annotations

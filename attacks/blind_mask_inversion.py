@@ -17,7 +17,7 @@ estimates the mask by Wasserstein–Procrustes alignment of the masked measures 
 
 ``proxy: candidates`` builds the proxy from the public candidate rows instead (real rows of the
 same domain; an attacker with such a sample aligns far better: on digits, k = 1, 600 held-out
-rows, coverage@r 0.54–0.62 against 0.00 with the Gaussian prior — docs/frontier.md).
+rows, coverage@r 0.54–0.62 against 0.00 with the Gaussian prior — docs/findings/frontier.md).
 
 ``pool: true`` (default) estimates one mask from every masked measure the observer saw — right
 against ``mode: shared``, where all clients share the mask and their union looks like the pooled

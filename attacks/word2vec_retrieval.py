@@ -15,7 +15,7 @@ scored against that party's document by the text scorer (matching rate, precisio
 party's eta is attacked for that party (an eta carries only its sender's data), a measure that
 mixes every party's data (xi, gamma) for each of them.
 
-Chained (``input:`` in the scenario, docs/attacks.md): it retrieves the words of the upstream
+Chained (``input:`` in the scenario, docs/reference/attacks.md): it retrieves the words of the upstream
 attack's reconstruction of each party instead (``view.upstream``, e.g. ``measure_inversion``'s
 inverted eta), one output per party that reconstruction covers.
 """

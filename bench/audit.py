@@ -56,7 +56,7 @@ protocol: {{name: fedwad, params: {{support_size: {S}, iterations: 1, init_scale
 defenses: [{{name: gaussian_measure_noise, params: {{clip_norm: 4.0, push_max: {push}, noise_multiplier: {z}}}}}]
 """
 
-#: the docs' audit world (docs/scenarios.md): a 20-row FedWAD client, S = 3, K = 1
+#: the docs' audit world (docs/guide/scenarios.md): a 20-row FedWAD client, S = 3, K = 1
 DOCS_WORLD = """\
 name: audit_docs
 seed: 0

@@ -1,7 +1,7 @@
 """Protocol × threat coverage matrix: the best attack's figure in every cell, measured, or
 "not applicable" with the reason (issue 13). Written as data for the report to render.
 
-``python -m bench.coverage [--out docs/coverage.json]`` runs every measured cell on a shipped
+``python -m bench.coverage [--out docs/findings/coverage.json]`` runs every measured cell on a shipped
 scenario (seed 0, the server observing unless stated) and writes ``{protocol: {threat: cell}}``;
 a cell is ``{"attack", "scenario", "metric", "value", "baseline", "note"}`` or
 ``{"not_applicable": reason}``. Figures: reconstruction — coverage@r of the private rows (share
@@ -113,7 +113,7 @@ SPECS: dict[str, dict[str, Any]] = {
     },
     "fedwad_coreset": {
         "reconstruction": ("fedwad_coreset_digits.yaml", None, {"name": "coreset_inversion"}),
-        "membership": "every digits row is held by a client or the test party in the shipped scenario (no rows outside the parties to draw non-members from); docs/fedwad_applications.md measures membership with the test party's rows as non-members",
+        "membership": "every digits row is held by a client or the test party in the shipped scenario (no rows outside the parties to draw non-members from); docs/findings/fedwad_applications.md measures membership with the test party's rows as non-members",
         "attribute_label": (
             "fedwad_coreset_digits.yaml",
             None,
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.run.results import jsonable
 
     ap = argparse.ArgumentParser(prog="python -m bench.coverage", description=__doc__)
-    ap.add_argument("--out", default="docs/coverage.json")
+    ap.add_argument("--out", default="docs/findings/coverage.json")
     a = ap.parse_args(argv)
     m = coverage_matrix(progress=True)
     atomic_write_bytes(

@@ -31,9 +31,9 @@ in Frobenius norm (``calibration: worst_case``). ``calibration: tight`` (the def
 FedWAD client's support, when S < ``min_rows``,
 :math:`2C\\lambda_{\\max}\\sqrt{\\sum_j \\min(1, 1/(\\texttt{min\\_rows}\\,b_j))^2}`
 (:math:`2C\\lambda S^{3/2}/n` for uniform weights): valid for a *unique* optimal plan (an
-augmenting-path argument, docs/privacy.md), which it enforces by setting FedWAD's
+augmenting-path argument, docs/reference/privacy.md), which it enforces by setting FedWAD's
 ``plan_tie_break`` (a data-independent random perturbation of the costs); with ties the solver's
-own choice can move the push by more (the counterexample in docs/privacy.md). Every other support
+own choice can move the push by more (the counterexample in docs/reference/privacy.md). Every other support
 keeps the worst case, but TriangleWad's eta with one gamma atom (tight: :math:`2C\\lambda`, one
 atom moves). ``min_rows`` is enforced: a party with fewer rows is refused at the party.
 The push structure is the protocol's declaration (``barycentric_push_check``, read in
@@ -82,7 +82,7 @@ __all__ = ["PUBLIC_TARGET_DISTANCES", "GaussianMeasureNoise", "GaussianMeasureNo
 #: protocols whose released scalars are distances W2(own rows, a measure the receiver sent): one
 #: row moves them by at most 2C/sqrt(n). Elsewhere (FedBary's W2(P_i, gamma_i): gamma_i is the
 #: client's own state, built from its rows) the target moves with the row too, so the value is
-#: clipped to [0, 2C] before the noise and charged 2C (docs/privacy.md)
+#: clipped to [0, 2C] before the noise and charged 2C (docs/reference/privacy.md)
 PUBLIC_TARGET_DISTANCES = frozenset({"fedwad"})
 
 
@@ -109,7 +109,7 @@ class GaussianMeasureNoiseConfig(DefenseConfig, GaussianNoiseChoice):
     calibration: Literal["tight", "worst_case"] = Field(
         "tight",
         description="tight: a FedWAD client's support is charged 2 C push_max "
-        "sqrt(sum_j min(1, 1/(min_rows b_j))^2) (unique plans enforced; docs/privacy.md), "
+        "sqrt(sum_j min(1, 1/(min_rows b_j))^2) (unique plans enforced; docs/reference/privacy.md), "
         "TriangleWad's eta (k = 1) 2 C push_max, never more than the worst case; worst_case: "
         "2 C push_max sqrt(S) for every push (a support that is not one: 2 C sqrt(S), its atoms "
         "clipped)",
@@ -214,7 +214,7 @@ class GaussianMeasureNoise(Defense):
 
     def protocol_overrides(self, protocol_name: str) -> dict:
         """Tight calibration on FedWAD: every client plan made unique (``plan_tie_break``),
-        which the tight support bound needs (docs/privacy.md). Remembers the protocol: the
+        which the tight support bound needs (docs/reference/privacy.md). Remembers the protocol: the
         tight bound is used for FedWAD's own messages only."""
         self.__dict__["_protocol"] = protocol_name
         if self.config.calibration == "tight" and protocol_name == "fedwad":

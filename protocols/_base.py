@@ -76,7 +76,7 @@ class Protocol(Plugin):
     #: how far the estimates may be from :meth:`reference` on the protocol's contract scenario,
     #: relative (|estimate - reference| / |reference|; Frobenius norms for arrays): one number for
     #: every compared key, or ``{key: tolerance}`` (keys left out are not compared). ``None`` =
-    #: not declared (the contract kit fails). Measured values of the built-ins: docs/plugins.md.
+    #: not declared (the contract kit fails). Measured values of the built-ins: docs/guide/plugins.md.
     reference_tolerance: ClassVar[float | Mapping[str, float] | None] = None
     #: the accuracy quantity that is the run's one error (the x-axis of leakage against accuracy
     #: in reports and sweep summaries), as globs tried in order; a glob matching several

@@ -1,4 +1,4 @@
-"""Canary sign accuracy per round of the one-run audit's baselines (docs/attacks.md, "Baselines,
+"""Canary sign accuracy per round of the one-run audit's baselines (docs/reference/attacks.md, "Baselines,
 measured"): the share of canaries whose inclusion bit the server's signed score gets right, with
 the raw projections (the audit's), centred on a noiseless reference run, on the message each
 answers, or on their least-squares blend.

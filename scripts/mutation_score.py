@@ -1,4 +1,4 @@
-"""Mutation score per module from mutmut's results (docs/development.md, "Mutation testing").
+"""Mutation score per module from mutmut's results (docs/guide/development.md, "Mutation testing").
 
     mutmut results --all true | python scripts/mutation_score.py [EQUIVALENT_LIST]
 

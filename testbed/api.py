@@ -5,7 +5,7 @@ A name here keeps its meaning across releases; anything else in the testbed may 
 names are imported on first use (PEP 562): ``import testbed.api`` loads none of their modules.
 
 Every optional capability of a plugin is a member of its base class, with a default
-(docs/plugins.md, "The contract"); a class that defines a name close to one of them but not
+(docs/guide/plugins.md, "The contract"); a class that defines a name close to one of them but not
 equal (``knob_param``) is refused when it registers, with the suggestion
 (:mod:`testbed.contract`).
 """

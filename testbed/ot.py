@@ -215,7 +215,7 @@ def reduced_costs(M: np.ndarray) -> np.ndarray:
     those of ``M`` (up to rounding: two permutations whose costs differ by less than a few ulps of
     ``M``'s entries may swap, and either is then optimal to rounding); SciPy's solver starts
     from duals nearer the optimum and ran 1.3-2.3x faster on FedBary's 500 x 500 problems
-    (docs/benchmarks.md). The cost is always summed from ``M`` itself."""
+    (docs/findings/benchmarks.md). The cost is always summed from ``M`` itself."""
     R = M - M.min(axis=1, keepdims=True)
     R -= R.min(axis=0, keepdims=True)
     return R

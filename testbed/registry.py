@@ -325,7 +325,7 @@ class Registry:
                 return
         try:
             # what a module prints as it is imported is the plugin's, not the testbed's:
-            # stdout carries only the testbed's own lines (docs/plugins.md)
+            # stdout carries only the testbed's own lines (docs/guide/plugins.md)
             with contextlib.redirect_stdout(sys.stderr):
                 obj = ep.load()
         except Exception as exc:  # a broken third-party plugin must not break the rest

@@ -1,4 +1,4 @@
-"""The attack tutorial of docs/plugins.md works as written: its attack module, scenario and
+"""The attack tutorial of docs/guide/plugins.md works as written: its attack module, scenario and
 contract test, taken verbatim from the page and put in a scaffolded package (on sys.path and
 registered through the registry's API, as its entry point would be), run, pass the kit and give
 the report the columns the page names."""
@@ -16,7 +16,7 @@ from testbed.cli.main import main
 from testbed.registry import ATTACKS
 from tests._outside import outside_package
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "guide" / "plugins.md"
 NAME = "nearest_support"
 
 

@@ -1,4 +1,4 @@
-"""The defense tutorial of docs/plugins.md works as written: its defense module, scenario and
+"""The defense tutorial of docs/guide/plugins.md works as written: its defense module, scenario and
 contract test, taken verbatim from the page and put in a scaffolded package (on sys.path and
 registered through the registry's API, as its entry point would be), run; the run prints the
 table the page shows, records the defense where the page says, and the quoted error lines are
@@ -17,7 +17,7 @@ from testbed.cli.main import main
 from testbed.registry import DEFENSES
 from tests._outside import outside_package
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "guide" / "plugins.md"
 NAME, CLS = "grid_rounding", "GridRounding"
 PARTIES = ("alice", "bob")
 

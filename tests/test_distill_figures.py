@@ -1,5 +1,5 @@
 """scripts/docs_figures.py ``distill_figures``: the summary docs-check compares with the
-distillation tables of docs/protocols.md (fast: synthetic sweep rows, no training)."""
+distillation tables of docs/reference/protocols.md (fast: synthetic sweep rows, no training)."""
 
 from __future__ import annotations
 

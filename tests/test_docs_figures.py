@@ -38,348 +38,390 @@ def _quoted(doc: str, pattern: str) -> tuple[float, float]:
 
 # (doc, pattern capturing the printed figure, generator, key, scale to the printed unit)
 SINGLE = [
-    ("docs/attacks.md", r"t = 0\.9\): \*\*([\d.]+) %\*\*", "eta_words", "eta_words_t0.9", 100),
-    ("docs/attacks.md", r"t = 0\.5: ([\d.]+) %\)", "eta_words", "eta_words_t0.5", 100),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
+        r"t = 0\.9\): \*\*([\d.]+) %\*\*",
+        "eta_words",
+        "eta_words_t0.9",
+        100,
+    ),
+    ("docs/reference/attacks.md", r"t = 0\.5: ([\d.]+) %\)", "eta_words", "eta_words_t0.5", 100),
+    (
+        "docs/reference/attacks.md",
         r"not a class subset\): k = 10: ([\d.]+) %",
         "eta_inversion",
         "inversion_first901_k10",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows: k = 1: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k1",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 2: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k2",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 5: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k5",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 10: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k10",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 20: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k20",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 50: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k50",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 100: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k100",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 200: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k200",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 450: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k450",
         100,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"all 1797 rows:.*? 900: ([\d.]+) %",
         "eta_inversion",
         "inversion_all_k900",
         100,
     ),
-    ("docs/attacks.md", r"k = 1797: ([\d.]+) %", "eta_inversion", "inversion_all_k1797", 100),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
+        r"k = 1797: ([\d.]+) %",
+        "eta_inversion",
+        "inversion_all_k1797",
+        100,
+    ),
+    (
+        "docs/reference/attacks.md",
         r"t̂ = ([\d.]+) from the public prior",
         "eta_inversion",
         "hidden_t_estimate",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"public prior's moments, ([\d.]+) % exact",
         "eta_inversion",
         "hidden_t_exact",
         100,
     ),
     (
-        "docs/protocols.md",
+        "docs/reference/protocols.md",
         r"ratio ([\d.]+) / [\d.]+ / [\d.]+ for k = 5",
         "triangle_bias",
         "bias_k5_s1",
         1,
     ),
     (
-        "docs/protocols.md",
+        "docs/reference/protocols.md",
         r"ratio [\d.]+ / ([\d.]+) / [\d.]+ for k = 5",
         "triangle_bias",
         "bias_k5_s5",
         1,
     ),
     (
-        "docs/protocols.md",
+        "docs/reference/protocols.md",
         r"ratio [\d.]+ / [\d.]+ / ([\d.]+) for k = 5",
         "triangle_bias",
         "bias_k5_s20",
         1,
     ),
-    ("docs/protocols.md", r"and ([\d.]+) for k = 300", "triangle_bias", "bias_k300_s20", 1),
     (
-        "docs/scenarios.md",
+        "docs/reference/protocols.md",
+        r"and ([\d.]+) for k = 300",
+        "triangle_bias",
+        "bias_k300_s20",
+        1,
+    ),
+    (
+        "docs/guide/scenarios.md",
         r"audited ε ≥ ([\d.]+) \(perfect",
         "audit_canary",
         "audit_none_audited",
         1,
     ),
     (
-        "docs/scenarios.md",
+        "docs/guide/scenarios.md",
         r"z = 0\.05 — claimed ([\d.]+)",
         "audit_canary",
         "audit_z0.05_claimed",
         1,
     ),
     (
-        "docs/scenarios.md",
+        "docs/guide/scenarios.md",
         r"claimed 520, audited ([\d.]+)",
         "audit_canary",
         "audit_z0.05_audited",
         1,
     ),
-    ("docs/scenarios.md", r"z = 1 — claimed ([\d.]+)", "audit_canary", "audit_z1_claimed", 1),
+    ("docs/guide/scenarios.md", r"z = 1 — claimed ([\d.]+)", "audit_canary", "audit_z1_claimed", 1),
     (
-        "docs/scenarios.md",
+        "docs/guide/scenarios.md",
         r"claimed 6\.57, audited ([\d.]+)",
         "audit_canary",
         "audit_z1_audited",
         1,
     ),
-    ("docs/scenarios.md", r"z = 4 — claimed ([\d.]+)", "audit_canary", "audit_z4_claimed", 1),
+    ("docs/guide/scenarios.md", r"z = 4 — claimed ([\d.]+)", "audit_canary", "audit_z4_claimed", 1),
     (
-        "docs/scenarios.md",
+        "docs/guide/scenarios.md",
         r"claimed 1\.36, audited ([\d.]+)",
         "audit_canary",
         "audit_z4_audited",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\| W2\(coreset, pooled clients\) \| ([\d.]+) \|",
         "personalized_coreset",
         "fedwad_coreset_digits.w_federated",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\| W2\(coreset, pooled clients\) \| [\d.]+ \| ([\d.]+) \|",
         "personalized_coreset",
         "fedwad_coreset_digits.w_central",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\| W2\(coreset, pooled clients\) \| [\d.]+ \| [\d.]+ \| ([\d.]+) \|",
         "personalized_coreset",
         "fedwad_coreset_digits.w_free_support",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\(150 atoms\), held-out \| ([\d.]+) \|",
         "personalized_coreset",
         "fedwad_coreset_digits.knn_global",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\(150 atoms\), held-out \| [\d.]+ \| ([\d.]+) \|",
         "personalized_coreset",
         "fedwad_coreset_digits.knn_central",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"Coreset quality ([\d.]+)",
         "personalized_coreset",
         "fedwad_coreset_digits.quality",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"federated W is ([\d.]+) % above",
         "personalized_coreset",
         "fedwad_coreset_digits.excess",
         100,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"adds the client's own coreset \| server \| coverage@r \*\*([\d.]+)\*\*",
         "personalized_coreset",
         "fedwad_coreset_digits.coreset_inversion.coverage",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"coverage@r \*\*[\d.]+\*\*, W2 ratio ([\d.]+) \(leakage",
         "personalized_coreset",
         "fedwad_coreset_digits.coreset_inversion.w2_ratio",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"in the classifier\) \| server / c00 \| TV \*\*([\d.]+)\*\*",
         "personalized_coreset",
         "fedwad_coreset_digits.coreset_label_inference.tv",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"federated / exact OTDD matrix\) \| ([\d.]+) /",
         "personalized_clustered",
         "fedwad_clustered_fl.protocol_ari",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"federated / exact OTDD matrix\) \| [\d.]+ / ([\d.]+) \|",
         "personalized_clustered",
         "fedwad_clustered_fl.exact_ari",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"exact OTDD matrix\) \| ([\d.]+) \(matrix rel",
         "personalized_clustered",
         "fedwad_clustered_fl.distance_rank",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\(matrix rel\. error ([\d.]+) %",
         "personalized_clustered",
         "fedwad_clustered_fl.matrix_error",
         100,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"one FedAvg model per cluster \| ([\d.]+) \|",
         "personalized_clustered",
         "fedwad_clustered_fl.protocol_clustered",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"FedAvg over all clients \| ([\d.]+) \|",
         "personalized_clustered",
         "fedwad_clustered_fl.protocol_fedavg",
         1,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"\| gain \| \*\*\+([\d.]+) points\*\*",
         "personalized_clustered",
         "fedwad_clustered_fl.protocol_gain",
         100,
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         r"lr·steps·\(π − 1/C\) \| server \| TV \*\*([\d.]+)\*\*",
         "personalized_clustered",
         "fedwad_clustered_fl.clustered_fl_label_inference.tv",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"= \*\*([\d.]+)\*\* \(geodesic\)",
         "fedwad_toy_attack",
         "client_geodesic",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"\(\*\*([\d.]+)\*\* keeping the lowest-loss",
         "fedwad_toy_attack",
         "client_optimisation",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"last interpolants: ([\d.]+) / [\d.]+",
         "fedwad_toy_attack",
         "server_alice",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"last interpolants: [\d.]+ / ([\d.]+)",
         "fedwad_toy_attack",
         "server_bob",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"public-prior baseline ([\d.]+) /",
         "fedwad_toy_attack",
         "server_alice_baseline",
         1,
     ),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"public-prior baseline [\d.]+ / ([\d.]+)\)",
         "fedwad_toy_attack",
         "server_bob_baseline",
         1,
     ),
-    ("docs/protocols.md", r"W2 gap ([\d.]+) after 3 rounds", "fedbary_barycenter", "gap_k3", 1),
-    ("docs/protocols.md", r"after 3 rounds, ([\d.]+) after 10", "fedbary_barycenter", "gap_k10", 1),
     (
-        "docs/protocols.md",
+        "docs/reference/protocols.md",
+        r"W2 gap ([\d.]+) after 3 rounds",
+        "fedbary_barycenter",
+        "gap_k3",
+        1,
+    ),
+    (
+        "docs/reference/protocols.md",
+        r"after 3 rounds, ([\d.]+) after 10",
+        "fedbary_barycenter",
+        "gap_k10",
+        1,
+    ),
+    (
+        "docs/reference/protocols.md",
         r"after 10 \((\d+) % of the clients",
         "fedbary_barycenter",
         "gap_k10_share",
         100,
     ),
-    ("docs/protocols.md", r"([\d.]+) after 20 — slower", "fedbary_barycenter", "gap_k20", 1),
-    ("docs/attacks.md", r"K = 5\): \*\*([\d.]+) %\*\* of the top-1", "xi_words", "exact", 100),
     (
-        "docs/attacks.md",
+        "docs/reference/protocols.md",
+        r"([\d.]+) after 20 — slower",
+        "fedbary_barycenter",
+        "gap_k20",
+        1,
+    ),
+    (
+        "docs/reference/attacks.md",
+        r"K = 5\): \*\*([\d.]+) %\*\* of the top-1",
+        "xi_words",
+        "exact",
+        100,
+    ),
+    (
+        "docs/reference/attacks.md",
         r"prior-only baseline ([\d.]+) %; barycentric",
         "xi_words",
         "exact_baseline",
         100,
     ),
-    ("docs/attacks.md", r"barycentric S = 20: ([\d.]+) %", "xi_words", "bary_s20", 100),
+    ("docs/reference/attacks.md", r"barycentric S = 20: ([\d.]+) %", "xi_words", "bary_s20", 100),
     (
-        "docs/attacks.md",
+        "docs/reference/attacks.md",
         r"barycentric S = 20: [\d.]+ %, S = 100: ([\d.]+) %",
         "xi_words",
         "bary_s100",
@@ -426,20 +468,20 @@ def _numbers(cell: str) -> list[str]:
 # the cell in order, None to skip a number)
 ROWS = [
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         "(`fedwad_coreset_digits`)",
         "personalized_coreset",
         [["knn_client"], ["fedavg"], ["fedper"], ["fedrep"]],
     ),
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         "(`fedwad_coreset_digits_iid`)",
         "personalized_coreset",
         [["knn_client"], ["fedavg"], ["fedper"], ["fedrep"]],
     ),
 ] + [
     (
-        "docs/fedwad_applications.md",
+        "docs/findings/fedwad_applications.md",
         f"(`{name}`)",
         "personalized_clustered",
         [
@@ -492,8 +534,8 @@ CLIENTS = _figures().CLIENTS
 
 @pytest.mark.parametrize("name", FEDBARY)
 def test_fedbary_contributions(name, generated):
-    # seed-0 contributions: five estimates, then five exact ones (docs/protocols.md)
-    cell = _row("docs/protocols.md", f"`{name}`")[0]
+    # seed-0 contributions: five estimates, then five exact ones (docs/reference/protocols.md)
+    cell = _row("docs/reference/protocols.md", f"`{name}`")[0]
     nums = re.findall(r"(?<![\d])\.\d{3}", cell)
     assert len(nums) >= 10, cell
     fig = generated("fedbary_tables")
@@ -504,17 +546,17 @@ def test_fedbary_contributions(name, generated):
 
 def test_fedbary_prose_figures(generated):
     fig = generated("fedbary_tables")
-    cell = _row("docs/protocols.md", "`fedbary_no_validation`")[0]
+    cell = _row("docs/reference/protocols.md", "`fedbary_no_validation`")[0]
     m = re.search(r"contribution (\.\d+) vs ≥ (\.\d+)", cell)
     assert m, cell
     est = [fig[f"fedbary_no_validation.est.{c}"] for c in CLIENTS]
     _close(m.group(1), est[4], "no_validation client_5")
     _close(m.group(2), min(est[:4]), "no_validation other clients")
     m = re.search(
-        r"\+(\d+) % distance error", _row("docs/protocols.md", "`fedbary_case3_sizes`")[0]
+        r"\+(\d+) % distance error", _row("docs/reference/protocols.md", "`fedbary_case3_sizes`")[0]
     )
     _close(m.group(1), 100 * fig["fedbary_case3_sizes.dist_err.client_5"], "case 3 distance error")
-    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    text = " ".join((ROOT / "docs/reference/protocols.md").read_text().split())
     m = re.search(r"Distances are over-estimated by (\d+)–(\d+) %", text)
     assert m
     _close(m.group(1), 100 * fig["dist_err_min"], "smallest distance over-estimate")
@@ -523,25 +565,28 @@ def test_fedbary_prose_figures(generated):
 
 def test_fedbary_seed_claims(generated):
     fig = generated("fedbary_seeds")
-    case4 = _row("docs/protocols.md", "`fedbary_case4_label_noise`")[0]
+    case4 = _row("docs/reference/protocols.md", "`fedbary_case4_label_noise`")[0]
     m = re.search(r"strictly monotone in (\d) of 8 seeds \(exact (\d)/8\)", case4)
     assert m, case4
     assert int(m.group(1)) == fig["fedbary_case4_label_noise.monotone"]
     assert int(m.group(2)) == fig["fedbary_case4_label_noise.monotone_exact"]
     for name, cell in (
         ("fedbary_case4_label_noise", case4),
-        ("fedbary_valuation", _row("docs/protocols.md", "`fedbary_valuation`")[0]),
-        ("fedbary_no_validation", _row("docs/protocols.md", "`fedbary_no_validation`")[0]),
+        ("fedbary_valuation", _row("docs/reference/protocols.md", "`fedbary_valuation`")[0]),
+        (
+            "fedbary_no_validation",
+            _row("docs/reference/protocols.md", "`fedbary_no_validation`")[0],
+        ),
     ):
         m = re.search(r"AUC[^–]*?([\d.]+)–([\d.]+)", cell)
         assert m, cell
         _close(m.group(1), fig[f"{name}.auc_min"], f"{name} lowest AUC over seeds")
         _close(m.group(2), fig[f"{name}.auc_max"], f"{name} highest AUC over seeds")
-    val = _row("docs/protocols.md", "`fedbary_valuation`")[0]
+    val = _row("docs/reference/protocols.md", "`fedbary_valuation`")[0]
     assert (
         int(re.search(r"monotone in (\d) of 8", val).group(1)) == fig["fedbary_valuation.monotone"]
     )
-    nov = _row("docs/protocols.md", "`fedbary_no_validation`")[0]
+    nov = _row("docs/reference/protocols.md", "`fedbary_no_validation`")[0]
     assert (
         int(re.search(r"in (\d) of 8 seeds", nov).group(1))
         == fig["fedbary_no_validation.farthest_last"]
@@ -615,7 +660,7 @@ DISTILL_ROWS = {
 )
 def test_distillation_tables(gen, start, end, reference, generated):
     fig = generated(gen)
-    rows = _section("docs/protocols.md", start, end)
+    rows = _section("docs/reference/protocols.md", start, end)
     checked = 0
     body = [(first, cells) for first, cells in rows if first != "loss / weighting"]
     for first, cells in body:
@@ -626,7 +671,7 @@ def test_distillation_tables(gen, start, end, reference, generated):
             _ci_close(cell, fig, f"{loss}.{w}.{metric}", f"{gen} {first} {w}")
             checked += 1
     assert checked >= 16, f"{gen}: only {checked} table cells found"
-    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    text = " ".join((ROOT / "docs/reference/protocols.md").read_text().split())
     m = re.search(reference, text)
     assert m, f"{gen}: no central reference figure"
     _ci_close(m.group(1), fig, "sinkhorn.A.reference_macro_f1", f"{gen} reference macro-F1")
@@ -636,7 +681,7 @@ def test_distillation_tables(gen, start, end, reference, generated):
         m = re.search(
             rf"logistic regression reaches macro-F1 ({_FIGURE} \[{_FIGURE}, {_FIGURE}\])", text
         )
-        assert m, "docs/protocols.md: the logistic-regression baseline was reworded"
+        assert m, "docs/reference/protocols.md: the logistic-regression baseline was reworded"
         _ci_close(m.group(1), fig, "logreg_cv_macro_f1", "logistic regression CV macro-F1")
 
 
@@ -670,7 +715,7 @@ def test_distillation_paired_differences(gen, start, end, opening, figures, gene
     # each paired per-seed difference within the seeds' interval, and resolved (interval
     # excluding 0) exactly when the printed one is: the prose around it says which are
     fig = generated(gen)
-    para = _paragraph("docs/protocols.md", start, end, opening)
+    para = _paragraph("docs/reference/protocols.md", start, end, opening)
     comp = metric = None
     checked = 0
     for m in _PAIRED_TOKEN.finditer(para):
@@ -717,7 +762,7 @@ def test_distillation_privacy_table(generated):
     # rows in the sweep's order: DP-SGD eps = inf, 8, 4, 2, 1, noisy soft labels, PATE; columns:
     # claimed eps, accuracy, SD, MIA AUC, TPR@1 %FPR, audited eps, label TV (ratio / bias)
     fig = generated("distill_privacy")
-    rows = _section("docs/protocols.md", "*Privacy", "Membership AUC falls")
+    rows = _section("docs/reference/protocols.md", "*Privacy", "Membership AUC falls")
     body = [cells for first, cells in rows if first not in ("defense",)]
     assert len(body) == 7, list(rows)
     for i, cells in enumerate(body):
@@ -751,13 +796,13 @@ def test_distillation_privacy_table(generated):
 def test_distillation_privacy_prose(generated):
     fig = generated("distill_privacy")
     seeds = sorted({int(k.rsplit("seed", 1)[1]) for k in fig if ".accuracy.seed" in k})
-    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    text = " ".join((ROOT / "docs/reference/protocols.md").read_text().split())
     m = re.search(rf"uniform baseline TV ({_FIGURE} \[{_FIGURE}, {_FIGURE}\])", text)
-    assert m, "docs/protocols.md: the privacy caption's baseline TV was reworded"
+    assert m, "docs/reference/protocols.md: the privacy caption's baseline TV was reworded"
     _ci_close(m.group(1), fig, f"0.{TV_RATIO}#1.tv_baseline", "uniform baseline TV")
     mia = _attack_key(fig, 0, MIA, "auc")
     m = re.search(r"Membership AUC falls from ([\d.]+) \(per seed ([\d., ]+)\)", text)
-    assert m, "docs/protocols.md: the membership AUC sentence was reworded"
+    assert m, "docs/reference/protocols.md: the membership AUC sentence was reworded"
     _ci_close(m.group(1), fig, mia, "membership AUC without DP")
     per_seed = m.group(2).split(", ")
     assert len(per_seed) == len(seeds), per_seed
@@ -782,7 +827,7 @@ def test_distillation_privacy_prose(generated):
     m = re.search(
         rf"cost of DP-SGD \(paired per seed\): {cost} points at ε = 2, {cost} points at ε = 1", text
     )
-    assert m, "docs/protocols.md: the DP-SGD accuracy cost sentence was reworded"
+    assert m, "docs/reference/protocols.md: the DP-SGD accuracy cost sentence was reworded"
     for printed, i in zip(m.groups(), (3, 4)):  # paired per seed against row 0 (no DP), points
         key = f"{i}-0.accuracy"
         points = {f"{key}.{b}": 100 * fig[f"{key}.{b}"] for b in ("mean", "lo", "hi")}
@@ -790,13 +835,13 @@ def test_distillation_privacy_prose(generated):
 
 
 def test_fedwad_clustering_paragraph(generated):
-    text = " ".join((ROOT / "docs/protocols.md").read_text().split())
+    text = " ".join((ROOT / "docs/reference/protocols.md").read_text().split())
     m = re.search(
         r"ARI ([\d.]+) in all four settings \(exact matrix: ([\d.]+)\); matrix error "
         r"\+([\d.]+) % .*?, (\d+) (\d+) messages, (\d+) FedWAD runs",
         text,
     )
-    assert m, "docs/protocols.md: the fedwad_clustering figures were reworded"
+    assert m, "docs/reference/protocols.md: the fedwad_clustering figures were reworded"
     fig = generated("fedwad_clustering_settings")
     for tag in ("affinity", "gaussian", "sparse3", "sparse5"):
         _close(m.group(1), fig[f"{tag}.ari"], f"{tag} ARI")
@@ -808,20 +853,20 @@ def test_fedwad_clustering_paragraph(generated):
 
 def test_triangle_attack_items(generated):
     fig = generated("triangle_attacks")
-    text = " ".join((ROOT / "docs/attacks.md").read_text().split())
+    text = " ".join((ROOT / "docs/reference/attacks.md").read_text().split())
     m = re.search(
         r"1e-6 × the median row norm: (\d+) % for each seller; coverage (\d+) %; "
         r"W2 ratio < ([\de.-]+)\)",
         text,
     )
-    assert m, "docs/attacks.md: marketplace item reworded"
+    assert m, "docs/reference/attacks.md: marketplace item reworded"
     for seller in ("seller_1", "seller_2", "seller_3"):
         key = f"triangle_wad_marketplace.{seller}"
         _close(m.group(1), 100 * fig[f"{key}.exact_recovery"], f"{seller} exact recovery")
         _close(m.group(2), 100 * fig[f"{key}.coverage"], f"{seller} coverage")
         assert fig[f"{key}.w2_ratio"] < float(m.group(3)), (seller, fig[f"{key}.w2_ratio"])
     m = re.search(r"k = 10\): (\d+) % / (\d+) % of alice's / bob's", text)
-    assert m, "docs/attacks.md: known-t item reworded"
+    assert m, "docs/reference/attacks.md: known-t item reworded"
     _close(m.group(1), 100 * fig["triangle_wad_digits.alice.exact_recovery"], "alice")
     _close(m.group(2), 100 * fig["triangle_wad_digits.bob.exact_recovery"], "bob")
 
@@ -829,7 +874,9 @@ def test_triangle_attack_items(generated):
 def test_frontier_fedbary_table(generated):
     # rows in the sweep's order: none, small_support 50, small_support 10, noise eps 10, eps 1
     fig = generated("frontier_fedbary")
-    rows = _section("docs/frontier.md", "## Data valuation: FedBary", "With its default support")
+    rows = _section(
+        "docs/findings/frontier.md", "## Data valuation: FedBary", "With its default support"
+    )
     body = [cells for first, cells in rows if first != "setting"]
     assert len(body) == 5, list(rows)
     keys = (
@@ -869,7 +916,7 @@ FEDWAD_ROWS = {
 @pytest.mark.parametrize("first", list(FEDWAD_ROWS))
 def test_fedwad_mode_table(first, generated):
     # | case | paper mode "+54.9 %" | accurate mode "2.1e-5" | rounds |
-    paper, accurate, rounds = _row("docs/protocols.md", first)[:3]
+    paper, accurate, rounds = _row("docs/reference/protocols.md", first)[:3]
     fig = generated("fedwad_modes")
     case = FEDWAD_ROWS[first]
     _close(re.match(r"\+([\d.]+) %", paper).group(1), 100 * fig[f"{case}.paper"], first)
@@ -912,11 +959,11 @@ TRIANGLE = {
 
 @pytest.mark.parametrize("name", list(TRIANGLE))
 def test_triangle_scenario_table(name, generated):
-    cell = _row("docs/protocols.md", f"`{name}`")[0]
+    cell = _row("docs/reference/protocols.md", f"`{name}`")[0]
     fig = generated("triangle_scenarios")
     for pattern, key, scale in TRIANGLE[name]:
         m = re.search(pattern, cell)
-        assert m, f"docs/protocols.md {name}: no figure matches {pattern!r}"
+        assert m, f"docs/reference/protocols.md {name}: no figure matches {pattern!r}"
         value = fig[key] * scale
         if key.endswith(".max") and "≤" in pattern:
             # an upper bound: the largest over seeds must stay below it (at its rounding)
@@ -926,7 +973,7 @@ def test_triangle_scenario_table(name, generated):
         _close(m.group(1), value, f"{name} {key}")
 
 
-# the demo table (docs/findings.md): setting as printed -> the sweep's setting label
+# the demo table (docs/findings/findings.md): setting as printed -> the sweep's setting label
 _NOISE = "gaussian_measure_noise(noise_multiplier={})"
 DEMO_ROWS = {
     ("fedwad", "none"): "none",
@@ -974,11 +1021,11 @@ def test_demo_table(tmp_path):
 
     out = run_sweep(load_scenario(ROOT / "scenarios/leakage_vs_accuracy.yaml"), tmp_path, jobs=2)
     agg = aggregate(out.rows)
-    text = (ROOT / "docs/findings.md").read_text()
+    text = (ROOT / "docs/findings/findings.md").read_text()
     checked = 0
     for (proto, printed_setting), label in DEMO_ROWS.items():
         m = re.search(rf"^\| {proto} \| {re.escape(printed_setting)} \| (.+) \|$", text, flags=re.M)
-        assert m, f"docs/findings.md: no demo row for {proto} / {printed_setting}"
+        assert m, f"docs/findings/findings.md: no demo row for {proto} / {printed_setting}"
         cells = [c.strip() for c in m.group(1).split("|")]
         a = agg[(proto, label)]
         for s, key in zip(cells, DEMO_COLUMNS):
@@ -1003,7 +1050,7 @@ def test_demo_table(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/frontier.md: the frontier, the dataset-distance matrix and the Short answer (docsgen)
+# docs/findings/frontier.md: the frontier, the dataset-distance matrix and the Short answer (docsgen)
 
 
 def _plain_figure(s: str) -> str:
@@ -1054,7 +1101,7 @@ FRONTIER_SELECTED = {
 
 def test_frontier_selected_rows(generated):
     fig = generated("frontier_main")
-    rows = _section("docs/frontier.md", "Selected rows of the full table", "(DP sliced")
+    rows = _section("docs/findings/frontier.md", "Selected rows of the full table", "(DP sliced")
     body = [(first, cells) for first, cells in rows if first != "setting"]
     assert len(body) == len(FRONTIER_SELECTED), [b[0] for b in body]
     for first, (eps, *per_dataset) in body:
@@ -1077,7 +1124,7 @@ def _best_rows(doc: str, start: str, end: str) -> list[tuple[str, str, str, str,
 def test_frontier_best_per_budget(generated):
     # | budget ε | dataset | <setting as bench.frontier prints it>: mean [lo, hi] | leak | cov |
     fig = generated("frontier_main")
-    rows = _best_rows("docs/frontier.md", "Best setting per budget", "Selected rows")
+    rows = _best_rows("docs/findings/frontier.md", "Best setting per budget", "Selected rows")
     assert len(rows) == 6, rows
     for budget, ds, best, leak, cov in rows:
         b = "inf" if budget.startswith("∞") else budget
@@ -1114,7 +1161,9 @@ FRONTIER_MATRIX = {
 
 def test_frontier_matrix_table(generated):
     fig = generated("frontier_matrix")
-    rows = _section("docs/frontier.md", "## Dataset-distance matrix", "Best per budget: ε = 1")
+    rows = _section(
+        "docs/findings/frontier.md", "## Dataset-distance matrix", "Best per budget: ε = 1"
+    )
     body = [(first, cells) for first, cells in rows if first != "setting"]
     assert len(body) == len(FRONTIER_MATRIX), [b[0] for b in body]
     for first, (eps, util, leak, cov) in body:
@@ -1143,7 +1192,7 @@ def _figure(text: str, pattern: str, what: str) -> tuple[str, ...]:
 
 def test_frontier_short_answer(generated):
     fig, mat = generated("frontier_main"), generated("frontier_matrix")
-    text = _text("docs/frontier.md")
+    text = _text("docs/findings/frontier.md")
     # no formally private setting (finite ε <= 10) is accurate: utility < 0.9 (error > 10 %)
     private = [k[: -len(".eps")] for k, v in fig.items() if k.endswith(".eps") and math.isfinite(v)]
     assert private and all(fig[f"{p}.eps"] <= 10.5 for p in private)
@@ -1203,7 +1252,7 @@ def test_frontier_short_answer(generated):
 
 def test_frontier_mask_in_domain(generated):
     fig = generated("mask_in_domain")
-    text = _text("docs/frontier.md")
+    text = _text("docs/findings/frontier.md")
     c_lo, c_hi, l_lo, l_hi = _figure(
         text,
         r"recovers coverage@r ([\d.]+)–([\d.]+) of every party \(leakage ([\d.]+)–([\d.]+)\)",
@@ -1219,7 +1268,7 @@ def test_frontier_mask_in_domain(generated):
 
 def test_frontier_matrix_prose(generated):
     mat = generated("frontier_matrix")
-    text = _text("docs/frontier.md")
+    text = _text("docs/findings/frontier.md")
     m = "frontier_matrix: "
     sw, gm, mask_u, mask_l = _figure(
         text,
@@ -1246,12 +1295,12 @@ def test_frontier_matrix_prose(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/fedwad_applications.md: message counts and the attack table's remaining rows (docsgen)
+# docs/findings/fedwad_applications.md: message counts and the attack table's remaining rows (docsgen)
 
 
 def test_fedwad_applications_message_counts(generated):
     # counts and MiB are deterministic; the protocol times next to them are not checked
-    text = _text("docs/fedwad_applications.md")
+    text = _text("docs/findings/fedwad_applications.md")
     for gen, name, pattern in (
         (
             "personalized_coreset",
@@ -1266,7 +1315,7 @@ def test_fedwad_applications_message_counts(generated):
     ):
         fig = generated(gen)
         m = re.search(pattern, text)
-        assert m, f"docs/fedwad_applications.md: {name} message counts reworded"
+        assert m, f"docs/findings/fedwad_applications.md: {name} message counts reworded"
         assert int(m.group(1).replace(",", "")) == fig[f"{name}.messages"], (
             f"{name}: prints {m.group(1)} messages, now {fig[f'{name}.messages']:.0f}"
         )
@@ -1275,11 +1324,13 @@ def test_fedwad_applications_message_counts(generated):
 
 def _attack_row(start: str) -> list[str]:
     for first, cells in _section(
-        "docs/fedwad_applications.md", "## What the new messages", "Reading:"
+        "docs/findings/fedwad_applications.md", "## What the new messages", "Reading:"
     ):
         if first.startswith(start):
             return cells
-    raise AssertionError(f"docs/fedwad_applications.md: no attack row starting with {start!r}")
+    raise AssertionError(
+        f"docs/findings/fedwad_applications.md: no attack row starting with {start!r}"
+    )
 
 
 def _bold(cell: str) -> list[str]:
@@ -1327,19 +1378,21 @@ def test_fedwad_applications_attack_table(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/trust.md (docsgen)
+# docs/reference/trust.md (docsgen)
 
 
 def test_trust_renormalised_uniform_measures(generated):
     (n,) = _figure(
-        _text("docs/trust.md"), r"break the digest of (\d+) of the uniform measures", "trust"
+        _text("docs/reference/trust.md"),
+        r"break the digest of (\d+) of the uniform measures",
+        "trust",
     )
     assert int(n) == generated("trust_renormalise")["renormalised_uniform"]
 
 
 def test_frontier_prose(generated):
     fig = generated("frontier_main")
-    text = _text("docs/frontier.md")
+    text = _text("docs/findings/frontier.md")
     # the DP baselines' noise on digits at ε = 10: σ = z · 2C‖U‖ ≈ z · 10 · (‖U‖ range) ≈ σ range
     z, u_lo, u_hi, s_lo, s_hi = _figure(
         text,
@@ -1378,7 +1431,7 @@ def test_frontier_prose(generated):
 def test_frontier_fedbary_prose(generated):
     # sweep order: none, small_support 50, small_support 10, noise eps 10, eps 1
     fig = generated("frontier_fedbary")
-    text = _text("docs/frontier.md")
+    text = _text("docs/findings/frontier.md")
     (cov,) = _figure(text, r"S local means \(coverage ([\d.]+) at S = 10\)", "small support")
     _mean_close(cov, fig, "2.any_attack.coverage", "coverage at S = 10")
     (auc,) = _figure(text, r"inverts the detection scores \(AUC ([\d.]+):", "noisy detection")
@@ -1387,12 +1440,12 @@ def test_frontier_fedbary_prose(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/attacks.md: the FedWAD 2-D toy's optimisation attack, start by start (docsgen)
+# docs/reference/attacks.md: the FedWAD 2-D toy's optimisation attack, start by start (docsgen)
 
 
 def test_fedwad_toy_starts(generated):
     fig = generated("fedwad_toy_starts")
-    text = _text("docs/attacks.md")
+    text = _text("docs/reference/attacks.md")
     lo, hi, best = _figure(
         text,
         r"(\d+\.\d+)–(\d+\.\d+) per start for the paper's optimisation \(\*\*(\d+\.\d+)\*\* "
@@ -1406,12 +1459,12 @@ def test_fedwad_toy_starts(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/protocols.md: FedBary's duplication study, FedWAD's bytes on the wire (docsgen)
+# docs/reference/protocols.md: FedBary's duplication study, FedWAD's bytes on the wire (docsgen)
 
 
 def test_fedbary_duplication(generated):
     fig = generated("fedbary_duplication")
-    text = _text("docs/protocols.md")
+    text = _text("docs/reference/protocols.md")
     toy, shared, per, toy_d, datum, datum_per = _figure(
         text,
         r"×2/×3 changes the 2-D estimate by −(\d+\.\d+) % \(exact W: 0 %\); on digits with "
@@ -1438,7 +1491,7 @@ def test_fedbary_duplication(generated):
 def test_fedwad_accurate_mode_bytes(generated):
     fig = generated("fedwad_modes")
     accurate, paper = _figure(
-        _text("docs/protocols.md"),
+        _text("docs/reference/protocols.md"),
         r"\((\d+) MiB in total on either digits case vs (\d+\.\d+) MiB in the paper mode",
         "FedWAD accurate-mode bytes",
     )
@@ -1448,7 +1501,7 @@ def test_fedwad_accurate_mode_bytes(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/plugins.md: declared tolerances of the built-in protocols (docsgen)
+# docs/guide/plugins.md: declared tolerances of the built-in protocols (docsgen)
 
 
 def _printed_range(cell: str) -> tuple[str, str]:
@@ -1459,7 +1512,7 @@ def _printed_range(cell: str) -> tuple[str, str]:
 def test_plugins_tolerance_table(generated):
     # | protocol | key(s) | max | median (one value, or the range over the keys) | declared |
     fig = generated("plugins_tolerances")
-    rows = _section("docs/plugins.md", "## Declared tolerances", "Two are loose enough")
+    rows = _section("docs/guide/plugins.md", "## Declared tolerances", "Two are loose enough")
     body = [(p, cells) for p, cells in rows if p != "protocol"]
     assert len(body) >= 15, body
     for proto, (keys, mx, med, _declared) in body:
@@ -1479,20 +1532,20 @@ def test_plugins_tolerance_table(generated):
                     for p in pats
                 )
             ]
-            assert found, f"docs/plugins.md: no measured key of {proto} matches {group!r}"
+            assert found, f"docs/guide/plugins.md: no measured key of {proto} matches {group!r}"
             _close(m, max(fig[f"{k}.max"] for k in found), f"{proto} {group} max")
             lo, hi = _printed_range(md)
             _close(lo, min(fig[f"{k}.median"] for k in found), f"{proto} {group} median (low)")
             _close(hi, max(fig[f"{k}.median"] for k in found), f"{proto} {group} median (high)")
     (skipped,) = _figure(
-        _text("docs/plugins.md"), r"`sinkhorn_distillation` skips the (\d+) seeds", "skips"
+        _text("docs/guide/plugins.md"), r"`sinkhorn_distillation` skips the (\d+) seeds", "skips"
     )
     seeds = fig["sinkhorn_distillation.macro_f1.seeds"]
     assert int(skipped) == 20 - seeds, f"prints {skipped} skipped seeds, now {20 - seeds:.0f}"
 
 
 # --------------------------------------------------------------------------------------------
-# docs/frontier.md: the protocol x threat coverage matrix (docs2)
+# docs/findings/frontier.md: the protocol x threat coverage matrix (docs2)
 
 
 _THREATS = ("reconstruction", "membership", "attribute_label", "text_retrieval")
@@ -1503,7 +1556,7 @@ def test_frontier_coverage_matrix(generated):
     # "n/a: reason" or "attack value (baseline)" (bold marks the new attacks), seed 0: the
     # figures are checked at their printed rounding
     fig = generated("coverage_cells")
-    rows = _section("docs/frontier.md", "## Coverage matrix", "New attacks (bold)")
+    rows = _section("docs/findings/frontier.md", "## Coverage matrix", "New attacks (bold)")
     body = {p.split()[0]: cells for p, cells in rows if p != "protocol"}
     protocols = {k.split(".")[0] for k in fig}
     assert set(body) == protocols, f"coverage table rows {sorted(body)} != {sorted(protocols)}"
@@ -1522,7 +1575,7 @@ def test_frontier_coverage_matrix(generated):
                 _close(base, fig[f"{key}.baseline"], f"{key} {attack} baseline")
     # the defenses table repeats the dp_gaussian_moments membership cell
     (auc,) = _figure(
-        _text("docs/frontier.md"),
+        _text("docs/findings/frontier.md"),
         r"leakage 0 and membership AUC ([\d.]+) at ε = 10 \(coverage matrix",
         "defenses table, dp_gaussian_moments row",
     )
@@ -1530,12 +1583,12 @@ def test_frontier_coverage_matrix(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/plugins.md: the FedWAD applications' scorecards, the loose tolerances (docs2)
+# docs/guide/plugins.md: the FedWAD applications' scorecards, the loose tolerances (docs2)
 
 
 def test_plugins_fedwad_scorecards(generated):
     fig = generated("scorecards_fedwad_apps")
-    text = _text("docs/plugins.md")
+    text = _text("docs/guide/plugins.md")
     co, cf = "fedwad_coreset", "fedwad_clustered_fl"
     assert "No threat model sees a near-copy of another party's rows in either" in text
     copies = {k: v for k, v in fig.items() if ".near_copies." in k}
@@ -1595,7 +1648,7 @@ def test_plugins_fedwad_scorecards(generated):
 
 def test_plugins_loose_tolerances(generated):
     fig = generated("plugins_loose_tolerances")
-    text = _text("docs/plugins.md")
+    text = _text("docs/guide/plugins.md")
     w, m, noiseless, ratio, scaffold = _figure(
         text,
         r"the debiased `wasserstein` is clamped to 0 \(relative error 1\) on (\d+) of the 20 "
@@ -1614,7 +1667,7 @@ def test_plugins_loose_tolerances(generated):
 
 def test_plugins_toy_scorecard(generated):
     fig = generated("scorecard_toy")
-    text = _text("docs/plugins.md")
+    text = _text("docs/guide/plugins.md")
     k, parties, n = _figure(
         text,
         r"means plus a (\d+)-row \"debug sample\" to the server\), the scorecard lists `server: "
@@ -1632,7 +1685,7 @@ def test_plugins_toy_scorecard(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/findings.md: the frontier at the tightest honest accounting (scenarios/frontier_dp.yaml)
+# docs/findings/findings.md: the frontier at the tightest honest accounting (scenarios/frontier_dp.yaml)
 
 #: column of the findings table -> (setting label after "<dataset>: ", with {e} the budget;
 #: the label at no defense, or None where the column has no such setting), figure
@@ -1659,7 +1712,7 @@ def test_findings_frontier_dp_table(generated):
     over the seeds its caption names) against the sweep recomputed: within the printed rounding
     or the seeds' 95 % interval; each budget is the setting's claimed ε (PLD, within 1 %)."""
     fig = generated("frontier_dp")
-    rows = _section("docs/findings.md", "| dataset | ε |", "\n\n")
+    rows = _section("docs/findings/findings.md", "| dataset | ε |", "\n\n")
     header, body = rows[0], rows[1:]
     columns = header[1][1:]
     assert set(columns) == set(FRONTIER_DP_COLUMNS), columns
@@ -1689,7 +1742,7 @@ def test_findings_frontier_dp_leakage(generated):
     under any mechanism (which setting, its coverage@r), and record leakage 0 under every
     mechanism but the one named, whose interval over the seeds includes 0."""
     fig = generated("frontier_dp")
-    text = _text("docs/findings.md")
+    text = _text("docs/findings/findings.md")
     figures = _figure(
         text,
         r"recovers every row of TriangleWad's and FedBary's parties \(leakage, coverage@r and "

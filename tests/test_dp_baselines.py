@@ -1,6 +1,6 @@
 """Formally private baselines (DP sliced Wasserstein, DP OT through a noisy JL projection):
 the noise-free limit against POT on the same projection, convergence to the central reference as
-epsilon grows (tolerances documented in docs/frontier.md), the sensitivity bound, and the ledger
+epsilon grows (tolerances documented in docs/findings/frontier.md), the sensitivity bound, and the ledger
 against opacus's accountant computed directly."""
 
 from __future__ import annotations

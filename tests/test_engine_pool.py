@@ -111,7 +111,7 @@ def test_fedbary_on_workers_equals_the_sequential_run_bit_for_bit(params, defend
 # ---------------------------------------------------------------- a hostile or buggy protocol
 # The protocol under test is untrusted code: the functions it runs at the parties may fail in
 # any way, and it may catch the error and go on. Each test fails on the engine before this
-# change (docs/trust.md, "The protocol under test on the worker-process engine").
+# change (docs/reference/trust.md, "The protocol under test on the worker-process engine").
 
 
 def _name(party):

@@ -134,7 +134,7 @@ _CORE_WORKER_LINE = re.compile(r"\[\d{4}-\d\d-\d\d [\d:,]+ [EW] \d+ \d+\] core_w
 
 
 #: ``testbed run``'s progress, piped: a line per tenth of the rounds once the run has taken 5 s
-#: (docs/scenarios.md); the fault's own line is what these tests read
+#: (docs/guide/scenarios.md); the fault's own line is what these tests read
 _PROGRESS_LINE = re.compile(r"^\S+: round \d+/\d+ done, ")
 
 
@@ -277,7 +277,7 @@ def test_a_driver_without_the_clusters_token_is_refused_in_one_line(cluster, tmp
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     # before it, Ray's own client warns once per attempt (written by its C++ code to stderr,
-    # about connect_timeout attempts; docs/scale.md)
+    # about connect_timeout attempts; docs/guide/scale.md)
     assert all(_GCS_CLIENT_LINE.match(ln) for ln in lines[:-1]) and len(lines) <= 8, proc.stderr
     assert lines[-1].startswith(
         f"error: engine_params.address: could not join the Ray cluster at {cluster.address}: "

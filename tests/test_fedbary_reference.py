@@ -93,7 +93,7 @@ def test_reference_equals_pot_alone(seed):
             got = FedBary(FedBaryConfig(assignment_solver=fast)).reference(parties)
             assert got.keys() == expected.keys()
             # assignment cost summed in the simplex's order: equal to ot.emd2 bit for bit when
-            # the optimum is unique (docs/benchmarks.md); continuous data has a unique optimum
+            # the optimum is unique (docs/findings/benchmarks.md); continuous data has a unique optimum
             assert got == expected
 
 

@@ -1,4 +1,4 @@
-"""docs/findings.md's table for the README's first example (``scenarios/first_audit_curve.yaml``,
+"""docs/findings/findings.md's table for the README's first example (``scenarios/first_audit_curve.yaml``,
 3 seeds x 7 noise levels) against a fresh run: every printed mean within its printed rounding or
 the seeds' 95 % interval, the intervals as printed, the claimed ε to its rounding. Slow (the
 sweep takes about two minutes on two cores): ``pytest -m slow tests/test_findings_first_audit.py``.
@@ -57,5 +57,5 @@ def test_the_first_example_table_reproduces(tmp_path):
     from testbed.scenario.loading import load_scenario
 
     out = run_sweep(load_scenario(ROOT / "scenarios/first_audit_curve.yaml"), tmp_path, jobs=2)
-    text = (ROOT / "docs/findings.md").read_text()
+    text = (ROOT / "docs/findings/findings.md").read_text()
     assert check_table(aggregate(out.rows), text) == 7

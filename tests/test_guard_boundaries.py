@@ -1,7 +1,7 @@
 """The privacy guard at its boundaries: the threshold itself (both sides), every reading of an
 array as rows (with the exact number of rows each reading checks), every dtype kind, exempt rows,
 degenerate private data, and the record/stop bookkeeping. Written against the survivors of
-mutation testing (docs/development.md, "Mutation testing")."""
+mutation testing (docs/guide/development.md, "Mutation testing")."""
 
 from __future__ import annotations
 

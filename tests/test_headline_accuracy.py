@@ -231,13 +231,13 @@ def test_testbed_run_prints_the_ranking_and_the_error_over_several_quantities(tm
 
 
 def test_the_findings_page_quotes_this_run(two_protocols):
-    """docs/findings.md ("What FedBary's error axis measured") quotes contract_tiny_fedbary's
+    """docs/findings/findings.md ("What FedBary's error axis measured") quotes contract_tiny_fedbary's
     old axis (client_1's contribution error) and its headline error, in the report's format."""
     from pathlib import Path
 
     from testbed.report.fmt import pct
 
-    text = (Path(__file__).resolve().parents[1] / "docs/findings.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs/findings/findings.md").read_text()
     part = text.split("## What FedBary's error axis measured", 1)[1]
     r = two_protocols[1][1]["results"]
     old = r["accuracy"]["contribution_client_1"]["relative_error"]

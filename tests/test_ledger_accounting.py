@@ -1,7 +1,7 @@
 """Privacy-ledger accounting checked against opacus and against its own definitions: the RDP
 order grid, calibration, composition of mixed events and claims, the μ-GDP claim, the
 noise-setting validation and the summary. Written against the survivors of mutation testing
-(docs/development.md, "Mutation testing")."""
+(docs/guide/development.md, "Mutation testing")."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def test_holds_states_what_each_check_could_have_caught(zoo):
 
 
 def test_docs_twenty_row_client_reaches_half_the_claim():
-    """docs/scenarios.md's 20-row FedWAD client (S = 3, K = 1, clip 2, z = 1): the canary
+    """docs/guide/scenarios.md's 20-row FedWAD client (S = 3, K = 1, clip 2, z = 1): the canary
     audits read 0 against the claimed 7.08 (RDP; PLD, the default now: 6.57, exact for
     μ = √2); the mechanism audit's one-row neighbours reach more than half of it."""
     text = """

@@ -1,6 +1,6 @@
 """Metric values computed by hand (or by the definition, via scipy/sklearn) on tiny inputs,
 boundaries included, and the scorer's rows for every output kind. Written against the
-survivors of mutation testing (docs/development.md, "Mutation testing")."""
+survivors of mutation testing (docs/guide/development.md, "Mutation testing")."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_mean_ci_is_the_student_t_interval():
 
 
 def test_a_nonnegative_quantitys_interval_never_goes_below_zero():
-    """A relative error over seeds whose Student-t interval reaches below zero (docs/findings.md
+    """A relative error over seeds whose Student-t interval reaches below zero (docs/findings/findings.md
     once printed "4.26 % [-1.3, 9.8]"): its interval is formed on the log scale, positive, with
     the same mean; unit metrics stay clipped to [0, 1]; a tight spread reads as the t interval."""
     from testbed.scoring.accuracy import positive_ci, summarise

@@ -102,7 +102,7 @@ def test_the_tutorial_shows_the_scaffolded_protocol_verbatim():
 
     from testbed.plugins.scaffold import PROTOCOL
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "plugins.md").read_text()
     block = next(
         b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if "AnchorSketch(" in b
     )

@@ -165,7 +165,7 @@ def _imports(code: str) -> set[str]:
 
 
 def test_the_plugin_guide_and_the_scaffold_import_only_the_public_module():
-    text = (ROOT / "docs/plugins.md").read_text()
+    text = (ROOT / "docs/guide/plugins.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks
     # the templates the scaffold writes: the string constants of its module

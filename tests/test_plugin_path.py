@@ -278,7 +278,7 @@ def _scenario(tmp_path, attack):
 def test_exception_inside_a_plugin_is_one_line_naming_plugin_and_phase(
     monkeypatch, tmp_path, capsys
 ):
-    # the run is kept: results with a failure row, report, exit code 3 (docs/trust.md)
+    # the run is kept: results with a failure row, report, exit code 3 (docs/reference/trust.md)
     _with_attack(monkeypatch, Boom)
     sc = _scenario(tmp_path, "boom_attack")
     assert main(["run", sc, "--out", str(tmp_path / "r")]) == 3

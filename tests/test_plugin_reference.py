@@ -1,5 +1,5 @@
 """The plugin reference cannot drift: ``testbed plugins NAME`` reads a plugin's parameters from
-its Config, and the generated tables of docs/attacks.md and docs/protocols.md (plugin tables,
+its Config, and the generated tables of docs/reference/attacks.md and docs/reference/protocols.md (plugin tables,
 what each observer sees) must equal what the registry and the contract runs give now."""
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def test_an_attack_added_without_regenerating_makes_the_docs_stale(monkeypatch):
     # Execute
     stale = stale_blocks(ROOT)
     # Assert
-    assert "docs/attacks.md: attacks" in stale
-    assert "docs/protocols.md: protocols" in stale  # fedwad's "attacks that apply" changed
+    assert "docs/reference/attacks.md: attacks" in stale
+    assert "docs/reference/protocols.md: protocols" in stale  # fedwad's "attacks that apply"
 
 
 def test_plugins_name_shows_parameters_and_what_it_applies_to(capsys):

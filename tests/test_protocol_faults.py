@@ -1,6 +1,6 @@
 """A buggy or hostile protocol's faults end the command with one line naming the protocol and
 exit code 1, never with exit 0 and nothing written, and a protocol's threads cannot add to a
-transcript once its run returned (docs/trust.md, "The protocol under test")."""
+transcript once its run returned (docs/reference/trust.md, "The protocol under test")."""
 
 from __future__ import annotations
 

@@ -200,7 +200,7 @@ def test_readme_example_shows_a_trade_off(scratch):
 
 
 def test_readme_example_is_the_scenario_docs_measure():
-    """docs/findings.md quotes ``scenarios/first_audit_curve.yaml`` for the README's example: the
+    """docs/findings/findings.md quotes ``scenarios/first_audit_curve.yaml`` for the README's example: the
     same scenario but for its name, seeds and sweep."""
     import yaml
 

@@ -1,5 +1,5 @@
 """The results schema: one typed attack row, made from the scorer's METRIC_KEYS, published as
-JSON Schema in docs/results.schema.json, and checked when a row is made (a metric the schema
+JSON Schema in docs/reference/results.schema.json, and checked when a row is made (a metric the schema
 does not name stops the run instead of reaching results.json under a name nothing reads)."""
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def _run(*outputs, failure=None):
 
 
 def test_the_published_schema_is_the_one_the_models_make():
-    published = (ROOT / "docs" / "results.schema.json").read_text()
+    published = (ROOT / "docs" / "reference" / "results.schema.json").read_text()
     assert published == dumps(), (
-        "docs/results.schema.json is stale: python -m testbed.scoring.results_schema > "
-        "docs/results.schema.json"
+        "docs/reference/results.schema.json is stale: python -m testbed.scoring.results_schema > "
+        "docs/reference/results.schema.json"
     )
     assert json.loads(published)["version"] == RESULTS_SCHEMA_VERSION
 

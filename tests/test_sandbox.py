@@ -507,7 +507,7 @@ def test_what_an_attack_prints_stays_off_the_users_screen(obs, capfd, caplog):
 
 def test_debug_shows_what_an_attack_printed(obs, capfd):
     """``testbed --debug`` (its ``attack_tracebacks`` handler) shows the tail of an attack's
-    prints on stderr, as docs/plugins.md says; without it they stay off the screen. The handler
+    prints on stderr, as docs/guide/plugins.md says; without it they stay off the screen. The handler
     used to listen only to the traceback's logger, so the prints never showed."""
     from testbed.cli._common import attack_tracebacks
 

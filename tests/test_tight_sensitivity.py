@@ -1,4 +1,4 @@
-"""The tight calibration of gaussian_measure_noise (docs/privacy.md): each sensitivity
+"""The tight calibration of gaussian_measure_noise (docs/reference/privacy.md): each sensitivity
 re-derived numerically on worst-case inputs (within the bound, and above half of it, so a halved
 bound fails), the counterexample that makes unique plans necessary, and the mechanism audit as
 referee: the tight claim holds, and a twin that does not refuse too few rows is a VIOLATION."""
@@ -82,7 +82,7 @@ def test_support_bound_holds_on_random_and_degenerate_inputs():
 
 
 def test_without_unique_plans_the_tight_bound_fails():
-    """The counterexample (docs/privacy.md): two identical server atoms, 10 rows in the unit
+    """The counterexample (docs/reference/privacy.md): two identical server atoms, 10 rows in the unit
     disc; the solver's own tie-breaking moves the push by 0.65 when one row changes, above the
     tight bound 0.28 (and below the worst case 1.41)."""
     rng = np.random.default_rng(0)

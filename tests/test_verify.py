@@ -203,7 +203,7 @@ def test_rewritten_digests_pass_unsigned_but_fail_the_signature(run, tmp_path, c
     assert any("Ed25519" in c for c in verify_run(run, pubkey=pub))
     sig = (run / "manifest.sig").read_bytes()
     _rewrite_every_digest(run)
-    verify_run(run)  # unsigned digests cannot show this (docs/trust.md says so)
+    verify_run(run)  # unsigned digests cannot show this (docs/reference/trust.md says so)
     (run / "manifest.sig").write_bytes(sig)  # the adversary cannot sign: the old signature
     _fails(run, r"manifest.json: the signature does not match", capsys, pubkey=pub)
 

@@ -1,4 +1,4 @@
-"""docs/fedwad_applications.md: personalised FL comparisons and what the new messages leak."""
+"""docs/findings/fedwad_applications.md: personalised FL comparisons and what the new messages leak."""
 
 from __future__ import annotations
 
@@ -24,20 +24,20 @@ def _personalized(scenarios: list[str]) -> dict[str, float]:
 
 
 def personalized_coreset() -> dict[str, float]:
-    """docs/fedwad_applications.md: coreset 1-NN vs FedAvg/FedPer/FedRep, with and without class
+    """docs/findings/fedwad_applications.md: coreset 1-NN vs FedAvg/FedPer/FedRep, with and without class
     structure (``scripts/personalized_comparison.py``)."""
     return _personalized(["fedwad_coreset_digits", "fedwad_coreset_digits_iid"])
 
 
 def personalized_clustered() -> dict[str, float]:
-    """docs/fedwad_applications.md: vanilla vs per-cluster FedAvg/FedPer/FedRep, three partitions."""
+    """docs/findings/fedwad_applications.md: vanilla vs per-cluster FedAvg/FedPer/FedRep, three partitions."""
     return _personalized(
         ["fedwad_clustered_fl", "fedwad_clustered_fl_random_pairs", "fedwad_clustered_fl_iid"]
     )
 
 
 def fedwad_applications_attacks() -> dict[str, float]:
-    """docs/fedwad_applications.md, "What the new messages leak" (seed 0): the shipped
+    """docs/findings/fedwad_applications.md, "What the new messages leak" (seed 0): the shipped
     scenarios' runs re-attacked by a curious client (``testbed attack RUN --observer c00`` on
     ``fedwad_coreset_digits``, ``--observer client_0`` on ``fedwad_clustered_fl``) and the
     membership figures of ``scripts/coreset_membership.py scenarios/fedwad_coreset_digits.yaml``.

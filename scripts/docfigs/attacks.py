@@ -1,4 +1,4 @@
-"""docs/attacks.md: eta and xi inversions, the FedWAD 2-D toy, the TriangleWad attacks."""
+"""docs/reference/attacks.md: eta and xi inversions, the FedWAD 2-D toy, the TriangleWad attacks."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def eta_inversion() -> dict[str, float]:
 
 
 def fedwad_toy_attack() -> dict[str, float]:
-    """docs/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``): alice's
+    """docs/reference/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``): alice's
     W(nu_hat, nu)/W(mu, nu) with the geodesic and the optimisation attack, then the server
     inverting the last interpolants (``rerun_attacks(..., observer="server")``), each target's
     W2 and its public-prior baseline's, divided by W(mu, nu)."""
@@ -92,7 +92,7 @@ def fedwad_toy_attack() -> dict[str, float]:
 
 
 def triangle_attacks() -> dict[str, float]:
-    """docs/attacks.md: the server inverting TriangleWad's eta (known t, k = 10) in
+    """docs/reference/attacks.md: the server inverting TriangleWad's eta (known t, k = 10) in
     ``triangle_wad_digits`` and the buyer trilaterating the sellers in
     ``triangle_wad_marketplace`` (seed 0): exact recovery, coverage and W2 ratio per target."""
     import tempfile
@@ -117,7 +117,7 @@ def triangle_attacks() -> dict[str, float]:
 
 
 def xi_words() -> dict[str, float]:
-    """docs/attacks.md: share of the top-1 words retrieved from FedWAD's xi^K between Lee
+    """docs/reference/attacks.md: share of the top-1 words retrieved from FedWAD's xi^K between Lee
     documents 0 and 1 (``scenarios/fedwad_lee_words.yaml``, exact interpolation, K = 5) that are
     in a party's document, its prior-only baseline, and the barycentric variant with S = 20 and
     S = 100 (worst case over the two targets, as the report's any-target figure)."""
@@ -147,7 +147,7 @@ def xi_words() -> dict[str, float]:
 
 
 def fedwad_toy_starts() -> dict[str, float]:
-    """docs/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``, seed 0): the
+    """docs/reference/attacks.md, FedWAD 2-D toy (``scenarios/fedwad_gaussians_attack.yaml``, seed 0): the
     5 starts of alice's optimisation attack (``restarts: 5``, the attack's own rng:
     ``keyed_rng(attack_key(world), "attack", 1, "fedwad_distributional")``), each start's
     W(nu_hat, nu)/W(mu, nu) and final loss, and the ratio of the lowest-loss start."""

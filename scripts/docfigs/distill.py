@@ -1,4 +1,4 @@
-"""docs/protocols.md, Sinkhorn distillation: the ordinal-task and privacy tables."""
+"""docs/reference/protocols.md, Sinkhorn distillation: the ordinal-task and privacy tables."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def _distill(name: str) -> dict[str, float]:
 
 
 def distill_diabetes() -> dict[str, float]:
-    """docs/protocols.md, ordinal task 1 table and central reference (5 seeds x 8 settings)."""
+    """docs/reference/protocols.md, ordinal task 1 table and central reference (5 seeds x 8 settings)."""
     return _distill("distill_diabetes")
 
 
@@ -125,12 +125,12 @@ def _logreg_cv(name: str) -> dict[str, float]:
 
 
 def distill_sentiment() -> dict[str, float]:
-    """docs/protocols.md, ordinal task 2 table and central reference (5 seeds x 8 settings), and
+    """docs/reference/protocols.md, ordinal task 2 table and central reference (5 seeds x 8 settings), and
     the logistic-regression baseline that shows how hard the task is."""
     return _distill("distill_sentiment") | _logreg_cv("distill_sentiment")
 
 
 def distill_privacy() -> dict[str, float]:
-    """docs/protocols.md, privacy table (claimed and audited epsilon, accuracy, SD, membership AUC
+    """docs/reference/protocols.md, privacy table (claimed and audited epsilon, accuracy, SD, membership AUC
     and TPR, label TV and its baseline) and the figures of the text below it."""
     return _distill("distill_privacy")

@@ -1,4 +1,4 @@
-"""docs/frontier.md: the frontier, the distance matrix, data valuation, the mask attack in domain, the coverage matrix."""
+"""docs/findings/frontier.md: the frontier, the distance matrix, data valuation, the mask attack in domain, the coverage matrix."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .common import ROOT
 
 
 def frontier_fedbary() -> dict[str, float]:
-    """docs/frontier.md, data-valuation table (``scenarios/frontier_fedbary.yaml``, seeds 0-2):
+    """docs/findings/frontier.md, data-valuation table (``scenarios/frontier_fedbary.yaml``, seeds 0-2):
     per setting (index in the sweep) the report's mean [95 % interval] of the two utilities, the
     worst leakage and coverage@r, and the largest claimed epsilon over parties."""
     import tempfile
@@ -90,20 +90,20 @@ def _frontier_table(name: str, utility: str) -> dict[str, float]:
 
 
 def frontier_main() -> dict[str, float]:
-    """docs/frontier.md, the frontier (``scenarios/frontier.yaml``, seeds 0-2): per setting the
+    """docs/findings/frontier.md, the frontier (``scenarios/frontier.yaml``, seeds 0-2): per setting the
     mean [95 % interval] over seeds of ``utility.distance_accuracy``, the worst attack's leakage
     and coverage@r, the claimed ε; the best setting per budget."""
     return _frontier_table("frontier", "distance_accuracy")
 
 
 def frontier_matrix() -> dict[str, float]:
-    """docs/frontier.md, dataset-distance matrix (``scenarios/frontier_matrix.yaml``, seeds 0-2):
+    """docs/findings/frontier.md, dataset-distance matrix (``scenarios/frontier_matrix.yaml``, seeds 0-2):
     as :func:`frontier_main` with ``utility.distance_rank``."""
     return _frontier_table("frontier_matrix", "distance_rank")
 
 
 def mask_in_domain() -> dict[str, float]:
-    """docs/frontier.md: ``blind_mask_inversion`` against TriangleWad (k = 1) on digits under the
+    """docs/findings/frontier.md: ``blind_mask_inversion`` against TriangleWad (k = 1) on digits under the
     shared ``secret_isometry_mask`` (``triangle_wad_digits`` as in
     ``tests/test_secret_mask.py``, seed 0), with the Gaussian prior and with 600 real held-out
     digits as its proxy: coverage@r and leakage (against the prior-only baseline) per party."""
@@ -146,7 +146,7 @@ def mask_in_domain() -> dict[str, float]:
 
 
 def coverage_cells() -> dict[str, float]:
-    """docs/frontier.md, "Coverage matrix" (``python -m bench.coverage``, seed 0): per protocol
+    """docs/findings/frontier.md, "Coverage matrix" (``python -m bench.coverage``, seed 0): per protocol
     and threat the best attack's figure (``<protocol>.<threat>.value``) and its baseline
     (``.baseline``), the attack as ``.attack.<name>`` = 1, or ``.not_applicable`` = 1."""
     from bench.coverage import coverage_matrix
@@ -166,20 +166,22 @@ def coverage_cells() -> dict[str, float]:
 
 
 def _findings_seeds() -> list[int]:
-    """The seeds docs/findings.md says its frontier_dp table was measured with (its caption's
+    """The seeds docs/findings/findings.md says its frontier_dp table was measured with (its caption's
     ``seed 0`` or ``seeds 0–N``): the figures are recomputed for those, so the check compares like with like
     when a shorter run than the scenario's five seeds was quoted."""
     import re
 
-    text = " ".join((ROOT / "docs/findings.md").read_text().split())
+    text = " ".join((ROOT / "docs/findings/findings.md").read_text().split())
     m = re.search(r"scenarios/frontier_dp\.yaml.{0,300}?\bseeds? (\d+)(?:–(\d+))?", text)
     if not m:
-        raise ValueError("docs/findings.md: no 'scenarios/frontier_dp.yaml ... seeds A–B' caption")
+        raise ValueError(
+            "docs/findings/findings.md: no 'scenarios/frontier_dp.yaml ... seeds A–B' caption"
+        )
     return list(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
 
 
 def frontier_dp() -> dict[str, float]:
-    """docs/findings.md, "The frontier at the tightest honest accounting" and docs/privacy.md:
+    """docs/findings/findings.md, "The frontier at the tightest honest accounting" and docs/reference/privacy.md:
     ``scenarios/frontier_dp.yaml`` swept with the seeds the table names (2 jobs;
     ``DOCS_FIGURES_SWEEPS`` keeps and resumes it), per setting (``bench.frontier``'s label):
     ``<label>.{error,distance_error,spearman,leakage,coverage,record}.{mean,lo,hi}`` (the

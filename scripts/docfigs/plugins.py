@@ -1,4 +1,4 @@
-"""docs/plugins.md: declared tolerances and scorecards."""
+"""docs/guide/plugins.md: declared tolerances and scorecards."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .common import ROOT
 
 
 def plugins_tolerances() -> dict[str, float]:
-    """docs/plugins.md, "Declared tolerances" (``python scripts/protocol_tolerances.py --seeds
+    """docs/guide/plugins.md, "Declared tolerances" (``python scripts/protocol_tolerances.py --seeds
     20``): per protocol and compared key the largest and the median relative error over seeds
     0-19 of its contract scenario (``<protocol>.<key>.{max,median,seeds}``)."""
     import statistics
@@ -35,7 +35,7 @@ def _threat_kind(label: str, parties: list[str], clients: list[str]) -> str:
 
 
 def scorecards_fedwad_apps() -> dict[str, float]:
-    """docs/plugins.md, "Scorecards of the two FedWAD applications" (``testbed scorecard
+    """docs/guide/plugins.md, "Scorecards of the two FedWAD applications" (``testbed scorecard
     fedwad_coreset`` / ``fedwad_clustered_fl``: contract scenarios, seed 7): per accuracy key its
     estimate, exact value, relative error and tolerance; per kind of threat model (server,
     client, party = a non-client party, eavesdropper, server_coalition, client_coalition) the
@@ -94,7 +94,7 @@ def _tolerances_module():
 
 
 def plugins_loose_tolerances() -> dict[str, float]:
-    """docs/plugins.md, the paragraph after "Declared tolerances" (contract scenarios, seeds
+    """docs/guide/plugins.md, the paragraph after "Declared tolerances" (contract scenarios, seeds
     0-19): per key the ``dp_jl_ot`` seeds clamped to relative error 1, its largest error without noise
     (``noise_multiplier: 0``); ``fedwad_coreset``'s largest federated / central coreset W2; the
     scaffolded example's (``testbed new-protocol``) largest error."""
@@ -151,7 +151,7 @@ def plugins_loose_tolerances() -> dict[str, float]:
 
 
 def scorecard_toy() -> dict[str, float]:
-    """docs/plugins.md, "The scorecard": ``testbed scorecard toy_leaky_mean`` (the leaky toy of
+    """docs/guide/plugins.md, "The scorecard": ``testbed scorecard toy_leaky_mean`` (the leaky toy of
     ``tests/_toy_protocols.py``, registered for the call): per threat model the messages with
     near-copies of private rows (``<label>.near_copies``) and whose rows
     (``<label>.rows_of.<party>`` = 1); per target, ``sent_rows``'s exact recovery and recovered

@@ -1,4 +1,4 @@
-"""docs/protocols.md: the FedWAD, TriangleWad and FedBary tables and claims."""
+"""docs/reference/protocols.md: the FedWAD, TriangleWad and FedBary tables and claims."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _contributions(r: dict) -> tuple[list[float], list[float]]:
 
 
 def fedbary_tables() -> dict[str, float]:
-    """docs/protocols.md FedBary table: seed-0 contributions (estimate and exact) per scenario."""
+    """docs/reference/protocols.md FedBary table: seed-0 contributions (estimate and exact) per scenario."""
     out = {}
     for name in FEDBARY:
         r = _results(name)
@@ -86,7 +86,7 @@ def _auc(r: dict, client: str) -> float:
 
 
 def fedbary_seeds() -> dict[str, float]:
-    """docs/protocols.md FedBary seed claims (seeds 0-7): how often the contributions fall
+    """docs/reference/protocols.md FedBary seed claims (seeds 0-7): how often the contributions fall
     strictly with the noise, and the range of the detection AUCs."""
     out = {}
     seeds = range(8)
@@ -114,7 +114,7 @@ def fedbary_seeds() -> dict[str, float]:
 
 
 def triangle_scenarios() -> dict[str, float]:
-    """docs/protocols.md TriangleWad scenario table: seed 0 and the ranges over seeds 0-4 of
+    """docs/reference/protocols.md TriangleWad scenario table: seed 0 and the ranges over seeds 0-4 of
     the relative error, the exact and estimated W, the unknown-t vs known-t gap and the
     detection AUCs (``triangle_wad_digits``: server on bob; marketplace: buyer / seller on
     seller_2)."""
@@ -170,7 +170,7 @@ def _fedwad_case(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fedwad_modes() -> dict[str, float]:
-    """docs/protocols.md FedWAD table: relative error of the paper mode (S = 10, K = 20,
+    """docs/reference/protocols.md FedWAD table: relative error of the paper mode (S = 10, K = 20,
     init_scale 5) and of the accurate mode, and the accurate mode's rounds (protocol rng seed 1,
     as tests/test_fedwad.py); MiB on the wire of each mode."""
     from protocols.fedwad import FedWAD
@@ -197,7 +197,7 @@ def fedwad_modes() -> dict[str, float]:
 
 
 def fedwad_clustering_settings() -> dict[str, float]:
-    """docs/protocols.md, FedWAD client clustering (``scenarios/fedwad_clustering.yaml``, seed 0)
+    """docs/reference/protocols.md, FedWAD client clustering (``scenarios/fedwad_clustering.yaml``, seed 0)
     in its four spectral-clustering settings: ARI of the federated and of the exact matrix,
     relative Frobenius error of the federated matrix, messages and FedWAD runs."""
 
@@ -231,7 +231,7 @@ def fedwad_clustering_settings() -> dict[str, float]:
 
 
 def fedbary_barycenter() -> dict[str, float]:
-    """docs/protocols.md, FedBary's federated barycenter vs POT's central one (the paper's Fig. 3
+    """docs/reference/protocols.md, FedBary's federated barycenter vs POT's central one (the paper's Fig. 3
     set-up: three 2-D Gaussians of 100 points, t = 0.5, S = 100, seed 0, as
     tests/test_fedbary.py): W2 gap after K = 3, 10, 20 rounds, and the K = 10 gap as a share of
     the clients' mean distance to the central barycenter."""
@@ -261,7 +261,7 @@ def fedbary_barycenter() -> dict[str, float]:
 
 
 def fedbary_duplication() -> dict[str, float]:
-    """docs/protocols.md, FedBary Table 3 (``protocols.fedbary.duplication_study``): the estimated
+    """docs/reference/protocols.md, FedBary Table 3 (``protocols.fedbary.duplication_study``): the estimated
     distance of a client repeating its whole dataset x1/x2/x3 and adding 10 copies of its most
     valuable datum. ``toy.*``: the 2-D set-up of ``tests/test_fedbary.py`` (validation 60 rows,
     clients a/b of 40, S = 60, shared gamma, init_scale 2, client a); ``digits_<init>.*``: the

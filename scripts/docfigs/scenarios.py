@@ -1,4 +1,4 @@
-"""docs/scenarios.md, "Auditing a claim": the canary audit."""
+"""docs/guide/scenarios.md, "Auditing a claim": the canary audit."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ defenses: %s
 
 
 def audit_canary() -> dict[str, float]:
-    """docs/scenarios.md "Auditing a claim": canary audit of a 20-row FedWAD client (S = 3, K = 1,
+    """docs/guide/scenarios.md "Auditing a claim": canary audit of a 20-row FedWAD client (S = 3, K = 1,
     200 trials) with no defense and Gaussian noise z = 0.05, 1, 4 (clip 2, push_max 0.5)."""
     from testbed.run.audit import canary_audit
     from testbed.run.roster import build_world

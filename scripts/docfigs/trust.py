@@ -1,4 +1,4 @@
-"""docs/trust.md: renormalised uniform weights."""
+"""docs/reference/trust.md: renormalised uniform weights."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 
 def trust_renormalise() -> dict[str, float]:
-    """docs/trust.md: of the uniform measures with n = 1...1000 atoms (weights 1/n, as
+    """docs/reference/trust.md: of the uniform measures with n = 1...1000 atoms (weights 1/n, as
     ``Measure`` builds them), how many a second normalisation ``w / w.sum()`` changes in the last
     bits (each would have broken its transcript digest before ``Measure.restore``)."""
     from testbed.measure import Measure

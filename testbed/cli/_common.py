@@ -15,7 +15,7 @@ from testbed.report.fmt import fmt_bytes  # noqa: F401  (the commands import it 
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is (testbed/sigint.py)
-EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/trust.md)
+EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/reference/trust.md)
 
 ATTACK_KEYS = (
     "leakage",

@@ -108,7 +108,7 @@ def _check_out(out, sc) -> None:
 
 
 def _same_scenario(out, sc) -> None:
-    """``--out RUN_DIR`` must be a run of the audited scenario (docs/scenarios.md): its
+    """``--out RUN_DIR`` must be a run of the audited scenario (docs/guide/scenarios.md): its
     ``config_hash`` is the scenario's (a sweep's: the sweep hash over its cells), or the report
     would show this audit beside another scenario's results."""
     from testbed.scenario.resolve import ResolvedScenario

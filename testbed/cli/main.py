@@ -226,7 +226,7 @@ def _bench_command(sub) -> None:
     size.add_argument(
         "--full",
         action="store_true",
-        help="the full grid and the speed targets (docs/benchmarks.md)",
+        help="the full grid and the speed targets (docs/findings/benchmarks.md)",
     )
     p.add_argument("--n", dest="ns", type=_ints, help="points per party, e.g. 250,500,1000")
     p.add_argument("--d", dest="ds", type=_ints, help="dimensions, e.g. 2,64,784")
@@ -241,7 +241,9 @@ def _bench_command(sub) -> None:
     p.add_argument("--scenario", help="also time this scenario end to end (target: 3 min)")
     p.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
     p.add_argument(
-        "--targets", action="store_true", help="check the speed targets (docs/benchmarks.md)"
+        "--targets",
+        action="store_true",
+        help="check the speed targets (docs/findings/benchmarks.md)",
     )
     only = p.add_mutually_exclusive_group()  # each runs one section alone: one at a time
     only.add_argument(

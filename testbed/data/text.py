@@ -70,7 +70,7 @@ def lee_corpus() -> tuple[tuple[str, ...], ...]:
 def _cache_path(key: str) -> Path:
     """Where the model for ``key`` is cached: named by its parameters and by gensim's version,
     since the vectors depend on gensim's training code too (a model an older install left in the
-    cache gave figures a fresh machine did not reproduce: docs/findings.md)."""
+    cache gave figures a fresh machine did not reproduce: docs/findings/findings.md)."""
     import gensim
 
     digest = hashlib.sha256(f"{key} gensim {gensim.__version__}".encode()).hexdigest()[:16]

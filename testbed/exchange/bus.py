@@ -288,7 +288,7 @@ class Bus:
     #: protocol goes on). Each batch costs the bus's thread a fixed 0.1-0.3 ms (its layout, the
     #: copy, the command and the answer), and the last one is searched while testbed run's
     #: reference stage runs (Bus.finish(wait=False)): 1 MiB measured better than 256 KiB for
-    #: FedBary's 26 KB messages and the same for the others (docs/benchmarks.md)
+    #: FedBary's 26 KB messages and the same for the others (docs/findings/benchmarks.md)
     WORKER_BATCH_BYTES = 1 << 20
     #: while the worker searches the last batch the next one grows, up to this many messages
     #: or bytes; then the bus waits for the worker
@@ -380,7 +380,7 @@ class Bus:
         for env, digest in zip(pending, digests):
             # each envelope was made by send() (or by a defense: new) for this message alone;
             # the digest is its last field, filled in once, here, before it is logged (a copy
-            # per message cost 2.5-3 us of a budget of 15-25: docs/benchmarks.md)
+            # per message cost 2.5-3 us of a budget of 15-25: docs/findings/benchmarks.md)
             if not env.digest:
                 env.__dict__["digest"] = digest
         if clean:

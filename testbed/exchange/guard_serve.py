@@ -104,7 +104,7 @@ def _batch_policy() -> None:
     its nice value, but waking up (a batch arrives) never preempts the thread it shares a core
     with. With both cores busy (other users' jobs, the protocol's own workers) a wake-up would
     otherwise take the protocol's core for the whole search, and the bus's thread pays for it
-    in the protocol's time (measured: docs/benchmarks.md). Nothing changes on an idle core.
+    in the protocol's time (measured: docs/findings/benchmarks.md). Nothing changes on an idle core.
     ``OT_TESTBED_GUARD_POLICY=normal`` keeps the default policy."""
     import os
 

@@ -148,7 +148,7 @@ class GuardWorker:
         # a check command is written by the thread that submits it when no command is queued
         # or being written (one lock orders the writers): waking the command thread hands it
         # the GIL, and on a busy machine the bus's thread then waits a scheduler slice for it
-        # back (measured: docs/benchmarks.md)
+        # back (measured: docs/findings/benchmarks.md)
         self._write_lock = threading.Lock()  # held while a command is written to the pipe
         self._count_lock = threading.Lock()  # guards _queued and the order of the outbox
         self._queued = 0  # commands put in the outbox and not yet wholly written

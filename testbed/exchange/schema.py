@@ -25,7 +25,7 @@ or ``"*"``):
 A dimension's name is ``d`` (the data's dimension), ``parties`` (how many), ``n_sender`` or
 ``n_receiver`` (that party's public number of rows), or an integer parameter of the protocol's
 config (dotted: ``fedwad.support_size``); ``"*"`` is any length (the protocol chooses it:
-docs/trust.md counts it among what remains possible).
+docs/reference/trust.md counts it among what remains possible).
 """
 
 from __future__ import annotations
@@ -359,7 +359,7 @@ def _plain_text(x: str) -> bool:
 class Text(Field):
     """Released prose (a result's ``mode`` and ``deviations``, never a message): at most
     ``max_len`` printable characters, numbers only in ASCII digits and never with ``_`` beside a
-    digit; the numbers written in it are read by the guard (docs/trust.md)."""
+    digit; the numbers written in it are read by the guard (docs/reference/trust.md)."""
 
     max_len: int = 400
 
@@ -443,7 +443,7 @@ class Channel:
         if not isinstance(messages, Mapping) or not messages:
             raise MessageSchemaError(
                 f"protocol {tp.name!r} declares no message schema (its class attribute "
-                "`messages`: kind -> Message; docs/plugins.md)"
+                "`messages`: kind -> Message; docs/guide/plugins.md)"
             )
         for k, m in messages.items():
             if not isinstance(k, str) or not isinstance(m, Message):
@@ -472,7 +472,7 @@ class Channel:
         where = f" field {bad.path}" if bad.path else ""
         return MessageSchemaError(
             f"protocol {self.protocol!r}: message {kind!r}{where}: {bad.why}; refused by the "
-            "declared schema (docs/plugins.md)"
+            "declared schema (docs/guide/plugins.md)"
         )
 
     def check(self, sender, receiver, kind, round, meta) -> None:
@@ -550,7 +550,7 @@ class Channel:
         except _Bad as bad:
             raise MessageSchemaError(
                 f"protocol {self.protocol!r}: released {bad.path}: {bad.why}; refused by the "
-                "declared schema (docs/plugins.md)"
+                "declared schema (docs/guide/plugins.md)"
             ) from None
 
 

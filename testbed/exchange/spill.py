@@ -9,7 +9,7 @@ run is. The file is only ever appended to; nothing in it is rewritten.
 
 Each spilled envelope's header goes to ``envelopes.spill`` as JSON behind a keyed BLAKE3 hash
 (the key lives only in the driver's memory): a header is checked before it is parsed, a payload
-is re-hashed when it is read back, and nothing is ever unpickled (docs/trust.md).
+is re-hashed when it is read back, and nothing is ever unpickled (docs/reference/trust.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The plugin contract as a table, generated from the base classes (docs/plugins.md, "The
+"""The plugin contract as a table, generated from the base classes (docs/guide/plugins.md, "The
 contract"): every member a plugin of each kind may define, with its default and what it is
 for — the declarations :mod:`testbed.contract` checks plugin classes against."""
 
@@ -128,9 +128,9 @@ def _api_members(cls: type) -> list[str]:
 
 
 def api_reference() -> str:
-    """docs/api.md's body: every name of :mod:`testbed.api`, what it is, its signature and the
+    """docs/reference/api.md's body: every name of :mod:`testbed.api`, what it is, its signature and the
     first paragraph of its docstring; for the classes a plugin receives (not the base classes,
-    which docs/plugins.md's contract table lists), their fields and methods."""
+    which docs/guide/plugins.md's contract table lists), their fields and methods."""
     import testbed.api as api
 
     bases = {reg.base() for reg in (PROTOCOLS, ATTACKS, DEFENSES, DATASETS, PARTITIONERS)}

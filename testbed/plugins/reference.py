@@ -5,7 +5,7 @@ plugin's kind, its description (the first paragraph of its class docstring), its
 (type, default, constraints and description, from the fields of its pydantic ``Config``) and
 what it applies to (protocols, threat models, message kinds).
 
-The plugin tables of docs/attacks.md, docs/protocols.md and docs/scenarios.md (defenses), and
+The plugin tables of docs/reference/attacks.md, docs/reference/protocols.md and docs/guide/scenarios.md (defenses), and
 protocols.md's "what each
 observer sees" tables (:mod:`testbed.plugins.observers`), are written by this module between
 marker comments::
@@ -328,11 +328,11 @@ def generated_blocks() -> dict[str, Callable[[], str]]:
 
 #: the docs pages that hold generated blocks, relative to the checkout's root
 DOC_PAGES = (
-    "docs/api.md",
-    "docs/attacks.md",
-    "docs/plugins.md",
-    "docs/protocols.md",
-    "docs/scenarios.md",
+    "docs/reference/api.md",
+    "docs/reference/attacks.md",
+    "docs/guide/plugins.md",
+    "docs/reference/protocols.md",
+    "docs/guide/scenarios.md",
 )
 
 

@@ -5,7 +5,7 @@ The package is complete and working: a pyproject with the entry point of its kin
 (``ot_testbed.attacks``, ``ot_testbed.protocols``, ``ot_testbed.defenses``), the plugin's module
 (a working example — replace its body with yours) and a test that runs the public contract kit.
 After ``pip install -e DIR`` the plugin shows in ``testbed plugins`` and can be named in a
-scenario. The protocol and defense examples are the ones docs/plugins.md walks through.
+scenario. The protocol and defense examples are the ones docs/guide/plugins.md walks through.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ comes only from ``rng``; the estimate is within ``reference_tolerance`` (relativ
 ``reference``; no message carries a private row or a near-copy of one (a sketch with as many
 atoms as a party has rows would: the kit says so).
 
-The channel is typed (docs/plugins.md, "Messages and releases"): ``messages`` declares every kind
+The channel is typed (docs/guide/plugins.md, "Messages and releases"): ``messages`` declares every kind
 the protocol sends and its payload's schema, ``released`` what its result releases. The bus
 refuses anything else at send time (a string, an undeclared key or kind, another dtype or
 length), so every number that leaves a party sits in a field the guard reads whole.
@@ -317,7 +317,7 @@ def test_protocol_contract():
 PROTOCOL_SCENARIO = """# A small run of {name}: testbed run {name}_tiny.yaml --out runs/{name}
 name: {name}_tiny
 # a fresh 128-bit seed: an attack that enumerates small seeds cannot rebuild this run's data
-# (docs/trust.md, "What an attack receives"); keep it, or draw another with
+# (docs/reference/trust.md, "What an attack receives"); keep it, or draw another with
 # python -c "import secrets; print(secrets.randbits(128))"
 seed: {seed}
 data:
@@ -450,7 +450,7 @@ def test_contract():
 DEFENSE_SCENARIO = """# {name} against the server's inversion of FedWAD: testbed run {name}_tiny.yaml
 name: {name}_tiny
 # a fresh 128-bit seed: an attack that enumerates small seeds cannot rebuild this run's data
-# (docs/trust.md, "What an attack receives"); keep it, or draw another with
+# (docs/reference/trust.md, "What an attack receives"); keep it, or draw another with
 # python -c "import secrets; print(secrets.randbits(128))"
 seed: {seed}
 data:

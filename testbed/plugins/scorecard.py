@@ -276,7 +276,7 @@ def _attack_rows(
                     {"threat": tm["label"], "attack": n, "error": " ".join(str(exc).split())}
                 )
                 progress(f"  {tm['label']}: {n} failed: {exc}")
-    for r in rows:  # a failed attack is a failure row (docs/trust.md): recorded as an error
+    for r in rows:  # a failed attack is a failure row (docs/reference/trust.md): an error
         if "failed" in r:
             err = f"attack {r['attack']!r} failed in {r['failed']}: {r['reason']}"
             errors.append({"threat": tm["label"], "attack": r["attack"], "error": err})

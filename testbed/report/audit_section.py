@@ -180,10 +180,10 @@ def audit_section(doc: Doc, data: ReportData) -> None:
             for r in audits
         ],
     )
-    if mech:  # the mechanism audit (docs/audits.md): one verdict per party
+    if mech:  # the mechanism audit (docs/guide/audits.md): one verdict per party
         doc.p(
             "Mechanism audit: the testbed drove each party's defenses itself on neighbouring "
-            "datasets it chose and read every field before and after the noise (docs/audits.md)."
+            "datasets it chose and read every field before and after the noise (docs/guide/audits.md)."
         )
         doc.table(
             [*setting_col, "party", "claimed ε", "ε̂ ≥", "ceiling", "verdict", "failed checks"],

@@ -67,7 +67,7 @@ def signature_status(run_dir) -> str:
     if key is None:
         return (
             "Not signed: the run's digests show its files belong together, not who wrote them "
-            "(docs/trust.md; testbed run --sign KEYFILE signs)."
+            "(docs/reference/trust.md; testbed run --sign KEYFILE signs)."
         )
     return (
         f"Signed with key {key} (manifest.sig); who signed is checked by testbed verify RUN "
@@ -79,7 +79,7 @@ def attack_status(rows: list[dict]) -> list[str]:
     """The attack sandbox level(s) the rows record and one line per failed attack."""
     atk = [a for r in rows for a in r["results"].get("attacks", [])]
     levels = sorted({a.get("isolation") or "not recorded" for a in atk})
-    out = [f"Attack isolation: {', '.join(levels)} (docs/trust.md)."] if atk else []
+    out = [f"Attack isolation: {', '.join(levels)} (docs/reference/trust.md)."] if atk else []
     for r in rows:
         # a sweep's cells are told apart by their setting and seed
         where = (

@@ -64,7 +64,7 @@ SECTIONS: list[Callable[[Doc, ReportData], None]] = [
 
 
 #: piped, the progress lines start once the report has taken this long (a quick report stays
-#: silent, as ``testbed run``'s own progress does: docs/scenarios.md)
+#: silent, as ``testbed run``'s own progress does: docs/guide/scenarios.md)
 PIPED_AFTER_S = 5.0
 
 

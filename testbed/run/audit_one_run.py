@@ -205,7 +205,7 @@ def _centred(envelopes, proj: list, ref: list | None, baseline: str = "none") ->
     the reference's T where it has not drifted); ``"previous"`` or ``"reference"`` use one
     alone; ``"none"`` (the audit's) subtracts nothing. Each is a function of the transcript,
     which without canaries does not depend on the inclusion bits: calibration holds for all.
-    Measured (docs/attacks.md, "Baselines, measured"): with canaries in null directions the
+    Measured (docs/reference/attacks.md, "Baselines, measured"): with canaries in null directions the
     raw projections get the most canary signs right; every baseline adds an earlier release's
     noise."""
     if baseline == "none":

@@ -6,7 +6,7 @@ manifest and its signature, and what ``testbed report`` renders (``report.html``
 ``results.csv``, ``summary.csv``, ``plots/``), which can be rendered again from the evidence at any time.
 
 Unsigned, the manifest shows that the files are the ones the run wrote unless someone rewrote
-the manifest too (see docs/trust.md). Signed (``testbed run --sign KEYFILE``), ``manifest.sig``
+the manifest too (see docs/reference/trust.md). Signed (``testbed run --sign KEYFILE``), ``manifest.sig``
 holds an Ed25519 signature (the ``cryptography`` package) over the manifest's exact bytes and
 the signer's public key; whoever holds the public key (``testbed verify RUN --pubkey PUB``)
 detects any change to any listed file, and any evidence file added, made without the private key.

@@ -9,7 +9,7 @@ estimates (``public.extra["released"]``).
 ``attack_key`` stays in the driver: the attack stage derives each attack's random stream from it
 (:func:`testbed.seeding.keyed_rng`). It is a digest of the root seed and every party's private
 rows, so neither an attack's ``rng`` nor anything else it receives reveals the seed or the
-partition (docs/trust.md, "What an attack receives").
+partition (docs/reference/trust.md, "What an attack receives").
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ phase (``sandbox``, ``setup``, ``run``, ``baseline``, ``output``, ``time``) and 
 reason.
 
 Cost: one fork of a warm server per attack, the sandbox, and pickling the view (measured by
-``testbed bench``, "Attack isolation"; docs/trust.md).
+``testbed bench``, "Attack isolation"; docs/reference/trust.md).
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class LimitsSpec(BaseModel):
         True,
         strict=True,
         description="confine each attack process in the kernel sandbox (Landlock, namespaces, "
-        "no capabilities); false keeps the separate process only (docs/trust.md)",
+        "no capabilities); false keeps the separate process only (docs/reference/trust.md)",
     )
 
 

@@ -5,7 +5,7 @@ scores on canary-present and canary-absent trials compare, how often a reconstru
 its target) into a statement that holds with a stated confidence *whatever the mechanism*, if the
 mechanism satisfies the privacy claim under test. A bound above the claim refutes it.
 
-References (numbered as in docs/attacks.md, "Auditing"):
+References (numbered as in docs/reference/attacks.md, "Auditing"):
 
 [1] Jagielski, Ullman, Oprea, "Auditing differentially private machine learning", NeurIPS 2020;
     Nasr et al., "Adversary instantiation", S&P 2021 — the (ε, δ) bound of one operating point.

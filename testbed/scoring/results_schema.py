@@ -1,13 +1,13 @@
 """The results schema: the typed attack row the scorer emits, made from :data:`METRIC_KEYS`
 (each metric's name, meaning and direction are written there and nowhere else), versioned and
-published as JSON Schema in ``docs/results.schema.json``.
+published as JSON Schema in ``docs/reference/results.schema.json``.
 
 Every attack row (a scored output or a failure) is checked against :class:`AttackRow` when it
 is made (:func:`attack_row`): a key the schema does not name stops the run there, instead of
 reaching results.json, results.csv and the report under a name nothing reads. Regenerate the
 published file after changing a metric::
 
-    python -m testbed.scoring.results_schema > docs/results.schema.json
+    python -m testbed.scoring.results_schema > docs/reference/results.schema.json
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def contract_scenario(protocol: str) -> Path:
             f"no contract fixture for protocol {protocol!r} (the testbed ships "
             f"{SCENARIO_DIR}/contract_tiny_<protocol>.yaml for its own): give the plugin a "
             'small scenario of that protocol as `contract_scenario = "my_tiny.yaml"` (a path '
-            "next to the plugin's module or its package root, docs/plugins.md)"
+            "next to the plugin's module or its package root, docs/guide/plugins.md)"
         )
     return path
 

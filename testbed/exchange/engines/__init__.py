@@ -6,7 +6,7 @@ whose parties hold at least ``pool.AUTO_MIN_ROWS`` rows) the parties live in k w
 (:class:`~testbed.exchange.engines.pool.PoolBus`) and independent local computations run at once.
 ``ray``: :class:`~testbed.exchange.engines.ray_bus.RayBus`; parties live in Ray actors (one per client
 group) on a local cluster bound to 127.0.0.1, or on a running cluster named by
-``engine_params.address`` or ``RAY_ADDRESS`` (``ray_cluster.py``, docs/scale.md); the transcript,
+``engine_params.address`` or ``RAY_ADDRESS`` (``ray_cluster.py``, docs/guide/scale.md); the transcript,
 defenses and guard stay here. Needs the optional extra ``pip install '.[ray]'``.
 
 Protocol code reaches private data only through ``bus.local(party, fn, *args)``, so the same

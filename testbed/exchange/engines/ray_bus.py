@@ -16,7 +16,7 @@ short link under /tmp (Ray's Unix socket paths are limited to ~107 bytes); witho
 directory, or with ``temp_root``, in a short temporary folder there. Folder and link are removed on
 :meth:`close` after every process of that session has exited. If Ray was already initialised by
 the caller, the bus uses that cluster and leaves it running. With ``address`` (or
-``RAY_ADDRESS``) it joins a running cluster instead (:mod:`ray_cluster`, docs/scale.md).
+``RAY_ADDRESS``) it joins a running cluster instead (:mod:`ray_cluster`, docs/guide/scale.md).
 
 A node, raylet or actor process that dies ends the call waiting on it with an
 :class:`~testbed.errors.EngineFault` (exit 1) naming what died and the parties it held.

@@ -8,7 +8,7 @@ and releases the code it uploaded, so the cluster is left as it was found. The p
 actors import (``testbed``, ``protocols``, ``attacks``, ``defenses`` and any named in
 ``py_modules``) travel with Ray's runtime environment (``py_modules``): zipped here, stored in
 the cluster's GCS, unpacked by each node; nothing is downloaded from the internet. The nodes need
-the same Python and third-party packages (numpy, POT, ...) installed; docs/scale.md.
+the same Python and third-party packages (numpy, POT, ...) installed; docs/guide/scale.md.
 """
 
 from __future__ import annotations
