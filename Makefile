@@ -60,8 +60,8 @@ bench: $(STAMP)
 	@$(PY) -m pytest -m benchmark tests/benchmarks $(PYTEST_ARGS)
 	@$(VENV)/bin/testbed bench $(BENCH_ARGS)
 
-# recompute the figures README.md and docs/ quote; fails when one drifts beyond its rounding or
-# its seeds' 95 % interval (slow: the demo, frontier_fedbary, frontier_dp and three distillation
+# recompute the figures README.md and docs/ quote (docs/findings/figures.json and the demo table);
+# fails when one drifts beyond its rounding or its seeds' 95 % interval (slow: the demo, frontier_fedbary, frontier_dp and three distillation
 # sweeps, the FedBary seeds; one group: PYTEST_ARGS='-k fedbary'; timings in docs/ are not checked)
 docs-check: $(STAMP)
 	@$(PY) -m pytest -m slow $(DOCS_CHECK_TESTS) $(PYTEST_ARGS)

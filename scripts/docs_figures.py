@@ -1,9 +1,12 @@
 """Regenerate the figures that README.md and docs/ quote, so they are computed, not typed.
 
 ``python scripts/docs_figures.py [NAME ...]`` prints each figure (all when no name is given) as
-``NAME value`` lines; ``make docs-check`` runs ``tests/test_docs_figures.py`` (slow), which
-recomputes them and compares with the numbers written in the docs, within each figure's
-tolerance (the rounding of the printed figure, or the 95 % interval over seeds).
+``NAME value`` lines. ``python scripts/docs_figures.py --write [NAME ...]`` recomputes them and
+writes docs/findings/figures.json (each quoted figure's value, printed form and quote; see
+``docfigs/figures_file.py``) and lists the quotes the docs must now print. ``make docs-check``
+runs ``tests/test_docs_figures.py`` (slow), which recomputes each figure of figures.json and
+compares it with the printed one within its tolerance (the rounding of the printed figure, or
+the 95 % interval over seeds); the default test suite checks that the docs print each quote.
 
 The frontier sweeps take tens of minutes on 2 cores; ``DOCS_FIGURES_SWEEPS=DIR`` keeps their run
 directories in ``DIR/<scenario>`` and resumes them, so a rerun after a docs edit recomputes only
@@ -26,6 +29,7 @@ from docfigs import (  # noqa: E402
     applications,
     attacks,
     distill,
+    figures_file,
     frontier,
     plugins,
     protocols,
@@ -74,7 +78,22 @@ FIGURES: dict[str, Callable[[], dict[str, float]]] = {
 }
 
 
+def write(values: dict[str, dict[str, float]]) -> list[str]:
+    """figures.json with each figure of these generators recomputed; the quotes that changed."""
+    figures = figures_file.load()
+    changed = []
+    for name, f in figures.items():
+        if f["generator"] in values:
+            figures[name] = figures_file.rewrite(f, values[f["generator"]])
+            if figures[name]["quote"] != f["quote"]:
+                changed.append(f"{f['doc']}: {f['quote']!r} -> {figures[name]['quote']!r}")
+    figures_file.save(figures)
+    return changed
+
+
 def main(argv: list[str]) -> int:
+    writing = "--write" in argv
+    argv = [a for a in argv if a != "--write"]
     names = argv or list(FIGURES)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
@@ -89,9 +108,16 @@ def main(argv: list[str]) -> int:
     # bits from this script and from `make docs-check` (a 2-thread OpenBLAS sums in another
     # order: FedBary's duplication figures moved in their last digits)
     limit_blas_threads()
+    values = {}
     for n in names:
-        for k, v in FIGURES[n]().items():
+        values[n] = FIGURES[n]()
+        for k, v in values[n].items():
             print(f"{k} {v:.6g}")
+    if writing:
+        changed = write(values)
+        print(f"wrote {figures_file.PATH.relative_to(figures_file.ROOT)}", file=sys.stderr)
+        for line in changed:  # the prose must follow: tests/test_figures_file.py fails until then
+            print(f"now printed: {line}", file=sys.stderr)
     return 0
 
 
