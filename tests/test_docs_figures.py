@@ -90,36 +90,6 @@ def test_fedbary_prose_figures(generated):
     _close(m.group(2), 100 * fig["dist_err_max"], "largest distance over-estimate")
 
 
-def test_fedbary_seed_claims(generated):
-    fig = generated("fedbary_seeds")
-    case4 = _row("docs/reference/protocols.md", "`fedbary_case4_label_noise`")[0]
-    m = re.search(r"strictly monotone in (\d) of 8 seeds \(exact (\d)/8\)", case4)
-    assert m, case4
-    assert int(m.group(1)) == fig["fedbary_case4_label_noise.monotone"]
-    assert int(m.group(2)) == fig["fedbary_case4_label_noise.monotone_exact"]
-    for name, cell in (
-        ("fedbary_case4_label_noise", case4),
-        ("fedbary_valuation", _row("docs/reference/protocols.md", "`fedbary_valuation`")[0]),
-        (
-            "fedbary_no_validation",
-            _row("docs/reference/protocols.md", "`fedbary_no_validation`")[0],
-        ),
-    ):
-        m = re.search(r"AUC[^–]*?([\d.]+)–([\d.]+)", cell)
-        assert m, cell
-        _close(m.group(1), fig[f"{name}.auc_min"], f"{name} lowest AUC over seeds")
-        _close(m.group(2), fig[f"{name}.auc_max"], f"{name} highest AUC over seeds")
-    val = _row("docs/reference/protocols.md", "`fedbary_valuation`")[0]
-    assert (
-        int(re.search(r"monotone in (\d) of 8", val).group(1)) == fig["fedbary_valuation.monotone"]
-    )
-    nov = _row("docs/reference/protocols.md", "`fedbary_no_validation`")[0]
-    assert (
-        int(re.search(r"in (\d) of 8 seeds", nov).group(1))
-        == fig["fedbary_no_validation.farthest_last"]
-    )
-
-
 def _section(doc: str, start: str, end: str) -> list[tuple[str, list[str]]]:
     """(first cell, the other cells) of the table rows between two markers of a doc, in order."""
     text = (ROOT / doc).read_text()
@@ -304,43 +274,6 @@ def test_distillation_privacy_prose(generated):
         key = f"{i}-0.accuracy"
         points = {f"{key}.{b}": 100 * fig[f"{key}.{b}"] for b in ("mean", "lo", "hi")}
         _ci_close(printed, points, key, f"accuracy cost of DP-SGD row {i}")
-
-
-def test_fedwad_clustering_paragraph(generated):
-    text = " ".join((ROOT / "docs/reference/protocols.md").read_text().split())
-    m = re.search(
-        r"ARI ([\d.]+) in all four settings \(exact matrix: ([\d.]+)\); matrix error "
-        r"\+([\d.]+) % .*?, (\d+) (\d+) messages, (\d+) FedWAD runs",
-        text,
-    )
-    assert m, "docs/reference/protocols.md: the fedwad_clustering figures were reworded"
-    fig = generated("fedwad_clustering_settings")
-    for tag in ("affinity", "gaussian", "sparse3", "sparse5"):
-        _close(m.group(1), fig[f"{tag}.ari"], f"{tag} ARI")
-        _close(m.group(2), fig[f"{tag}.exact_ari"], f"{tag} exact ARI")
-        _close(m.group(3), 100 * fig[f"{tag}.matrix_error"], f"{tag} matrix error")
-        assert int(m.group(4) + m.group(5)) == fig[f"{tag}.messages"], tag
-        assert int(m.group(6)) == fig[f"{tag}.pairs"], tag
-
-
-def test_triangle_attack_items(generated):
-    fig = generated("triangle_attacks")
-    text = " ".join((ROOT / "docs/reference/attacks.md").read_text().split())
-    m = re.search(
-        r"1e-6 × the median row norm: (\d+) % for each seller; coverage (\d+) %; "
-        r"W2 ratio < ([\de.-]+)\)",
-        text,
-    )
-    assert m, "docs/reference/attacks.md: marketplace item reworded"
-    for seller in ("seller_1", "seller_2", "seller_3"):
-        key = f"triangle_wad_marketplace.{seller}"
-        _close(m.group(1), 100 * fig[f"{key}.exact_recovery"], f"{seller} exact recovery")
-        _close(m.group(2), 100 * fig[f"{key}.coverage"], f"{seller} coverage")
-        assert fig[f"{key}.w2_ratio"] < float(m.group(3)), (seller, fig[f"{key}.w2_ratio"])
-    m = re.search(r"k = 10\): (\d+) % / (\d+) % of alice's / bob's", text)
-    assert m, "docs/reference/attacks.md: known-t item reworded"
-    _close(m.group(1), 100 * fig["triangle_wad_digits.alice.exact_recovery"], "alice")
-    _close(m.group(2), 100 * fig["triangle_wad_digits.bob.exact_recovery"], "bob")
 
 
 def test_frontier_fedbary_table(generated):
@@ -698,102 +631,6 @@ def test_frontier_matrix_prose(generated):
     assert int(cells) == mat["cells"]
 
 
-# --------------------------------------------------------------------------------------------
-# docs/findings/fedwad_applications.md: message counts and the attack table's remaining rows (docsgen)
-
-
-def test_fedwad_applications_message_counts(generated):
-    # counts and MiB are deterministic; the protocol times next to them are not checked
-    text = _text("docs/findings/fedwad_applications.md")
-    for gen, name, pattern in (
-        (
-            "personalized_coreset",
-            "fedwad_coreset_digits",
-            r"s protocol time \(machine-dependent\), ([\d,]+) messages, ([\d.]+) MiB on the wire",
-        ),
-        (
-            "personalized_clustered",
-            "fedwad_clustered_fl",
-            r"s protocol time \(machine-dependent\), ([\d,]+) messages \(([\d.]+) MiB\)",
-        ),
-    ):
-        fig = generated(gen)
-        m = re.search(pattern, text)
-        assert m, f"docs/findings/fedwad_applications.md: {name} message counts reworded"
-        assert int(m.group(1).replace(",", "")) == fig[f"{name}.messages"], (
-            f"{name}: prints {m.group(1)} messages, now {fig[f'{name}.messages']:.0f}"
-        )
-        _close(m.group(2), fig[f"{name}.mib"], f"{name} MiB")
-
-
-def _attack_row(start: str) -> list[str]:
-    for first, cells in _section(
-        "docs/findings/fedwad_applications.md", "## What the new messages", "Reading:"
-    ):
-        if first.startswith(start):
-            return cells
-    raise AssertionError(
-        f"docs/findings/fedwad_applications.md: no attack row starting with {start!r}"
-    )
-
-
-def _bold(cell: str) -> list[str]:
-    return re.findall(r"\d+\.\d+", cell.replace("*", ""))
-
-
-def test_fedwad_applications_attack_table(generated):
-    fig = generated("fedwad_applications_attacks")
-    core, cfl = generated("personalized_coreset"), generated("personalized_clustered")
-    co, cf = "fedwad_coreset_digits", "fedwad_clustered_fl"
-    # server inversion: prior-only baseline coverage
-    _, _, base = _attack_row("coreset: `coreset_inversion` — server inverts")
-    _close(_bold(base)[0], core[f"{co}.coreset_inversion.coverage_baseline"], "server baseline")
-    # curious client c00: coverage@r, W2 ratio | baseline coverage (its own rows)
-    observer, leak, base = _attack_row("coreset: `coreset_inversion` — the shared 1-NN")
-    assert observer == "client c00"
-    cov, ratio = _bold(leak)
-    _close(cov, fig[f"{co}.coreset_inversion.coverage"], "c00 coverage")
-    _close(ratio, fig[f"{co}.coreset_inversion.w2_ratio"], "c00 W2 ratio")
-    _close(_bold(base)[0], fig[f"{co}.coreset_inversion.coverage_baseline"], "c00 baseline")
-    # membership: AUC server / c00, advantage server / c00
-    observer, leak, _ = _attack_row("coreset: `reconstruction_membership`")
-    assert observer == "server / c00"
-    auc_s, auc_c, adv_s, adv_c = _bold(leak)
-    _close(auc_s, fig["membership.server.auc"], "server membership AUC")
-    _close(auc_c, fig["membership.c00.auc"], "c00 membership AUC")
-    _close(adv_s, fig["membership.server.advantage"], "server membership advantage")
-    _close(adv_c, fig["membership.c00.advantage"], "c00 membership advantage")
-    # atom labels: TV server / c00 | uniform baseline
-    _, leak, base = _attack_row("coreset: `coreset_label_inference`")
-    tv_s, tv_c = _bold(leak)
-    _close(tv_s, core[f"{co}.coreset_label_inference.tv"], "server TV")
-    _close(tv_c, fig[f"{co}.coreset_label_inference.tv"], "c00 TV")
-    _close(_bold(base)[0], fig[f"{co}.coreset_label_inference.tv_baseline"], "TV baseline")
-    # clustered FL, server (updates): baseline; curious client_0 (clusters)
-    _, _, base = _attack_row("clustered FL: `clustered_fl_label_inference` (`updates`)")
-    _close(_bold(base)[0], cfl[f"{cf}.clustered_fl_label_inference.tv_baseline"], "updates base")
-    observer, leak, base = _attack_row("clustered FL: `clustered_fl_label_inference` (`clusters`)")
-    assert observer == "client_0"
-    mean, mate, others = _bold(leak)
-    _close(mean, fig[f"{cf}.clustered_fl_label_inference.tv"], "client_0 TV")
-    _close(mate, fig[f"{cf}.clustered_fl_label_inference.tv_min"], "client_0 TV, cluster mate")
-    _close(others, fig[f"{cf}.clustered_fl_label_inference.tv_others"], "client_0 TV, others")
-    _close(_bold(base)[0], fig[f"{cf}.clustered_fl_label_inference.tv_baseline"], "TV base")
-
-
-# --------------------------------------------------------------------------------------------
-# docs/reference/trust.md (docsgen)
-
-
-def test_trust_renormalised_uniform_measures(generated):
-    (n,) = _figure(
-        _text("docs/reference/trust.md"),
-        r"break the digest of (\d+) of the uniform measures",
-        "trust",
-    )
-    assert int(n) == generated("trust_renormalise")["renormalised_uniform"]
-
-
 def test_frontier_prose(generated):
     fig = generated("frontier_main")
     text = _text("docs/findings/frontier.md")
@@ -844,26 +681,7 @@ def test_frontier_fedbary_prose(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/reference/attacks.md: the FedWAD 2-D toy's optimisation attack, start by start (docsgen)
-
-
-def test_fedwad_toy_starts(generated):
-    fig = generated("fedwad_toy_starts")
-    text = _text("docs/reference/attacks.md")
-    lo, hi, best = _figure(
-        text,
-        r"(\d+\.\d+)–(\d+\.\d+) per start for the paper's optimisation \(\*\*(\d+\.\d+)\*\* "
-        r"keeping the lowest-loss of 5 starts\)",
-        "FedWAD toy per-start range",
-    )
-    _close(lo, fig["min"], "best start")
-    _close(hi, fig["max"], "worst start")
-    # the same start the attack keeps (its own rng), recomputed start by start
-    _close(best, fig["lowest_loss"], "lowest-loss start")
-
-
-# --------------------------------------------------------------------------------------------
-# docs/reference/protocols.md: FedBary's duplication study, FedWAD's bytes on the wire (docsgen)
+# docs/reference/protocols.md: FedBary's duplication study (docsgen)
 
 
 def test_fedbary_duplication(generated):
@@ -890,18 +708,6 @@ def test_fedbary_duplication(generated):
         assert abs(float(printed) - now) <= 0.5, (
             f"{case} datum x10: prints {printed}, now {now:.3g}"
         )
-
-
-def test_fedwad_accurate_mode_bytes(generated):
-    fig = generated("fedwad_modes")
-    accurate, paper = _figure(
-        _text("docs/reference/protocols.md"),
-        r"\((\d+) MiB in total on either digits case vs (\d+\.\d+) MiB in the paper mode",
-        "FedWAD accurate-mode bytes",
-    )
-    for case in ("digits_classes", "digits_halves"):
-        _close(accurate, fig[f"{case}.accurate.mib"], f"{case} accurate-mode MiB")
-        _close(paper, fig[f"{case}.paper.mib"], f"{case} paper-mode MiB")
 
 
 # --------------------------------------------------------------------------------------------
@@ -987,7 +793,7 @@ def test_frontier_coverage_matrix(generated):
 
 
 # --------------------------------------------------------------------------------------------
-# docs/guide/plugins.md: the FedWAD applications' scorecards, the loose tolerances (docs2)
+# docs/guide/plugins.md: the FedWAD applications' scorecards, the toy's (docs2)
 
 
 def test_plugins_fedwad_scorecards(generated):
@@ -1048,25 +854,6 @@ def test_plugins_fedwad_scorecards(generated):
     assert fig[f"{cf}.worst_attack.clustered_fl_label_inference"] >= clients
     _close(tv_lo, fig[f"{cf}.worst.client.min"], "client TV, best client")
     _close(tv_hi, fig[f"{cf}.worst.client.max"], "client TV, worst client")
-
-
-def test_plugins_loose_tolerances(generated):
-    fig = generated("plugins_loose_tolerances")
-    text = _text("docs/guide/plugins.md")
-    w, m, noiseless, ratio, scaffold = _figure(
-        text,
-        r"the debiased `wasserstein` is clamped to 0 \(relative error 1\) on (\d+) of the 20 "
-        r"seeds, `distance_matrix` on (\d+); without noise the error is still up to ([\d.]+) "
-        r"over the same seeds\).*?W2 to the "
-        r"pooled data is ([\d.]+)x the central coreset's in the worst seed\)\. The scaffolded "
-        r"example: ([\d.]+) at most over seeds 0-19",
-        "loose tolerances paragraph",
-    )
-    assert int(w) == fig["dp_jl_ot.wasserstein.clamped_seeds"], "dp_jl_ot clamped seeds"
-    assert int(m) == fig["dp_jl_ot.distance_matrix.clamped_seeds"], "dp_jl_ot matrix, clamped"
-    _close(noiseless, fig["dp_jl_ot.noiseless.max"], "dp_jl_ot without noise")
-    _close(ratio, fig["fedwad_coreset.ratio.max"], "fedwad_coreset worst federated/central W2")
-    _close(scaffold, fig["scaffold.max"], "scaffolded example")
 
 
 def test_plugins_toy_scorecard(generated):

@@ -11,7 +11,8 @@ One entry per figure, by name::
         "key": "gap_k3",                          # the generator's key (``.mean/.lo/.hi`` below)
         "scale": 1, "unit": "",                   # printed = generator value x scale, in unit
         "decimals": 2,                            # printed decimals
-        "style": "",                              # "+" signed, "." no leading zero, "−" minus
+        "style": "",                              # "+" signed, "." no leading zero, "−" minus,
+                                                  # "," or " " thousands separator
         "tolerance": "rounding",                  # or "interval" or "upper"
         "value": 0.1213,                          # the generator's value x scale, last --write
     }
@@ -22,7 +23,8 @@ Tolerances, as ``make docs-check`` applies them to a fresh run of the generator:
 - ``interval``: a mean over seeds; the printed mean (and, when printed as ``m [lo, hi]``, the
   printed bounds) within the recomputed 95 % interval's half-width or the rounding, whichever is
   wider (a printed ``0`` within 0.005 unless the interval is wider);
-- ``upper``: a printed upper bound ("≤ 4 %"); the recomputed value stays below it.
+- ``upper``: a printed upper bound ("≤ 4 %", "< 1e-7"); the recomputed value stays below it
+  (within the printed rounding).
 
 The default test suite checks, fast, that each ``quote`` appears in its page and that
 ``printed`` is ``value`` in the figure's format, so the prose and this file cannot drift apart;
@@ -70,19 +72,22 @@ def collapsed(text: str) -> str:
 
 
 def parse(s: str) -> float:
-    return float(s.replace("−", "-").lstrip("+"))
+    return float(s.replace("−", "-").replace(",", "").replace(" ", "").lstrip("+"))
 
 
 def style_of(s: str) -> str:
-    """The sign and leading-zero habits of a printed number ("+", ".", "−", combined)."""
+    """The habits of a printed number: "+" signed, "−" minus sign, "." no leading zero, "," or
+    " " a thousands separator."""
     out = "+" if s.startswith("+") else ""
     out += "−" if s.startswith("−") else ""
+    out += "," if "," in s else " " if " " in s else ""
     return out + ("." if s.lstrip("+−-").startswith(".") else "")
 
 
 def fmt(value: float, decimals: int, style: str) -> str:
     """``value`` printed with ``decimals`` digits in ``style`` (see :func:`style_of`)."""
-    s = f"{abs(value):.{decimals}f}"
+    sep = "," if "," in style else " " if " " in style else ""
+    s = f"{abs(value):{',' if sep else ''}.{decimals}f}".replace(",", sep)
     if "." in style and s.startswith("0."):
         s = s[1:]
     negative = round(value, decimals) < 0
@@ -112,6 +117,8 @@ def render(f: dict, mean: float, lo: float | None = None, hi: float | None = Non
 def consistent(name: str, f: dict) -> str | None:
     """Why ``printed`` is not ``value`` in the figure's format (None when it is)."""
     first = numbers(f["printed"])[0]
+    if f["tolerance"] == "upper":  # a stated bound, printed as the prose states it ("1e-7")
+        return None if parse(first) == f["value"] else f"{name}: value {f['value']} != {first}"
     if fmt(f["value"], f["decimals"], f["style"]) != first:
         return f"{name}: value {f['value']} prints {fmt(f['value'], f['decimals'], f['style'])}"
     return None
@@ -130,7 +137,8 @@ def compare(name: str, f: dict, values: dict[str, float]) -> str | None:
     """Why a fresh generator output drifts from the printed figure (None when within tolerance)."""
     printed = [parse(s) for s in numbers(f["printed"])]
     scale, tol = f["scale"], f["tolerance"]
-    rounding = half_unit(f["decimals"])
+    # a bound printed as a power of ten ("< 1e-7") is exact
+    rounding = 0.0 if "e" in f["printed"] else half_unit(f["decimals"])
     if tol == "interval":
         mean, lo, hi = (values[f"{f['key']}.{k}"] * scale for k in ("mean", "lo", "hi"))
         if numbers(f["printed"])[0].lstrip("+−-") == "0":
