@@ -127,57 +127,20 @@ def _ci_close(printed: str, fig: dict, key: str, what: str) -> None:
             )
 
 
-# the paired-differences paragraph: "<comparison> <metric> <mean> [<lo>, <hi>] (<tag>)", where a
-# comparison and a metric hold until the next one; tag = weighting (Sinkhorn − entropy) or loss
-# (E − A)
-_PAIRED_TOKEN = re.compile(
-    rf"(?P<comp>Sinkhorn − entropy|E − A)|(?P<metric>macro-F1|accuracy|SD)"
-    rf"|(?P<fig>{_FIGURE} \[{_FIGURE}, {_FIGURE}\]) \((?P<tag>\w+)"
-)
-_PAIRED_COMP = {"Sinkhorn − entropy": "sinkhorn-entropy", "E − A": "E-A"}
-_PAIRED_METRIC = {"macro-F1": "macro_f1", "accuracy": "accuracy", "SD": "semantic_distance"}
-
-
-def _paragraph(doc: str, start: str, end: str, opening: str) -> str:
-    """The paragraph beginning with ``opening`` between two markers of a doc, on one line."""
-    text = (ROOT / doc).read_text()
-    part = text[text.index(start) : text.index(end, text.index(start))]
-    para = next(p for p in part.split("\n\n") if p.startswith(opening))
-    return " ".join(para.split())
-
-
-@pytest.mark.parametrize(
-    "gen,start,end,opening,figures",
-    [
-        ("distill_diabetes", "*Ordinal task 1", "*Ordinal task 2", "Paired differences:", 5),
-        ("distill_sentiment", "*Ordinal task 2", "**Against the paper", "Paired:", 11),
-    ],
-)
-def test_distillation_paired_differences(gen, start, end, opening, figures, generated):
-    # each paired per-seed difference within the seeds' interval, and resolved (interval
-    # excluding 0) exactly when the printed one is: the prose around it says which are
+@pytest.mark.parametrize("gen", ["distill_diabetes", "distill_sentiment"])
+def test_distillation_paired_differences_resolved(gen, generated):
+    # each paired per-seed difference (figures.json, ``<gen>.paired.*``: within the seeds'
+    # interval) is resolved (its interval excludes 0) exactly when the printed one is: the prose
+    # around it says which are
     fig = generated(gen)
-    para = _paragraph("docs/reference/protocols.md", start, end, opening)
-    comp = metric = None
-    checked = 0
-    for m in _PAIRED_TOKEN.finditer(para):
-        if m.group("comp"):
-            comp = _PAIRED_COMP[m.group("comp")]
-        elif m.group("metric"):
-            metric = _PAIRED_METRIC[m.group("metric")]
-        else:
-            assert comp and metric, f"{gen}: figure {m.group(0)!r} before its comparison"
-            tag = m.group("tag")
-            key = f"{comp}.{tag if comp == 'sinkhorn-entropy' else tag.lower()}.{metric}"
-            what = f"{gen} paired {comp} {metric} ({tag})"
-            _ci_close(m.group("fig"), fig, key, what)
-            lo, hi = (_signed(x) for x in re.findall(_FIGURE, m.group("fig"))[1:])
-            assert (lo > 0 or hi < 0) == (fig[f"{key}.lo"] > 0 or fig[f"{key}.hi"] < 0), (
-                f"{what}: printed [{lo}, {hi}] vs now [{fig[key + '.lo']:.4g}, {fig[key + '.hi']:.4g}]"
-                " (resolved or not)"
-            )
-            checked += 1
-    assert checked == figures == para.count("["), f"{gen}: {checked} paired figures checked"
+    paired = {n: f for n, f in FIGURES_JSON.items() if n.startswith(f"{gen}.paired.")}
+    assert len(paired) == {"distill_diabetes": 5, "distill_sentiment": 11}[gen], list(paired)
+    for name, f in paired.items():
+        lo, hi = (figures_file.parse(s) for s in figures_file.numbers(f["printed"])[1:])
+        now_lo, now_hi = fig[f"{f['key']}.lo"], fig[f"{f['key']}.hi"]
+        assert (lo > 0 or hi < 0) == (now_lo > 0 or now_hi < 0), (
+            f"{name}: printed [{lo}, {hi}] vs now [{now_lo:.4g}, {now_hi:.4g}] (resolved or not)"
+        )
 
 
 def _attack_key(fig: dict, row: int, attack: str, metric: str) -> str | None:

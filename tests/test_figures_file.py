@@ -109,3 +109,13 @@ def test_load_refuses_a_malformed_entry(tmp_path):
         path.write_text(json.dumps({"figures": {"gap": _entry(**bad)}}))
         with pytest.raises(ValueError, match=re.escape(why)):
             ff.load(path)
+
+
+def test_an_interval_prints_its_bounds_signed_only_when_negative():
+    printed = "+0.007 [−0.038, 0.053]"
+    assert ff.style_of(printed) == "+−"
+    f = _entry(printed=printed, quote=printed, at=0, decimals=3, style="+−", tolerance="interval")
+    assert ff.render(f, 0.007, -0.038, 0.053) == printed
+    assert ff.rewrite(f, {"gap.mean": -0.0104, "gap.lo": -0.05, "gap.hi": 0.03})["quote"] == (
+        "−0.010 [−0.050, 0.030]"
+    )

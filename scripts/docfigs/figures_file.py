@@ -76,10 +76,12 @@ def parse(s: str) -> float:
 
 
 def style_of(s: str) -> str:
-    """The habits of a printed number: "+" signed, "−" minus sign, "." no leading zero, "," or
-    " " a thousands separator."""
+    """The habits of a printed figure (its first number; a bound of ``m [lo, hi]`` is signed only
+    when negative): "+" signed, "−" minus sign, "." no leading zero, "," or " " a thousands
+    separator."""
+    s, rest = numbers(s)[0], numbers(s)[1:]
     out = "+" if s.startswith("+") else ""
-    out += "−" if s.startswith("−") else ""
+    out += "−" if s.startswith("−") or any(r.startswith("−") for r in rest) else ""
     out += "," if "," in s else " " if " " in s else ""
     return out + ("." if s.lstrip("+−-").startswith(".") else "")
 
@@ -109,8 +111,9 @@ def numbers(printed: str) -> list[str]:
 def render(f: dict, mean: float, lo: float | None = None, hi: float | None = None) -> str:
     """The printed form of a figure at these values (its bounds only if it prints them)."""
     s = fmt(mean, f["decimals"], f["style"])
-    if len(numbers(f["printed"])) == 3:
-        s += f" [{fmt(lo, f['decimals'], f['style'])}, {fmt(hi, f['decimals'], f['style'])}]"
+    if len(numbers(f["printed"])) == 3:  # the bounds: a sign only when negative
+        bound = f["style"].replace("+", "")
+        s += f" [{fmt(lo, f['decimals'], bound)}, {fmt(hi, f['decimals'], bound)}]"
     return s
 
 
