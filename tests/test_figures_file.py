@@ -105,6 +105,7 @@ def test_load_refuses_a_malformed_entry(tmp_path):
         ({"tolerance": "loose"}, "tolerance 'loose'"),
         ({"at": 3}, "quote[at:] does not start with printed"),
         ({"units": "%"}, "unknown ['units']"),
+        ({"tolerance": "interval", "key": "max(a | b)"}, "an interval is of one key"),
     ):
         path.write_text(json.dumps({"figures": {"gap": _entry(**bad)}}))
         with pytest.raises(ValueError, match=re.escape(why)):
@@ -119,3 +120,12 @@ def test_an_interval_prints_its_bounds_signed_only_when_negative():
     assert ff.rewrite(f, {"gap.mean": -0.0104, "gap.lo": -0.05, "gap.hi": 0.03})["quote"] == (
         "−0.010 [−0.050, 0.030]"
     )
+
+
+def test_one_printed_figure_for_the_smallest_or_largest_of_several_keys():
+    values = {"a.cov": 0.41, "b.cov": 0.38}
+    lo = _entry(printed="0.38", quote="coverage 0.38", at=9, key="min(a.cov | b.cov)")
+    hi = _entry(printed="0.41", quote="–0.41", at=1, key="max(a.cov | b.cov)")
+    assert ff.compare("lo", lo, values) is None and ff.compare("hi", hi, values) is None
+    assert ff.compare("lo", lo, {**values, "b.cov": 0.40}) is not None
+    assert ff.rewrite(hi, {**values, "a.cov": 0.5})["quote"] == "–0.50"

@@ -8,7 +8,8 @@ One entry per figure, by name::
         "at": 7,                                  # where ``printed`` starts in ``quote``
         "printed": "0.12",                        # the figure as printed
         "generator": "fedbary_barycenter",        # scripts/docs_figures.py's FIGURES name
-        "key": "gap_k3",                          # the generator's key (``.mean/.lo/.hi`` below)
+        "key": "gap_k3",                          # the generator's key (``.mean/.lo/.hi`` below;
+                                                  # ``min(K1 | K2)``/``max(...)``: of several)
         "scale": 1, "unit": "",                   # printed = generator value x scale, in unit
         "decimals": 2,                            # printed decimals
         "style": "",                              # "+" signed, "." no leading zero, "−" minus,
@@ -42,6 +43,7 @@ PATH = ROOT / "docs/findings/figures.json"
 TOLERANCES = ("rounding", "interval", "upper")
 FIELDS = "doc quote at printed generator key scale unit decimals style tolerance value".split()
 _NUM = r"[+−-]?(?:\d+\.?\d*|\.\d+)"
+_AGGREGATE = re.compile(r"(min|max)\((.+)\)")
 _INTERVAL = re.compile(rf"({_NUM}) \[({_NUM}), ({_NUM})\]")
 
 
@@ -56,6 +58,8 @@ def load(path: Path = PATH) -> dict[str, dict]:
             raise ValueError(f"{path.name}: {name}: missing {missing}, unknown {extra}")
         if f["tolerance"] not in TOLERANCES:
             raise ValueError(f"{path.name}: {name}: tolerance {f['tolerance']!r}")
+        if f["tolerance"] == "interval" and _AGGREGATE.fullmatch(f["key"]):
+            raise ValueError(f"{path.name}: {name}: an interval is of one key, not {f['key']!r}")
         if f["quote"][f["at"] : f["at"] + len(f["printed"])] != f["printed"]:
             raise ValueError(f"{path.name}: {name}: quote[at:] does not start with printed")
     return figures
@@ -136,6 +140,16 @@ def in_doc(name: str, f: dict, pages: dict[str, str]) -> str | None:
     return None
 
 
+def lookup(values: dict[str, float], key: str) -> float:
+    """A generator's value by key, or the smallest or largest of several keys when the prose
+    prints one figure for them: ``min(KEY | KEY ...)``, ``max(...)``."""
+    m = _AGGREGATE.fullmatch(key)
+    if not m:
+        return values[key]
+    parts = [values[k.strip()] for k in m.group(2).split(" | ")]
+    return min(parts) if m.group(1) == "min" else max(parts)
+
+
 def compare(name: str, f: dict, values: dict[str, float]) -> str | None:
     """Why a fresh generator output drifts from the printed figure (None when within tolerance)."""
     printed = [parse(s) for s in numbers(f["printed"])]
@@ -151,7 +165,7 @@ def compare(name: str, f: dict, values: dict[str, float]) -> str | None:
         if any(abs(p - v) > slack for p, v in zip(printed, fresh)):
             return f"{name}: prints {f['printed']}, now {mean:.4g} [{lo:.4g}, {hi:.4g}]"
         return None
-    value = values[f["key"]] * scale
+    value = lookup(values, f["key"]) * scale
     if tol == "upper":
         ok = value <= printed[0] + rounding + 1e-9
     else:
@@ -169,7 +183,7 @@ def rewrite(f: dict, values: dict[str, float]) -> dict:
         printed = render(f, mean, lo, hi)
         value = mean
     else:
-        value = values[f["key"]] * scale
+        value = lookup(values, f["key"]) * scale
         printed = render(f, value)
     q, at = f["quote"], f["at"]
     quote = q[:at] + printed + q[at + len(f["printed"]) :]
