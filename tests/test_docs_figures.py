@@ -173,9 +173,6 @@ def test_distillation_privacy_prose(generated):
     fig = generated("distill_privacy")
     seeds = sorted({int(k.rsplit("seed", 1)[1]) for k in fig if ".accuracy.seed" in k})
     text = " ".join((ROOT / "docs/reference/protocols.md").read_text().split())
-    m = re.search(rf"uniform baseline TV ({_FIGURE} \[{_FIGURE}, {_FIGURE}\])", text)
-    assert m, "docs/reference/protocols.md: the privacy caption's baseline TV was reworded"
-    _ci_close(m.group(1), fig, f"0.{TV_RATIO}#1.tv_baseline", "uniform baseline TV")
     mia = _attack_key(fig, 0, MIA, "auc")
     m = re.search(r"Membership AUC falls from ([\d.]+) \(per seed ([\d., ]+)\)", text)
     assert m, "docs/reference/protocols.md: the membership AUC sentence was reworded"
@@ -199,15 +196,7 @@ def test_distillation_privacy_prose(generated):
     for i in range(6):
         tv, base = fig[f"{i}.{TV_RATIO}#1.tv.mean"], fig[f"{i}.{TV_RATIO}#1.tv_baseline.mean"]
         assert tv < base, f"row {i}: label TV {tv:.3g} does not beat the baseline {base:.3g}"
-    cost = r"(−\d+ \[−\d+, −\d+\])"
-    m = re.search(
-        rf"cost of DP-SGD \(paired per seed\): {cost} points at ε = 2, {cost} points at ε = 1", text
-    )
-    assert m, "docs/reference/protocols.md: the DP-SGD accuracy cost sentence was reworded"
-    for printed, i in zip(m.groups(), (3, 4)):  # paired per seed against row 0 (no DP), points
-        key = f"{i}-0.accuracy"
-        points = {f"{key}.{b}": 100 * fig[f"{key}.{b}"] for b in ("mean", "lo", "hi")}
-        _ci_close(printed, points, key, f"accuracy cost of DP-SGD row {i}")
+    # (the uniform baseline TV and DP-SGD's accuracy cost: figures.json)
 
 
 def test_frontier_fedbary_table(generated):
@@ -612,14 +601,6 @@ def test_plugins_fedwad_scorecards(generated):
     # the scorecard's worst row): clustered_fl_label_inference is every client's worst attack
     clients = fig[f"{cf}.threats"] - 4  # server, eavesdropper and the two coalitions
     assert fig[f"{cf}.worst_attack.clustered_fl_label_inference"] >= clients
-    (sent,) = _figure(
-        text, r"The server and an eavesdropper get `sent_rows` leakage ([\d.]+) at most", "sent"
-    )
-    _close(
-        sent,
-        max(fig[f"{cf}.{k}.sent_rows.leakage.max"] for k in ("server", "eavesdropper")),
-        "clustered FL sent_rows leakage",
-    )
 
 
 def test_plugins_toy_scorecard(generated):
