@@ -173,15 +173,16 @@ def _chromium():
                 pass
 
 
-def _open(cdp: _CDP, path: Path) -> dict:
-    """Load a file; return console errors, exceptions and every requested URL."""
+def _open(cdp: _CDP, path: Path, width: int = 1400, height: int = 900) -> dict:
+    """Load a file in a ``width`` x ``height`` window; return console errors, exceptions and
+    every requested URL."""
     cdp.events.clear()
     for domain in ("Page", "Runtime", "Network", "Log"):
         cdp.call(f"{domain}.enable")
     cdp.call(
         "Emulation.setDeviceMetricsOverride",
-        width=1400,
-        height=900,
+        width=width,
+        height=height,
         deviceScaleFactor=1,
         mobile=False,
     )
@@ -444,3 +445,88 @@ def test_the_report_reads_in_a_few_screens_and_its_selector_switches(browser, de
         " s.dispatchEvent(new Event('change')); })()",
     )
     assert _js(browser, visible) == ["2"]
+
+
+def _thousand_clients(out: Path, n: int = 1000) -> Path:
+    """A single run's results.json of FedBary with ``n`` clients, the server inverting each
+    (written here: a real run of a thousand clients takes minutes); about 80 % leak."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    names = [f"client_{i}" for i in range(n)]
+    rec = np.where(rng.random(n) < 0.2, 0.0, rng.beta(4, 8, n))
+    attacks = [
+        {
+            "attack": "fedbary_inversion",
+            "label": "fedbary_inversion",
+            "kind": "points",
+            "observer": "server",
+            "target": p,
+            "leakage": r / 2,
+            "record_leakage": r,
+            "record_leak": float(r > 0),
+            "record_p": 0.01 if r > 0 else 0.5,
+            "population_rows": 200.0,
+            "isolation": "none",
+        }
+        for p, r in zip(names, rec.tolist())
+    ]
+    results = {
+        "scenario": f"fedbary_{n}_clients",
+        "seed": 0,
+        "config_hash": "0" * 64,
+        "protocol": {"name": "fedbary", "mode": "barycenter", "params": {}},
+        "defenses": [],
+        "accuracy": {"distance": {"estimate": 1.1, "exact": 1.0, "relative_error": 0.1}},
+        "parties": {p: {"dim": 4, "rows": 12} for p in names},
+        "attacks": attacks,
+    }
+    (out / "results.json").write_text(json.dumps(results))
+    return out
+
+
+def test_a_thousand_clients_fit_the_headline_and_their_distribution_in_the_first_screen(
+    browser, tmp_path
+):
+    """Issue 50: a run of 1000 clients reads as a population on the first screen (1280x800,
+    no scrolling): the headline, how many leak with the spread and the worst by name, and the
+    figure of the per-party leakage, drawn; the page within :data:`MAX_HEIGHT`."""
+    from testbed.report.writer import write_report
+
+    # Prepare
+    report = write_report(_thousand_clients(tmp_path))
+    # Execute
+    seen = _open(browser, report, width=1280, height=800)
+    # Assert
+    assert not seen["errors"], seen["errors"]
+    shot = browser.call(
+        "Page.captureScreenshot",
+        format="png",
+        clip={"x": 0, "y": 0, "width": 1280, "height": 800, "scale": 1},
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "report_1000_parties_first_screen.png").write_bytes(base64.b64decode(shot["data"]))
+    # the headline: the verdict and the population's line, whole on the first screen
+    head = _js(
+        browser,
+        "Array.from(document.querySelectorAll('.headline h2, .verdict, .population'))"
+        ".map(p => [p.innerText, p.getBoundingClientRect().bottom])",
+    )
+    texts = " ".join(t for t, _ in head)
+    assert re.search(r"\b\d+ of 1000 parties leak \(\d+ %\)", texts), texts
+    assert "median" in texts and "p90" in texts and "worst 5: client_" in texts, texts
+    assert all(0 < bottom <= 800 for _, bottom in head), head
+    # the distribution over the parties: the first figure of it, drawn, on the first screen
+    fig = _js(
+        browser,
+        "(() => { const d = document.querySelector('.plotly-graph-div[id^=\"plot-population\"]');"
+        " const r = d.getBoundingClientRect();"
+        " return [d.id, r.top, r.bottom, d.querySelectorAll('svg.main-svg').length,"
+        " Array.from(d.querySelectorAll('.cartesianlayer .trace path, .cartesianlayer .point'))"
+        ".filter(p => p.getBBox().width * p.getBBox().height > 0).length]; })()",
+    )
+    fid, top, bottom, svgs, marks = fig
+    assert 0 <= top and bottom <= 800, f"{fid} spans y={top}..{bottom}, past the first screen"
+    assert svgs >= 1 and marks >= 10, fig
+    height = _js(browser, "document.documentElement.scrollHeight")
+    assert height <= MAX_HEIGHT, f"the report is {height} px tall at 1280 px (> {MAX_HEIGHT})"

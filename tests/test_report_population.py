@@ -102,3 +102,21 @@ def test_digit_rows_come_with_their_pictures():
     assert all(r[-1].startswith("<svg") and r[-2].startswith("<svg") for r in rows_html)
     svg = digit_svg(np.arange(64), 8)
     assert svg.count("<rect") == 63  # the lowest pixel is white, left out
+
+
+def test_the_headline_line_and_histogram_of_a_population():
+    from testbed.report.population import Population, distribution_figure
+
+    # Prepare: 40 parties, every fourth at 0 (no leak), the others 0.01 .. 0.3
+    values = {f"client_{i}": 0.0 if i % 4 == 0 else i / 130 for i in range(40)}
+    pop = Population("fedbary", "{}", "record_leakage", values, 40)
+    # Execute
+    line = pop.summary()
+    fig = distribution_figure([pop])
+    # Assert: the count and share, the spread to the worst end, the worst five in order
+    assert line.startswith("30 of 40 parties leak (75 %); record_leakage per party: median ")
+    assert ", max 0.3; worst 5: client_39 0.3, client_38 0.292, client_37 0.285," in line
+    # leaking and not leaking parties stacked in the same bins, all counted
+    assert [t.name for t in fig.data] == ["leak (30)", "no leak (10)"]
+    assert sum(len(t.x) for t in fig.data) == 40 and fig.layout.barmode == "stack"
+    assert fig.data[0].xbins == fig.data[1].xbins

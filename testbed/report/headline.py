@@ -103,8 +103,13 @@ def headline_section(doc: Doc, data: ReportData) -> None:
 
     crowds = {s: pop for s in data.protocols if (pop := population(data, s)) is not None}
     head_html, head_md = headline(data.rows, data.agg, err_key, lead, data.err_label, crowds)
-    if not (lead and err_key):
-        doc.raw(f'<div class="headline">{head_html}</div>', head_md)
+    # many parties: their distribution first in the figure column, the frontier (where there
+    # is one: more than one setting) under it, so both the headline and the distribution
+    # are on the first screen
+    dist = _distribution_div(list(crowds.values()))
+    if not (lead and err_key) or (dist and len(data.agg) < 2):
+        plot = f'<div class="plot">{dist}</div>' if dist else ""
+        doc.raw(f'<div class="headline">{head_html}{plot}</div>', head_md)
         return
     higher = LEAKAGE_METRICS[lead.rsplit(".", 1)[1]]
     view = View(
@@ -116,14 +121,29 @@ def headline_section(doc: Doc, data: ReportData) -> None:
         "frontier: " + lead + " vs error",
     )
     fig = tradeoff_figure(data.agg, err_key, [view], err_label=data.err_label)
-    fig.update_layout(height=520)
-    div = fig.to_html(
+    fig.update_layout(height=400 if dist else 520)
+    div = dist + fig.to_html(
         full_html=False,
         include_plotlyjs=False,
         div_id="plot-frontier",
         config={"displaylogo": False, "responsive": True},
     )
     doc.raw(f'<div class="headline">{head_html}<div class="plot">{div}</div></div>', head_md)
+
+
+def _distribution_div(pops) -> str:
+    """The headline's histogram of the per-party figure as a plotly div, or ``""`` without a
+    protocol of many parties."""
+    if not pops:
+        return ""
+    from testbed.report.population import distribution_figure
+
+    return distribution_figure(pops).to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id="plot-population-headline",
+        config={"displaylogo": False, "responsive": True},
+    )
 
 
 def worst_leak(rows: list[dict], agg, keys, metric: str):
@@ -284,13 +304,18 @@ def headline(
             else "No attack ran, so no leakage level is measured."
         )
         table = ""
+    # many parties: how many leak, the spread and the worst few, beside the histogram
+    spread = [f"{s}: {crowds[s].summary()}" for s in sorted(crowds)]
     html_text = (
         '<div class="headline-text"><h2>Headline: who learns what, at what accuracy</h2>'
         + "".join(f'<p class="verdict">{v}</p>' for v in verdicts)
+        + "".join(f'<p class="population">{e(x)}</p>' for x in spread)
         + table
         + f'<p class="runinfo">{caption}</p></div>'
     )
-    md = "## Headline\n\n" + "\n\n".join(re.sub(r"</?b>", "**", v) for v in verdicts)
+    md = "## Headline\n\n" + "\n\n".join(
+        [re.sub(r"</?b>", "**", v) for v in verdicts] + [md_escape(x) for x in spread]
+    )
     if lead:
         head = ["protocol", "worst leak"] + [f"{metric} ≤ {lv:g}" for lv in _levels(metric)]
         md += "\n\n" + "\n".join(

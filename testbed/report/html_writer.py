@@ -28,6 +28,7 @@ CSS = (
     "table.coverage td{vertical-align:top;max-width:300px}"
     "table.coverage pre{white-space:pre-wrap;font-size:0.75em;max-width:600px}"
     ".verdict{font-size:0.88em;margin:0.25em 0}.verdict b{color:#8b1a1a}"
+    ".population{font-size:0.82em;margin:0.25em 0;color:#333}"
     ".headline h2{font-size:1.05em;margin:0.2em 0}"
     "table{border-collapse:collapse;margin:0.6em 0 1.2em;font-size:0.85em}"
     "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}th{background:#f2f2f2}"
