@@ -359,9 +359,11 @@ def test_no_cluster_at_the_address_fails_in_one_line(tmp_path):
     )
 
 
-def test_private_cluster_raylet_killed_mid_run_ends_in_one_line(tmp_path):
-    # Prepare: the private local cluster (issue 48, fault 8)
-    # long enough to be killed mid-run on an idle machine (400 rounds end in ~5 s there)
+@pytest.fixture
+def private_run(tmp_path):
+    """``testbed run`` of FedBary on a private local cluster of two actors (issue 48, fault
+    8), its output piped, and its run directory; long enough to be killed mid-run on an idle
+    machine (5000 rounds: 400 end in ~5 s there). Killed at the end if still running."""
     path = _scenario(tmp_path, "{actors: 2, num_cpus: 2}", iterations=5000)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     env.pop("RAY_ADDRESS", None)
@@ -375,25 +377,31 @@ def test_private_cluster_raylet_killed_mid_run_ends_in_one_line(tmp_path):
         cwd=ROOT,
     )
     try:
-        deadline = time.monotonic() + 240
-        while True:  # this run's raylet (its session folder is inside tmp_path), an actor up
-            own = _own_raylet(tmp_path)
-            if own and any(
-                _cmd(p).startswith("ray::_PartyGroup") and "__init__" not in _cmd(p)
-                for p in _descendants([own[0]])
-            ):
-                break
-            assert run.poll() is None and time.monotonic() < deadline, "no actor started"
-            time.sleep(0.2)
-        raylet, link = own
-        os.kill(raylet, signal.SIGKILL)
-        killed = time.monotonic()
-        stdout, stderr = run.communicate(timeout=180)
-        took = time.monotonic() - killed
+        yield run, out
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
+
+
+def test_private_cluster_raylet_killed_mid_run_ends_in_one_line(tmp_path, private_run):
+    # Prepare: the run on the private local cluster
+    run, out = private_run
+    deadline = time.monotonic() + 240
+    while True:  # this run's raylet (its session folder is inside tmp_path), an actor up
+        own = _own_raylet(tmp_path)
+        if own and any(
+            _cmd(p).startswith("ray::_PartyGroup") and "__init__" not in _cmd(p)
+            for p in _descendants([own[0]])
+        ):
+            break
+        assert run.poll() is None and time.monotonic() < deadline, "no actor started"
+        time.sleep(0.2)
+    raylet, link = own
+    os.kill(raylet, signal.SIGKILL)
+    killed = time.monotonic()
+    stdout, stderr = run.communicate(timeout=180)
+    took = time.monotonic() - killed
     # exit 1 and the testbed's one line naming the raylet, within seconds: the death seen by a
     # call to an actor (or when the cluster is shut down at the end), or by the raylet's
     # watcher before Ray's core worker ends the process itself (about 15 s after the kill, with
@@ -417,22 +425,10 @@ def test_private_cluster_raylet_killed_mid_run_ends_in_one_line(tmp_path):
     assert not (out / "results.json").exists()
 
 
-def test_private_cluster_actor_killed_mid_run_ends_in_one_line(tmp_path):
+def test_private_cluster_actor_killed_mid_run_ends_in_one_line(tmp_path, private_run):
     """An actor process killed mid-run (issue 48, fault 8): exit 1 and one line naming the
     actor and its parties; Ray's ActorDiedError paragraph stays off the terminal."""
-    # long enough to be killed mid-run on an idle machine (400 rounds end in ~5 s there)
-    path = _scenario(tmp_path, "{actors: 2, num_cpus: 2}", iterations=5000)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    env.pop("RAY_ADDRESS", None)
-    out = tmp_path / "run"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "run", str(path), "--out", str(out)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    run, out = private_run
 
     def actors() -> list[int]:  # this run's private cluster's actors, running the protocol
         own = _own_raylet(tmp_path)
@@ -442,29 +438,24 @@ def test_private_cluster_actor_killed_mid_run_ends_in_one_line(tmp_path):
             if _cmd(p).startswith("ray::_PartyGroup") and "__init__" not in _cmd(p)
         ]
 
-    try:
-        deadline = time.monotonic() + 240
-        while not actors():
-            assert run.poll() is None and time.monotonic() < deadline, "no actor started"
-            time.sleep(0.2)
-        time.sleep(3)  # past its start (an actor killed while starting is named as such)
-        victim = None
-        while victim is None:  # a process listed a moment ago may be gone: list them again
-            assert run.poll() is None, run.communicate()
-            assert time.monotonic() < deadline, "no actor to kill"
-            for pid in actors():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                victim = pid
-                break
-        up = [victim]
-        stdout, stderr = run.communicate(timeout=180)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
+    deadline = time.monotonic() + 240
+    while not actors():
+        assert run.poll() is None and time.monotonic() < deadline, "no actor started"
+        time.sleep(0.2)
+    time.sleep(3)  # past its start (an actor killed while starting is named as such)
+    victim = None
+    while victim is None:  # a process listed a moment ago may be gone: list them again
+        assert run.poll() is None, run.communicate()
+        assert time.monotonic() < deadline, "no actor to kill"
+        for pid in actors():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            victim = pid
+            break
+    up = [victim]
+    stdout, stderr = run.communicate(timeout=180)
     assert run.returncode == 1, stderr
     line = (
         rf"error: ray engine: the actor process \(pid {up[0]} on node [0-9a-f]{{8}} at "

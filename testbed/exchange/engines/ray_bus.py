@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -237,31 +238,28 @@ class RaySession:
 
     def _end_now(self) -> None:
         """What is left of the session, killed and removed (the process ends right after)."""
-        for pid in session_processes(self.temp_dir):
+        self._kill_and_remove()
+
+    def _kill_and_remove(self) -> list[int]:
+        """Kill the session's processes still running and remove its folder (the link Ray
+        saw and the folder in the run directory); returns the pids it killed."""
+        left = session_processes(self.temp_dir)
+        for pid in left:  # only processes of this session (their command line names its folder)
             try:
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 continue
         if self._link is not None:
             os.unlink(self._link)
         shutil.rmtree(self._real or self.temp_dir, ignore_errors=True)
+        return left
 
     def _cleanup(self, after_fault: bool = False) -> None:
         wait = min(self.shutdown_timeout, 2.0) if after_fault else self.shutdown_timeout
         deadline = time.monotonic() + wait
         while session_processes(self.temp_dir) and time.monotonic() < deadline:
             time.sleep(0.2)
-        left = session_processes(self.temp_dir)
-        for pid in left:  # only processes of this session (their command line names its folder)
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                continue
-        if self._link is not None:
-            os.unlink(self._link)
-            shutil.rmtree(self._real, ignore_errors=True)
-        else:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        left = self._kill_and_remove()
         if left and not after_fault:
             raise EngineFault(
                 f"ray engine: {len(left)} session processes did not exit within "
