@@ -305,7 +305,9 @@ def headline(
         )
         table = ""
     # many parties: how many leak, the spread and the worst few, beside the histogram
-    spread = [f"{s}: {crowds[s].summary()}" for s in sorted(crowds)]
+    spread = [
+        f"{s}, {setting_name(crowds[s].setting)}: {crowds[s].summary()}" for s in sorted(crowds)
+    ]
     html_text = (
         '<div class="headline-text"><h2>Headline: who learns what, at what accuracy</h2>'
         + "".join(f'<p class="verdict">{v}</p>' for v in verdicts)

@@ -169,17 +169,24 @@ def distribution_figure(pops: list[Population], height: int = 300):
                 )
             )
     fig.add_vline(x=pops[0].chance, line_dash="dash", line_color="grey")
-    title = f"{pops[0].metric} per party" + (f": {where}" if len(pops) == 1 else "")
     fig.update_layout(
         barmode="stack" if len(pops) == 1 else "overlay",
-        title={"text": plotly_text(title), "font": {"size": 13}},
+        # short: a longer title runs under the toolbar; one protocol's setting heads the legend
+        title={"text": plotly_text(f"{pops[0].metric} per party"), "font": {"size": 13}},
         xaxis={"title": f"{pops[0].metric} (worst over attacks, mean over seeds)"},
         yaxis={"title": "parties"},
         template="plotly_white",
         height=height,
         margin={"t": 36, "b": 40, "l": 50, "r": 10},
         # inside the plot's top right corner: above it, the legend would cover the toolbar
-        legend={"y": 0.98, "yanchor": "top", "x": 0.98, "xanchor": "right", "bgcolor": "white"},
+        legend={
+            "y": 0.98,
+            "yanchor": "top",
+            "x": 0.98,
+            "xanchor": "right",
+            "bgcolor": "white",
+            "title": {"text": plotly_text(where) if len(pops) == 1 else ""},
+        },
     )
     return fig
 
