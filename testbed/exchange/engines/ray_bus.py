@@ -242,7 +242,7 @@ class RaySession:
 
     def _kill_and_remove(self) -> list[int]:
         """Kill the session's processes still running and remove its folder (the link Ray
-        saw and the folder in the run directory); returns the pids it killed."""
+        saw and the folder in the run directory); returns the pids found still running."""
         left = session_processes(self.temp_dir)
         for pid in left:  # only processes of this session (their command line names its folder)
             try:
