@@ -20,7 +20,8 @@ __all__ = ["TARGETS", "bench_targets", "fedbary_target"]
 #: Issue 6 targets, checked on the measured rows.
 TARGETS = {
     "triangle_wad_vs_emd": "TriangleWad end to end <= 4x one exact ot.emd at n = 2000",
-    "fedwad_vs_public": "FedWAD (S=10, K=20) at least as fast as the public code's algorithm",
+    "fedwad_vs_public": "FedWAD paper mode (S=10, K=20) / the public code's algorithm at equal "
+    "error <= 0.5x (issue 49; issue 6 asked <= 1x)",
     "fedbary_100x500": "FedBary, 100 clients x 500 points, d = 64, <= 60 s",
     "transcript_overhead": "transcript overhead <= 5 %",
     "report_scenario": "the default report scenario in <= 3 min",
@@ -89,6 +90,39 @@ def fedbary_target(
     return ("fedbary_100x500", sec, limit, "s", sec <= limit, detail, prof)
 
 
+#: FedWAD paper mode / the public algorithm, wall time of the fastest interleaved runs (issue 49)
+FEDWAD_VS_PUBLIC_LIMIT = 0.5
+
+
+def _fedwad_vs_public(ours: dict, pub: dict, common: list, opts: BenchOptions) -> tuple:
+    """The target row: the worst (n, d) wall-time ratio of the head-to-head runs, with each
+    (n, d)'s CPU-time ratio beside it (the clients' two threads lower the first, not the
+    second) and a cProfile of our run where it misses."""
+    ratios = {
+        k: pub[k].get("paper_over_public") or ours[k]["seconds"] / pub[k]["seconds"] for k in common
+    }
+    worst_k = max(ratios, key=ratios.get)
+    prof = None
+    if ratios[worst_k] > FEDWAD_VS_PUBLIC_LIMIT:
+        c = next(c for c in PAIR_CASES if c.key == "fedwad_paper")
+        prof = profile_top(run_protocol(c, make_pair(*worst_k, opts.seed)))
+
+    def cpu(k):
+        r = pub[k].get("paper_over_public_cpu")
+        return "" if r is None else f" (CPU {r:.2f})"
+
+    return (
+        "fedwad_vs_public",
+        ratios[worst_k],
+        FEDWAD_VS_PUBLIC_LIMIT,
+        "x public algorithm",
+        ratios[worst_k] <= FEDWAD_VS_PUBLIC_LIMIT,
+        "ours/public, wall (CPU) by (n, d): "
+        + ", ".join(f"({n}, {d}): {v:.2f}{cpu((n, d))}" for (n, d), v in sorted(ratios.items())),
+        prof,
+    )
+
+
 def bench_targets(opts: BenchOptions, pairs: list[dict], overhead: list[dict]) -> list[dict]:
     """Check the issue-6 targets on the measured rows; profile every miss."""
     out = []
@@ -128,25 +162,7 @@ def bench_targets(opts: BenchOptions, pairs: list[dict], overhead: list[dict]) -
     pub = {(r["n"], r["d"]): r for r in pairs if r["case"] == "fedwad_public"}
     common = sorted(set(ours) & set(pub))
     if common:
-        ratios = {
-            k: pub[k].get("paper_over_public") or ours[k]["seconds"] / pub[k]["seconds"]
-            for k in common
-        }
-        worst_k = max(ratios, key=ratios.get)
-        prof = None
-        if ratios[worst_k] > 1.0:
-            c = next(c for c in PAIR_CASES if c.key == "fedwad_paper")
-            prof = profile_top(run_protocol(c, make_pair(*worst_k, opts.seed)))
-        add(
-            "fedwad_vs_public",
-            ratios[worst_k],
-            1.0,
-            "x public algorithm",
-            ratios[worst_k] <= 1.0,
-            "ours/public by (n, d): "
-            + ", ".join(f"({n}, {d}): {v:.2f}" for (n, d), v in sorted(ratios.items())),
-            prof,
-        )
+        add(*_fedwad_vs_public(ours, pub, common, opts))
     if registered("fedbary") and (opts.cases is None or "fedbary" in opts.cases):
         add(*fedbary_target(opts))
     if overhead:

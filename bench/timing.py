@@ -30,6 +30,7 @@ __all__ = [
     "peak_memory",
     "profile_top",
     "time_interleaved",
+    "time_side_by_side",
     "timed",
     "timed_engine_bus",
 ]
@@ -134,6 +135,35 @@ def time_interleaved(
         tf.append(f)
         spent += b + f
     return min(tf), min(tb), len(tf)
+
+
+def time_side_by_side(
+    fn: Callable[[], Any],
+    baseline: Callable[[], Any],
+    min_repeats: int = 5,
+    max_repeats: int = 15,
+    budget: float = 6.0,
+) -> dict[str, Any]:
+    """Alternate ``baseline`` and ``fn`` as :func:`time_interleaved` does, timing each call in
+    wall seconds and in CPU seconds of this process (``time.process_time``: every thread, so
+    work spread over threads counts in full and other sessions' load does not). Returns each
+    clock's fastest and median per side, and the pairs run."""
+    out: dict[str, list[float]] = {k: [] for k in ("fn_wall", "base_wall", "fn_cpu", "base_cpu")}
+    spent = 0.0
+    while len(out["fn_wall"]) < max_repeats and (
+        len(out["fn_wall"]) < min_repeats or spent < budget
+    ):
+        for side, call in (("base", baseline), ("fn", fn)):
+            c0, w0 = time.process_time(), time.perf_counter()
+            call()
+            out[f"{side}_wall"].append(time.perf_counter() - w0)
+            out[f"{side}_cpu"].append(time.process_time() - c0)
+            spent += out[f"{side}_wall"][-1]
+    res: dict[str, Any] = {"repeats": len(out["fn_wall"])}
+    for key, xs in out.items():
+        res[f"{key}_min"] = min(xs)
+        res[f"{key}_median"] = float(np.median(xs))
+    return res
 
 
 def peak_memory(fn: Callable[[], Any]) -> int:

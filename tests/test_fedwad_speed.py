@@ -186,8 +186,35 @@ def test_bench_times_the_public_algorithm_against_ours_at_equal_error():
     assert public["head_to_head"]["repeats"] >= 5
     h = public["head_to_head"]
     assert public["paper_over_public"] == h["paper_seconds"] / h["public_seconds"]
+    # CPU seconds beside wall seconds, each side's fastest and median of the same runs
+    assert public["paper_over_public_cpu"] == h["paper_cpu_seconds"] / h["public_cpu_seconds"]
+    for side in ("paper", "public"):
+        assert 0 < h[f"{side}_seconds"] <= h[f"{side}_median_seconds"]
+        assert 0 < h[f"{side}_cpu_seconds"] <= h[f"{side}_median_cpu_seconds"]
     summary = pair_summary(rows, n=60, d=3)
     assert summary["fedwad_paper_over_public"] == public["paper_over_public"]
+    assert summary["fedwad_paper_over_public_cpu"] == public["paper_over_public_cpu"]
+
+
+def test_fedwad_target_is_half_the_public_time_with_cpu_beside_it():
+    from bench.cases import BenchOptions
+    from bench.target_checks import bench_targets
+
+    def rows(ratio, cpu):
+        paper = {"case": "fedwad_paper", "n": 60, "d": 3, "seconds": 1.0}
+        public = {"case": "fedwad_public", "n": 60, "d": 3, "seconds": 2.0}
+        public.update(paper_over_public=ratio, paper_over_public_cpu=cpu)
+        return [paper, public]
+
+    opts = BenchOptions(cases=["fedwad_paper", "fedwad_public"])
+    met = bench_targets(opts, rows(0.5, 0.9), [])
+    (t,) = [t for t in met if t["target"] == "fedwad_vs_public"]
+    assert t["met"] and t["limit"] == 0.5 and "<= 0.5x" in t["text"]
+    assert t["detail"] == "ours/public, wall (CPU) by (n, d): (60, 3): 0.50 (CPU 0.90)"
+    (t,) = [
+        t for t in bench_targets(opts, rows(0.51, 0.9), []) if t["target"] == "fedwad_vs_public"
+    ]
+    assert not t["met"] and t["factor"] == pytest.approx(1.02)
 
 
 def test_measure_cost_is_pots_cost_matrix_bit_for_bit():
@@ -202,3 +229,24 @@ def test_measure_cost_is_pots_cost_matrix_bit_for_bit():
                 np.testing.assert_array_equal(got, expected)
                 np.testing.assert_array_equal(got, tot.cost_matrix(a.support, b.support))
     assert np.all(np.diag(tot.measure_cost(mu, mu)) == 0.0)
+
+
+def test_warm_start_study_checks_every_candidate_against_the_cold_solve(monkeypatch):
+    from bench import warm_start
+
+    r = warm_start.warm_start_study(n=40, d=3, S=4, K=3, repeats=1)
+    assert set(r["seconds"]) == set(warm_start.CANDIDATES)
+    assert r["over_cold"]["cold"] == 1.0 and r["solves"] == 6 and len(r["rows_moved"]) == 4
+    assert r["plans_differ"] == dict.fromkeys(warm_start.CANDIDATES, 0)
+    # a candidate that solves another problem is caught by the cost check
+    calls = warm_start._calls
+
+    def wrong(problems, i):
+        out = calls(problems, i)
+        _, M, a, b = problems[i][:4]
+        out["transposed"] = lambda: ot.emd(b, a, 2 * np.ascontiguousarray(M.T), log=True)
+        return out
+
+    monkeypatch.setattr(warm_start, "_calls", wrong)
+    with pytest.raises(AssertionError, match="transposed: cost"):
+        warm_start.warm_start_study(n=40, d=3, S=4, K=3, repeats=1)

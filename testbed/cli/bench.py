@@ -158,6 +158,8 @@ def run(args) -> int:
     for t in res["targets"]:
         state = "met" if t["met"] else f"MISSED ({t['factor']:.2f}x the limit)"
         print(f"target: {t['text']}: {t['measured']:.4g} {t['unit']} -> {state}")
+        if t.get("detail"):
+            print(f"  {t['detail']}")
     if res["targets"]:
         from bench.targets import issue15_rows
 
