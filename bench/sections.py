@@ -86,7 +86,7 @@ def _head_to_head(ours, public, opts: BenchOptions) -> dict[str, Any]:
     ``paper_over_public`` is the wall-time ratio of the fastest runs (our two clients compute
     at once, on two threads, as two parties would; the public loop runs them one after the
     other); ``paper_over_public_cpu`` the ratio of CPU seconds (every thread counted), which
-    parallel clients cannot lower: the two answer different questions (docs/benchmarks.md)."""
+    parallel clients cannot lower: the two answer different questions (docs/findings/benchmarks.md)."""
     t = time_side_by_side(ours, public, min_repeats=5, max_repeats=15, budget=3 * opts.budget)
     h = {
         "paper_seconds": t["fn_wall_min"],
