@@ -11,11 +11,13 @@ import warnings
 import numpy as np
 import ot
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.cases import fedwad_public_algorithm
 from bench.data import make_pair
 from bench.sections import _first_xi
-from protocols.fedwad import FedWAD
+from protocols.fedwad import FedWAD, fedwad_round_interp
 from testbed import ot as tot
 from testbed.errors import OTSolverError
 from testbed.exchange.bus import Bus, auto_local_threads, default_local_threads, parallel_safe
@@ -250,3 +252,79 @@ def test_warm_start_study_checks_every_candidate_against_the_cold_solve(monkeypa
     monkeypatch.setattr(warm_start, "_calls", wrong)
     with pytest.raises(AssertionError, match="transposed: cost"):
         warm_start.warm_start_study(n=40, d=3, S=4, K=3, repeats=1)
+
+
+class _ShiftingBus(Bus):
+    """A bus whose delivery moves every iterate the server sends (as a defense on the server's
+    messages would): the clients then solve against another measure than the server's xi."""
+
+    def send(self, sender, receiver, kind, payload, round=0, meta=None):
+        if kind in ("fedwad.xi", "fedwad.xi_final"):
+            payload = Measure(payload.support + 1e-3, payload.weights)
+        return super().send(sender, receiver, kind, payload, round, meta)
+
+
+def _solves(monkeypatch) -> list:
+    """Every exact solve's cost-matrix shape, recorded from here on."""
+    shapes = []
+    solve = tot._solve
+
+    def counted(fn, a, b, M, what):
+        shapes.append(M.shape)
+        return solve(fn, a, b, M, what)
+
+    monkeypatch.setattr(tot, "_solve", counted)
+    return shapes
+
+
+def _traced_estimates(parties, transcript, interpolation, t):
+    """W(mu, xi^(k)) + W(nu, xi^(k)) for every round k, each client's term computed as the trace
+    always did (own measure first), xi^(k) rebuilt from the clients' messages of round k."""
+    got = {}
+    for env in transcript:
+        if env.kind in ("fedwad.xi_mu", "fedwad.xi_nu"):
+            got.setdefault(env.round, {})[env.kind] = env.payload
+    mu, nu = parties["alice"].measure, parties["bob"].measure
+    out = []
+    for k in sorted(got):
+        xi, _, _ = fedwad_round_interp(
+            got[k]["fedwad.xi_mu"], got[k]["fedwad.xi_nu"], t, interpolation
+        )
+        out.append(tot.wasserstein(mu, xi) + tot.wasserstein(nu, xi))
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    n=st.integers(3, 40),
+    S=st.integers(1, 8),
+    K=st.integers(1, 6),
+    d=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+    mode=st.sampled_from(["barycentric", "exact", "accurate"]),
+    tie_break=st.booleans(),
+    shifted=st.booleans(),
+)
+def test_trace_estimate_is_the_one_solved_again_bit_for_bit(
+    n, S, K, d, seed, mode, tie_break, shifted
+):
+    parties = make_pair(n, d, seed=seed)
+    params = {"support_size": S, "iterations": K, "t": 0.5, "plan_tie_break": tie_break}
+    params.update({"mode": "accurate"} if mode == "accurate" else {"interpolation": mode})
+    bus = (_ShiftingBus if shifted else Bus)(parties=parties)
+    res = FedWAD.from_params(params).run(parties, bus, np.random.default_rng(seed))
+    interpolation = "barycentric" if mode == "barycentric" else "exact"
+    expected = _traced_estimates(parties, bus.transcript, interpolation, 0.5)
+    assert res.history["estimate"] == expected  # exact: the same solves, the same sums
+
+
+def test_trace_reuses_the_clients_solves_unless_their_xi_was_changed(monkeypatch):
+    parties = make_pair(50, 3, seed=1)
+    proto = FedWAD.from_params({"support_size": 4, "iterations": 5})
+    shapes = _solves(monkeypatch)
+    proto.run(parties, Bus(parties=parties), np.random.default_rng(0))
+    # per round: two client steps and two trace terms W(own, xi_own); two final distances
+    assert sum(50 in s for s in shapes) == 4 * 5 + 2
+    shapes.clear()
+    proto.run(parties, _ShiftingBus(parties=parties), np.random.default_rng(0))
+    assert sum(50 in s for s in shapes) == 6 * 5 + 2  # W(own, xi) solved again: xi was moved
