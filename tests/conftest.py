@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -54,3 +55,27 @@ def tiny_observed():
         text = tiny("tiny_observed", "threat_model: {observer: server}")
         run = execute(parse_scenario(text), until="results", write=False)
     return observe(run.world, run.transcript, run.results["estimates"])
+
+
+@dataclass(frozen=True)
+class SavedSweep:
+    """A sweep written to disk: its directory and the rows ``run_sweep`` returned."""
+
+    dir: Path
+    rows: list
+
+
+@pytest.fixture(scope="session")
+def noise_sweep(tmp_path_factory) -> SavedSweep:
+    """``_scenarios.NOISE_SWEEP`` (the tiny FedWAD run with no defense and Gaussian noise at
+    three levels, five seeds: 20 cells) run once per test process, for the tests that read its
+    rows (test_defenses) or render its report (test_report: report.html and the files beside
+    it are written into this directory, the rows and cells are never changed). A test that
+    edits a row copies the files it needs into its own ``tmp_path``."""
+    from _scenarios import NOISE_SWEEP
+
+    from testbed.run.sweep import run_sweep
+    from testbed.scenario.loading import parse_scenario
+
+    out = tmp_path_factory.mktemp("noise_sweep")
+    return SavedSweep(out, run_sweep(parse_scenario(NOISE_SWEEP), out).rows)

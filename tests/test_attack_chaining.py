@@ -54,6 +54,9 @@ def _rows(rows, label):
     return {r["target"]: r for r in rows if r.get("label") == label}
 
 
+# a second word-vector run, 5 s on an idle core; the chained run (the same retrieval and its chain)
+# stays in make test
+@pytest.mark.slow
 def test_word2vec_retrieval_attacks_every_partys_eta(tmp_path_factory):
     # Prepare: no chained entry (the retrieval reads the messages only)
     plain = WORDS.split("  - name: word2vec_retrieval\n    label: words_inv", 1)[0]

@@ -41,7 +41,11 @@ def test_audit_has_power_without_a_defense():
     assert r.tpr == 1.0 and r.fpr == 0.0
 
 
-@pytest.mark.parametrize("z", [0.05, 1.0, 4.0])
+# about 1 s each on an idle core: z = 1 in make test, the ends of the range in make test-slow
+@pytest.mark.parametrize(
+    "z",
+    [pytest.param(0.05, marks=pytest.mark.slow), 1.0, pytest.param(4.0, marks=pytest.mark.slow)],
+)
 def test_audited_epsilon_never_exceeds_the_claim(z):
     defs = f"[{{name: gaussian_measure_noise, params: {{clip_norm: 2.0, push_max: 0.5, noise_multiplier: {z}}}}}]"
     r = canary_audit(_world(defs), "alice", trials=120)
@@ -151,6 +155,9 @@ def _tight_world(halve_noise: bool):
     return w
 
 
+# 1600 audit trials, 10 s on an idle core; the audit's violation verdict stays in make test
+# (test_audit_cli_one_run_states_a_violation_and_writes_rows, test_mechanism_audit)
+@pytest.mark.slow
 def test_audit_reports_a_defense_with_a_quarter_of_its_noise_as_violating_its_claim():
     # Execute
     honest = canary_audit(_tight_world(False), "alice", trials=800)

@@ -45,6 +45,9 @@ def test_audit_section_renders_both_figures(audited_run):
         assert f"| {obs} |" in md.replace("  ", " ")
 
 
+# chromium, 3 s on an idle core; the section's figures and table stay in make test
+# (test_audit_section_renders_both_figures), test_report_browser draws a report in make test
+@pytest.mark.slow
 def test_audit_figures_draw_in_a_browser(browser, audited_run):  # noqa: F811
     seen = _open(browser, audited_run)
     assert not seen["errors"], seen["errors"]

@@ -100,6 +100,8 @@ def test_audit_into_a_signed_run_is_refused_before_it_runs(tmp_path, capsys):
     assert not (run / "audit.json").exists()
 
 
+# a sweep, an audit and a verification, 1.6 s on an idle core; the sweep's audit stays in make test
+@pytest.mark.slow
 def test_audit_out_into_one_cell_keeps_the_sweep_verifiable(tmp_path, capsys):
     """Auditing one cell (its resolved.yaml, --out the cell) refreshes the sweep's manifest too:
     before, the cell's new manifest made `testbed verify SWEEP` report it changed. A signed
@@ -125,6 +127,9 @@ def test_audit_out_into_one_cell_keeps_the_sweep_verifiable(tmp_path, capsys):
     assert not (other / "audit.json").exists()
 
 
+# a sweep, an attack and a verification, 1.7 s on an idle core; testbed attack on a sweep stays in
+# make test (test_verify_sweep_trust)
+@pytest.mark.slow
 def test_attack_on_one_cell_keeps_the_sweep_verifiable(tmp_path, capsys):
     """`testbed attack SWEEP/cells/<hash>` refreshes the sweep's manifest with the cell's, as
     attacking the whole sweep does: before, `testbed verify SWEEP` then said the cell's

@@ -266,14 +266,10 @@ def test_exact_interpolation_is_not_a_push_so_its_atoms_are_clipped(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the noise sweep
-def _noise_sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("noise_sweep")
-    return run_sweep(parse_scenario(NOISE_SWEEP), out).rows
-
-
 @pytest.fixture(scope="module")
-def noise_rows(tmp_path_factory):
-    return _noise_sweep(tmp_path_factory)
+def noise_rows(noise_sweep):
+    """The rows of the session's noise sweep (tests/conftest.py), shared with test_report."""
+    return noise_sweep.rows
 
 
 def _by_level(rows, metric):

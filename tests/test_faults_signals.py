@@ -109,6 +109,9 @@ def test_the_lock_refusal_names_a_reader_as_reading(tmp_path):
         os.close(fd)
 
 
+# fault injection into verify --rerun, 2.5 s on an idle core; verify --rerun stays in make test
+# (test_verify)
+@pytest.mark.slow
 def test_a_killed_verify_rerun_leaves_nothing_the_next_one_does_not_remove(tmp_path, monkeypatch):
     import tempfile
 

@@ -133,7 +133,8 @@ def _guard_workers_of(pid: int) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("signals", [1, 2])
+# 3 s each on an idle core: one Ctrl-C in make test, two in make test-slow
+@pytest.mark.parametrize("signals", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_ctrl_c_on_a_run_leaves_no_guard_worker(tmp_path, signals):
     """A single run (no --jobs) searches the guard's batches on a worker process in a session of
     its own (the terminal's Ctrl-C does not reach it): it must end with the run."""

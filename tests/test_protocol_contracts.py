@@ -20,6 +20,13 @@ from tests._toy_protocols import (
 
 #: (protocol, check) -> why it is known to fail. Keep reasons concrete.
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {}
+#: (protocol, check) in make test-slow: 3-4 s each on an idle core (the guard's scan of every
+#: message, the central reference); the protocol's other checks, which run it, stay in make test
+SLOW_CASES = {
+    ("fedwad_coreset", "no_private_rows"),
+    ("fedwad_clustered_fl", "no_private_rows"),
+    ("fedwad_clustered_fl", "matches_reference"),
+}
 
 
 def _cases():
@@ -29,6 +36,8 @@ def _cases():
             reason = EXPECTED_FAILURES.get((name, check))
             if reason:
                 marks.append(pytest.mark.xfail(reason=reason, strict=True))
+            if (name, check) in SLOW_CASES:
+                marks.append(pytest.mark.slow)
             yield pytest.param(cls, check, id=f"protocol:{name}:{check}", marks=marks)
 
 

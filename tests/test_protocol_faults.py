@@ -277,7 +277,8 @@ def _killed_mid_run(tmp_path: Path, workers: int) -> tuple[Path, Path]:
     return runs / "sleepy", fresh
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+# 2.5 s each on an idle core: one worker in make test, two in make test-slow
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_what_a_killed_run_left_is_named_in_one_line(workers, tmp_path, capsys):
     out, fresh = _killed_mid_run(tmp_path, workers)
     capsys.readouterr()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _scenarios import NOISE_SWEEP, tiny
+from _scenarios import tiny
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,6 @@ from testbed.report.fmt import fmt
 from testbed.report.model import pareto_front
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
-from testbed.run.sweep import run_sweep
 from testbed.scenario.loading import parse_scenario
 
 
@@ -44,10 +43,17 @@ def _parse(html: str) -> _Links:
 
 
 @pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("report_sweep")
-    run_sweep(parse_scenario(NOISE_SWEEP), out)
-    return out
+def sweep_dir(noise_sweep) -> Path:
+    """The session's noise sweep (tests/conftest.py): 4 settings x 5 seeds."""
+    return noise_sweep.dir
+
+
+@pytest.fixture(scope="module")
+def sweep_report(sweep_dir) -> str:
+    """The sweep's report, rendered once for the tests that only read it (report.html's text;
+    report.md, results.csv, summary.csv and plots/ beside it in ``sweep_dir``). A test that
+    renders again writes the same files."""
+    return write_report(sweep_dir).read_text()
 
 
 def _assert_self_contained(html: str) -> list[str]:
@@ -65,10 +71,8 @@ def _assert_self_contained(html: str) -> list[str]:
     return figs
 
 
-def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir):
-    # Execute
-    path = write_report(sweep_dir)
-    html = path.read_text()
+def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir, sweep_report):
+    html = sweep_report
     # Assert: interactive plots with their library inline, no external reference
     figs = _assert_self_contained(html)
     assert len(figs) >= 2  # claimed-epsilon trade-off per party + accuracy by setting
@@ -408,6 +412,8 @@ def test_pareto_front(points):
         assert any(dominates(points[i], points[j]) for i in front)
 
 
+# two renders of the sweep, 4 s on an idle core
+@pytest.mark.slow
 def test_rerender_keeps_plots_the_testbed_did_not_write(sweep_dir, tmp_path):
     # Prepare: a user's own file in plots/, and a stale plot an earlier render wrote
     work = tmp_path / "own_files"
@@ -458,11 +464,9 @@ def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
     assert "fedwad_distributional" in cov and "coverage_r" in cov
 
 
-def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir):
+def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir, sweep_report):
     from testbed.scoring.accuracy import positive_ci
 
-    # Execute
-    write_report(sweep_dir)
     with open(sweep_dir / "results.csv") as f:
         table = list(csv.DictReader(f))
     with open(sweep_dir / "summary.csv") as f:
@@ -488,9 +492,11 @@ def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir):
         (m, lo, hi), rel=1e-12
     )
     # the report prints the same figure, in the one format
-    assert f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" in (sweep_dir / "report.html").read_text()
+    assert f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" in sweep_report
 
 
+# two renders of the sweep, 3.4 s on an idle core
+@pytest.mark.slow
 def test_report_files_have_the_users_permissions(sweep_dir):
     import os
     import stat
@@ -754,12 +760,12 @@ def test_every_plotted_leakage_metric_has_a_named_family():
     assert len({m for ms in FAMILIES.values() for m in ms}) == sum(map(len, FAMILIES.values()))
 
 
-def test_the_observer_section_writes_sizes_as_the_command_line_does(sweep_dir):
+def test_the_observer_section_writes_sizes_as_the_command_line_does(sweep_dir, sweep_report):
     """Sizes in binary units (``9.5 KiB``), the same as ``testbed run`` and ``testbed
     transcript`` print, not a raw byte count (a 100-client FedBary run: 546008800 bytes)."""
     from testbed.report.fmt import fmt_bytes
 
-    html = write_report(sweep_dir).read_text()
+    html = sweep_report
     part = html.split(">What the observer saw</h", 1)[1].split("<h2", 1)[0]
     row = json.loads((sweep_dir / "results.jsonl").read_text().splitlines()[0])["results"]
     ov, tr = row["observer_view"], row["transcript"]
@@ -816,12 +822,11 @@ def test_target_epsilons_of_one_mechanism_read_as_one_curve_labelled_by_epsilon(
 
 
 # ------------------------------------------------------------------ a report in a few screens
-def test_the_observer_section_is_one_block_picked_in_a_selector(sweep_dir):
+def test_the_observer_section_is_one_block_picked_in_a_selector(sweep_dir, sweep_report):
     """The settings' near-identical "what the observer saw" blocks are one drop-down with one
     block shown, not a heading and a table per setting; the Markdown keeps every setting's
     rows in one table."""
-    # Execute
-    html = write_report(sweep_dir).read_text()
+    html = sweep_report
     part = html.split(">What the observer saw</h", 1)[1].split("<h2", 1)[0]
     # Assert: one select, one option and one block per setting, the first alone shown
     settings = {
@@ -853,10 +858,9 @@ def test_settings_without_a_claim_or_an_audit_share_one_line(sweep_dir, tmp_path
     assert len(per_setting) == len(set(per_setting))  # one row per setting: parties grouped
 
 
-def test_a_relative_error_reads_as_a_percentage_everywhere(sweep_dir):
+def test_a_relative_error_reads_as_a_percentage_everywhere(sweep_report):
     """The results table wrote 0.554 where the headline wrote 55.4 %: one format per quantity."""
-    # Execute
-    html = write_report(sweep_dir).read_text()
+    html = sweep_report
     part = html.split(">Results per protocol</h", 1)[1].split("<h2", 1)[0]
     # Assert: every error cell of the results table is a percentage with its interval
     head = re.findall(r"<th>(.*?)</th>", part.split("</thead>", 1)[0])

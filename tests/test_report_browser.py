@@ -234,7 +234,6 @@ def demo_report(tmp_path_factory) -> Path:
 BROWSER_SWEEP = """
 name: browser_demo
 seed: 0
-seeds: [0, 1]
 data:
   dataset: {name: digits, params: {n_samples: 300}}
   partition:

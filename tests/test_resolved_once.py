@@ -98,7 +98,12 @@ def _count(monkeypatch, text: str) -> Counter:
     ("text", "knob"),
     [
         ((ROOT / "scenarios" / "contract_tiny.yaml").read_text(), False),
-        (WITH_PLUGINS.replace("calibration: tight", "calibration: worst_case"), False),
+        # 5 s on an idle core: the knob case below builds the same plugins (make test-slow)
+        pytest.param(
+            WITH_PLUGINS.replace("calibration: tight", "calibration: worst_case"),
+            False,
+            marks=pytest.mark.slow,
+        ),
         (WITH_PLUGINS, True),
     ],
     ids=["contract_tiny", "defense_and_attack", "defense_sets_a_knob"],

@@ -35,10 +35,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def _hostile_registered(monkeypatch):
+def _register(monkeypatch) -> None:
     monkeypatch.setitem(ATTACKS._items, Hostile.name, Hostile)
     monkeypatch.setitem(ATTACKS._origins, Hostile.name, f"{Hostile.__module__}.Hostile")
+
+
+@pytest.fixture(autouse=True)
+def _hostile_registered(monkeypatch):
+    _register(monkeypatch)
 
 
 def _run(tmp_path, attacks: list[dict], limits: dict | None = None, seed="7"):
@@ -60,22 +64,55 @@ def _recovered(rows, attack="test_sandbox_hostile") -> list[float]:
     return [r["exact_recovery"] for r in rows if r["attack"] == attack]
 
 
-@pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "without_sandbox"])
-def test_an_attack_cannot_find_the_run_directory_and_rebuild_the_world(tmp_path, sandbox):
-    spec = [{"name": "test_sandbox_hostile", "params": {"mode": "thief"}}]
-    rc, rows, _ = _run(tmp_path, spec, {"attack_sandbox": sandbox})
-    assert rc == 0
-    assert _recovered(rows) == ([0.0, 0.0] if sandbox else [1.0, 1.0])
-    assert all(r["isolation"].startswith("landlock" if sandbox else "process") for r in rows)
-
-
-def test_the_rng_does_not_carry_the_root_seed(tmp_path):
+@pytest.fixture(scope="module")
+def sandboxed_rows(tmp_path_factory) -> list[dict]:
+    """One sandboxed run of two hostile attacks (4 s on an idle core, once for the tests that
+    read its rows): ``thief`` walks /proc up to the run directory and rebuilds the World,
+    ``reseed`` rebuilds it from its rng's seed."""
     text = tiny("hostile", "threat_model: {observer: server}").replace("seed: 7", "seed: {seed}")
-    spec = [{"name": "test_sandbox_hostile", "params": {"mode": "reseed", "arg": text}}]
-    rc, rows, _ = _run(tmp_path, spec)
-    assert rc == 0 and _recovered(rows) == [0.0, 0.0]
+    spec = [
+        {"name": "test_sandbox_hostile", "label": "thief", "params": {"mode": "thief"}},
+        {
+            "name": "test_sandbox_hostile",
+            "label": "reseed",
+            "params": {"mode": "reseed", "arg": text},
+        },
+    ]
+    with pytest.MonkeyPatch.context() as mp:
+        _register(mp)
+        rc, rows, _ = _run(tmp_path_factory.mktemp("sandboxed"), spec, {"attack_sandbox": True})
+    assert rc == 0
+    return rows
 
 
+def _labelled(rows, label) -> list[dict]:
+    return [r for r in rows if r["label"] == label]
+
+
+def test_an_attack_cannot_find_the_run_directory_and_rebuild_the_world(sandboxed_rows):
+    rows = _labelled(sandboxed_rows, "thief")
+    assert _recovered(rows) == [0.0, 0.0]
+    assert all(r["isolation"].startswith("landlock") for r in rows)
+
+
+# the control: 4 s on an idle core (test_no_row_is_aimed_at_the_coalition runs the same thief
+# unsandboxed in make test: it recovers bob's rows)
+@pytest.mark.slow
+def test_without_the_sandbox_the_attack_rebuilds_the_world(tmp_path):
+    spec = [{"name": "test_sandbox_hostile", "params": {"mode": "thief"}}]
+    rc, rows, _ = _run(tmp_path, spec, {"attack_sandbox": False})
+    assert rc == 0
+    assert _recovered(rows) == [1.0, 1.0]
+    assert all(r["isolation"].startswith("process") for r in rows)
+
+
+def test_the_rng_does_not_carry_the_root_seed(sandboxed_rows):
+    assert _recovered(_labelled(sandboxed_rows, "reseed")) == [0.0, 0.0]
+
+
+# a run waiting out a 5 s attack limit, 10 s on an idle core; each failure alone stays in make test
+# (test_sandbox.py: raises, hangs, 300 MiB; test_report.py: a run whose every attack failed)
+@pytest.mark.slow
 def test_failed_attacks_are_rows_and_the_run_is_kept(tmp_path, capsys):
     spec = [
         {"name": "test_sandbox_hostile", "label": "raises", "params": {"mode": "raise"}},

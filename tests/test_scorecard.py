@@ -54,6 +54,9 @@ def test_the_leaky_toy_scorecard_shows_the_leak(toys, tmp_path):
     assert (tmp_path / "sc" / "run" / "report.html").exists()
 
 
+# a third scorecard, 3 s on an idle core; the leaky toy's scorecard stays in make test (the kit's
+# no_private_rows check passes the private toys: test_protocol_contracts)
+@pytest.mark.slow
 def test_a_private_toy_scorecard_shows_no_row_leak(toys, tmp_path):
     card = scorecard("toy_private_mean", tmp_path / "sc")
     assert all(not fs for fs in card.raw_rows.values())

@@ -229,6 +229,9 @@ def _start(scenario: Path, out: Path) -> subprocess.Popen:
     )
 
 
+# a sweep killed in a child process, 6 s on an idle core; an interrupted sweep's resume stays in
+# make test
+@pytest.mark.slow
 def test_killed_sweep_finishes_on_restart_without_recomputing(tmp_path):
     # Prepare
     scenario = tmp_path / "kill.yaml"

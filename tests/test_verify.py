@@ -353,6 +353,9 @@ def test_a_spilled_run_verifies_and_its_edits_are_refused(tmp_path, monkeypatch)
     _fails(out, r"envelopes.spill: spilled envelopes differ from the run's digest")
 
 
+# a sweep, an attack and three verifications, 5 s on an idle core; sweeps are verified in make test
+# by test_verify_sweep_trust and test_audit_sweep
+@pytest.mark.slow
 def test_a_sweep_verifies_cell_by_cell(tmp_path, capsys):
     """What the demo writes (a sweep): every cell, results.jsonl against the cells, the
     sweep's manifest; an edit anywhere is named."""

@@ -97,6 +97,9 @@ def _start(target, *args):
     return p
 
 
+# a spawned child that imports the stack and attacks, 4.5 s on an idle core; the run directory's
+# lock against readers and writers stays in make test
+@pytest.mark.slow
 def test_attack_rows_never_land_in_another_run(tmp_path):
     """Break 13: rows computed on a seed-7 run landed in a seed-8 run started meanwhile."""
     run = tmp_path / "run"
@@ -154,6 +157,9 @@ def test_a_run_is_refused_while_a_reader_reads(tmp_path, cmd):
     assert json.loads((run / "results.json").read_text())["seed"] == 7
 
 
+# an attacked run through the command line, 4 s on an idle core; the lock's refusals of readers and
+# writers stay in make test
+@pytest.mark.slow
 def test_run_writes_its_report_before_releasing_the_lock(tmp_path, monkeypatch):
     import testbed.report.writer as writer
 
