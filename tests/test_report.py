@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
+import io
 import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -48,12 +51,20 @@ def sweep_dir(noise_sweep) -> Path:
     return noise_sweep.dir
 
 
+class Rendered(NamedTuple):
+    html: str  # report.html's text
+    stderr: str  # what the render wrote on stderr (asked for no progress: nothing)
+
+
 @pytest.fixture(scope="module")
-def sweep_report(sweep_dir) -> str:
-    """The sweep's report, rendered once for the tests that only read it (report.html's text;
-    report.md, results.csv, summary.csv and plots/ beside it in ``sweep_dir``). A test that
-    renders again writes the same files."""
-    return write_report(sweep_dir).read_text()
+def sweep_report(sweep_dir) -> Rendered:
+    """The sweep's report, rendered once (without progress lines) for the tests that only read
+    it: report.html's text and the render's stderr; report.md, results.csv, summary.csv and
+    plots/ are beside it in ``sweep_dir``. A test that renders again writes the same files."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        html = write_report(sweep_dir).read_text()
+    return Rendered(html, err.getvalue())
 
 
 def _assert_self_contained(html: str) -> list[str]:
@@ -72,7 +83,7 @@ def _assert_self_contained(html: str) -> list[str]:
 
 
 def test_sweep_report_is_self_contained_with_plots_tables_and_epsilon(sweep_dir, sweep_report):
-    html = sweep_report
+    html = sweep_report.html
     # Assert: interactive plots with their library inline, no external reference
     figs = _assert_self_contained(html)
     assert len(figs) >= 2  # claimed-epsilon trade-off per party + accuracy by setting
@@ -492,7 +503,7 @@ def test_results_csv_is_tidy_and_summary_has_the_reports_intervals(sweep_dir, sw
         (m, lo, hi), rel=1e-12
     )
     # the report prints the same figure, in the one format
-    assert f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" in sweep_report
+    assert f"{fmt(m)} [{fmt(lo)}, {fmt(hi)}]" in sweep_report.html
 
 
 # two renders of the sweep, 3.4 s on an idle core
@@ -765,7 +776,7 @@ def test_the_observer_section_writes_sizes_as_the_command_line_does(sweep_dir, s
     transcript`` print, not a raw byte count (a 100-client FedBary run: 546008800 bytes)."""
     from testbed.report.fmt import fmt_bytes
 
-    html = sweep_report
+    html = sweep_report.html
     part = html.split(">What the observer saw</h", 1)[1].split("<h2", 1)[0]
     row = json.loads((sweep_dir / "results.jsonl").read_text().splitlines()[0])["results"]
     ov, tr = row["observer_view"], row["transcript"]
@@ -826,7 +837,7 @@ def test_the_observer_section_is_one_block_picked_in_a_selector(sweep_dir, sweep
     """The settings' near-identical "what the observer saw" blocks are one drop-down with one
     block shown, not a heading and a table per setting; the Markdown keeps every setting's
     rows in one table."""
-    html = sweep_report
+    html = sweep_report.html
     part = html.split(">What the observer saw</h", 1)[1].split("<h2", 1)[0]
     # Assert: one select, one option and one block per setting, the first alone shown
     settings = {
@@ -860,7 +871,7 @@ def test_settings_without_a_claim_or_an_audit_share_one_line(sweep_dir, tmp_path
 
 def test_a_relative_error_reads_as_a_percentage_everywhere(sweep_report):
     """The results table wrote 0.554 where the headline wrote 55.4 %: one format per quantity."""
-    html = sweep_report
+    html = sweep_report.html
     part = html.split(">Results per protocol</h", 1)[1].split("<h2", 1)[0]
     # Assert: every error cell of the results table is a percentage with its interval
     head = re.findall(r"<th>(.*?)</th>", part.split("</thead>", 1)[0])
@@ -892,19 +903,21 @@ def test_plot_file_names_are_safe_on_every_os(tmp_path):
     assert safe_stem("a(b)") != safe_stem("a_b") and safe_stem("ok_name-1") == "ok_name-1"
 
 
-def test_the_report_says_what_it_renders_while_it_renders(sweep_dir, capsys, monkeypatch):
+def test_the_report_says_what_it_renders_while_it_renders(
+    sweep_dir, sweep_report, capsys, monkeypatch
+):
     """It was silent for minutes after a sweep's last cell: a line per step on stderr when
     asked (testbed run and testbed report ask), nothing otherwise."""
     from testbed.report import writer
 
-    # Execute: piped, a quick report is silent; past the threshold, a line per step
+    # Execute: piped, a quick report is silent; past the threshold, a line per step; not asked
+    # (the shared render, sweep_report), nothing
     write_report(sweep_dir, progress=True)
     quick = capsys.readouterr().err
     monkeypatch.setattr(writer, "PIPED_AFTER_S", 0.0)
     write_report(sweep_dir, progress=True)
     err = capsys.readouterr().err
-    write_report(sweep_dir)
-    quiet = capsys.readouterr().err
+    quiet = sweep_report.stderr
     # Assert: each step with its number and the seconds so far; the last one writes the files
     lines = err.strip().splitlines()
     assert len(lines) >= 10 and all(re.match(r"report: .+ \(\d+/\d+, \d+ s\)$", x) for x in lines)
