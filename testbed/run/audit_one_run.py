@@ -36,7 +36,12 @@ from testbed.exchange.ledger import MechanismEvent, PrivacyLedger
 from testbed.run.audit_fields import counterparts, projections
 from testbed.run.audit_verdict import judge
 from testbed.run.roster import Roster
-from testbed.scoring.audit_bounds import OneRunBound, one_run_bounds
+from testbed.scoring.audit_bounds import (
+    OneRunBound,
+    default_guess_grid,
+    one_run_bounds,
+    one_run_ceiling,
+)
 from testbed.seeding import component_rng
 
 __all__ = [
@@ -307,8 +312,6 @@ def canaries_needed(
     """The smallest m (doubling from ``start``, at most ``cap``) whose one-run ceiling exceeds
     ``claimed`` (``gaussian``: the claim is μ-GDP, so the f-DP test's ceiling counts); None when
     no m up to the cap reaches it (the (ε, δ) test's ceiling peaks near 3.4 at δ = 1e-5)."""
-    from testbed.scoring.audit_bounds import default_guess_grid, one_run_ceiling
-
     m = max(2, start)
     while m <= cap:
         grid = default_guess_grid(m)

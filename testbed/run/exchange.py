@@ -25,6 +25,7 @@ from typing import Any
 from testbed.errors import PluginFault
 from testbed.exchange.bus import PrivacyGuard, Transcript
 from testbed.exchange.engines import open_bus
+from testbed.exchange.guard import readings
 from testbed.exchange.ledger import PrivacyLedger
 from testbed.exchange.schema import Channel
 from testbed.registry import plugin_phase
@@ -98,8 +99,6 @@ def public_numbers(world: World) -> list[float]:
     (:class:`~testbed.exchange.guard.PrivacyGuard`'s ``public_numbers``): the loose numbers the
     guard itself reads in the resolved protocol and defense params, the data's dimension and the
     number of parties."""
-    from testbed.exchange.guard import readings
-
     cfg = world.rs.configs
     params = [c.model_dump(mode="json") for c in (cfg.protocol, *cfg.defenses)]
     loose = [a for p in params for path, a in readings(p) if path == "numbers"]

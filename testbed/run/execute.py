@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from testbed.exchange.bus import Transcript, atomic_write_bytes
+from testbed.exchange.guard_worker import shared_worker
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol, world_guard
@@ -28,6 +29,7 @@ from testbed.run.score import ground_truth, score_runs
 from testbed.run.view import observe
 from testbed.scenario.limits import cell_budget
 from testbed.scenario.preflight import skipped_attacks, without_output
+from testbed.scoring.evidence import write_evidence
 
 __all__ = ["Replay", "RunOutput", "attack_and_score", "execute", "run_and_evaluate"]
 
@@ -100,8 +102,6 @@ def execute(
 
 def _execute(rs, out_dir, progress, until, write, replay, world, finish) -> RunOutput:
     if until != "world" and rs.scenario.guard_mode != "off":
-        from testbed.exchange.guard_worker import shared_worker
-
         shared_worker()  # starts the guard's worker while the data loads (never waits)
     if world is None:
         world = build_world(rs)
@@ -138,8 +138,6 @@ def _write_run(rs, world, out: Path, progress, until) -> RunOutput:
     atomic_write_bytes(out / "config_hash", (rs.config_hash + "\n").encode())
     evidence: dict = {}  # pictures of leakage for the report (leakage.npz)
     res = _run(world, out, progress, until, evidence=evidence)
-    from testbed.scoring.evidence import write_evidence
-
     write_evidence(out, evidence)
     if rs.scenario.output.save_transcript:
         res.transcript.save(out)

@@ -14,6 +14,8 @@ import os
 import signal
 import threading
 
+from testbed.sigint import STOP_SIGNALS
+
 __all__ = ["ignore_sigint", "second_interrupt_exits"]
 
 
@@ -27,8 +29,6 @@ def _exit_now(signum, frame) -> None:  # pragma: no cover - ends the process
 def second_interrupt_exits() -> None:
     """After a first Ctrl-C (or SIGTERM): the next of either ends the process at once (main
     thread only)."""
-    from testbed.sigint import STOP_SIGNALS
-
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
             signal.signal(sig, _exit_now)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.exchange.transcript import atomic_write_bytes
-from testbed.run.rundir import JOURNAL_NAME, cell_labels
+from testbed.run.rundir import ATTACKS_FILE, JOURNAL_NAME, cell_labels
 
 __all__ = ["JOURNAL_NAME", "Journal", "interrupted_line", "read_journal"]
 
@@ -71,8 +71,6 @@ def read_journal(top: str | Path) -> dict[str, str] | None:
 
 
 def _safe(rel, name) -> bool:
-    from testbed.run.rundir import ATTACKS_FILE
-
     if not isinstance(rel, str) or not isinstance(name, str) or not ATTACKS_FILE.fullmatch(name):
         return False
     parts = Path(rel).parts

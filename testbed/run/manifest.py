@@ -19,7 +19,13 @@ import os
 from pathlib import Path
 
 from testbed.errors import TestbedError
-from testbed.exchange.payload import DIGEST_ALGORITHM, digest_algorithm, finish_digest, new_hasher
+from testbed.exchange.payload import (
+    _U64,
+    DIGEST_ALGORITHM,
+    digest_algorithm,
+    finish_digest,
+    new_hasher,
+)
 from testbed.exchange.transcript import atomic_write_bytes
 from testbed.run.rundir import JOURNAL_NAME, LOCK_NAME, is_sweep, is_temp_name
 
@@ -102,8 +108,6 @@ def linked_dirs(directory: str | Path) -> list[str]:
 
 def file_digest(path: str | Path, algorithm: str | None = None) -> str:
     """Digest of a file's bytes (the canonical encoding of a byte string, streamed)."""
-    from testbed.exchange.payload import _U64
-
     h = new_hasher(algorithm)
     with open(path, "rb") as f:
         h.update(b"Y" + _U64.pack(os.fstat(f.fileno()).st_size))
@@ -126,7 +130,7 @@ def write_manifest(directory: str | Path, key_file: str | Path | None = None) ->
     sig = directory / SIGNATURE_NAME
     if key_file is not None:
         key = load_private_key(key_file)
-        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives import serialization  # cryptography: signing only
 
         pub = key.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
@@ -148,8 +152,10 @@ def is_signed(directory: str | Path) -> bool:
 def keygen(path: str | Path) -> tuple[Path, Path]:
     """A new Ed25519 key pair: the private key at ``path`` (PKCS#8 PEM, mode 0600) and the public
     key at ``path.pub`` (PEM). An existing file is never overwritten."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives import serialization  # cryptography: signing only
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,  # cryptography: signing only
+    )
 
     path = Path(path)
     if not path.name or str(path).endswith("/"):
@@ -188,8 +194,10 @@ def keygen(path: str | Path) -> tuple[Path, Path]:
 
 
 def load_private_key(path: str | Path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives import serialization  # cryptography: signing only
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,  # cryptography: signing only
+    )
 
     try:
         key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
@@ -201,8 +209,10 @@ def load_private_key(path: str | Path):
 
 
 def load_public_key(path: str | Path):
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives import serialization  # cryptography: signing only
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PublicKey,  # cryptography: signing only
+    )
 
     try:
         key = serialization.load_pem_public_key(Path(path).read_bytes())
@@ -240,9 +250,11 @@ def _check_signature(directory: Path, data: bytes, pubkey, label=None) -> str:
     """Check ``manifest.sig`` over ``data``: against ``pubkey`` (a public key file, or a key
     object named ``label``), or with ``pubkey=None`` only against the key the file names (which
     shows the manifest was not changed after signing, not who signed it)."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.exceptions import InvalidSignature  # cryptography: signing only
+    from cryptography.hazmat.primitives import serialization  # cryptography: signing only
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PublicKey,  # cryptography: signing only
+    )
 
     if isinstance(pubkey, (str, Path)):
         want, label = load_public_key(pubkey), pubkey

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
+from tqdm import tqdm
+
 __all__ = ["CellProgress", "RoundProgress"]
 
 
@@ -18,8 +20,6 @@ class CellProgress:
         self.bar = None
         self._shown = done * 10 // max(total, 1)  # tenths already passed
         if sys.stderr.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, initial=done, desc=name, unit="cell", dynamic_ncols=True)
 
     def update(self, n: int, label: str) -> None:
@@ -56,8 +56,6 @@ class RoundProgress:
         self._tenth = 0
         self._t0 = time.monotonic()
         if self.stream.isatty():
-            from tqdm import tqdm
-
             unit = "round" if rounds else "msg"
             self.bar = tqdm(
                 desc=desc,

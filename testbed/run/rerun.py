@@ -4,13 +4,30 @@ again), under the run directory's lock, on a directory whose digests verify."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from testbed.errors import ScenarioError, TestbedError
-from testbed.exchange.bus import Transcript
+from testbed.exchange.bus import Transcript, atomic_write_bytes
+from testbed.registry import ATTACKS
 from testbed.run.execute import Replay, execute
-from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
+from testbed.run.journal import Journal, read_journal
+from testbed.run.manifest import (
+    check_signer,
+    is_signed,
+    load_private_key,
+    sweep_of,
+    write_manifest,
+)
+from testbed.run.results import json_form, jsonable
+from testbed.run.rundir import attack_files, finished_cells, is_sweep, locked_temp_dir, run_dir_lock
+from testbed.run.verify import attack_file_digests, load_json, verify_pending, verify_run
+from testbed.scenario.labels import attack_labels
+from testbed.scenario.loading import parse_scenario
+from testbed.scenario.resolve import ResolvedScenario, config_hash
 
 __all__ = [
     "attack_run_or_sweep",
@@ -66,13 +83,6 @@ def attack_saved_run(
     before it is written (``journal``: the sweep's, for a cell; else the run's own, and an
     interrupted earlier ``testbed attack`` on the run is completed first,
     :func:`complete_interrupted`)."""
-    from testbed.exchange.bus import atomic_write_bytes
-    from testbed.run.journal import Journal
-    from testbed.run.manifest import check_signer, is_signed, load_private_key, write_manifest
-    from testbed.run.results import jsonable
-    from testbed.run.verify import attack_file_digests
-    from testbed.scenario.resolve import config_hash
-
     run_dir = Path(run_dir)
     if sign_key is not None:
         load_private_key(sign_key)  # a bad key file stops before any work, not after the rows
@@ -118,14 +128,6 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
     directory, or on one cell of a sweep (the sweep's exclusive lock held throughout; its
     manifest, which lists its cells' files, refreshed and signed again with ``sign_key`` at the
     end). Returns ``[(rows, scenario, attacks file)]`` per cell."""
-    from testbed.run.manifest import (
-        check_signer,
-        is_signed,
-        load_private_key,
-        sweep_of,
-        write_manifest,
-    )
-
     run_dir = Path(run_dir)
     if sign_key is not None:
         load_private_key(sign_key)  # a bad key file stops before any work, not after the rows
@@ -144,9 +146,6 @@ def attack_run_or_sweep(run_dir, attacks=None, observer=None, colluders=None, si
         cells = finished_cells(sweep) if whole else [run_dir]
         if not cells:
             raise TestbedError(f"{sweep}: a sweep directory without finished cells")
-        from testbed.run.journal import Journal
-        from testbed.run.verify import verify_run
-
         complete_interrupted(sweep, sign_key)
         verify_run(sweep)  # the sweep's own files too, not only each cell's
         out, journal = [], Journal(sweep)
@@ -171,10 +170,6 @@ def complete_interrupted(top: Path, sign_key=None) -> None:
     (so a file a forger put there is refused, not listed), and then the manifests that were to
     list them are written (signed again with ``sign_key``). The caller holds ``top``'s
     exclusive lock."""
-    from testbed.run.journal import Journal, read_journal
-    from testbed.run.manifest import write_manifest
-    from testbed.run.verify import verify_pending, verify_run
-
     pending = read_journal(top)
     if pending is None:
         return
@@ -206,8 +201,6 @@ def rerun_attack_file(run_dir: Path, path: Path, verify: bool = True) -> list[di
     on the run's saved messages (nothing written). ``testbed verify --rerun`` compares them
     with the file's, so rows a forger wrote (their digests recomputed) are found. ``verify``:
     verify the run first (off only when the caller verified it otherwise)."""
-    import json
-
     try:
         doc = json.loads(path.read_text())
         tm = doc["threat_model"]
@@ -228,11 +221,6 @@ def _need_run_dir(run_dir: Path) -> None:
 
 def _attack(run_dir: Path, attacks, observer, colluders, verify: bool = True):
     """The attack re-run itself; the caller holds the lock."""
-    import yaml
-
-    from testbed.run.verify import verify_run
-    from testbed.scenario.loading import parse_scenario
-
     _need_run_dir(run_dir)
     if verify:
         verify_run(run_dir)  # every digest; the first mismatch refuses the directory
@@ -262,8 +250,6 @@ def _attack(run_dir: Path, attacks, observer, colluders, verify: bool = True):
 def _on_the_command_line(msg: str, where: str, attacks) -> str:
     """A scenario error in what the command line added to a saved run, said in its terms:
     ``--attack 'NAME' (#2): params.x: unknown key`` instead of a line of a YAML text made here."""
-    import re
-
     rest = msg[len(where) :].lstrip(":0123456789 ") if msg.startswith(where) else msg
     m = re.match(r"attacks\[(\d+)\]\.?", rest)
     if m and attacks is not None and int(m[1]) < len(attacks):
@@ -275,14 +261,7 @@ def _on_the_command_line(msg: str, where: str, attacks) -> str:
 def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
     """Rows of every ``attacks-*.json`` that ``testbed attack`` wrote in ``run_dir`` (sorted by
     file name); unreadable files are refused with their name."""
-    import json
-    from pathlib import Path
-
-    from testbed.errors import TestbedError
-
     rows: list[dict[str, Any]] = []
-    from testbed.run.rundir import attack_files
-
     for f in attack_files(Path(run_dir)):  # attacks-<8 hex>.json only; other names refused
         try:
             data = json.loads(f.read_text())
@@ -293,10 +272,6 @@ def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
 
 
 def _load_results(path) -> dict[str, Any]:
-    import json
-
-    from testbed.errors import TestbedError
-
     try:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -310,8 +285,6 @@ def _check_same_run(run_dir, saved: dict[str, Any], want_hash: str, transcript) 
     """Refuse a run directory whose files come from different runs: results.json must name the
     same config hash as ``config_hash``/``resolved.yaml``, and the loaded transcript must have
     the digest and length results.json recorded when the run wrote it."""
-    from testbed.errors import TestbedError
-
     if saved.get("config_hash") != want_hash:
         raise TestbedError(
             f"{run_dir}: results.json belongs to another run (config hash "
@@ -338,10 +311,6 @@ def why_no_rows(sc, rows: list[dict[str, Any]], ran_only: bool = False) -> list[
     with ``ran_only``, when the run already listed it as skipped), or it ran and returned no
     output for any target the observer could attack (or none for its ``target`` filter). Empty
     when every attack has a row."""
-    from testbed.registry import ATTACKS
-    from testbed.scenario.labels import attack_labels
-    from testbed.scenario.resolve import ResolvedScenario
-
     rs = ResolvedScenario.of(sc)
     labels = attack_labels(rs.attack_entries())
     # rows of `testbed attack` carry the observer in their label (attack_saved_run)
@@ -380,9 +349,6 @@ def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
     directory and compare ``results.json`` byte for byte, and the attacks of each of its
     ``attacks-*.json`` files (``testbed attack``) on its saved messages row by row; the first
     difference is one line."""
-    from testbed.run.rundir import locked_temp_dir
-    from testbed.scenario.loading import parse_scenario
-
     run_dir = Path(run_dir)
     dirs = finished_cells(run_dir) if is_sweep(run_dir) else [run_dir]
     files = 0
@@ -410,8 +376,6 @@ def rerun_compare(run_dir: str | Path, progress: bool = False) -> list[str]:
 def _rerun_attack_files(d: Path) -> int:
     """Each ``attacks-*.json`` of ``d`` computed again (:func:`rerun_attack_file`) and compared
     row by row with the file; returns how many."""
-    from testbed.run.rundir import attack_files
-
     files = attack_files(d)
     for f in files:
         _same_rows(d, f)
@@ -421,9 +385,6 @@ def _rerun_attack_files(d: Path) -> int:
 def _same_rows(d: Path, f: Path, verify: bool = True) -> None:
     """The attacks file ``f`` of run ``d`` computed again (:func:`rerun_attack_file`) gives
     its rows, or the first difference is one line."""
-    from testbed.run.results import json_form, jsonable
-    from testbed.run.verify import load_json
-
     saved = load_json(f).get("rows") or []
     fresh = json.loads(json.dumps(jsonable(rerun_attack_file(d, f, verify)), sort_keys=True))
     if len(fresh) != len(saved):

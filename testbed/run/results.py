@@ -6,6 +6,7 @@ wall-clock times and versions go to ``run_info.json``.
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
 import math
 import platform
@@ -114,8 +115,6 @@ def transcript_summary(envelopes) -> dict[str, dict[str, int]]:
 
 def package_versions() -> dict:
     """Python and package versions (for run_info.json and the report)."""
-    import importlib.metadata as md
-
     versions = {}
     for pkg in (
         "ot-testbed",

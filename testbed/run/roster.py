@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from testbed.data.datasets import NoiseSpec, PartyData, build_parties
+from testbed.data.membership import draw_candidates, hold_out, reindex
 from testbed.data.population import Population, population_rows
 from testbed.data.public import gaussian_prior
 from testbed.errors import DriverReadError, ScenarioError
@@ -127,8 +128,6 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     dataset = ds_plugin.load(component_rng(seed, "data"))
     held = keep = None
     if sc.membership is not None:  # held out before partitioning: no party holds these rows
-        from testbed.data.membership import hold_out
-
         dataset, keep, held = hold_out(
             dataset, sc.membership.nonmembers, component_rng(seed, "membership", "holdout")
         )
@@ -144,8 +143,6 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     )
     population = population_rows(ds_plugin, dataset, parties, component_rng(seed, "population"))
     if keep is not None:
-        from testbed.data.membership import reindex
-
         parties = reindex(parties, keep)
     if sc.data.transform is not None:
         tr = TRANSFORMS.get(sc.data.transform.name)(cfg.transform)
@@ -165,8 +162,6 @@ def build_world(rs: ResolvedScenario | Any) -> World:
     pool_meta: dict[str, Any] = {}
     cand_extra: dict[str, Any] = {}
     if held is not None:
-        from testbed.data.membership import draw_candidates
-
         cp = draw_candidates(
             parties,
             np.asarray(held, dtype=np.float64),

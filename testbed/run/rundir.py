@@ -21,14 +21,20 @@ run into any directory beside them removes the fresh directories whose run direc
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import fcntl
+import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import yaml
 
 from testbed.errors import TestbedError
 from testbed.exchange.transcript import TEMP_MARK
@@ -90,8 +96,6 @@ def finished_cells(run_dir: str | Path) -> list[Path]:
 def cell_labels(run_dir: str | Path) -> dict[str, tuple[int, str]]:
     """A sweep's cells as its ``sweep.json`` lists them: cell hash -> (index, label, e.g.
     ``noise_multiplier=0.1, seed 1``); empty when the file is missing or unreadable."""
-    import json
-
     try:
         cells = json.loads((Path(run_dir) / "sweep.json").read_text())["cells"]
         return {
@@ -264,8 +268,6 @@ def remove_abandoned(parent: Path, prefix: str, grace_seconds: float = 600.0) ->
     """Remove this user's directories ``parent/prefix*`` whose lock nobody holds: what a
     process killed outright (``kill -9``) left. One without a lock file (killed between
     making it and locking it) is removed once it is ``grace_seconds`` old."""
-    import time
-
     try:
         entries = [e for e in os.scandir(parent) if e.name.startswith(prefix)]
     except OSError:
@@ -416,9 +418,6 @@ def _exchange(a: Path, b: Path) -> bool:
     the call is not available or ``b`` does not exist."""
     if not b.exists() or not sys.platform.startswith("linux"):
         return False
-    import ctypes
-    import ctypes.util
-
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         fn = libc.renameat2
@@ -432,8 +431,6 @@ def _exchange(a: Path, b: Path) -> bool:
 def scenario_of(run_dir: str | Path) -> str | None:
     """The name of the scenario whose run (``resolved.yaml``) or sweep (``scenario.yaml``)
     ``run_dir`` holds; None when it holds neither or they do not say."""
-    import yaml
-
     for f in ("resolved.yaml", "scenario.yaml"):
         try:
             raw = yaml.safe_load((Path(run_dir) / f).read_text())

@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from testbed import ot as tot
 from testbed.exchange.ledger import PrivacyLedger
+from testbed.measure import Measure
 from testbed.run.attack import AttackRun
 from testbed.run.roster import World
 from testbed.scoring.evidence import leakage_evidence
@@ -117,9 +119,6 @@ def _best_baseline(bases: list, truth: GroundTruth) -> tuple[Any, float | None]:
     ``w2_baseline`` instead of solving the same transport problem again."""
     if len(bases) <= 1 or any(b.kind != "points" for b in bases):
         return (bases[0] if bases else None), None
-    from testbed import ot as tot
-    from testbed.measure import Measure
-
     target = Measure(truth.parties[bases[0].target].X)
     w2 = [tot.wasserstein(Measure(b.points, b.weights), target) for b in bases]
     best = min(range(len(bases)), key=w2.__getitem__)  # the first of equal ones, as min() took

@@ -23,15 +23,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing as mp
 import shutil
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from testbed.exchange.bus import atomic_write_bytes
+from testbed.exchange.bus import TEMP_MARK, atomic_write_bytes
+from testbed.run import execute
+from testbed.run.interrupt import second_interrupt_exits
+from testbed.run.manifest import write_manifest
 from testbed.run.progress import CellProgress
+from testbed.run.results import jsonable, package_versions, results_digests, write_json
+from testbed.run.rundir import run_dir_lock
+from testbed.run.workers import worker_init
 from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
 from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
@@ -52,8 +61,6 @@ def _done(cdir: Path, h: str) -> dict | None:
     """The cell's results if it finished (results.json is written last, atomically) and reads
     as the run wrote it: a row whose digests no longer match (edited by hand) is computed again,
     as an unreadable one is, rather than passed on into results.jsonl and the summary."""
-    from testbed.run.results import results_digests
-
     p = cdir / "results.json"
     if not p.is_file():
         return None
@@ -82,8 +89,6 @@ def _row(cell: Cell, results: dict) -> dict:
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    from testbed.run.results import jsonable
-
     text = "".join(json.dumps(jsonable(r), sort_keys=True) + "\n" for r in rows)
     atomic_write_bytes(path, text.encode())
 
@@ -91,8 +96,6 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 def _append_jsonl(path: Path, rows: list[dict]) -> None:
     """One write per finished cell (bookkeeping linear in the number of cells). After a crash the
     file may end in a partial line; the restart rewrites it from the cells' results.json."""
-    from testbed.run.results import jsonable
-
     text = "".join(json.dumps(jsonable(r), sort_keys=True) + "\n" for r in rows)
     with open(path, "a", encoding="utf-8") as f:
         f.write(text)
@@ -103,8 +106,6 @@ def _clean_temps(out: Path) -> int:
     ``TEMP_MARK``): temp files, and the half-written run directories of cells whose workers
     were stopped. Called with the sweep's lock held and no worker running; a user's own
     ``.*.tmp`` files are never touched."""
-    from testbed.exchange.bus import TEMP_MARK
-
     n = 0
     for p in list(out.rglob(f".*.{TEMP_MARK}*.tmp")):  # listed first: directories go whole
         if p.is_symlink():
@@ -121,8 +122,6 @@ def _clean_temps(out: Path) -> int:
 def _run_cell(rs: ResolvedScenario, cdir: Path) -> dict:
     """Run one cell (its record as the sweep resolved it: picklable, for worker processes);
     return its results."""
-    from testbed.run import execute
-
     execute(rs, cdir)
     return json.loads((cdir / "results.json").read_text())
 
@@ -134,8 +133,6 @@ def _args_of(c: Cell, out: Path) -> tuple:
 def _stop_workers(ex, grace: float = 1.0) -> None:
     """Stop a process pool now: cancel what has not started, end the running workers (SIGTERM,
     then SIGKILL after ``grace`` seconds) instead of waiting for their cells to finish."""
-    import time
-
     procs = list((getattr(ex, "_processes", None) or {}).values())
     ex.shutdown(wait=False, cancel_futures=True)
     for p in procs:
@@ -151,12 +148,6 @@ def _stop_workers(ex, grace: float = 1.0) -> None:
 
 
 def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None:
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    from testbed.run.interrupt import second_interrupt_exits
-    from testbed.run.workers import worker_init
-
     # workers die with the sweep (kill -9 included), ignore Ctrl-C (this process stops them)
     # and get the CLI's BLAS threading (testbed/threads.py): parallelism comes from processes
     ex = ProcessPoolExecutor(
@@ -181,8 +172,6 @@ def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None
 def _write_sweep_files(sc: Scenario, cells: list[Cell], h: str, out: Path) -> None:
     """sweep.json (every cell's hash, index, seed, setting and label), config_hash and the
     scenario as given."""
-    from testbed.run.results import write_json
-
     write_json(
         out / "sweep.json",
         {
@@ -262,15 +251,11 @@ def run_sweep(
     seeded by its own scenario, so the files are identical to a sequential run. The directory's
     ``manifest.json`` is written last; ``finish(out_dir)`` runs before the lock is released
     (``testbed run`` signs the manifest and writes the report there)."""
-    from testbed.run.results import package_versions, write_json
-
     cells = expand_cells(sc)
     h = sweep_hash(cells)
     out = Path(out_dir or sc.output.dir or Path("runs") / f"{sc.name}-{h[:8]}")
     existed = out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    from testbed.run.rundir import run_dir_lock
-
     # a second sweep in this directory stops with one line
     with run_dir_lock(out, write=True), _removed_if_nothing_finished(out, existed):
         _clean_temps(out)
@@ -328,8 +313,6 @@ def run_sweep(
             out / "run_info.json",
             {"cells": len(cells), "computed": computed, "cached": cached, **package_versions()},
         )
-        from testbed.run.manifest import write_manifest
-
         write_manifest(out)
         if finish is not None:
             finish(out)

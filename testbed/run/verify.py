@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from testbed.errors import TestbedError
 from testbed.exchange.payload import canonical_digest
@@ -41,6 +42,8 @@ from testbed.run.journal import interrupted_line, read_journal
 from testbed.run.manifest import MANIFEST_NAME, SIGNATURE_NAME, check_manifest, sweep_of
 from testbed.run.results import RESULTS_DIGESTS, evidence_digest, json_form, results_digests
 from testbed.run.rundir import attack_files, is_sweep, run_dir_lock
+from testbed.scenario.loading import parse_scenario
+from testbed.scenario.resolve import UNHASHED, ResolvedScenario
 
 __all__ = [
     "ATTACKS_DIGESTS",
@@ -183,9 +186,6 @@ def _read_text(path: Path) -> str:
 
 
 def _check_config(d: Path, results: dict) -> str:
-    from testbed.scenario.loading import parse_scenario
-    from testbed.scenario.resolve import ResolvedScenario
-
     want = _read_text(d / "config_hash").strip()
     if results.get("config_hash") != want:
         raise TestbedError(
@@ -205,10 +205,6 @@ def _why_not(text: str, now: dict) -> str:
     """Why a resolved.yaml no longer hashes to its run's config_hash: resolving it again with
     the plugins installed now fills in something it does not hold (a plugin's parameters
     changed since the run), or the file itself was changed."""
-    import yaml
-
-    from testbed.scenario.resolve import UNHASHED
-
     try:
         saved = yaml.safe_load(text)
     except yaml.YAMLError:
@@ -293,8 +289,6 @@ def _check_transcript(d: Path, results: dict) -> list[str]:
 
 
 def _saves_transcript(d: Path) -> bool:
-    import yaml
-
     try:
         raw = yaml.safe_load((d / "resolved.yaml").read_text()) or {}
         return bool((raw.get("output") or {}).get("save_transcript"))

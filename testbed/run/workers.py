@@ -14,10 +14,15 @@ a fraction of a second.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 
 from testbed.exchange.engines._lifetime import tie_to_parent
+from testbed.exchange.engines.pool import IN_SWEEP_WORKER
+from testbed.run.interrupt import ignore_sigint
+from testbed.threads import limit_blas_threads
 
 __all__ = ["start_warden", "tie_to_parent", "worker_init"]
 
@@ -29,10 +34,6 @@ def worker_init() -> None:
     threading, what it starts killed with it (:func:`start_warden`), and the in-process
     engine's ``workers: auto`` is one worker there (the sweep's processes already use the
     cores)."""
-    from testbed.exchange.engines.pool import IN_SWEEP_WORKER
-    from testbed.run.interrupt import ignore_sigint
-    from testbed.threads import limit_blas_threads
-
     ignore_sigint()  # Ctrl-C: the sweep stops its workers itself
     os.environ[IN_SWEEP_WORKER] = "1"
 
@@ -64,9 +65,6 @@ def start_warden() -> int | None:
 def _warden(watched: int) -> None:
     """The warden's whole life: hold nothing of the worker's, wait for its death, kill its
     process group."""
-    import ctypes
-    import ctypes.util
-
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # nor the terminal's or a caller's pipes (a reader waits for their end)
         os.dup2(null, fd)
