@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
+import threading
 import traceback
 from pathlib import Path
 
 from testbed.errors import TestbedError
-from testbed.report.fmt import fmt_bytes  # noqa: F401  (the commands import it from here)
+from testbed.report.fmt import (
+    fmt,
+    fmt_bytes,  # noqa: F401  (the commands import it from here)
+)
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is (testbed/sigint.py)
@@ -50,8 +55,11 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 def load_checked(args):
     """Load a scenario with the command line's limit overrides, then check its memory estimate
     (testbed/scenario/resources.py) before anything is allocated."""
-    from testbed.scenario.loading import load_scenario
-    from testbed.scenario.resources import check_scenario, set_cli_overrides
+    from testbed.scenario.loading import load_scenario  # lazy: --version loads _common
+    from testbed.scenario.resources import (  # lazy: --version loads _common
+        check_scenario,
+        set_cli_overrides,
+    )
 
     set_cli_overrides(
         allow_large=getattr(args, "allow_large", False) or None,
@@ -59,12 +67,12 @@ def load_checked(args):
     )
     sc = load_scenario(args.scenario)
     check_scenario(sc)
-    from testbed.scenario.clipnorm import clip_norm_warnings
+    from testbed.scenario.clipnorm import clip_norm_warnings  # lazy: --version loads _common
 
     for line in clip_norm_warnings(sc):  # legal, but probably not meant: said, never refused
         print(f"warning: {line}", file=sys.stderr)
     if sc.seeds is not None and "seed" in sc.model_fields_set:  # legal, but never used
-        from testbed.scenario.yamlloc import where
+        from testbed.scenario.yamlloc import where  # lazy: --version loads _common
 
         spot = where(sc._fname, sc._yaml_root, ["seed"])
         print(f"note: {spot} is not used: seeds: gives every run's seed", file=sys.stderr)
@@ -75,7 +83,11 @@ def print_attack_rows(rows) -> None:
     """One line per attack row, targets in natural order (client_2 before client_10); an
     attack setting run against more than ``summary.POPULATION_MIN`` targets is summarised as
     the distribution over them (``summary.population_lines``)."""
-    from testbed.cli.summary import POPULATION_MIN, attack_groups, population_lines
+    from testbed.cli.summary import (  # lazy: --version loads _common
+        POPULATION_MIN,
+        attack_groups,
+        population_lines,
+    )
 
     for key, group in attack_groups(list(rows)):
         if len(group) > POPULATION_MIN:
@@ -86,8 +98,6 @@ def print_attack_rows(rows) -> None:
 
 
 def _print_rows(rows) -> None:
-    from testbed.report.fmt import fmt
-
     for a in rows:
         if "failed" in a:
             print(f"attack {a['label']} (observer {a['observer']}): FAILED in {a['failed']}")
@@ -105,8 +115,6 @@ def _print_rows(rows) -> None:
 def _floor(row, key: str) -> str:
     """For TPR at 0.1 % FPR read at a coarser FPR (fewer than 1000 non-members: the floor
     1/#non-members, DESIGN.md), that FPR, so the figure is never read as the 0.1 % one."""
-    from testbed.report.fmt import fmt
-
     used = row.get("alpha_used_0_1pct")
     if key != "tpr_at_0_1pct_fpr" or not isinstance(used, (int, float)) or used <= 0.001 + 1e-12:
         return ""
@@ -117,8 +125,11 @@ def _floor(row, key: str) -> str:
 def _record_words(a: dict) -> str:
     """The record test of a reconstruction row in the report's words: its figure when it ran,
     "not measured" and why when it could not (never a 0)."""
-    from testbed.report.fmt import fmt
-    from testbed.scoring.vocabulary import MEASURED, NOT_MEASURED, record_test
+    from testbed.scoring.vocabulary import (  # lazy: --version loads _common
+        MEASURED,
+        NOT_MEASURED,
+        record_test,
+    )
 
     state, why = record_test(a)
     if state == NOT_MEASURED:
@@ -143,7 +154,7 @@ def attack_tracebacks(debug: bool):
     """With --debug, a failed attack's traceback (from its process) and the tail of what each
     attack printed in its sandbox (logged by :mod:`testbed.sandbox.isolation`) go to stderr,
     and so do Ray's own messages (the ``testbed.engine`` logger: ``ray_cluster.ray_verbosity``)."""
-    import logging
+    import logging  # lazy: --version loads _common
 
     if not debug:
         yield
@@ -180,10 +191,9 @@ def interruptible() -> None:
     """SIGINT raises KeyboardInterrupt even when the testbed was started with SIGINT ignored
     (a background job of a non-interactive shell inherits that, and Python then leaves it
     ignored), so that `kill -INT` and Ctrl-C always end a run quietly with its results kept."""
-    import atexit
-    import threading
+    import atexit  # lazy: --version loads _common
 
-    from testbed.sigint import install_first_interrupt
+    from testbed.sigint import install_first_interrupt  # lazy: --version loads _common
 
     if threading.current_thread() is threading.main_thread():
         install_first_interrupt()  # raises KeyboardInterrupt, and remembers the signal
@@ -201,7 +211,7 @@ def _ignore_late_sigint() -> None:  # pragma: no cover - runs at interpreter exi
     would kill the process by the signal (status -2 to a parent, not 130); nothing is left to
     stop by then but module teardown.
     Before this point a second Ctrl-C exits 130 at once (:mod:`testbed.run.interrupt`)."""
-    import signal
+    import signal  # lazy: --version loads _common
 
     if _interrupted or _returned:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -269,19 +279,19 @@ def _signal_dropped() -> bool:
     """Whether a SIGINT came during the command although it returned (its KeyboardInterrupt
     landed in a weakref callback or a ``__del__``, where CPython prints "Exception ignored" and
     goes on)."""
-    from testbed.sigint import was_interrupted
+    from testbed.sigint import was_interrupted  # lazy: --version loads _common
 
     return was_interrupted()
 
 
 def _on_interrupt() -> int:
     """Ctrl-C: "interrupted", exit 130; SIGTERM: "terminated (SIGTERM)", exit 143."""
-    import signal
+    import signal  # lazy: --version loads _common
 
     global _interrupted
     _interrupted = True
-    from testbed.run.interrupt import second_interrupt_exits
-    from testbed.sigint import interrupt_signal
+    from testbed.run.interrupt import second_interrupt_exits  # lazy: --version loads _common
+    from testbed.sigint import interrupt_signal  # lazy: --version loads _common
 
     second_interrupt_exits()  # a second Ctrl-C from here on exits 130 at once
     if interrupt_signal() == signal.SIGTERM:
@@ -318,8 +328,7 @@ def end_process(rc: int) -> None:
       with torch loaded) ends the process at once with ``rc``, without a traceback: there is
       nothing left to stop.
     """
-    import signal
-    import threading
+    import signal  # lazy: --version loads _common
 
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -384,10 +393,10 @@ def run_hash(sc) -> str:
     """The hash a run directory is named by: the resolved scenario's config hash, or for a
     sweep the hash over its cells."""
     if sc.is_sweep:
-        from testbed.scenario.cells import expand_cells, sweep_hash
+        from testbed.scenario.cells import expand_cells, sweep_hash  # lazy: --version loads _common
 
         return sweep_hash(expand_cells(sc))
-    from testbed.scenario.resolve import ResolvedScenario
+    from testbed.scenario.resolve import ResolvedScenario  # lazy: --version loads _common
 
     return ResolvedScenario.of(sc).config_hash
 
@@ -413,13 +422,11 @@ def announce_run_dir(path: Path, scenario: str) -> None:
 
 def _scenario_target(text: str) -> tuple[str, Path | None]:
     """(scenario name, its ``output.dir`` or None) of a scenario file or a bare name."""
-    import re
-
     p = Path(text)
     if p.is_file():
-        import yaml
+        import yaml  # lazy: --version loads _common
 
-        from testbed.scenario.loading import check_yaml
+        from testbed.scenario.loading import check_yaml  # lazy: --version loads _common
 
         try:
             text_of = p.read_text()
@@ -453,8 +460,6 @@ def find_run_dir(targets: list[str], command: str) -> Path:
     What a killed run left instead of a run is refused with one line
     (:func:`testbed.run.rundir.interrupted`), and so are several targets (a glob that matched
     several runs)."""
-    import re
-
     if len(targets) > 1:
         shown = ", ".join(targets[:3]) + (", ..." if len(targets) > 3 else "")
         raise TestbedError(
@@ -464,7 +469,7 @@ def find_run_dir(targets: list[str], command: str) -> Path:
         )
     target = targets[0]
     if Path(target).is_dir():
-        from testbed.run.rundir import interrupted
+        from testbed.run.rundir import interrupted  # lazy: --version loads _common
 
         if (why := interrupted(target)) is not None:
             raise TestbedError(why)
@@ -528,7 +533,7 @@ def _planned_for_file(target: str) -> Path | None:
     (by its config hash), else None (a bare name, or a file that does not validate)."""
     if not Path(target).is_file():
         return None
-    from testbed.scenario.loading import load_scenario
+    from testbed.scenario.loading import load_scenario  # lazy: --version loads _common
 
     try:
         return planned_run_dir(load_scenario(target), None)

@@ -8,7 +8,8 @@ import json
 
 from testbed.cli._common import failed_attacks, find_run_dir, print_attack_rows
 from testbed.errors import TestbedError
-from testbed.run.rerun import why_no_rows
+from testbed.run.rerun import attack_run_or_sweep, why_no_rows
+from testbed.run.rundir import cell_labels
 from testbed.scenario.labels import params_digest
 
 
@@ -36,15 +37,11 @@ def _attack_specs(specs):
 
 
 def run(args) -> int:
-    from testbed.run.rerun import attack_run_or_sweep
-
     attacks = _attack_specs(args.attack)
     colluders = args.colluders.split(",") if args.colluders else None
     run_dir = find_run_dir(args.run_dir, "attack")
     done = attack_run_or_sweep(run_dir, attacks, args.observer, colluders, args.sign)
     total, every = 0, []
-    from testbed.run.rundir import cell_labels
-
     labels = cell_labels(run_dir)  # a sweep: each block names its cell; a single run: none
     for rows, sc, out in done:
         total += len(rows)

@@ -25,9 +25,23 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from tqdm import tqdm
+
 from testbed.cli._common import bench_command, load_checked, stderr_log, table
+from testbed.cli.summary import setting_label
 from testbed.errors import TestbedError
+from testbed.exchange.bus import atomic_write_bytes
+from testbed.run import execute
+from testbed.run.audit import AUDIT_METHOD, canary_audit, trials_needed
+from testbed.run.audit_mechanism import mechanism_audit
+from testbed.run.audit_one_run import ONE_RUN_METHOD, canaries_needed, one_run_audit
+from testbed.run.audit_recon import reconstruction_checks
 from testbed.run.audit_verdict import AuditVerdict, judge
+from testbed.run.manifest import MANIFEST_NAME, is_signed, sweep_of, write_manifest
+from testbed.run.rundir import check_creatable, run_dir_lock
+from testbed.run.verify import verify_run
+from testbed.scenario.cells import expand_cells, sweep_hash
+from testbed.scenario.resolve import ResolvedScenario
 
 __all__ = ["bench_audit", "party_verdicts", "run", "write_audit_rows"]
 
@@ -45,10 +59,6 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     """``audit.csv`` and ``audit.json`` (written atomically). Into a run directory (one with a
     ``manifest.json``) under its lock, with the manifest refreshed to list them, so that
     ``testbed report`` and ``testbed verify`` accept the run with its audit."""
-    from testbed.exchange.bus import atomic_write_bytes
-    from testbed.run.manifest import MANIFEST_NAME, sweep_of, write_manifest
-    from testbed.run.rundir import run_dir_lock
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(k for r in rows for k in r))
@@ -63,8 +73,6 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
             locks.enter_context(run_dir_lock(sweep, write=True))
         if run_dir:
             locks.enter_context(run_dir_lock(out, write=True))
-            from testbed.run.verify import verify_run
-
             verify_run(sweep if sweep is not None else out)  # never list files changed before
         atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
         atomic_write_bytes(
@@ -81,9 +89,6 @@ def _check_out(out, sc) -> None:
     """Refuse, before any work, an ``--out`` that is a signed run directory (the audit's files
     would not be covered by its signature; ``testbed attack --sign`` signs again; audit a copy),
     a run directory that does not verify, or a run of another scenario."""
-    from testbed.run.manifest import is_signed, sweep_of
-    from testbed.run.rundir import check_creatable
-
     if out:
         check_creatable(out)
     if out and Path(out).is_dir() and is_signed(out):
@@ -97,10 +102,6 @@ def _check_out(out, sc) -> None:
             f"{out}: a cell of the signed sweep {sweep}; write the audit to another folder "
             "(--out DIR) or audit a copy of the sweep"
         )
-    from testbed.run.manifest import MANIFEST_NAME
-    from testbed.run.rundir import run_dir_lock
-    from testbed.run.verify import verify_run
-
     if out and (Path(out) / MANIFEST_NAME).is_file():  # a run directory: it must verify first
         with run_dir_lock(out, write=False):
             verify_run(out)
@@ -111,11 +112,7 @@ def _same_scenario(out, sc) -> None:
     """``--out RUN_DIR`` must be a run of the audited scenario (docs/guide/scenarios.md): its
     ``config_hash`` is the scenario's (a sweep's: the sweep hash over its cells), or the report
     would show this audit beside another scenario's results."""
-    from testbed.scenario.resolve import ResolvedScenario
-
     if sc.is_sweep:
-        from testbed.scenario.cells import expand_cells, sweep_hash
-
         want = sweep_hash(expand_cells(sc))
     else:
         want = ResolvedScenario.of(sc).config_hash
@@ -135,12 +132,8 @@ def _log(text: str) -> None:
 
 
 def _many_runs(world, party: str, args) -> dict:
-    from testbed.run.audit import canary_audit
-
     bar = None
     if sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(total=args.trials, desc=f"audit {party}: trials", leave=False)
     t0 = time.perf_counter()
     r = canary_audit(
@@ -177,8 +170,6 @@ def _many_runs(world, party: str, args) -> dict:
 
 
 def _one_run(world, party: str, args) -> list[dict]:
-    from testbed.run.audit_one_run import one_run_audit
-
     t0 = time.perf_counter()
     rows = one_run_audit(
         world,
@@ -202,9 +193,6 @@ def _one_run(world, party: str, args) -> list[dict]:
 
 def _reconstruction(sc, world) -> list[dict]:
     """The scenario's attacks, run once, against the reconstruction bound of each μ-GDP claim."""
-    from testbed.run import execute
-    from testbed.run.audit_recon import reconstruction_checks
-
     out = execute(sc, write=False, world=world, progress=True)  # a message bar on a terminal
     ledger = out.exchange.ledger if out.exchange is not None else world.ledger
     return reconstruction_checks(out.rows, ledger, world.parties)
@@ -238,9 +226,6 @@ def _targets(sc) -> list[tuple[str, object]]:
     setting names the cell, and its seed when the scenario repeats seeds)."""
     if not sc.is_sweep:
         return [("", sc)]
-    from testbed.cli.summary import setting_label
-    from testbed.scenario.cells import expand_cells
-
     out = []
     for c in expand_cells(sc):
         label = setting_label({"labels": c.labels, "setting": c.setting})
@@ -258,8 +243,6 @@ class _Steps:
     def __init__(self, total: int, name: str):
         self.bar = None
         if sys.stderr.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc=f"audit {name}", unit="step", dynamic_ncols=True)
 
     def start(self, text: str) -> None:
@@ -286,16 +269,12 @@ def _advice(row: dict, args, accountant: str) -> str:
     gaussian = row.get("mu_claimed") is not None
     claimed = float(row["epsilon_claimed"])
     if row["method"] == "one-run":
-        from testbed.run.audit_one_run import canaries_needed
-
         cap = max(MAX_CANARIES, 2 * args.canaries)
         n = canaries_needed(
             claimed, args.delta, args.confidence, gaussian, accountant, 2 * args.canaries, cap
         )
         flag = f"--canaries {n}" if n else None
     else:
-        from testbed.run.audit import trials_needed
-
         cap = max(MAX_TRIALS, 2 * args.trials)
         n = trials_needed(
             claimed, args.delta, args.confidence, gaussian, accountant, 2 * args.trials, cap
@@ -364,8 +343,6 @@ def _extra_scopes(scenario, setting: str, world, args, parties, steps) -> tuple[
     ``audit.json``."""
     if getattr(args, "scope", "both") == "protocol":
         return [], []
-    from testbed.run.audit_mechanism import mechanism_audit
-
     where = f"{setting}: " if setting else ""
     verdicts, rows = [], []
     for party in parties:
@@ -410,8 +387,6 @@ def _extra_scopes(scenario, setting: str, world, args, parties, steps) -> tuple[
 
 def _audit_cell(sc, setting: str, args, steps: _Steps):
     """One single-run scenario: its rows, reconstruction checks and verdicts (every scope)."""
-    from testbed.run import execute
-
     where = f"{setting}: " if setting else ""
     world = execute(sc, until="world").world
     if not world.defenses:
@@ -511,9 +486,6 @@ def run(args) -> int:
         recon_rows = [{"reconstruction": True, **c} for c in recon]
         paths = write_audit_rows(rows + recon_rows + mech, args.out)
         say("wrote " + ", ".join(str(p) for p in paths))
-    from testbed.run.audit import AUDIT_METHOD
-    from testbed.run.audit_one_run import ONE_RUN_METHOD
-
     if args.method in ("one-run", "both"):
         say(f"method (one run): {ONE_RUN_METHOD}")
     if args.method in ("many-runs", "both"):
@@ -523,7 +495,11 @@ def run(args) -> int:
 
 def bench_audit(args) -> int:
     """``testbed bench --audit [--full]``: bench/audit.py, written to ``--out``."""
-    from bench.audit import AuditBenchOptions, run_audit_bench, write_audit_bench
+    from bench.audit import (  # bench: checkout only
+        AuditBenchOptions,
+        run_audit_bench,
+        write_audit_bench,
+    )
 
     log = stderr_log(args.quiet)
     opts = AuditBenchOptions(log=log) if args.full else AuditBenchOptions.quick(log=log)

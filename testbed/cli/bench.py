@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from testbed.cli._common import bench_command, stderr_log
+from testbed.cli._common import bench_command, load_checked, stderr_log
 from testbed.errors import TestbedError
+from testbed.run.rundir import check_creatable
+from testbed.scenario.preflight import preflight
 
 #: the source checkout this testbed was imported from (``bench/`` sits beside ``testbed/``)
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -30,8 +33,8 @@ def use_checkout_bench() -> None:
 
 
 def _scaling(args) -> int:
-    from bench.cases import case_keys
-    from bench.scaling import ScalingOptions, bench_scaling, write_scaling
+    from bench.cases import case_keys  # bench: checkout only
+    from bench.scaling import ScalingOptions, bench_scaling, write_scaling  # bench: checkout only
 
     kw = {k: getattr(args, k) for k in ("ns", "clients") if getattr(args, k) is not None}
     if args.ds is not None:
@@ -46,8 +49,14 @@ def _scaling(args) -> int:
 
 def _scale(args) -> int:
     """FedBary and pairwise FedWAD end to end against clients, rows and d (bench/scale.py)."""
-    from bench.cases import case_keys
-    from bench.scale import CASES, ScaleOptions, bench_scale, projection, scale_lines
+    from bench.cases import case_keys  # bench: checkout only
+    from bench.scale import (  # bench: checkout only
+        CASES,
+        ScaleOptions,
+        bench_scale,
+        projection,
+        scale_lines,
+    )
 
     kw = {}
     if args.clients is not None:
@@ -79,7 +88,7 @@ def _scale(args) -> int:
 
 def _sweep_bookkeeping(args) -> int:
     """Sweep bookkeeping per cell at 2 000 and 20 000 trivial cells (bench/sweep.py)."""
-    from bench.sweep import run_bookkeeping
+    from bench.sweep import run_bookkeeping  # bench: checkout only
 
     rows = run_bookkeeping(log=(lambda s: None) if args.quiet else print)
     out = Path(args.out)
@@ -95,16 +104,11 @@ def _sweep_bookkeeping(args) -> int:
 def _check_scenario(path: str) -> None:
     """``--scenario``: refuse, before anything is measured, what ``testbed run`` would refuse
     (the timed run is the last step of the bench, minutes later)."""
-    from types import SimpleNamespace
-
-    from testbed.cli._common import load_checked
-    from testbed.scenario.preflight import preflight
-
     preflight(load_checked(SimpleNamespace(scenario=path)))
 
 
 def _options(args):
-    from bench.cases import BenchOptions, case_keys
+    from bench.cases import BenchOptions, case_keys  # bench: checkout only
 
     kw = {}
     for key in ("ns", "ds", "clients"):
@@ -135,8 +139,6 @@ def _options(args):
 
 
 def run(args) -> int:
-    from testbed.run.rundir import check_creatable
-
     use_checkout_bench()
     check_creatable(args.out)  # before minutes of measuring, not when writing
     if args.scaling:
@@ -146,12 +148,12 @@ def run(args) -> int:
     if args.sweep_bookkeeping:
         return _sweep_bookkeeping(args)
     if args.audit:
-        from testbed.cli.audit import bench_audit
+        from testbed.cli.audit import bench_audit  # audit: scipy, only --audit
 
         return bench_audit(args)
     opts = _options(args)  # bad input is refused before the bench's imports (seconds)
-    from bench.main import run_bench
-    from bench.output import write_outputs
+    from bench.main import run_bench  # bench: checkout only
+    from bench.output import write_outputs  # bench: checkout only
 
     res = run_bench(opts, command=bench_command())
     paths = write_outputs(res, args.out)
@@ -161,7 +163,7 @@ def run(args) -> int:
         if t.get("detail"):
             print(f"  {t['detail']}")
     if res["targets"]:
-        from bench.targets import issue15_rows
+        from bench.targets import issue15_rows  # bench: checkout only
 
         for r in issue15_rows(res):
             value = r["detail"] if r["value"] is None else f"{r['value']:.4g} {r['unit']}"

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+from testbed.run.manifest import keygen
+
 __all__ = ["run"]
 
 
 def run(args) -> int:
-    from testbed.run.manifest import keygen
-
     private, public = keygen(args.keyfile)
     print(f"private key: {private} (keep it secret; mode 0600)")
     print(f"public key:  {public} (give it to whoever checks your runs)")

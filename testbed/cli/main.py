@@ -14,9 +14,12 @@ import importlib
 import math
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
+from testbed import __version__
 from testbed.cli._common import RUN_HELP, end_process, guarded, interruptible
 from testbed.ot import NO_TORCH
+from testbed.threads import limit_blas_threads
 
 __all__ = ["build_parser", "main"]
 
@@ -329,13 +332,9 @@ def _plugin_commands(sub) -> None:
 def _version() -> str:
     """The installed distribution's version (its metadata; nothing imported), else the
     package's own."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("ot-testbed")
     except PackageNotFoundError:
-        from testbed import __version__
-
         return __version__
 
 
@@ -397,8 +396,6 @@ def main(argv: list[str] | None = None) -> int:
 
     def command(args) -> int:
         if args.computes:
-            from testbed.threads import limit_blas_threads
-
             limit_blas_threads()  # small BLAS products: one thread (see testbed/threads.py)
         module = importlib.import_module(f"testbed.cli.{args.module}")
         return getattr(module, args.func)(args)

@@ -42,7 +42,7 @@ def run(args) -> int:
 
 
 def _describe(name: str, as_json: bool) -> int:
-    from testbed.plugins.reference import describe, render_text
+    from testbed.plugins.reference import describe, render_text  # lazy: only `plugins NAME`
 
     records = describe(name)  # an unknown name: one line with the closest names (exit 2)
     if as_json:

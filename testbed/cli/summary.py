@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from testbed.report.fmt import fmt, pct
 from testbed.report.model import (
     ANY_ATTACK,
@@ -16,6 +18,7 @@ from testbed.report.model import (
     distinct_points,
     error_key,
     missing_cell,
+    natural,
     num,
     point_of,
     series_of,
@@ -24,6 +27,7 @@ from testbed.report.model import (
 
 # the report names a setting as testbed run prints it (and matches testbed audit's rows by it)
 from testbed.report.points import setting_label as setting_label
+from testbed.scoring.verdict import verdict
 from testbed.scoring.vocabulary import MEASURED, NOT_APPLICABLE, NOT_MEASURED, record_test
 
 __all__ = [
@@ -174,8 +178,6 @@ def _group_key(a: dict) -> tuple:
 def attack_groups(rows: list[dict]) -> list[tuple[tuple, list[dict]]]:
     """The attack rows grouped by attack setting and observer (first-seen order), each group's
     rows in natural order of their target (client_2 before client_10)."""
-    from testbed.report.model import natural
-
     groups: dict[tuple, list[dict]] = {}
     for a in rows:
         groups.setdefault(_group_key(a), []).append(a)
@@ -183,8 +185,6 @@ def attack_groups(rows: list[dict]) -> list[tuple[tuple, list[dict]]]:
 
 
 def _quantiles(values: list[float]) -> str:
-    import numpy as np
-
     q = np.quantile(np.asarray(values, dtype=float), [0.0, 0.25, 0.5, 0.75, 1.0])
     return ", ".join(
         f"{n} {fmt(float(v))}" for n, v in zip(("min", "q25", "median", "q75", "max"), q)
@@ -199,8 +199,6 @@ def population_lines(
     which kind, the quantiles of each of ``figures`` the rows have (and of ``record_leakage``;
     ``names``: how a figure is written), and the worst
     :data:`WORST_SHOWN` targets by name (failed rows are left to :func:`failed_attacks`)."""
-    from testbed.scoring.verdict import verdict
-
     ok = [a for a in rows if "failed" not in a]
     name, method, observer = key
     head = f"attack {name}{' (' + method + ')' if method else ''} (observer {observer})"

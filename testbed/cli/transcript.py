@@ -13,6 +13,7 @@ from testbed.cli._common import find_run_dir, fmt_bytes, table
 from testbed.errors import TestbedError
 from testbed.exchange.bus import Transcript
 from testbed.measure import Measure
+from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
 
 
 def payload_summary(p) -> str:
@@ -28,8 +29,6 @@ def payload_summary(p) -> str:
 
 
 def run(args) -> int:
-    from testbed.run.rundir import finished_cells, is_sweep, run_dir_lock
-
     run_dir = find_run_dir(args.run_dir, "transcript")
     if is_sweep(run_dir) and (
         cells := [c for c in finished_cells(run_dir) if (c / "envelopes.jsonl").is_file()]

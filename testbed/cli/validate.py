@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from testbed.cli._common import load_checked, planned_run_dir, run_hash
+from testbed.scenario.cells import expand_cells
 from testbed.scenario.preflight import preflight
 
 
@@ -12,8 +13,6 @@ def run(args) -> int:
     h = run_hash(sc)  # the hash its run directory is named by: for a sweep, over its cells
     protocol = f"protocol {sc.protocol.name}"
     if sc.is_sweep:
-        from testbed.scenario.cells import expand_cells
-
         cells = expand_cells(sc)
         what = f"sweep of {len(cells)} cells, sweep hash {h[:12]}"
         names = list(dict.fromkeys(c.scenario.protocol.name for c in cells))  # the cells' own

@@ -4,14 +4,14 @@ first mismatch (exit 2)."""
 
 from __future__ import annotations
 
+from testbed.cli._common import find_run_dir
+from testbed.run.rerun import rerun_compare
+from testbed.run.verify import verified_for_reading
+
 __all__ = ["run"]
 
 
 def run(args) -> int:
-    from testbed.cli._common import find_run_dir
-    from testbed.run.rerun import rerun_compare
-    from testbed.run.verify import verified_for_reading
-
     run_dir = find_run_dir([args.run_dir], "verify")
     with verified_for_reading(run_dir, pubkey=args.pubkey) as checked:  # a cell: with its sweep
         if args.rerun:

@@ -39,11 +39,12 @@ from testbed.run.interrupt import second_interrupt_exits
 from testbed.run.manifest import write_manifest
 from testbed.run.progress import CellProgress
 from testbed.run.results import jsonable, package_versions, results_digests, write_json
-from testbed.run.rundir import run_dir_lock
+from testbed.run.rundir import finished_cells, run_dir_lock
 from testbed.run.workers import worker_init
 from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
 from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
+from testbed.sigint import raise_if_interrupted
 
 __all__ = ["Cell", "SweepOutput", "expand_cells", "parse_path", "run_sweep", "value_label"]
 
@@ -229,8 +230,6 @@ def _removed_if_nothing_finished(out: Path, existed: bool) -> Iterator[None]:
     try:
         yield
     except Exception:
-        from testbed.run.rundir import finished_cells
-
         if not existed and not finished_cells(out):
             shutil.rmtree(out, ignore_errors=True)
         raise
@@ -282,16 +281,12 @@ def run_sweep(
 
         try:
             if jobs <= 1:
-                from testbed.sigint import raise_if_interrupted
-
                 for c in todo.values():
                     raise_if_interrupted()  # a Ctrl-C whose exception CPython dropped
                     finished(c, _run_cell(*_args_of(c, out)[1:]))
             else:
                 _run_parallel(todo, out, jobs, finished)
         except KeyboardInterrupt:
-            from testbed.run.interrupt import second_interrupt_exits
-
             second_interrupt_exits()  # finished cells are on disk; a second Ctrl-C ends now
             # a worker may have finished a cell this process had not yet taken in: list
             # every finished cell (a restart skips them all)
