@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from testbed.data.datasets import PartyData
 from testbed.registry import DATASETS, TRANSFORMS
+from testbed.scenario.cells import expand_cells
 from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.yamlloc import where
 from testbed.seeding import component_rng
@@ -70,8 +72,6 @@ def _row_norms(rs: ResolvedScenario, cache: dict[str, Any]) -> np.ndarray | None
         return None
     X = ds_cls(cfg.dataset).load(component_rng(sc.seed, "data")).X
     if tr_cls is not None:
-        from testbed.data.datasets import PartyData
-
         tr = tr_cls(cfg.transform)
         X = tr.apply(PartyData("all", np.asarray(X, dtype=np.float64))).X
     norms = np.linalg.norm(np.asarray(X, dtype=np.float64), axis=1)
@@ -82,8 +82,6 @@ def _row_norms(rs: ResolvedScenario, cache: dict[str, Any]) -> np.ndarray | None
 def clip_norm_warnings(sc) -> list[str]:
     """One line per defense setting whose ``clip_norm`` is far from the rows' norms
     (``file:line: defenses[i].params.clip_norm: ...``), for the scenario or each sweep cell."""
-    from testbed.scenario.cells import expand_cells
-
     rs = ResolvedScenario.of(sc)
     cells = [c.rs for c in expand_cells(rs.scenario)] if rs.scenario.is_sweep else [rs]
     cache: dict[str, Any] = {}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 
 from testbed.errors import ScenarioError
+from testbed.registry import PROTOCOLS
+from testbed.scenario.yamlloc import where
 
 __all__ = ["check_defense_filters"]
 
@@ -19,9 +21,6 @@ __all__ = ["check_defense_filters"]
 def check_defense_filters(cfg, sc, i: int, root, fname: str) -> None:
     """Raise a one-line :class:`ScenarioError` naming ``defenses[i].params.<field>[j]`` and the
     known values when a filter names no sender or no message kind of the protocol."""
-    from testbed.registry import PROTOCOLS
-    from testbed.scenario.yamlloc import where
-
     proto = PROTOCOLS.get(sc.protocol.name)
 
     def fail(field: str, j: int, value, what: str, known) -> None:

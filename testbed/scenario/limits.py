@@ -161,7 +161,7 @@ def cell_budget(sc) -> Iterator[None]:
     # POT (and the torch it imports) before any clock starts: the plugins import it at their
     # first solve, which would otherwise count towards the first run's budget and its reported
     # time. Not at the command's start: bad input is refused without waiting for it (seconds)
-    import ot  # noqa: F401
+    import ot  # noqa: F401  # ot: here, not at the command start
 
     seconds = _limits(sc).cell_seconds
     if (

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from testbed.contract import provides
+from testbed.data.datasets import NoiseSpec
 from testbed.errors import ScenarioError, TestbedError
+from testbed.exchange.engines.pool import InProcessEngineConfig
 from testbed.registry import (
     ATTACKS,
     DATASETS,
@@ -179,7 +181,9 @@ def _check_calibration(cls, cfg, loc, root, fname: str) -> None:
     target = getattr(cfg, "target_epsilon", None)  # a config field, not every plugin's
     if target is None or not provides(cls, "multiplier"):
         return
-    from testbed.exchange.ledger import surely_calibratable
+    from testbed.exchange.ledger import (
+        surely_calibratable,  # ledger: 50 ms, validate imports params
+    )
 
     releases = getattr(cfg, "releases", None) or 1
     if surely_calibratable(float(target), float(getattr(cfg, "target_delta", 1e-5)), releases):
@@ -310,8 +314,6 @@ def validate_plugins(
 
 def _check_noise(sc: Scenario, names: list[str], root, fname: str) -> None:
     """``data.noise``: each entry a NoiseSpec naming one of the parties."""
-    from testbed.data.datasets import NoiseSpec
-
     for i, n in enumerate(sc.data.noise):
         try:
             spec = NoiseSpec.model_validate(n)
@@ -372,15 +374,13 @@ def _with_overrides(pcls, cfg, overrides: dict, root, fname: str, ctx: dict):
 def _check_engine(sc: Scenario, names: list[str], root, fname: str) -> None:
     """The engine's options (checked at load time; the Ray one without importing Ray)."""
     if sc.engine == "ray":  # engine options are checked at load time too (no ray import)
-        from testbed.exchange.engines.ray_bus import RayEngineConfig
+        from testbed.exchange.engines.ray_bus import RayEngineConfig  # ray: the ray engine only
 
         try:
             RayEngineConfig.model_validate(sc.engine_params, context={"parties": names})
         except ValidationError as exc:
             raise first_error(exc, ["engine_params"], root, fname, RayEngineConfig) from None
     else:
-        from testbed.exchange.engines.pool import InProcessEngineConfig
-
         try:
             InProcessEngineConfig.model_validate(sc.engine_params)
         except ValidationError as exc:

@@ -11,6 +11,7 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS, PROTOCOLS, plugin_phase
+from testbed.scenario.cells import expand_cells
 from testbed.scenario.headline import headline_patterns, headline_ranking
 from testbed.scenario.labels import attack_labels, attack_order
 from testbed.scenario.resolve import ResolvedScenario
@@ -47,8 +48,6 @@ def inapplicable(rs: ResolvedScenario) -> list[tuple[int, str, tuple[str, ...]]]
 def preflight(sc: Scenario | ResolvedScenario) -> list[str]:
     """Raise :class:`TestbedError` (one line naming the file, the attack, the protocol and the
     protocols it applies to) for what a run would refuse; return one line per skipped attack."""
-    from testbed.scenario.cells import expand_cells
-
     rs = ResolvedScenario.of(sc)
     sc = rs.scenario
     cells = [c.rs for c in expand_cells(sc)] if sc.is_sweep else [rs]

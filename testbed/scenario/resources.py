@@ -31,7 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from testbed.data.partitions import equal_rows
 from testbed.errors import ScenarioError
+from testbed.registry import PARTITIONERS, PROTOCOLS, plugin_phase
+from testbed.scenario.cells import expand_cells
 from testbed.scenario.limits import (
     _CLI,
     MAX_CELLS,
@@ -122,8 +127,6 @@ def _dataset_shape(name: str, p: dict) -> tuple[int, int, tuple, str] | None:
     if name == "valence_arousal":
         return sum(p.get("n_per_class") or []), int(p.get("d", 16)), (*loc, "n_per_class"), ""
     if name == "npy" and p.get("path"):
-        import numpy as np
-
         try:
             arr = np.load(p["path"], mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError):
@@ -168,8 +171,6 @@ def _class_rows(name: str, p: dict) -> dict[int, int] | None:
 def _partitioner(rs: ResolvedScenario):
     """The scenario's partitioner with its config, or ``None`` when it cannot be built (its
     constructor's error is reported by the run, with its own message)."""
-    from testbed.registry import PARTITIONERS
-
     try:
         return PARTITIONERS.get(rs.scenario.data.partition.name)(rs.configs.partition)
     except Exception:
@@ -178,8 +179,6 @@ def _partitioner(rs: ResolvedScenario):
 
 def _protocol(rs: ResolvedScenario):
     """The scenario's protocol with its config (as the scenario gives it)."""
-    from testbed.registry import PROTOCOLS
-
     return PROTOCOLS.get(rs.scenario.protocol.name)(rs.configs.protocol)
 
 
@@ -207,8 +206,6 @@ def _dataset(rs: ResolvedScenario) -> dict[str, Any]:
 
 def _party_rows(rs: ResolvedScenario, N: int) -> PartyRows:
     """:func:`_known_party_rows`, or an equal split when the partitioner does not say."""
-    from testbed.data.partitions import equal_rows
-
     rows = _known_party_rows(rs, N)
     return rows if rows is not None else equal_rows(N, rs.scenario.data.party_names())
 
@@ -217,8 +214,6 @@ def check_party_rows(sc: Scenario | ResolvedScenario) -> None:
     """A partition (:meth:`~testbed.data.partitions.PartitionerPlugin.check_rows`) or protocol
     parameter (:meth:`protocols._base.Protocol.check_rows`) the dataset's rows cannot satisfy,
     when the scenario tells the rows before loading: refused as the run would be."""
-    from testbed.registry import PROTOCOLS, plugin_phase
-
     rs = ResolvedScenario.of(sc)
     sc = rs.scenario
     ds = _dataset(rs)
@@ -387,8 +382,6 @@ def check_scenario(sc: Scenario | ResolvedScenario) -> None:
         check_party_rows(rs)
         check_memory(rs)
         return
-    from testbed.scenario.cells import expand_cells
-
     seen: set[str] = set()
     for cell in expand_cells(sc):
         if cell.hash not in seen:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from testbed.errors import ScenarioError
 
@@ -61,8 +61,6 @@ _TAGS = ("int", "str", "float", "bool", "dict", "list")
 
 def _models(annotation) -> list[type]:
     """The pydantic models an annotation admits (through ``X | None``, unions, ``Annotated``)."""
-    from pydantic import BaseModel
-
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     origin = typing.get_origin(annotation)
