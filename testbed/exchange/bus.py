@@ -109,7 +109,7 @@ def _thread_pool(threads: int):
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from concurrent.futures import ThreadPoolExecutor  # lazy: validate imports bus
 
             pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="testbed-local")
             _POOLS[key] = pool

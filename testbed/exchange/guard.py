@@ -165,7 +165,7 @@ class PrivacyGuard:
         self._tell_worker: list[str] = []  # clean digests the worker has not heard of yet
         self._out: set[int] = set()  # batches on the worker not yet settled
         if worker is not False and rows:
-            from testbed.exchange import guard_worker
+            from testbed.exchange import guard_worker  # lazy: validate imports guard
 
             w = guard_worker.shared_worker(force=bool(worker))
             if w is not None:
@@ -391,7 +391,9 @@ class PrivacyGuard:
             batch = _Batch(envs, extra)
             w = self._worker
             if self.on_worker:
-                from testbed.exchange.guard_worker import WorkerError
+                from testbed.exchange.guard_worker import (
+                    WorkerError,  # lazy: validate imports guard
+                )
 
                 metas = [readings(e.meta, f"{i}/meta/") for i, e in enumerate(envs) if e.meta]
                 try:
@@ -437,7 +439,9 @@ class PrivacyGuard:
         t0 = time.perf_counter()
         try:
             if batch.worker is not None:
-                from testbed.exchange.guard_worker import WorkerError
+                from testbed.exchange.guard_worker import (
+                    WorkerError,  # lazy: validate imports guard
+                )
 
                 try:
                     batch.clean, batch.rows, digests = batch.worker.answer(batch.bid)
@@ -482,7 +486,7 @@ class PrivacyGuard:
         runs (it is idle: the bus's last batch was settled), else here."""
         if self.on_worker and leaves:
             w = self._worker
-            from testbed.exchange.guard_worker import WorkerError
+            from testbed.exchange.guard_worker import WorkerError  # lazy: validate imports guard
 
             try:
                 clean, rows, _ = w.answer(w.submit(self._gid, [], leaves, self._tell_worker))

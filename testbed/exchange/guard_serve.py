@@ -11,22 +11,23 @@ its command pipe closes.
 from __future__ import annotations
 
 import mmap
+import os
 import signal
 import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from testbed.exchange.guard import PrivacyGuard
 from testbed.exchange.guard_readings import readings
 from testbed.exchange.guard_worker import _U64, ArrayReader, unpack_payload
 from testbed.exchange.payload import payload_digest
+from testbed.threads import limit_blas_threads
 
 _KEEP = 4  # guards the worker keeps an index for (a run drops its own when it ends)
 
 
 def _serve(recv: Connection, send: Connection, fd: int, status: mmap.mmap) -> None:
-    from testbed.exchange.guard import PrivacyGuard
-
     guards: dict[int, Any] = {}
     clean: dict[int, set[str]] = {}  # per guard: digests of payloads found clean
     view, size = None, 0
@@ -106,8 +107,6 @@ def _batch_policy() -> None:
     otherwise take the protocol's core for the whole search, and the bus's thread pays for it
     in the protocol's time (measured: docs/findings/benchmarks.md). Nothing changes on an idle core.
     ``OT_TESTBED_GUARD_POLICY=normal`` keeps the default policy."""
-    import os
-
     if os.environ.get("OT_TESTBED_GUARD_POLICY", "").strip().lower() == "normal":
         return
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
@@ -119,8 +118,6 @@ def _batch_policy() -> None:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the bus's process decides when to stop
-    from testbed.threads import limit_blas_threads
-
     limit_blas_threads()
     _batch_policy()
     recv_fd, send_fd, mem_fd, status_fd = (int(a) for a in argv[:4])

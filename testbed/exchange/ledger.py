@@ -27,6 +27,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from testbed.errors import TestbedError
@@ -60,7 +61,9 @@ ACCOUNTANTS = ("pld", "rdp", "prv")
 def gaussian_delta(z: float, epsilon: float) -> float:
     """δ(ε) of one full-batch Gaussian mechanism with noise multiplier ``z`` (noise std /
     L2 sensitivity): dp-accounting's exact hockey-stick divergence of N(1, z²) from N(0, z²)."""
-    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+    from dp_accounting.pld.privacy_loss_mechanism import (
+        GaussianPrivacyLoss,  # dp_accounting: DP accounting only
+    )
 
     return float(
         GaussianPrivacyLoss(standard_deviation=z, sensitivity=1.0).get_delta_for_epsilon(epsilon)
@@ -87,8 +90,10 @@ def _pld_epsilon(history: list[tuple[float, float, int]], delta: float) -> float
     sampled = [(z, q, c) for z, q, c in history if q < 1.0]
     if not sampled:
         return _pld_full_batch_epsilon(1.0 / math.sqrt(sum(c / z**2 for z, c in full)), delta)
-    from dp_accounting import dp_event
-    from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
+    from dp_accounting import dp_event  # dp_accounting: DP accounting only
+    from dp_accounting.pld.pld_privacy_accountant import (
+        PLDAccountant,  # dp_accounting: DP accounting only
+    )
 
     acc = PLDAccountant(value_discretization_interval=1e-3)
     if full:  # the full-batch part, exactly, as one Gaussian event
@@ -103,8 +108,6 @@ def _prv_quiet():
     it takes ``log(1 - q)`` = -inf on purpose, and its ``np.where`` then takes the other branch;
     numpy would print "divide by zero encountered in log" each time (``np.errstate`` holds per
     thread, unlike a warnings filter)."""
-    import numpy as np
-
     return np.errstate(divide="ignore")
 
 
@@ -126,7 +129,7 @@ def calibrate_noise_multiplier(
     orders)."""
     if accountant == "pld":
         return _pld_calibrate(float(target_epsilon), float(delta)) * math.sqrt(int(releases))
-    from opacus.accountants.utils import get_noise_multiplier
+    from opacus.accountants.utils import get_noise_multiplier  # opacus: DP-SGD only
 
     with warnings.catch_warnings(), _prv_quiet():
         warnings.filterwarnings("ignore", message="Optimal order is the")
@@ -288,7 +291,7 @@ class PrivacyLedger:
             history = [(e.noise_multiplier, e.sample_rate, e.count) for e in gauss]
             if self.accountant == "pld":
                 return eps + _pld_epsilon(history, delta) + self._claimed(party)
-            from opacus.accountants import create_accountant
+            from opacus.accountants import create_accountant  # opacus: DP-SGD only
 
             acc = create_accountant(self.accountant)
             acc.history = history

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
+from blake3 import blake3
 
 from testbed.errors import DataError, TestbedError
 from testbed.exchange.envelope import Envelope, envelope_record
@@ -238,8 +239,6 @@ _MAC = 32  # bytes of the keyed hash in front of every spilled header
 
 
 def mac(key: bytes, data: bytes) -> bytes:
-    from blake3 import blake3
-
     return blake3(data, key=key).digest()
 
 

@@ -22,8 +22,11 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from testbed.errors import ScenarioError
 from testbed.exchange.bus import Bus
+from testbed.exchange.engines.pool import InProcessEngineConfig, PoolBus, resolve_workers
 
 __all__ = ["ENGINES", "open_bus", "open_reference_bus", "reference_engine"]
 
@@ -34,8 +37,6 @@ def _engine_config(cls, params: Mapping[str, Any]):
     try:
         return cls(**params)
     except Exception as exc:  # pydantic ValidationError -> one line naming the field
-        from pydantic import ValidationError
-
         if not isinstance(exc, ValidationError):
             raise
         err = exc.errors()[0]
@@ -56,8 +57,6 @@ def open_bus(
     run directory, where the Ray engine keeps its session files."""
     params = dict(params or {})
     if engine == "inprocess":
-        from testbed.exchange.engines.pool import InProcessEngineConfig, PoolBus, resolve_workers
-
         cfg = _engine_config(InProcessEngineConfig, params)
         workers = resolve_workers(cfg.workers, bus_kwargs.get("parties"))
         if workers == 1:
@@ -72,7 +71,10 @@ def open_bus(
         bus.close()
         return
     if engine == "ray":
-        from testbed.exchange.engines.ray_bus import RayBus, RayEngineConfig
+        from testbed.exchange.engines.ray_bus import (  # ray: the ray engine only
+            RayBus,
+            RayEngineConfig,
+        )
 
         cfg = _engine_config(RayEngineConfig, params)
         bus = RayBus(config=cfg, run_dir=run_dir, **bus_kwargs)

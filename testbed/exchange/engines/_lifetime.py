@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import multiprocessing as mp
 import os
 import signal
 import threading
@@ -24,8 +25,6 @@ _PR_SET_PDEATHSIG = 1
 
 def tie_to_parent(poll_seconds: float = 0.5) -> None:
     """End this process (SIGKILL) as soon as its parent process is gone."""
-    import multiprocessing as mp
-
     proc = mp.parent_process()  # the pid that started us (a spawn child knows it)
     parent = proc.pid if proc is not None and proc.pid else os.getppid()
     try:

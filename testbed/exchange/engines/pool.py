@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from multiprocessing import connection as mp_connection
@@ -31,6 +32,7 @@ from testbed.errors import EngineCallError, TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.engines._batch import in_call_order, run_in_order
 from testbed.registry import PluginConfig
+from testbed.threads import limit_blas_threads
 
 __all__ = [
     "AUTO_MIN_ROWS",
@@ -123,8 +125,6 @@ def resolve_workers(workers: int | str, parties: Mapping[str, Any] | None) -> in
 def _stdout_to_stderr() -> None:
     """What the protocol's code prints (``print`` or a write to descriptor 1) goes to stderr:
     stdout carries only the testbed's own output (the summary, paths), which scripts read."""
-    import sys
-
     try:
         sys.stdout.flush()
     except (OSError, ValueError, AttributeError):
@@ -139,7 +139,7 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     process group: the driver stops its workers itself, so a worker ignores it. The worker
     leads a process group of its own, so that :meth:`PoolBus.close` can end whatever a party's
     code forked in it (a forked process holds a copy of the party's data)."""
-    from testbed.exchange.engines._lifetime import tie_to_parent
+    from testbed.exchange.engines._lifetime import tie_to_parent  # lazy: validate imports pool
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -149,8 +149,6 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
     tie_to_parent()  # a killed driver leaves no worker behind
     _stdout_to_stderr()  # a party's prints stay off the testbed's output
     if blas_threads is not None:  # the driver's BLAS threading: same floating point, and k
-        from testbed.threads import limit_blas_threads  # workers do not each start a pool
-
         limit_blas_threads(blas_threads)
     while True:
         batch = conn.recv()
@@ -220,9 +218,10 @@ class PoolBus(Bus):
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         # POT (and the torch it imports) once, here, before the fork: the workers solve, and
         # each would otherwise import it on its own (seconds of CPU, and memory not shared)
-        import ot  # noqa: F401
 
-        from testbed.exchange.engines.ray_bus import _driver_blas_threads
+        from testbed.exchange.engines.ray_bus import (
+            _driver_blas_threads,  # ray: the ray engine only
+        )
 
         threads = _driver_blas_threads()
         self._conns = []

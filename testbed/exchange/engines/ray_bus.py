@@ -24,6 +24,7 @@ A node, raylet or actor process that dies ends the call waiting on it with an
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -51,6 +52,7 @@ from testbed.exchange.engines.ray_cluster import (
 )
 from testbed.exchange.engines.raylet_watch import RayletWatch
 from testbed.registry import PluginConfig, check_parties
+from testbed.threads import limit_blas_threads
 
 __all__ = ["RayBus", "RayEngineConfig", "RaySession", "session_processes"]
 
@@ -120,7 +122,7 @@ def _ray():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     try:
-        import ray
+        import ray  # ray: optional engine
     except ImportError:
         raise TestbedError(
             "engine: ray is not installed; install the optional extra with pip install '.[ray]'"
@@ -271,14 +273,10 @@ class _PartyGroup:
     """Actor body: holds some parties' private data and runs functions on it."""
 
     def __init__(self, parties: Mapping[str, Any], blas_threads: int | None = None, preload=()):
-        import importlib
-
         for module in preload:
             importlib.import_module(module)
         self._parties = dict(parties)
         if blas_threads is not None:  # same BLAS threading as the driver: same floating point
-            from testbed.threads import limit_blas_threads
-
             limit_blas_threads(blas_threads)
 
     def run(self, party: str, fn, args, kwargs):
@@ -290,13 +288,13 @@ class _PartyGroup:
 
     def where(self) -> tuple[int, str, str]:
         """(pid, node id, node IP) of this actor."""
-        import ray
+        import ray  # ray: optional engine
 
         return os.getpid(), ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
 
 def _driver_blas_threads() -> int | None:
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info  # threadpoolctl: validate imports ray_bus
 
     counts = {i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"}
     return counts.pop() if len(counts) == 1 else None

@@ -14,6 +14,7 @@ the same Python and third-party packages (numpy, POT, ...) installed; docs/guide
 from __future__ import annotations
 
 import importlib.util
+import logging
 import math
 import os
 import re
@@ -91,8 +92,6 @@ def _reachable(address: str, source: str, timeout: float) -> None:
 def ray_verbosity() -> bool:
     """Whether Ray's own messages go to the terminal: only with ``--debug`` (which turns the
     ``testbed.engine`` logger to DEBUG), else the engine's one-line errors are all one sees."""
-    import logging
-
     return logging.getLogger("testbed.engine").isEnabledFor(logging.DEBUG)
 
 
@@ -105,9 +104,7 @@ def mute_error_listener() -> Callable[[], None]:
     Ray prints that channel from a thread of its own whatever ``log_to_driver`` says, through
     the module function ``ray._private.worker.print_to_stdstream``, looked up at each call: the
     only place to turn it (a private name; another Ray version without it prints as before)."""
-    import logging
-
-    from ray._private import worker
+    from ray._private import worker  # ray: optional engine
 
     original = getattr(worker, "print_to_stdstream", None)
     if original is None or ray_verbosity():
@@ -143,7 +140,7 @@ class ClusterConnection:
     owned = True  # the connection, not the cluster: stop() only disconnects
 
     def __init__(self, address: str, source: str, timeout: float, py_modules: Sequence[str]):
-        import ray
+        import ray  # ray: optional engine
 
         self.ray, self.address = ray, address
         _reachable(address, source, timeout)
