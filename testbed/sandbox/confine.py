@@ -31,7 +31,10 @@ import os
 import resource
 import select
 import signal
+import site
 import sys
+import sysconfig
+import tempfile
 from dataclasses import dataclass
 
 from testbed.sandbox import landlock
@@ -289,8 +292,6 @@ def _plain_environment(tmp: str) -> None:
     env = {k: os.environ[k] for k in keep if k in os.environ}
     os.environ.clear()
     os.environ.update(env, TMPDIR=tmp, HOME=tmp)
-    import tempfile
-
     tempfile.tempdir = tmp
 
 
@@ -359,9 +360,6 @@ def isolation_level() -> str:
 @functools.lru_cache(maxsize=1)
 def python_paths() -> tuple[str, ...]:
     """The Python installation: prefixes, standard library, site-packages, shared libraries."""
-    import site
-    import sysconfig
-
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(v for k, v in sysconfig.get_paths().items() if k not in ("data", "scripts"))
     # the installation's site folders, from its prefixes: never from sys.path, which a .pth

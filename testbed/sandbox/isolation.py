@@ -39,11 +39,15 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from multiprocessing import forkserver, resource_tracker
 from typing import Any
+
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import PublicInfo, View
 from testbed.plugin_source import NotOnPath, Source, load, locate, refusal
+from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
 from testbed.sandbox.codec import (
     MAX_RESULT_DEPTH,
     NestingError,
@@ -124,8 +128,6 @@ def _thread_limits() -> dict[str, int]:
     """The driver's thread counts (BLAS, OpenMP, torch), so the child computes as the driver
     would: a forked child does not inherit threadpoolctl's limits, and two-thread BLAS or torch
     on a loaded 2-core machine is many times slower than one thread (testbed/threads.py)."""
-    from threadpoolctl import threadpool_info
-
     out: dict[str, int] = {}
     for lib in threadpool_info():
         api = lib.get("user_api")
@@ -137,13 +139,11 @@ def _thread_limits() -> dict[str, int]:
 
 
 def _apply_thread_limits(limits: dict[str, int]) -> None:
-    from threadpoolctl import threadpool_limits
-
     for api in ("blas", "openmp"):
         if api in limits:
             threadpool_limits(limits=limits[api], user_api=api)
     if "torch" in limits:
-        import torch
+        import torch  # torch: only when the attack limits it
 
         torch.set_num_threads(limits["torch"])
 
@@ -179,8 +179,6 @@ def _own_descriptors(conn, tmp: str) -> None:
     keep = conn.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 20)
-    from multiprocessing import resource_tracker
-
     # its descriptor number is closed now (and may be reused by a file the attack opens): the
     # tracker starts afresh, inside the sandbox, if the attack ever needs one
     resource_tracker._resource_tracker._fd = None
@@ -256,8 +254,6 @@ def _context():
         # pytest's) and never the driver's data; each attack forks from it. The plugin packages
         # import no module themselves, so the server imports each module and POT (which the
         # plugins import at their first solve) by name.
-        from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
-
         ctx.set_forkserver_preload(
             [
                 "testbed.sandbox.isolation",
@@ -281,8 +277,6 @@ def _server_end() -> str:
     """How the attacks' forkserver ended ("the attacks' forkserver process (pid 4711) was
     killed by SIGKILL"), or "" while it lives. The dead server is left unreaped (``WNOWAIT``):
     multiprocessing reaps it and starts a new one for the next attack."""
-    from multiprocessing import forkserver
-
     pid = forkserver._forkserver._forkserver_pid
     info = None
     for _ in range(100):  # its pipe ends as it exits: it is a zombie a moment later
@@ -324,8 +318,6 @@ def _where(cls, name: str) -> tuple[Source, str, type | None]:
     path the testbed started with, and travels as a reference that its process imports first,
     as the driver did (a test module's own imports of its neighbours included). Never from what
     the loaded module says of itself (its ``__path__``, ``__file__``)."""
-    from testbed.registry import ATTACKS
-
     found = ATTACKS.source(name, cls)
     if found is not None:  # found before it ran; a run may have been written there since
         why = refusal(found[0].read)

@@ -20,7 +20,7 @@ def warm() -> None:
     if "joblib" not in sys.modules:  # the attacks do not use it: nothing to ask
         return
     try:
-        from joblib import cpu_count
+        from joblib import cpu_count  # joblib: only if an attack loaded it
 
         with warnings.catch_warnings():  # where lscpu fails here too, loky caches "not found"
             warnings.simplefilter("ignore")  # and falls back to the logical count, silently
