@@ -219,7 +219,7 @@ class _SklearnSet(DatasetPlugin):
     n_classes: int
 
     def load(self, rng):
-        import sklearn.datasets as skd
+        import sklearn.datasets as skd  # sklearn: validate imports datasets
 
         bunch = getattr(skd, self.loader)()
         X = bunch.data.astype(np.float64)

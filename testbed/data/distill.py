@@ -30,11 +30,14 @@ Partitioner ``distill_split``
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from pydantic import Field, ValidationInfo, model_validator
 
 from testbed.data.datasets import Dataset, DatasetPlugin
 from testbed.data.partitions import DirichletConfig, DirichletLabel, PartitionerPlugin, PartyRows
+from testbed.data.text import Word2VecParams, word2vec
 from testbed.errors import DataError
 from testbed.registry import DATASETS, PARTITIONERS, PluginConfig, check_parties, scenario_parties
 
@@ -57,9 +60,7 @@ VALENCE_AROUSAL = {
 
 
 def vader_lexicon_path() -> str:
-    import os
-
-    import vaderSentiment
+    import vaderSentiment  # vaderSentiment: the sentiment data only
 
     return os.path.join(os.path.dirname(vaderSentiment.__file__), "vader_lexicon.txt")
 
@@ -98,8 +99,6 @@ class VaderLexicon(DatasetPlugin):
     Config = VaderConfig
 
     def load(self, rng):
-        from testbed.data.text import Word2VecParams, word2vec
-
         cfg = self.config
         # the shared, deterministic, disk-cached Lee-corpus Word2Vec (testbed.data.text)
         wv = word2vec(

@@ -85,7 +85,7 @@ def augment(X: np.ndarray, y: np.ndarray, covariance: Covariance = "diagonal") -
 def _label_cost(
     s1: dict, s2: dict, label_cost: str
 ) -> tuple[dict[int, int], dict[int, int], np.ndarray]:
-    from ot.gaussian import bures_distance
+    from ot.gaussian import bures_distance  # ot: validate imports otdd
 
     c1, c2 = sorted(s1), sorted(s2)
     L = np.zeros((len(c1), len(c2)))

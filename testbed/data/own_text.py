@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from testbed.data.datasets import Dataset, DatasetPlugin
-from testbed.data.text import Word2VecParams
+from testbed.data.text import Word2VecParams, document_words, train_word2vec
 from testbed.errors import DataError
 from testbed.registry import DATASETS, PluginConfig
 
@@ -203,7 +203,7 @@ class TextDocumentsConfig(PluginConfig):
 
 
 def _load_vectors(path: str, fmt: str, limit: int | None):
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # gensim: word data only
 
     try:
         fmt = vectors_format(path, fmt)
@@ -227,9 +227,7 @@ class TextDocuments(DatasetPlugin):
     Config = TextDocumentsConfig
 
     def load(self, rng):
-        from gensim.utils import simple_preprocess
-
-        from testbed.data.text import document_words, train_word2vec
+        from gensim.utils import simple_preprocess  # gensim: word data only
 
         c = self.config
         docs = [tuple(simple_preprocess(d)) for d in corpus_documents(c.corpus)]

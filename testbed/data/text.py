@@ -60,8 +60,8 @@ def _stable_hash(s: str) -> int:
 @functools.lru_cache(maxsize=1)
 def lee_corpus() -> tuple[tuple[str, ...], ...]:
     """The Lee background corpus, tokenised with gensim's ``simple_preprocess``."""
-    from gensim.test.utils import datapath
-    from gensim.utils import simple_preprocess
+    from gensim.test.utils import datapath  # gensim: word data only
+    from gensim.utils import simple_preprocess  # gensim: word data only
 
     with open(datapath("lee_background.cor"), encoding="utf-8", errors="replace") as f:
         return tuple(tuple(simple_preprocess(line)) for line in f)
@@ -71,7 +71,7 @@ def _cache_path(key: str) -> Path:
     """Where the model for ``key`` is cached: named by its parameters and by gensim's version,
     since the vectors depend on gensim's training code too (a model an older install left in the
     cache gave figures a fresh machine did not reproduce: docs/findings/findings.md)."""
-    import gensim
+    import gensim  # gensim: word data only
 
     digest = hashlib.sha256(f"{key} gensim {gensim.__version__}".encode()).hexdigest()[:16]
     return cache_dir() / "word2vec" / f"lee-{digest}.kv"
@@ -79,7 +79,7 @@ def _cache_path(key: str) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def _word2vec(key: str):
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # gensim: word data only
 
     params = Word2VecParams(**json.loads(key))
     path = _cache_path(key)
@@ -96,7 +96,7 @@ def _word2vec(key: str):
 def train_word2vec(docs, params: Word2VecParams | dict | None = None):
     """gensim KeyedVectors of a Word2Vec trained on ``docs`` (token sequences), reproducibly:
     seeded, one worker, a fixed hash function."""
-    from gensim.models import Word2Vec
+    from gensim.models import Word2Vec  # gensim: word data only
 
     p = params if isinstance(params, Word2VecParams) else Word2VecParams(**(params or {}))
     model = Word2Vec(
@@ -118,7 +118,7 @@ def keyed_vectors(public_extra):
     parameters name (``word2vec``); None for a dataset that is not text."""
     own = public_extra.get("word_vectors")
     if own is not None:
-        from gensim.models import KeyedVectors
+        from gensim.models import KeyedVectors  # gensim: word data only
 
         vectors = np.asarray(own["vectors"], dtype=np.float32)
         kv = KeyedVectors(vector_size=vectors.shape[1], count=0, dtype=np.float32)
@@ -136,7 +136,7 @@ def word2vec(params: Word2VecParams | dict | None = None):
 
 def document_words(doc: tuple[str, ...], wv) -> list[str]:
     """Distinct in-vocabulary non-stop words of a document, in order of first appearance."""
-    from gensim.parsing.preprocessing import STOPWORDS
+    from gensim.parsing.preprocessing import STOPWORDS  # gensim: word data only
 
     seen: dict[str, None] = {}
     for w in doc:

@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from testbed.data.datasets import PartyData
+from testbed.data.otdd import augment
 from testbed.registry import TRANSFORMS, Plugin, PluginConfig
 
 __all__ = ["OtddAugment", "Scale", "Transform"]
@@ -65,8 +66,6 @@ class OtddAugment(Transform):
     Config = OtddAugmentConfig
 
     def apply(self, party: PartyData) -> PartyData:
-        from testbed.data.otdd import augment
-
         X = augment(party.X, party.y, self.config.covariance)
         X.setflags(write=False)
         return PartyData(party.name, X, party.y, party.source_index)
