@@ -9,6 +9,7 @@ import inspect
 import re
 import textwrap
 
+import testbed.api as api
 from testbed.contract import declared_hooks
 from testbed.registry import ATTACKS, DATASETS, DEFENSES, PARTITIONERS, PROTOCOLS, TRANSFORMS
 
@@ -131,8 +132,6 @@ def api_reference() -> str:
     """docs/reference/api.md's body: every name of :mod:`testbed.api`, what it is, its signature and the
     first paragraph of its docstring; for the classes a plugin receives (not the base classes,
     which docs/guide/plugins.md's contract table lists), their fields and methods."""
-    import testbed.api as api
-
     bases = {reg.base() for reg in (PROTOCOLS, ATTACKS, DEFENSES, DATASETS, PARTITIONERS)}
     out = []
     for name in api.__all__:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from testbed.exchange.envelope import EAVESDROPPER, route_visible_to
 from testbed.registry import BUILTIN, PROTOCOLS
+from testbed.testing.protocol_checks import _scenario_source, protocol_run
 
 __all__ = ["observer_table", "observer_tables"]
 
@@ -58,8 +59,6 @@ OTHER_SETTINGS: dict[str, tuple[dict, ...]] = {
 def _runs(cls) -> list[tuple[str, object]]:
     """``(setting, run)``: the contract run ("" for its own setting), then one run per
     :data:`OTHER_SETTINGS` entry of the protocol."""
-    from testbed.testing.protocol_checks import _scenario_source, protocol_run
-
     out = [("", protocol_run(cls))]
     raw, _, _ = _scenario_source(cls, None)
     for params in OTHER_SETTINGS.get(cls.name, ()):

@@ -33,7 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from pydantic_core import to_jsonable_python
+
 from testbed.errors import TestbedError, UnknownPluginError
+from testbed.plugins.contract_table import api_reference, contract_table
+from testbed.plugins.observers import observer_tables
 from testbed.registry import (
     ATTACKS,
     BUILTIN,
@@ -123,8 +127,6 @@ def _constraints(field) -> list[str]:
 def params_of(config: type) -> list[dict[str, Any]]:
     """One record per field of a plugin's ``Config``: ``name``, ``type``, ``required``,
     ``default`` (JSON; absent when required), ``constraints`` and ``description``."""
-    from pydantic_core import to_jsonable_python
-
     out = []
     for name, f in config.model_fields.items():
         rec: dict[str, Any] = {"name": name, "type": _type_name(f.annotation)}
@@ -312,9 +314,6 @@ def describe_kind(kind: str, name: str) -> list[dict[str, Any]]:
 
 def generated_blocks() -> dict[str, Callable[[], str]]:
     """Block name (the marker's) -> the function that renders it."""
-    from testbed.plugins.contract_table import api_reference, contract_table
-    from testbed.plugins.observers import observer_tables
-
     return {
         "attacks": _attacks_table,
         "defenses": _defenses_table,

@@ -10,11 +10,14 @@ scenario. The protocol and defense examples are the ones docs/guide/plugins.md w
 
 from __future__ import annotations
 
+import importlib.util
+import keyword
 import re
 import secrets
 from pathlib import Path
 
 from testbed.errors import TestbedError
+from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
 
 __all__ = ["new_attack", "new_defense", "new_protocol"]
 
@@ -145,11 +148,6 @@ def _check_free(cmd: str, name: str) -> None:
     """Refuse a NAME the package could not carry: a Python keyword (``import class`` fails), a
     module Python already finds (the package would shadow it, or be shadowed by it), or the name
     of a registered plugin of that kind (the registry refuses a second one)."""
-    import importlib.util
-    import keyword
-
-    from testbed.registry import ATTACKS, DEFENSES, PROTOCOLS
-
     if keyword.iskeyword(name) or keyword.issoftkeyword(name):
         raise TestbedError(f"{cmd}: NAME {name!r} is a Python keyword; pick another name")
     kind = cmd.removeprefix("new-")

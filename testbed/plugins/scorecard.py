@@ -26,10 +26,22 @@ import numpy as np
 import yaml
 
 from testbed.errors import TestbedError
+from testbed.plugins.scorecard_tables import defended_by, leak_tables
 from testbed.plugins.threats import threat_models
+from testbed.registry import ATTACKS, PROTOCOLS, plugin_phase
+from testbed.report import writer  # the module: tests replace writer.write_report
+from testbed.report.doc import Doc
+from testbed.report.fmt import fmt
+from testbed.run import execute
+from testbed.run.rerun import rerun_attacks
+from testbed.run.results import jsonable, write_json
+from testbed.run.rundir import check_creatable
+from testbed.scenario.loading import load_scenario, parse_scenario
 from testbed.scoring.coalition import apply_coalition_rule, rank
 from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, RECORD, verdict
 from testbed.scoring.vocabulary import NO_ATTACK_APPLIES, NOT_MEASURED, record_test
+from testbed.testing import disguise  # the module: tests replace disguise_findings
+from testbed.testing.protocol_checks import ProtocolRun, private_row_findings, protocol_scenario
 
 __all__ = ["Scorecard", "scorecard", "threat_models"]
 
@@ -185,10 +197,6 @@ class Scorecard:
 def _scenario(target: str):
     """The scenario to score: a scenario file as written, or a protocol's contract scenario;
     guard in record mode, transcript saved, no attacks of its own."""
-    from testbed.registry import PROTOCOLS
-    from testbed.scenario.loading import load_scenario, parse_scenario
-    from testbed.testing.protocol_checks import protocol_scenario
-
     path = Path(target)
     if path.suffix in (".yaml", ".yml") or path.is_file():
         sc = load_scenario(path)
@@ -205,8 +213,6 @@ def _scenario(target: str):
     if not path.is_file() and raw.get("membership") is None:
         # a protocol name: add a small membership-candidate pool so membership attacks have
         # candidates; kept only when the scenario's data allow it
-        from testbed.run import execute
-
         with_pool = {**raw, "membership": {"members": 10, "nonmembers": 10}}
         try:
             pooled = parse_scenario(yaml.safe_dump(with_pool, sort_keys=False), where, base)
@@ -247,8 +253,6 @@ def _attack_rows(
     """Every applicable attack under one threat model; an attack that fails is recorded (one
     line) and the others still run. ``targets``: attacks run once per listed target (a
     membership attack on a protocol whose own experiment has candidates for those only)."""
-    from testbed.run.rerun import rerun_attacks
-
     inside = {tm["observer"], *tm["colluders"]}  # a party is never its own target
     aims = {n: [t for t in ts if t not in inside] for n, ts in (targets or {}).items()}
     names = [n for n in names if aims.get(n) != []]
@@ -311,8 +315,6 @@ def _applicable(protocol: str) -> tuple[list[str], list[tuple[str, str]]]:
     ``(name, one line)`` for an attack whose default config or constructor fails (an installed
     plugin's fault, caught as :class:`~testbed.registry.plugin_phase` catches any plugin code),
     so one broken package costs its own row of the card, not the card."""
-    from testbed.registry import ATTACKS, plugin_phase
-
     ok, broken = [], []
     for n, cls in ATTACKS.items():
         try:
@@ -333,13 +335,6 @@ def _applicable(protocol: str) -> tuple[list[str], list[tuple[str, str]]]:
 def scorecard(target: str, out: str | Path | None = None, progress: bool = False) -> Scorecard:
     """Run ``target`` (a protocol name or a scenario file) once and score every applicable
     attack under every threat model; write the scorecard into ``out``."""
-    from testbed.registry import ATTACKS, PROTOCOLS
-    from testbed.report.writer import write_report
-    from testbed.run import execute
-    from testbed.run.rundir import check_creatable
-    from testbed.testing.disguise import disguise_findings
-    from testbed.testing.protocol_checks import ProtocolRun, private_row_findings
-
     say = (lambda s: print(s, flush=True)) if progress else (lambda s: None)
     sc = _scenario(target)
     name = sc.protocol.name
@@ -355,7 +350,7 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
     run_dir = out_dir / "run"
     say(f"running {name} on {sc.name} ...")
     ran = execute(sc, run_dir)
-    write_report(run_dir)
+    writer.write_report(run_dir)
     world = ran.world
     parties = list(world.parties)
     roles = world.protocol.roles(world.parties)
@@ -376,7 +371,9 @@ def scorecard(target: str, out: str | Path | None = None, progress: bool = False
         for t, key in by_label.items()
     }
     coalitions = [(t["observer"], tuple(t["colluders"])) for t in threats if t["colluders"]]
-    hidden = disguise_findings(ProtocolRun(sc, world, ran.results, ran.transcript), coalitions)
+    hidden = disguise.disguise_findings(
+        ProtocolRun(sc, world, ran.results, ran.transcript), coalitions
+    )
     disguised = {
         t: [
             {k: getattr(f, k) for k in ("seq", "kind", "sender", "receiver", "party", "transform")}
@@ -450,11 +447,6 @@ def _defenses_acted(transcript) -> dict[str, dict[str, Any]]:
 
 
 def _write(card: Scorecard, results: dict) -> None:
-    from testbed.plugins.scorecard_tables import defended_by, leak_tables
-    from testbed.report.doc import Doc
-    from testbed.report.fmt import fmt
-    from testbed.run.results import jsonable, write_json
-
     doc = Doc()
     title = f"Privacy scorecard — {card.protocol} on {card.scenario}"
     doc.h(1, title)
