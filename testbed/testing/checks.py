@@ -36,6 +36,8 @@ scorecard show it).
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -45,10 +47,26 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from attacks._base import Attack, validate_outputs
+from defenses._base import Defense
+from protocols._base import Protocol
+from testbed.contract import misspelt_hooks
 from testbed.errors import TestbedError
-from testbed.exchange.bus import EAVESDROPPER, SERVER, PublicInfo, Transcript, View, payload_digest
+from testbed.exchange.bus import (
+    EAVESDROPPER,
+    SERVER,
+    Envelope,
+    PublicInfo,
+    Transcript,
+    View,
+    payload_digest,
+)
+from testbed.exchange.envelope import defended_by
+from testbed.exchange.ledger import PrivacyLedger
 from testbed.measure import Measure
 from testbed.registry import Plugin
+from testbed.run import execute
+from testbed.scenario.loading import load_scenario
 
 __all__ = [
     "ATTACK_CHECKS",
@@ -97,9 +115,6 @@ def contract_scenario(protocol: str) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _fixture_from_path(path: str) -> PluginFixture:
-    from testbed.run import execute
-    from testbed.scenario.loading import load_scenario
-
     sc = load_scenario(path)
     run = execute(sc, until="results", write=False)
     world, results, tr = run.world, run.results, run.transcript
@@ -125,8 +140,6 @@ def resolve_contract_scenario(cls, path: str | Path, explicit: bool = False) -> 
     to the module that defines ``cls`` and in its parent directories up to the one holding a
     ``pyproject.toml`` (the plugin's package), then the current directory; for a ``scenario=``
     argument (``explicit``), the current directory first; last, the testbed's ``scenarios/``."""
-    import inspect
-
     path = Path(path)
     if path.is_absolute():
         if not path.is_file():
@@ -204,8 +217,6 @@ def _padded_view(fx: PluginFixture, observer: str) -> View:
 
 def _digest_any(x: Any) -> str:
     """Hash of a view/public-info value, including nested dicts and lists."""
-    import hashlib
-
     h = hashlib.sha256()
 
     def rec(v):
@@ -320,8 +331,6 @@ def check_same_seed_same_output(cls, fixture=None) -> None:
 
 
 def check_output_schema_valid(cls, fixture=None) -> None:
-    from attacks._base import validate_outputs
-
     fx = _fixture_for(cls, fixture)
     attack = cls(cls.Config())
     kinds = cls.output_kinds
@@ -355,9 +364,6 @@ def _defended(cls, fixture):
 
 
 def check_returns_new_envelope(cls, fixture=None) -> None:
-    from testbed.exchange.bus import Envelope
-    from testbed.exchange.ledger import PrivacyLedger
-
     defense, envs = _defended(cls, fixture)
     for e in envs:
         out = defense.on_send(e, np.random.default_rng(0), PrivacyLedger())
@@ -366,8 +372,6 @@ def check_returns_new_envelope(cls, fixture=None) -> None:
 
 
 def check_does_not_mutate_envelope(cls, fixture=None) -> None:
-    from testbed.exchange.ledger import PrivacyLedger
-
     defense, envs = _defended(cls, fixture)
     for e in envs:
         before = (payload_digest(e.payload), e.digest, _digest_any(dict(e.meta)), e.kind)
@@ -377,8 +381,6 @@ def check_does_not_mutate_envelope(cls, fixture=None) -> None:
 
 
 def check_defense_same_seed(cls, fixture=None) -> None:
-    from testbed.exchange.ledger import PrivacyLedger
-
     defense, envs = _defended(cls, fixture)
     for e in envs:
         a = defense.on_send(e, np.random.default_rng(5), PrivacyLedger())
@@ -389,8 +391,6 @@ def check_defense_same_seed(cls, fixture=None) -> None:
 def _changed(cls, fixture):
     """``(envelope, what on_send made of it)`` for every fixture envelope whose payload the
     defense changed (seed 0)."""
-    from testbed.exchange.ledger import PrivacyLedger
-
     defense, envs = _defended(cls, fixture)
     out = []
     for e in envs:
@@ -412,8 +412,6 @@ def check_changes_some_message(cls, fixture=None) -> None:
 
 
 def check_marks_changed_messages(cls, fixture=None) -> None:
-    from testbed.exchange.envelope import defended_by
-
     _, changed = _changed(cls, fixture)
     for e, new in changed:
         assert cls.name in defended_by(new.meta), (
@@ -426,11 +424,6 @@ def check_marks_changed_messages(cls, fixture=None) -> None:
 def check_no_misspelt_hooks(cls, fixture=None) -> None:
     """No public name of the plugin is a near miss of a hook its base class declares (a
     misspelt hook is otherwise silently ignored; registration refuses it too)."""
-    from attacks._base import Attack
-    from defenses._base import Defense
-    from protocols._base import Protocol
-    from testbed.contract import misspelt_hooks
-
     base = next(b for b in (Protocol, Attack, Defense, Plugin) if issubclass(cls, b))
     bad = misspelt_hooks(cls, base)
     assert not bad, "; ".join(
@@ -466,9 +459,6 @@ DEFENSE_CHECKS: dict[str, Check] = {
 
 
 def _kind_of(cls) -> str:
-    from attacks._base import Attack
-    from defenses._base import Defense
-
     if issubclass(cls, Attack):
         return "attack"
     if issubclass(cls, Defense):

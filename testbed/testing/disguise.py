@@ -26,8 +26,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from testbed.exchange.payload import iter_arrays
+from testbed.scoring.records import EXACT_RECOVERY_REL_TOL
+from testbed.scoring.transforms import _min_rows, best_fit
 
 __all__ = ["DISGUISE_REL_TOL", "DisguiseFinding", "disguise_findings", "disguised_rows"]
 
@@ -79,8 +82,6 @@ def _blocks(payload, meta, d: int) -> Iterator[tuple[str, np.ndarray]]:
 
 
 def _hits(M: np.ndarray, X: np.ndarray, tol: float) -> int:
-    from scipy.spatial import cKDTree
-
     M = M[np.all(np.isfinite(M), axis=1)]
     if len(M) == 0:
         return 0
@@ -91,9 +92,6 @@ def _hits(M: np.ndarray, X: np.ndarray, tol: float) -> int:
 def disguised_rows(R: np.ndarray, X: np.ndarray) -> tuple[str, int] | None:
     """``(transform, rows recovered)`` when the block ``R`` is a near copy, or a similarity or
     affine image, of the private rows ``X`` (see the module docstring); else None."""
-    from testbed.scoring.records import EXACT_RECOVERY_REL_TOL
-    from testbed.scoring.transforms import _min_rows, best_fit
-
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     norm = float(np.median(np.linalg.norm(X, axis=1)))
@@ -216,8 +214,6 @@ def _not_exempt(private, exempt) -> dict[str, np.ndarray]:
 
 
 def _nn_rows(M: np.ndarray, X: np.ndarray) -> np.ndarray:
-    from scipy.spatial import cKDTree
-
     return cKDTree(M).query(X)[0]
 
 

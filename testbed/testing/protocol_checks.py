@@ -40,7 +40,19 @@ import yaml
 
 from testbed.errors import TestbedError
 from testbed.exchange.bus import EAVESDROPPER, SERVER, Transcript
-from testbed.testing.checks import COMMON_CHECKS
+from testbed.exchange.guard import GuardFinding
+from testbed.registry import PROTOCOLS
+from testbed.run import execute
+from testbed.run.exchange import world_guard
+from testbed.scenario.loading import parse_scenario
+from testbed.testing import disguise  # the module: tests replace disguise_findings
+from testbed.testing.checks import (
+    COMMON_CHECKS,
+    _collect,
+    _same,
+    contract_scenario,
+    resolve_contract_scenario,
+)
 
 __all__ = [
     "PROTOCOL_CHECKS",
@@ -84,8 +96,6 @@ class ProtocolRun:
 
 def _scenario_source(cls, scenario) -> tuple[dict, str, str]:
     """(raw scenario dict, where it came from, base dir)."""
-    from testbed.testing.checks import contract_scenario, resolve_contract_scenario
-
     if isinstance(scenario, Mapping):
         return dict(scenario), f"<{cls.name} contract scenario>", "."
     if scenario is not None:
@@ -104,9 +114,6 @@ def protocol_scenario(cls, scenario: str | Path | Mapping | None = None):
     """The validated contract scenario of ``cls``: its protocol is ``cls`` (the scenario's own
     params are kept when it already names ``cls``), the guard records instead of stopping, no
     attacks, no sweep."""
-    from testbed.registry import PROTOCOLS
-    from testbed.scenario.loading import parse_scenario
-
     if cls.name not in PROTOCOLS or PROTOCOLS.get(cls.name) is not cls:
         raise TestbedError(
             f"protocol {cls.__qualname__} is not registered as {cls.name!r}: install its package "
@@ -125,16 +132,12 @@ def protocol_scenario(cls, scenario: str | Path | Mapping | None = None):
 
 
 def _run(sc) -> ProtocolRun:
-    from testbed.run import execute
-
     run = execute(sc, until="results", write=False)
     return ProtocolRun(sc, run.world, run.results, run.transcript)
 
 
 @functools.lru_cache(maxsize=16)
 def _cached_run(cls, text: str, where: str, base: str) -> ProtocolRun:
-    from testbed.scenario.loading import parse_scenario
-
     return _run(parse_scenario(text, where, base))
 
 
@@ -151,9 +154,6 @@ def private_row_findings(run: ProtocolRun, coalitions=()) -> dict[str, list]:
     ``"observer+colluder+..."``); plus, for every observer, what the run's guard found in the
     protocol's released values (everyone receives them). The guard is the testbed's
     (:func:`testbed.run.exchange.world_guard`): one index for every observer."""
-    from testbed.exchange.guard import GuardFinding
-    from testbed.run.exchange import world_guard
-
     guard = world_guard(run.world, mode="record")
     fields = GuardFinding.__dataclass_fields__
     released = [
@@ -218,8 +218,6 @@ def check_deterministic(cls, scenario=None) -> None:
             f"two runs with seed {first.scenario.seed} give different transcripts ({diff}): "
             "draw randomness only from the rng run() receives"
         )
-    from testbed.testing.checks import _same
-
     assert _same(dict(first.results["estimates"]), dict(second.results["estimates"])), (
         f"two runs with seed {first.scenario.seed} give different estimates"
     )
@@ -247,11 +245,9 @@ def check_declared_kinds_only(cls, scenario=None) -> None:
 
 
 def check_no_private_rows(cls, scenario=None) -> None:
-    from testbed.testing.disguise import disguise_findings
-
     run = protocol_run(cls, scenario)
     found = {o: f for o, f in private_row_findings(run).items() if f}
-    disguised = {o: f for o, f in disguise_findings(run).items() if f}
+    disguised = {o: f for o, f in disguise.disguise_findings(run).items() if f}
     said = []
     if found:
         lines = [f"observer {o}: {len(f)} message(s), e.g. {f[0].line()}" for o, f in found.items()]
@@ -290,7 +286,5 @@ def check_protocol(
 ) -> dict[str, str]:
     """Run every protocol check; raise AssertionError naming each unexpected failure (and each
     check listed in ``expected_failures`` that passed). Returns ``{check: "passed" | "xfail"}``."""
-    from testbed.testing.checks import _collect
-
     _scenario_source(cls, scenario)  # a scenario not found: one error, not one per check
     return _collect(cls, protocol_checks(cls, scenario), expected_failures, "protocol contract")
