@@ -29,11 +29,11 @@ def _order(scope: str) -> tuple[float, int]:
 
 def _epsilon_figures(party: str, rows: list[dict]):
     """(plotly figure, png bytes) of ε̂ per observer and rounds, with the claim dashed."""
-    import matplotlib
+    import matplotlib  # matplotlib: only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import plotly.graph_objects as go
+    import matplotlib.pyplot as plt  # matplotlib: only when a figure is drawn
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     scopes = sorted({r["rounds"] for r in rows}, key=_order)
     fig = go.Figure()
@@ -67,11 +67,11 @@ def _epsilon_figures(party: str, rows: list[dict]):
 
 
 def _reconstruction_figures(rows: list[dict]):
-    import matplotlib
+    import matplotlib  # matplotlib: only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import plotly.graph_objects as go
+    import matplotlib.pyplot as plt  # matplotlib: only when a figure is drawn
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     labels = [
         f"{r['attack']} → {r['target']}" + (f" ({r['setting']})" if "setting" in r else "")

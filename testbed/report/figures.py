@@ -192,7 +192,7 @@ def tradeoff_figure(
     (``selector`` its caption) switches between them. Hover = the cell, the legend toggles
     protocols (and curves of target epsilons: :func:`~testbed.report.curves.curve_of`), the
     Pareto front is dashed."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     series = sorted({curve_of(k)[0] for k in agg})
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(series)}
@@ -276,7 +276,7 @@ def _nested(flat: dict) -> dict:
 
 
 def error_by_setting_figure(agg, err_key: str, err_label: str | None = None):
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     keys = [
         k for k in settings_in_order(agg) if err_key in agg[k] and math.isfinite(agg[k][err_key][0])

@@ -7,6 +7,7 @@ import html
 import math
 import re
 
+from testbed.errors import TestbedError
 from testbed.report.doc import Doc
 from testbed.report.figures import View, tradeoff_figure
 from testbed.report.fmt import fmt, pct
@@ -20,6 +21,8 @@ from testbed.report.model import (
     series_of,
     setting_name,
 )
+from testbed.report.population import population
+from testbed.run.manifest import signing_key_id
 from testbed.scoring.vocabulary import (
     MEASURED,
     NO_ATTACK_APPLIED,
@@ -57,9 +60,6 @@ def title_section(doc: Doc, data: ReportData) -> None:
 
 def signature_status(run_dir) -> str:
     """Whether the run is signed, and with which key (``testbed verify --pubkey`` checks who)."""
-    from testbed.errors import TestbedError
-    from testbed.run.manifest import signing_key_id
-
     try:
         key = signing_key_id(run_dir)
     except TestbedError as exc:
@@ -99,8 +99,6 @@ def attack_status(rows: list[dict]) -> list[str]:
 def headline_section(doc: Doc, data: ReportData) -> None:
     """The headline beside the frontier of its leakage metric (the first screen)."""
     lead, err_key = data.lead, data.err_key
-    from testbed.report.population import population
-
     crowds = {s: pop for s in data.protocols if (pop := population(data, s)) is not None}
     head_html, head_md = headline(data.rows, data.agg, err_key, lead, data.err_label, crowds)
     # many parties: their distribution first in the figure column, the frontier (where there

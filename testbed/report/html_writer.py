@@ -152,7 +152,7 @@ def render_html(parts: list[tuple[str, Any]], title: str) -> str:
             )
     script = ""
     if any(kind == "plot" for kind, _ in parts):
-        from plotly.offline import get_plotlyjs
+        from plotly.offline import get_plotlyjs  # plotly: only when a figure is drawn
 
         # the library once per page, inline: the file works offline and asks no server
         script = f'<script type="text/javascript">{get_plotlyjs()}</script>'

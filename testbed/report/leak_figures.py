@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 import math
 
+import numpy as np
+
 from testbed.report.fmt import plotly_text
 
 __all__ = ["cloud_figure", "digits_figure", "histogram_figure", "roc_figure", "words_html"]
@@ -14,8 +16,7 @@ __all__ = ["cloud_figure", "digits_figure", "histogram_figure", "roc_figure", "w
 
 def digits_figure(ev: dict, title: str):
     """Private 8x8 digits (top) and their nearest reconstructions (bottom), one heatmap."""
-    import numpy as np
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     side = int(ev["image_side"])
     orig, rec = np.asarray(ev["orig"]), np.asarray(ev["recon"])
@@ -67,8 +68,7 @@ def digits_figure(ev: dict, title: str):
 
 
 def cloud_figure(ev: dict, title: str):
-    import numpy as np
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     p, r = np.asarray(ev["cloud_private"]), np.asarray(ev["cloud_recon"])
     ex = np.asarray(ev.get("pca_explained", [math.nan, math.nan]))
@@ -104,8 +104,7 @@ def cloud_figure(ev: dict, title: str):
 
 def roc_figure(ev: dict, title: str):
     """Membership ROC on log axes, floored at one over the non-members (the smallest FPR)."""
-    import numpy as np
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     floor = 1.0 / max(int(ev.get("n_nonmembers", 100)), 1)
     fig = go.Figure()
@@ -141,7 +140,7 @@ def roc_figure(ev: dict, title: str):
 
 
 def histogram_figure(ev: dict, title: str):
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     labels = [str(i) for i in range(len(ev["inferred"]))]
     fig = go.Figure(

@@ -14,21 +14,21 @@ import textwrap
 
 import numpy as np
 
+from testbed.report.static_figures import render
+
 __all__ = ["cloud_png", "digits_png", "histogram_png", "roc_png", "words_png"]
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # matplotlib: only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: only when a figure is drawn
 
     return plt
 
 
 def _png(fig) -> dict[str, bytes]:
-    from testbed.report.static_figures import render
-
     return render(fig)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 __all__ = ["md_escape", "md_path", "render_markdown", "table_md"]
 
@@ -21,8 +22,6 @@ def md_escape(x: Any) -> str:
 
 def md_path(name: str) -> str:
     """A plot file name inside a Markdown link target."""
-    from urllib.parse import quote
-
     return quote(name)
 
 

@@ -21,11 +21,14 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.report.points import distinct_points, point_of, series_of
+from testbed.run.rerun import saved_attack_rows
+from testbed.run.rundir import is_sweep
 
 # they live in the scoring layer (python -m bench.frontier clips with them too);
 # the report modules import them from here
 from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
 from testbed.scoring.accuracy import summarise as summarise
+from testbed.scoring.evidence import load_evidence
 from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
 from testbed.scoring.vocabulary import NOT_MEASURED, RECORD_KEYS, record_test
 
@@ -85,8 +88,6 @@ def num(x: Any) -> float:
 
 def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
     """Rows (one per cell) and run information of a run directory."""
-    from testbed.run.rundir import is_sweep
-
     run_dir = Path(run_dir)
     info: dict[str, Any] = {}
     if (run_dir / "run_info.json").is_file():
@@ -121,8 +122,6 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
 
 def merge_reruns(row: dict, cell_dir: Path) -> None:
     """Append the attack rows of ``testbed attack`` re-runs (``attacks-*.json``) to a row."""
-    from testbed.run.rerun import saved_attack_rows
-
     extra = saved_attack_rows(cell_dir)
     if extra:
         row["results"] = {**row["results"], "attacks": [*row["results"].get("attacks", []), *extra]}
@@ -475,8 +474,6 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
 
 def evidence_for(run_dir: Path, rows: list[dict], b: dict) -> dict[str, Any] | None:
     """The saved arrays of the best attack row, from the lowest seed of its setting."""
-    from testbed.scoring.evidence import load_evidence
-
     cells = sorted(
         (r for r in rows if (series_of(r), point_of(r)) == b["key"]),
         key=lambda r: str(r.get("seed")),

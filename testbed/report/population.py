@@ -15,6 +15,7 @@ import numpy as np
 from testbed.report.doc import Doc
 from testbed.report.fmt import fmt, plotly_text
 from testbed.report.model import LEAKAGE_METRICS, ReportData, natural, setting_name
+from testbed.report.points import series_of
 from testbed.report.static_figures import render
 
 __all__ = [
@@ -93,8 +94,6 @@ class Population:
 
 
 def _parties(data: ReportData, series: str) -> int:
-    from testbed.report.points import series_of
-
     return max(
         (len(r["results"].get("parties") or {}) for r in data.rows if series_of(r) == series),
         default=0,
@@ -193,11 +192,11 @@ def distribution_figure(pops: list[Population], height: int = 300):
 
 def _ecdf_figures(pop: Population, title: str):
     """(plotly figure, PNG bytes) of the ECDF of the per-party figure."""
-    import matplotlib
+    import matplotlib  # matplotlib: only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import plotly.graph_objects as go
+    import matplotlib.pyplot as plt  # matplotlib: only when a figure is drawn
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     names = sorted(pop.values, key=lambda p: pop.values[p])
     xs = [pop.values[p] for p in names]

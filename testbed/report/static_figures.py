@@ -36,10 +36,10 @@ _OFFSETS = [(s * 4, dy) for dy in (4, -11, 13, -20, 22, -29, 31, -38) for s in (
 
 
 def _plt():
-    import matplotlib
+    import matplotlib  # matplotlib: only when a figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: only when a figure is drawn
 
     return plt
 
@@ -47,7 +47,7 @@ def _plt():
 def render(fig) -> dict[str, bytes]:
     """A figure as ``{"png": 300 dpi, "pdf": vector, "svg": vector}``; no dates inside, so the
     same figure gives the same bytes."""
-    import matplotlib
+    import matplotlib  # matplotlib: only when a figure is drawn
 
     out = {}
     with matplotlib.rc_context({"svg.hashsalt": "testbed", "pdf.compression": 6}):

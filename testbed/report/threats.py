@@ -9,6 +9,8 @@ import json
 import shlex
 from pathlib import Path
 
+import yaml
+
 from testbed.report import leak_png
 from testbed.report.doc import Doc
 from testbed.report.files import safe_stem
@@ -220,8 +222,6 @@ def attack_arguments(cell: Path, b: dict) -> str:
     attack is named by its plugin name and the params of its configuration (the scenario's
     ``resolved.yaml``, or the attacks file of a ``testbed attack`` row), never by its label,
     which ``--attack`` does not take."""
-    import yaml
-
     source = cell / (b.get("source") or "resolved.yaml")
     col = b["attack"].split("@", 1)[0] if b.get("source") else b["attack"]
     try:
