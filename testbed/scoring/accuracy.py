@@ -61,7 +61,7 @@ def relative_error(estimate: float, exact: float) -> float:
 def spearman(a, b) -> float:
     """Spearman rank correlation of two score vectors (0 when either is constant: a constant
     ranking carries no information about the other)."""
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # scipy: report and transcript import scoring
 
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
@@ -111,7 +111,7 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     m = float(v.mean())
     if v.size == 1:
         return (m, m, m)
-    from scipy import stats
+    from scipy import stats  # scipy: report and transcript import scoring
 
     half = float(stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
     return (m, m - half, m + half)
@@ -164,7 +164,7 @@ def detection_metrics(scores, mask) -> dict[str, float]:
     the ground-truth boolean ``mask``: ROC-AUC (sklearn), precision and recall when flagging the
     top-k rows with k = the true number of noisy rows, and precision/recall of the sign rule
     (score > 0) that the FedBary/TriangleWad papers use."""
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score  # sklearn: report and transcript import scoring
 
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     y = np.asarray(mask, dtype=bool).reshape(-1)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from testbed.scoring.metrics import LEAKAGE_METRICS
 from testbed.scoring.verdict import DISTRIBUTIONAL, MEMBERSHIP, RECORD, verdict
 
 __all__ = ["apply_coalition_rule", "rank"]
@@ -34,8 +35,6 @@ __all__ = ["apply_coalition_rule", "rank"]
 def rank(row: Mapping[str, Any]) -> tuple[int, float]:
     """Sort key of a scorecard row, larger = worse: record leaks, then membership, then
     distributional inference; within a kind the figure (negated where smaller = more leakage)."""
-    from testbed.scoring.metrics import LEAKAGE_METRICS
-
     order = {RECORD: 3, MEMBERSHIP: 2, DISTRIBUTIONAL: 1}.get(row.get("verdict"), 0)
     v = row.get("value")
     if not (isinstance(v, (int, float)) and math.isfinite(v)):

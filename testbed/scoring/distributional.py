@@ -7,6 +7,9 @@ import math
 
 import numpy as np
 
+from testbed import ot as tot
+from testbed.measure import Measure
+
 __all__ = ["population_leakage", "w2_leakage"]
 
 
@@ -18,9 +21,6 @@ def w2_leakage(
     ``leakage_raw = 1 - ratio`` (negative when the attack is worse than the baseline) and
     ``leakage`` = that clipped to [0, 1], with ``leakage_clipped`` = 1.0 when the clip changed it.
     ``baseline_w2``: ``W2(baseline, nu)`` when the caller has it already (it is not recomputed)."""
-    from testbed import ot as tot
-    from testbed.measure import Measure
-
     nu = Measure(truth)
     w = tot.wasserstein(Measure(points, weights), nu)
     out = {"w2": w}

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from testbed.exchange.bus import atomic_write_bytes
+from testbed.scoring.metrics import membership_labels
 
 __all__ = ["CLOUD", "PAIRS", "leakage_evidence", "load_evidence", "write_evidence"]
 
@@ -41,7 +42,7 @@ def _stride(n: int, k: int) -> np.ndarray:
 
 
 def _points(out, X: np.ndarray, dataset: str) -> dict[str, np.ndarray]:
-    from sklearn.decomposition import PCA
+    from sklearn.decomposition import PCA  # sklearn: report and transcript import scoring
 
     P = np.asarray(out.points, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
@@ -72,11 +73,9 @@ def _points(out, X: np.ndarray, dataset: str) -> dict[str, np.ndarray]:
 
 
 def _scores(out, baseline, truth) -> dict[str, np.ndarray]:
-    from sklearn.metrics import roc_curve
+    from sklearn.metrics import roc_curve  # sklearn: report and transcript import scoring
 
     if "candidates" in (out.meta or {}):
-        from testbed.scoring.metrics import membership_labels
-
         member = membership_labels(out.meta["candidates"], out.target, truth)
     else:
         member = truth.membership.get(out.target)

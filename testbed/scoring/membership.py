@@ -28,7 +28,7 @@ __all__ = [
 
 
 def _roc(scores, is_member):
-    from sklearn.metrics import roc_curve
+    from sklearn.metrics import roc_curve  # sklearn: report and transcript import scoring
 
     s = np.asarray(scores, dtype=np.float64).ravel()
     m = np.asarray(is_member).astype(bool).ravel()
@@ -58,7 +58,7 @@ def membership_metrics(scores, is_member) -> dict[str, float]:
     scores move together). TPR@α is the largest TPR with FPR ≤ α; when α < 1/#non-members the
     floor 1/#non-members is used and reported as ``alpha_used_*``. Advantage is max(TPR − FPR).
     """
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score  # sklearn: report and transcript import scoring
 
     fpr, tpr, _, n_pos, n_neg = _roc(scores, is_member)
     t1, a1 = tpr_at_fpr(fpr, tpr, 0.01, n_neg)
@@ -78,14 +78,14 @@ def membership_metrics(scores, is_member) -> dict[str, float]:
 
 def clopper_pearson_lower(k: int, n: int, alpha: float) -> float:
     """One-sided Clopper–Pearson lower bound of a binomial proportion: P(p < bound) <= alpha."""
-    from scipy.stats import beta
+    from scipy.stats import beta  # scipy: report and transcript import scoring
 
     return 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
 
 
 def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
     """One-sided Clopper–Pearson upper bound of a binomial proportion: P(p > bound) <= alpha."""
-    from scipy.stats import beta
+    from scipy.stats import beta  # scipy: report and transcript import scoring
 
     return 1.0 if k == n else float(beta.ppf(1 - alpha, k + 1, n - k))
 
@@ -106,7 +106,7 @@ def gdp_mu_lower_bound(
     at ``confidence``) :math:`\mu \ge \Phi^{-1}(\underline{TPR}) - \Phi^{-1}(\overline{FPR})`,
     clipped at 0. A Gaussian-mechanism claim with noise multiplier z per release is
     μ = 1/z-GDP (composition: √Σ 1/z²), so μ bound > claimed μ refutes the claimed noise."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy: report and transcript import scoring
 
     if n_members < 1 or n_nonmembers < 1:
         raise MetricError("gdp_mu_lower_bound: need at least one member and one non-member")
@@ -121,7 +121,7 @@ def gdp_mu_lower_bound(
 
 def gdp_delta(mu: float, epsilon: float) -> float:
     r"""δ(ε) of μ-GDP: :math:`\Phi(-\varepsilon/\mu + \mu/2) - e^{\varepsilon}\Phi(-\varepsilon/\mu - \mu/2)`."""
-    from scipy.stats import norm
+    from scipy.stats import norm  # scipy: report and transcript import scoring
 
     if mu <= 0:
         return 0.0
@@ -132,7 +132,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
 def gdp_epsilon(mu: float, delta: float) -> float:
     """Smallest ε with δ(ε) <= ``delta`` for μ-GDP (0 when μ = 0)."""
-    from scipy.optimize import brentq
+    from scipy.optimize import brentq  # scipy: report and transcript import scoring
 
     if mu <= 0 or gdp_delta(mu, 0.0) <= delta:
         return 0.0

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from testbed.scoring.errors import MetricError
+from testbed.scoring.transforms import TRANSFORMS, best_fit
 
 __all__ = [
     "EXACT_RECOVERY_REL_TOL",
@@ -26,7 +27,7 @@ __all__ = [
 
 def median_loo_nn_distance(X) -> float:
     """Median leave-one-out nearest-neighbour distance inside ``X`` (the radius of coverage@r)."""
-    from sklearn.neighbors import NearestNeighbors
+    from sklearn.neighbors import NearestNeighbors  # sklearn: report and transcript import scoring
 
     X = np.asarray(X, dtype=np.float64)
     if X.shape[0] < 2:
@@ -43,7 +44,7 @@ def _nn_distance(truth, recon, k: int = 4) -> np.ndarray:
     thread count. The ``k`` nearest candidates it returns are therefore re-measured as
     ``‖x − y‖`` from the difference, which is exact to the rows' own rounding and the same for
     any number of threads."""
-    from sklearn.neighbors import NearestNeighbors
+    from sklearn.neighbors import NearestNeighbors  # sklearn: report and transcript import scoring
 
     truth = np.asarray(truth, dtype=np.float64)
     recon = np.asarray(recon, dtype=np.float64)
@@ -123,7 +124,7 @@ def _nn_tree(truth, recon) -> np.ndarray:
     """Distance from every row of ``truth`` to its nearest finite row of ``recon`` by a k-d tree
     (scipy: distances from differences, no BLAS; used inside the transform fits, which call it
     many times on small arrays)."""
-    from scipy.spatial import cKDTree
+    from scipy.spatial import cKDTree  # scipy: report and transcript import scoring
 
     R = np.asarray(recon, dtype=np.float64)
     R = R[np.all(np.isfinite(R), axis=1)]
@@ -135,8 +136,6 @@ def _nn_tree(truth, recon) -> np.ndarray:
 def _transform_rates(recon, truth, radius: float, tol: float) -> dict[str, float | None]:
     """Exact recovery and coverage of ``recon`` against ``truth`` after each transform's best
     fit (:func:`testbed.scoring.transforms.best_fit`); None where it cannot be computed."""
-    from testbed.scoring.transforms import TRANSFORMS, best_fit
-
     out: dict[str, float | None] = {}
     cache: dict = {}  # one set of matchings of (recon, truth) serves every transform
     for kind in TRANSFORMS:
@@ -208,8 +207,6 @@ def population_comparison(recon, truth, population, row: dict, rng=None) -> dict
         _excess(row.get("coverage"), out["coverage_population"]),
         _excess(row.get("exact_recovery"), out["exact_recovery_population"]),
     ]
-    from testbed.scoring.transforms import TRANSFORMS
-
     if any(row.get(f"exact_recovery_{k}") is not None for k in TRANSFORMS):
         fits = [
             transform_recovery(recon, P[s], r, rng)

@@ -81,7 +81,7 @@ def _describe_similarity(s: float, Q: np.ndarray, shift: np.ndarray, scale: floa
 
 def fit_similarity(src: np.ndarray, dst: np.ndarray) -> FittedMap:
     """The map ``r -> s r Q + t`` minimising ``sum ||s src_i Q + t - dst_i||²`` (Procrustes)."""
-    from scipy.linalg import orthogonal_procrustes
+    from scipy.linalg import orthogonal_procrustes  # scipy: report and transcript import scoring
 
     ms, md = src.mean(0), dst.mean(0)
     a, b = src - ms, dst - md
@@ -112,7 +112,7 @@ def _whiten(Z: np.ndarray) -> np.ndarray:
 
 
 def _dist(Z: np.ndarray) -> np.ndarray:
-    from scipy.spatial.distance import cdist
+    from scipy.spatial.distance import cdist  # scipy: report and transcript import scoring
 
     D = cdist(Z, Z)
     m = float(D.mean())
@@ -123,7 +123,7 @@ def gw_plan(C1: np.ndarray, C2: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.
     """The Gromov-Wasserstein plan (square loss) between two spaces given by their distance
     matrices, POT's conditional gradient stopping at :data:`GW_TOL` (its loss is then within
     0.1 % of the converged one: ``tests/test_verdicts.py``)."""
-    import ot
+    import ot  # ot: report and transcript import scoring
 
     return ot.gromov.gromov_wasserstein(C1, C2, p, q, "square_loss", tol_rel=GW_TOL, tol_abs=GW_TOL)
 
@@ -131,7 +131,7 @@ def gw_plan(C1: np.ndarray, C2: np.ndarray, p: np.ndarray, q: np.ndarray) -> np.
 def matchings(R: np.ndarray, X: np.ndarray) -> list[np.ndarray]:
     """Candidate pairings of the rows of ``X`` (n) with points of ``R`` (m): for each, an n × d
     array whose row i is the barycentric image of ``X[i]``'s transport plan row in ``R``."""
-    import ot
+    import ot  # ot: report and transcript import scoring
 
     n, m = len(X), len(R)
     p, q = np.full(n, 1.0 / n), np.full(m, 1.0 / m)

@@ -94,7 +94,9 @@ def task_utility(
         if clusters is not None:
             labels = protocol.central_clusters(np.asarray(reference["distance_matrix"], np.float64))
         if labels is not None:
-            from sklearn.metrics import adjusted_rand_score
+            from sklearn.metrics import (
+                adjusted_rand_score,  # sklearn: report and transcript import scoring
+            )
 
             out["clustering_ari"] = float(adjusted_rand_score(labels, np.asarray(clusters)))
     contrib = sorted(k for k in estimates if k.startswith("contribution_") and k in reference)
