@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +29,6 @@ def immutable(a, dtype=None) -> np.ndarray:
 def is_mapped_readonly(a: np.ndarray) -> bool:
     """True when ``a`` is a C-contiguous, read-only view of a read-only :class:`mmap.mmap`
     (nothing can make it writable: its buffer refuses writes)."""
-    import mmap
-
     if not isinstance(a, np.ndarray) or a.flags.writeable or not a.flags.c_contiguous:
         return False
     base = a

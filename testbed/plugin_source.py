@@ -15,10 +15,11 @@ reading ``sys.modules``. Symlinks are resolved, and a folder the sandbox must ne
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
-from importlib.machinery import PathFinder
+from importlib.machinery import ModuleSpec, PathFinder
 
 from testbed.errors import TestbedError
 
@@ -183,9 +184,6 @@ def load(source: Source, qualname: str):
     the attack's process, once it is sandboxed): each name of the chain is executed from its
     own file, so nothing is searched for in a folder the sandbox keeps closed. A module this
     process holds already (a built-in plugin the forkserver imported) is used as it is."""
-    import importlib.util
-    from importlib.machinery import ModuleSpec
-
     for name, file, folders in source.chain:
         if name in sys.modules:
             continue

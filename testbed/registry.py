@@ -15,14 +15,18 @@ their source (the class docstring's first line) without importing them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import difflib
 import functools
 import importlib
+import importlib.util
 import os
 import re
 import sys
+import warnings
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo
@@ -474,8 +478,6 @@ def lazy_exports(package: str, exports: dict[str, str], moved: frozenset[str] = 
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         if name in moved:
-            import warnings
-
             warnings.warn(
                 f"importing {name} from {package!r} is deprecated: import it from testbed.api",
                 DeprecationWarning,
@@ -514,9 +516,6 @@ def _installed_entry_points():
 def _source_doc(where: str) -> str:
     """First line of the docstring of class ``module:Class``, read from the module's source
     without importing it (or its package); "" when the source cannot be read."""
-    import importlib.util
-    from pathlib import Path
-
     module, _, cls = where.partition(":")
     top, *rest = module.split(".")
     try:
@@ -533,9 +532,6 @@ def _source_doc(where: str) -> str:
 def _class_docs(path: str) -> dict[str, str]:
     """Class name -> first line of its docstring, for the top-level classes of one source file
     (parsed once: several plugins share a module)."""
-    import ast
-    from pathlib import Path
-
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from testbed.errors import TestbedError
+
 __all__ = ["DEFAULT_BLAS_THREADS", "blas_threads", "limit_blas_threads"]
 
 DEFAULT_BLAS_THREADS = 1
@@ -25,8 +27,6 @@ def blas_threads() -> int | None:
     try:
         n = int(raw)
     except ValueError:
-        from testbed.errors import TestbedError
-
         raise TestbedError(
             f"OT_TESTBED_BLAS_THREADS must be an integer >= 0, got {raw!r}"
         ) from None
@@ -37,14 +37,14 @@ def limit_blas_threads(n: int | None = None) -> int | None:
     """Limit every loaded BLAS library to ``n`` threads for the rest of the process
     (default: :func:`blas_threads`). Returns the limit applied (None = none)."""
     global _limiter
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # threadpoolctl: --version imports threads
 
     n = blas_threads() if n is None else n
     if n is None:
         return None
     # load every BLAS the testbed uses before limiting (threadpoolctl sees loaded libraries only)
-    import numpy.linalg  # noqa: F401
-    import scipy.linalg  # noqa: F401
+    import numpy.linalg  # noqa: F401  # BLAS: loaded to be limited
+    import scipy.linalg  # noqa: F401  # BLAS: loaded to be limited
 
     _limiter = threadpool_limits(limits=int(n), user_api="blas")
     return int(n)
