@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from testbed.errors import TestbedError
-from testbed.exchange.bus import SERVER, PublicInfo, View
+from testbed.exchange.bus import SERVER, PublicInfo, View, visible_to
 from testbed.registry import Plugin, PluginConfig
 
 __all__ = [
@@ -150,8 +150,6 @@ class Attack(Plugin):
 def observed(view: View, kind: str = "*") -> list:
     """Envelopes of ``kind`` (glob) that the observer or a colluder sent or received (every one
     for an eavesdropper). Attacks should select messages through this."""
-    from testbed.exchange.bus import visible_to
-
     who = {view.observer, *view.colluders}
     return [e for e in view.messages(kind) if visible_to(e, who)]
 

@@ -36,6 +36,8 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, _targets, observed
 from attacks.fedwad_distributional import invert_interpolant
+from protocols.fedwad_clustered_fl import FedWADClusteredFLConfig, _model, _set
+from protocols.fedwad_clustering import spectral_clusters
 from testbed.exchange.bus import SERVER, PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
@@ -255,9 +257,9 @@ class ClusteredFLLabelInference(_Histogram, Attack):
         return out
 
     def _clusters(self, view: View, public: PublicInfo):
-        from protocols._distill import predict_proba
-        from protocols.fedwad_clustered_fl import FedWADClusteredFLConfig, _model, _set
-        from protocols.fedwad_clustering import spectral_clusters
+        from protocols._distill import (
+            predict_proba,  # torch: _distill imports it; validate imports this
+        )
 
         D = (public.extra.get("released") or {}).get("distance_matrix")
         me = view.observer

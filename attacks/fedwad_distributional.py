@@ -75,7 +75,7 @@ def distributional_optimisation(
     init_noise: float = 0.1,
 ) -> tuple[np.ndarray, list[float]]:
     """The paper's optimisation attack; returns :math:`\\hat\\nu` (n x d) and the loss history."""
-    import torch
+    import torch  # torch: the distributional attack only
 
     ot = tot.pot_on_torch()
 

@@ -27,6 +27,7 @@ import numpy as np
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
 from attacks.measure_inversion import _as_measure, find_gamma, invert_barycentric_push
 from testbed.exchange.bus import PublicInfo, View
+from testbed.measure import Measure
 from testbed.registry import ATTACKS
 
 __all__ = [
@@ -118,8 +119,6 @@ class MarketplaceTrilateration(Attack):
                 if gamma is None:
                     pts, how = etas[0], "interpolant"
                 else:
-                    from testbed.measure import Measure
-
                     pts = invert_barycentric_push(Measure(etas[0]), gamma, s_vals[0])
                     how = "inverted"
             out.append(

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
+from protocols.dp_moments import moments_from_release
 from testbed.exchange.bus import PublicInfo, View
 from testbed.registry import ATTACKS
 
@@ -31,8 +32,6 @@ class MomentsSampling(Attack):
     output_kinds = ("points",)
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        from protocols.dp_moments import moments_from_release
-
         me = {view.observer, *view.colluders}
         out = []
         for e in observed(view, "dp_gaussian_moments.moments"):

@@ -23,7 +23,9 @@ import numpy as np
 from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, observed
+from protocols.dp_baselines import projection_matrix, projection_sensitivity
 from testbed.exchange.bus import PublicInfo, View
+from testbed.exchange.ledger import calibrated_multiplier
 from testbed.registry import ATTACKS
 
 __all__ = ["ProjectionInversion", "ProjectionInversionConfig", "lmmse_inverse"]
@@ -59,9 +61,6 @@ class ProjectionInversion(Attack):
     output_kinds = ("points",)
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        from protocols.dp_baselines import projection_matrix, projection_sensitivity
-        from testbed.exchange.ledger import calibrated_multiplier
-
         proto = public.protocol
         if proto not in PROTOCOLS or not public.dim:
             return []

@@ -47,7 +47,7 @@ RECONSTRUCTIONS = (
 
 
 def _nn(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    from sklearn.neighbors import NearestNeighbors
+    from sklearn.neighbors import NearestNeighbors  # sklearn: validate imports attack modules
 
     return NearestNeighbors(n_neighbors=1).fit(B).kneighbors(A)[0][:, 0]
 

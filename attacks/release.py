@@ -160,7 +160,7 @@ class ReleasePoints(Attack):
 
 
 def _knn(A: np.ndarray, B: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    from sklearn.neighbors import NearestNeighbors
+    from sklearn.neighbors import NearestNeighbors  # sklearn: validate imports attack modules
 
     return NearestNeighbors(n_neighbors=k).fit(B).kneighbors(A)
 

@@ -29,6 +29,7 @@ from pydantic import Field
 
 from attacks._base import Attack, AttackConfig, AttackOutput, _targets, observed
 from attacks.measure_inversion import _as_measure
+from testbed.data.text import keyed_vectors
 from testbed.exchange.bus import PublicInfo, View
 from testbed.measure import Measure
 from testbed.registry import ATTACKS
@@ -92,8 +93,6 @@ class Word2VecRetrieval(Attack):
     contract_scenario = "contract_tiny_words.yaml"
 
     def run(self, view: View, public: PublicInfo, rng: np.random.Generator):
-        from testbed.data.text import keyed_vectors
-
         wv = keyed_vectors(public.extra)
         if wv is None:
             return []  # not a text dataset: nothing to retrieve
@@ -131,8 +130,6 @@ class Word2VecRetrieval(Attack):
 
     def baseline(self, view: View, public: PublicInfo, rng: np.random.Generator):
         """Words nearest to points of the public Gaussian prior (no message used)."""
-        from testbed.data.text import keyed_vectors
-
         wv = keyed_vectors(public.extra) if public.prior is not None else None
         if wv is None:
             return []
