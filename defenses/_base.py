@@ -17,10 +17,11 @@ import numpy as np
 from pydantic import Field
 
 from testbed.data.datasets import PartyData
+from testbed.errors import TestbedError
 from testbed.exchange.bus import SERVER, Envelope, Payload
 from testbed.exchange.envelope import defended_by
 from testbed.exchange.ledger import PrivacyLedger
-from testbed.registry import Plugin, PluginConfig
+from testbed.registry import PROTOCOLS, Plugin, PluginConfig
 
 __all__ = ["MEASURE_PROTOCOLS", "Defense", "DefenseConfig"]
 
@@ -40,9 +41,6 @@ MEASURE_PROTOCOLS = (
 def sends_measures(protocol: str) -> bool:
     """Whether a registered protocol plugin declares ``sends_measures = True`` (its messages
     carry :class:`~testbed.measure.Measure` payloads, which the measure defenses act on)."""
-    from testbed.errors import TestbedError
-    from testbed.registry import PROTOCOLS
-
     try:
         return PROTOCOLS.get(protocol).sends_measures is True
     except TestbedError:  # an unknown protocol: the scenario's own error names it

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from defenses._base import Defense, DefenseConfig
+from testbed.errors import ScenarioError
 from testbed.exchange.bus import Envelope
 from testbed.exchange.ledger import MechanismEvent, PrivacyLedger
 from testbed.registry import DEFENSES, PluginConfig
@@ -66,8 +67,6 @@ class DPSGDTeachers(_Knob):
         if protocol_name != PROTOCOL or eps == "inf" or math.isinf(float(eps)):
             return {"dp_sgd": None}
         if float(eps) <= 0:
-            from testbed.errors import ScenarioError
-
             raise ScenarioError("dp_sgd_teachers.epsilon: must be positive or 'inf'")
         return {
             "dp_sgd": {
