@@ -23,7 +23,7 @@ def central_barycenter(
 ) -> Measure:
     """POT's central free-support barycenter (``ot.lp.free_support_barycenter``), uniform λ,
     uniform weights on ``X_init``'s atoms."""
-    import ot  # at first use: importing POT imports torch and scikit-learn (seconds)
+    import ot  # ot: validate imports this module
 
     X = ot.lp.free_support_barycenter(
         [m.support for m in measures],

@@ -7,6 +7,7 @@ centrally with POT, against which accuracy is measured.
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -137,8 +138,6 @@ class Protocol(Plugin):
     def reference_key(self) -> str:
         """What :meth:`reference` depends on besides the data (default: the whole config); the
         runner memoises references by it."""
-        import json
-
         return json.dumps(self.config.model_dump(mode="json"), sort_keys=True)
 
     def public_params(self) -> dict[str, Any]:

@@ -16,7 +16,10 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+import ot
+import ot.batch
 import torch
+from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 
 from testbed.errors import TestbedError
@@ -59,8 +62,6 @@ def deterministic_torch(seed: int):
 
 def label_cost(coords: np.ndarray, metric: str = "euclidean") -> np.ndarray:
     """Ground cost between label coordinates (``ot.dist``), e.g. taxi-cab on a 1-D ordinal axis."""
-    import ot
-
     c = np.asarray(coords, dtype=np.float64)
     return np.maximum(ot.dist(c, c, metric=metric), 0.0)
 
@@ -141,7 +142,7 @@ def train_classifier(
     )
     eps_spent = None
     if dp is not None:
-        from opacus import PrivacyEngine
+        from opacus import PrivacyEngine  # opacus: DP-SGD only
 
         _hide_dp_sgd_notices()
 
@@ -236,8 +237,6 @@ def sinkhorn_loss(
     from it (even below the unregularised OT cost). ``stats``, when given, counts the pairs
     (``pairs``) and those whose plan still misses ``p`` by more than :data:`MARGINAL_TOL`
     (``unconverged``)."""
-    import ot.batch
-
     pot_on_torch()  # POT imported without torch (testbed.ot.NO_TORCH) learns torch's tensors
     B, C = p.shape
     # the log-domain solver takes log(b): an exact zero gives a NaN gradient, so clamp
@@ -332,8 +331,6 @@ def semantic_distance(P: np.ndarray, y: np.ndarray, coords: np.ndarray) -> dict[
 
 def scores(P: np.ndarray, y: np.ndarray, coords: np.ndarray) -> dict[str, float]:
     """Macro-F1, accuracy (sklearn) and semantic distance of predictions ``P`` on labels ``y``."""
-    from sklearn.metrics import accuracy_score, f1_score
-
     pred = P.argmax(1)
     sd = semantic_distance(P, y, coords)
     return {

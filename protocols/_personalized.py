@@ -41,8 +41,8 @@ class ClientSplit:
 
 
 def _epochs(model, params, X, y, epochs: int, lr: float, batch: int, gen) -> None:
-    import torch
-    from torch import nn
+    import torch  # torch: validate imports this module
+    from torch import nn  # torch: validate imports this module
 
     opt = torch.optim.SGD(params, lr=lr)
     lossf = nn.CrossEntropyLoss()
@@ -68,9 +68,14 @@ def _run_group(
     batch_size: int,
     seed: int,
 ) -> list[float]:
-    import torch
+    import torch  # torch: validate imports this module
 
-    from protocols._distill import DTYPE, MLP, deterministic_torch, predict_proba
+    from protocols._distill import (  # torch: _distill imports it; validate imports this
+        DTYPE,
+        MLP,
+        deterministic_torch,
+        predict_proba,
+    )
 
     d = clients[0].X_train.shape[1]
     with deterministic_torch(seed):

@@ -121,7 +121,7 @@ def projection_sensitivity(U: np.ndarray, C: float) -> float:
 def smoothed_sliced_wasserstein(Ya: np.ndarray, Yb: np.ndarray) -> float:
     """:math:`(\\frac1k\\sum_l W_2^2)^{1/2}` over the columns of two projected samples (uniform
     weights), each 1-D distance with ``ot.wasserstein_1d``."""
-    import ot  # at first use: importing POT imports torch and scikit-learn (seconds)
+    import ot  # ot: validate imports this module
 
     per = ot.wasserstein_1d(np.asarray(Ya), np.asarray(Yb), p=2)
     return float(np.sqrt(max(float(np.mean(per)), 0.0)))
@@ -344,7 +344,7 @@ class DPSlicedWasserstein(_DPProjectionBase):
     def _central(self, Xa, Xb) -> float:
         d = Xa.shape[1]
         U = projection_matrix("sphere", d, self.config.reference_projections, 0)
-        import ot  # at first use, as above
+        import ot  # ot: validate imports this module
 
         return float(ot.sliced_wasserstein_distance(Xa, Xb, projections=U, p=2))
 

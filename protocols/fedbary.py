@@ -61,6 +61,7 @@ from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
 from testbed.exchange.bus import SERVER, Bus
+from testbed.exchange.engines import open_reference_bus
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
@@ -540,8 +541,6 @@ class FedBary(Protocol):
         :func:`testbed.ot.assignment_plan`: the same numbers as POT's when every optimal plan is
         unique (tests/test_fedbary.py), exact in any case. None of the protocol's own results is
         used: the reference stays an independent central check."""
-        from testbed.exchange.engines import open_reference_bus
-
         clients, val = self._roles(parties)
         fast = self.config.assignment_solver
         with open_reference_bus(parties) as bus:

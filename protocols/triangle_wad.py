@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from protocols._base import Protocol, ProtocolResult
+from protocols.dp_baselines import pairwise_estimates
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
@@ -409,8 +410,6 @@ class TriangleWad(_TriangleBase):
             estimate = float(np.sqrt(cost) / (1.0 - cfg.t))
             estimates: dict[str, Any] = {"wasserstein": estimate}
             if len(names) > 2:
-                from protocols.dp_baselines import pairwise_estimates
-
                 estimates = pairwise_estimates(
                     "wasserstein",
                     [got[n] for n in names],
@@ -454,8 +453,6 @@ class TriangleWad(_TriangleBase):
     def reference(self, parties) -> dict[str, Any]:
         names = self._all_clients(parties)
         if len(names) > 2:
-            from protocols.dp_baselines import pairwise_estimates
-
             return pairwise_estimates(
                 "wasserstein", [Measure(parties[n].X) for n in names], tot.wasserstein
             )
