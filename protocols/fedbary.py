@@ -60,8 +60,8 @@ from protocols.fedwad import fedwad_round_interp
 from testbed import ot as tot
 from testbed.data.datasets import PartyData
 from testbed.errors import DataError
+from testbed.exchange import engines  # the module: tests replace open_reference_bus
 from testbed.exchange.bus import SERVER, Bus
-from testbed.exchange.engines import open_reference_bus
 from testbed.measure import Measure
 from testbed.registry import PROTOCOLS, PluginConfig, check_parties, scenario_parties
 
@@ -543,7 +543,7 @@ class FedBary(Protocol):
         used: the reference stays an independent central check."""
         clients, val = self._roles(parties)
         fast = self.config.assignment_solver
-        with open_reference_bus(parties) as bus:
+        with engines.open_reference_bus(parties) as bus:
             if val is not None:
                 Q = Measure(parties[val].X)
             else:
