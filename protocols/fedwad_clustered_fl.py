@@ -109,7 +109,7 @@ def _split(party: PartyData, fraction: float, seed: int) -> tuple[np.ndarray, np
 
 
 def _model(d: int, cfg: FedWADClusteredFLConfig):
-    from protocols._distill import DTYPE, MLP
+    from protocols._distill import DTYPE, MLP  # torch: _distill imports it; validate imports this
 
     return MLP(d, cfg.hidden, cfg.n_classes).to(DTYPE)
 
@@ -119,13 +119,15 @@ def _get(model) -> dict[str, np.ndarray]:
 
 
 def _set(model, weights: Mapping[str, np.ndarray]) -> None:
-    import torch
+    import torch  # torch: validate imports this module
 
     model.load_state_dict({k: torch.tensor(np.asarray(v)) for k, v in weights.items()})
 
 
 def _init_weights(d: int, cfg: FedWADClusteredFLConfig, seed: int) -> dict[str, np.ndarray]:
-    from protocols._distill import deterministic_torch
+    from protocols._distill import (
+        deterministic_torch,  # torch: _distill imports it; validate imports this
+    )
 
     with deterministic_torch(seed):
         return _get(_model(d, cfg))
@@ -135,10 +137,13 @@ def _local_train(
     party: PartyData, weights, cfg: FedWADClusteredFLConfig, split_seed: int, seed: int
 ) -> tuple[dict[str, np.ndarray], int]:
     """FedAvg client step: ``local_epochs`` of SGD on the training split from ``weights``."""
-    import torch
-    from torch import nn
+    import torch  # torch: validate imports this module
+    from torch import nn  # torch: validate imports this module
 
-    from protocols._distill import DTYPE, deterministic_torch
+    from protocols._distill import (  # torch: _distill imports it; validate imports this
+        DTYPE,
+        deterministic_torch,
+    )
 
     train, _ = _split(party, cfg.test_fraction, split_seed)
     X = torch.tensor(np.asarray(party.X, dtype=np.float64)[train], dtype=DTYPE)
@@ -161,7 +166,9 @@ def _local_train(
 
 def _test_accuracy(party: PartyData, weights, cfg, split_seed: int) -> tuple[float, int]:
     """Accuracy of ``weights`` on the client's held-out rows (testbed scoring, never sent)."""
-    from protocols._distill import predict_proba
+    from protocols._distill import (
+        predict_proba,  # torch: _distill imports it; validate imports this
+    )
 
     _, test = _split(party, cfg.test_fraction, split_seed)
     model = _model(party.X.shape[1], cfg)
@@ -325,7 +332,7 @@ class FedWADClusteredFL(Protocol):
 
     def reference(self, parties) -> dict:
         """Exact OTDD matrix (POT on the augmented rows) and the ARI of its clustering."""
-        from sklearn.metrics import adjusted_rand_score
+        from sklearn.metrics import adjusted_rand_score  # sklearn: validate imports this module
 
         names = list(parties)
         aug = {n: _otdd_view(parties[n], self.config.covariance) for n in names}

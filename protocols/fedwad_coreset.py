@@ -399,7 +399,7 @@ class FedWADCoreset(Protocol):
         return {"coreset_wasserstein": tot.wasserstein(Measure(C), Measure(self._pooled(parties)))}
 
     def reference(self, parties) -> dict:
-        import ot
+        import ot  # ot: validate imports this module
 
         cfg = self.config
         pooled = self._pooled(parties)
