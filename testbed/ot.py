@@ -49,12 +49,12 @@ __all__ = [
 
 
 class _POT:
-    """POT, imported at its first use (``import ot`` imports torch and scikit-learn, seconds
-    that ``testbed validate`` and importing a protocol's module do not need). Attributes are
+    """POT, imported at its first use (about a second of CPU even without torch, which
+    ``testbed --version``, ``validate`` and importing a protocol's module do not need). Attributes are
     looked up on the module at each use, so a test's ``monkeypatch.setattr(ot, ...)`` applies."""
 
     def __getattr__(self, name: str):
-        import ot as pot
+        import ot as pot  # ot: --version imports testbed.ot
 
         return getattr(pot, name)
 
@@ -71,11 +71,11 @@ def pot_on_torch():
     attack's ``emd2``): where POT was imported with :data:`NO_TORCH` set, its torch backend is
     registered now, as POT registers it when torch is importable at its import. Returns
     ``ot``."""
-    import ot as pot
-    import ot.backend as backends
+    import ot as pot  # ot: --version imports testbed.ot
+    import ot.backend as backends  # ot: --version imports testbed.ot
 
     if not any(b.__name__ == "torch" for b in backends._BACKEND_IMPLEMENTATIONS):
-        import torch
+        import torch  # torch: only for solves on torch tensors
 
         # the backend's methods read the module's ``torch``; its type check reads __type__
         backends.torch, backends.torch_type = torch, torch.Tensor
@@ -271,7 +271,7 @@ def solve_assignment(a: np.ndarray, M: np.ndarray) -> Assignment:
     """Exact OT between two uniform measures of the same size n (``a``: the first's weights),
     as an :class:`Assignment` found by ``scipy.optimize.linear_sum_assignment`` on
     :func:`reduced_costs`; see :func:`assignment_plan`."""
-    from scipy.optimize import linear_sum_assignment
+    from scipy.optimize import linear_sum_assignment  # scipy: --version imports testbed.ot
 
     rows, cols = linear_sum_assignment(reduced_costs(M))
     a = np.asarray(a, dtype=np.float64)
@@ -494,7 +494,7 @@ def interpolate(mu: Measure, nu: Measure, t: float, method: str = "barycentric",
 
 def gaussian_w2(m1, S1, m2, S2) -> float:
     """Closed-form :math:`W_2` between Gaussians (Bures-Wasserstein), with POT's ``ot.gaussian``."""
-    from ot.gaussian import bures_wasserstein_distance
+    from ot.gaussian import bures_wasserstein_distance  # ot: --version imports testbed.ot
 
     m1, m2 = np.atleast_1d(np.asarray(m1, float)), np.atleast_1d(np.asarray(m2, float))
     S1, S2 = np.atleast_2d(np.asarray(S1, float)), np.atleast_2d(np.asarray(S2, float))
