@@ -21,7 +21,7 @@ from testbed.report.model import (
     series_of,
     setting_name,
 )
-from testbed.report.population import population
+from testbed.report.population import distribution_figure, population
 from testbed.run.manifest import signing_key_id
 from testbed.scoring.vocabulary import (
     MEASURED,
@@ -134,8 +134,6 @@ def _distribution_div(pops) -> str:
     protocol of many parties."""
     if not pops:
         return ""
-    from testbed.report.population import distribution_figure
-
     return distribution_figure(pops).to_html(
         full_html=False,
         include_plotlyjs=False,

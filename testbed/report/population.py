@@ -141,7 +141,7 @@ def distribution_figure(pops: list[Population], height: int = 300):
     """The headline's histogram of the per-party figure: parties that leak and those that do
     not stacked in their own colours (one protocol), or one histogram a protocol (several); a
     dashed line at the figure of no leak. Every protocol's figure is the same metric."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
     every = np.concatenate([np.asarray(list(p.values.values()), dtype=float) for p in pops])
     lo, hi = float(every.min()), float(every.max())
