@@ -24,8 +24,6 @@ from testbed.report.model import (
 )
 from testbed.report.writer import write_report
 from testbed.run.execute import execute
-from testbed.run.manifest import load_private_key, write_manifest
-from testbed.run.rerun import why_no_rows
 from testbed.run.rundir import check_replaceable
 from testbed.run.sweep import run_sweep
 from testbed.scenario.preflight import preflight
@@ -74,6 +72,8 @@ def run(args) -> int:
         print(line)
     print_attack_rows(r.get("attacks", []))
     if r.get("attacks_without_output"):  # ran and gave nothing: said, never read as "no leak"
+        from testbed.run.rerun import why_no_rows  # lazy: keeps refused input fast
+
         for line in why_no_rows(sc, r.get("attacks", []), ran_only=True):
             print(f"attack {line}")
     for line in skipped:
@@ -160,6 +160,11 @@ def quantity_rows(accuracy: dict, parties) -> tuple[list[list[str]], int]:
 def _finisher(sign_key, progress: bool = False):
     """What ``testbed run`` does once the run directory is in place, before its lock is
     released: sign the manifest (``--sign``), then write the report."""
+    from testbed.run.manifest import (  # lazy: keeps refused input fast
+        load_private_key,
+        write_manifest,
+    )
+
     if sign_key is not None:
         load_private_key(sign_key)  # a bad key file stops before the run, not after
 

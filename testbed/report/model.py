@@ -21,7 +21,6 @@ from typing import Any
 
 from testbed.errors import TestbedError
 from testbed.report.points import distinct_points, point_of, series_of
-from testbed.run.rerun import saved_attack_rows
 from testbed.run.rundir import is_sweep
 
 # they live in the scoring layer (python -m bench.frontier clips with them too);
@@ -122,6 +121,8 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
 
 def merge_reruns(row: dict, cell_dir: Path) -> None:
     """Append the attack rows of ``testbed attack`` re-runs (``attacks-*.json``) to a row."""
+    from testbed.run.rerun import saved_attack_rows  # lazy: keeps refused input fast
+
     extra = saved_attack_rows(cell_dir)
     if extra:
         row["results"] = {**row["results"], "attacks": [*row["results"].get("attacks", []), *extra]}

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from attacks._base import OUTPUT_KINDS, AttackOutputError, validate_outputs
 from testbed.errors import TestbedError
 from testbed.registry import ATTACKS
 from testbed.run.view import Observation
@@ -53,6 +52,12 @@ class AttackRun:
 
 def _validate(name: str, outputs, baseline, public, cls) -> None:
     """Outputs and baseline follow the AttackOutput schema; else one line naming the plugin."""
+    from attacks._base import (  # lazy: keeps refused input fast
+        OUTPUT_KINDS,
+        AttackOutputError,
+        validate_outputs,
+    )
+
     for phase, outs in (("run", outputs), ("baseline", baseline)):
         try:
             validate_outputs(list(outs), public, cls.output_kinds or OUTPUT_KINDS)

@@ -16,7 +16,6 @@ from typing import Any, Literal
 import yaml
 
 from testbed.exchange.bus import Transcript, atomic_write_bytes
-from testbed.exchange.guard_worker import shared_worker
 from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol, world_guard
@@ -102,6 +101,8 @@ def execute(
 
 def _execute(rs, out_dir, progress, until, write, replay, world, finish) -> RunOutput:
     if until != "world" and rs.scenario.guard_mode != "off":
+        from testbed.exchange.guard_worker import shared_worker  # lazy: keeps refused input fast
+
         shared_worker()  # starts the guard's worker while the data loads (never waits)
     if world is None:
         world = build_world(rs)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import sys
 import time
 
-from tqdm import tqdm
-
 __all__ = ["CellProgress", "RoundProgress"]
 
 
@@ -20,6 +18,8 @@ class CellProgress:
         self.bar = None
         self._shown = done * 10 // max(total, 1)  # tenths already passed
         if sys.stderr.isatty():
+            from tqdm import tqdm  # lazy: keeps refused input fast
+
             self.bar = tqdm(total=total, initial=done, desc=name, unit="cell", dynamic_ncols=True)
 
     def update(self, n: int, label: str) -> None:
@@ -56,6 +56,8 @@ class RoundProgress:
         self._tenth = 0
         self._t0 = time.monotonic()
         if self.stream.isatty():
+            from tqdm import tqdm  # lazy: keeps refused input fast
+
             unit = "round" if rounds else "msg"
             self.bar = tqdm(
                 desc=desc,

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,12 +33,10 @@ import yaml
 
 from testbed.exchange.bus import TEMP_MARK, atomic_write_bytes
 from testbed.run import execute
-from testbed.run.interrupt import second_interrupt_exits
 from testbed.run.manifest import write_manifest
 from testbed.run.progress import CellProgress
 from testbed.run.results import jsonable, package_versions, results_digests, write_json
 from testbed.run.rundir import finished_cells, run_dir_lock
-from testbed.run.workers import worker_init
 from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
 from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
@@ -149,6 +145,16 @@ def _stop_workers(ex, grace: float = 1.0) -> None:
 
 
 def _run_parallel(todo: dict[str, Cell], out: Path, jobs: int, finished) -> None:
+    import multiprocessing as mp  # lazy: keeps refused input fast
+    from concurrent.futures import (  # lazy: keeps refused input fast
+        FIRST_COMPLETED,
+        ProcessPoolExecutor,
+        wait,
+    )
+
+    from testbed.run.interrupt import second_interrupt_exits  # lazy: keeps refused input fast
+    from testbed.run.workers import worker_init  # lazy: keeps refused input fast
+
     # workers die with the sweep (kill -9 included), ignore Ctrl-C (this process stops them)
     # and get the CLI's BLAS threading (testbed/threads.py): parallelism comes from processes
     ex = ProcessPoolExecutor(
@@ -287,6 +293,10 @@ def run_sweep(
             else:
                 _run_parallel(todo, out, jobs, finished)
         except KeyboardInterrupt:
+            from testbed.run.interrupt import (
+                second_interrupt_exits,  # lazy: keeps refused input fast
+            )
+
             second_interrupt_exits()  # finished cells are on disk; a second Ctrl-C ends now
             # a worker may have finished a cell this process had not yet taken in: list
             # every finished cell (a restart skips them all)

@@ -39,7 +39,6 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from multiprocessing import forkserver, resource_tracker
 from typing import Any
 
 from threadpoolctl import threadpool_info, threadpool_limits
@@ -179,6 +178,8 @@ def _own_descriptors(conn, tmp: str) -> None:
     keep = conn.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 20)
+    from multiprocessing import resource_tracker  # lazy: keeps refused input fast
+
     # its descriptor number is closed now (and may be reused by a file the attack opens): the
     # tracker starts afresh, inside the sandbox, if the attack ever needs one
     resource_tracker._resource_tracker._fd = None
@@ -277,6 +278,8 @@ def _server_end() -> str:
     """How the attacks' forkserver ended ("the attacks' forkserver process (pid 4711) was
     killed by SIGKILL"), or "" while it lives. The dead server is left unreaped (``WNOWAIT``):
     multiprocessing reaps it and starts a new one for the next attack."""
+    from multiprocessing import forkserver  # lazy: keeps refused input fast
+
     pid = forkserver._forkserver._forkserver_pid
     info = None
     for _ in range(100):  # its pipe ends as it exits: it is a zombie a moment later
