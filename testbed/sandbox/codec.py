@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from attacks._base import AttackOutput
 from testbed.exchange.bus import Envelope, PublicInfo, View
 from testbed.measure import Measure, immutable
 
@@ -83,6 +82,8 @@ def _plain_outputs(outputs) -> list[dict[str, Any]]:
 
 def _outputs(plain) -> tuple:
     """The AttackOutputs of :func:`_plain_outputs`, every array immutable, meta read-only."""
+    from attacks._base import AttackOutput  # lazy: keeps refused input fast
+
     return tuple(AttackOutput(**{k: freeze_tree(_unplain(v)) for k, v in o.items()}) for o in plain)
 
 
@@ -210,6 +211,8 @@ def _from_safe(x: Any, arrays, depth: int = 0) -> Any:
         if "__map__" in x:
             return {k: _from_safe(v, arrays, depth + 1) for k, v in x["__map__"].items()}
         if "__output__" in x:
+            from attacks._base import AttackOutput  # lazy: keeps refused input fast
+
             kw = {k: _from_safe(v, arrays, depth + 1) for k, v in x["__output__"].items()}
             kw["meta"] = kw.get("meta") or {}
             return AttackOutput(**kw)
