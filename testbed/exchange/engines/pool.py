@@ -218,6 +218,7 @@ class PoolBus(Bus):
         ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         # POT (and the torch it imports) once, here, before the fork: the workers solve, and
         # each would otherwise import it on its own (seconds of CPU, and memory not shared)
+        import ot  # noqa: F401  # POT: loaded before the fork, shared by the workers
 
         from testbed.exchange.engines.ray_bus import (
             _driver_blas_threads,  # ray: the ray engine only
