@@ -29,6 +29,7 @@ from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
 from testbed.scoring.accuracy import summarise as summarise
 from testbed.scoring.evidence import load_evidence
 from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
+from testbed.scoring.results_schema import read_results, read_sweep_rows
 from testbed.scoring.vocabulary import NOT_MEASURED, RECORD_KEYS, record_test
 
 #: leakage metric -> True when a larger value means more leakage: the scorer's own list
@@ -86,13 +87,18 @@ def num(x: Any) -> float:
 
 
 def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
-    """Rows (one per cell) and run information of a run directory."""
+    """Rows (one per cell) and run information of a run directory; a row's ``results`` parsed
+    once into the typed :class:`~testbed.scoring.results_models.RunResults` (a misspelt or
+    missing field stops here, in one line naming the file and the field)."""
     run_dir = Path(run_dir)
     info: dict[str, Any] = {}
     if (run_dir / "run_info.json").is_file():
         info = json.loads((run_dir / "run_info.json").read_text())
     if is_sweep(run_dir):
-        rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines() if x]
+        rows = [
+            {**{k: v for k, v in r.items() if k != "results"}, "results": r.results}
+            for r in read_sweep_rows(run_dir / "results.jsonl")
+        ]
         info["kind"] = "sweep"
         for row in rows:  # rows of `testbed attack` re-runs saved in each cell
             merge_reruns(row, run_dir / "cells" / str(row.get("cell", "")))
@@ -102,18 +108,12 @@ def load_rows(run_dir: Path) -> tuple[list[dict], dict]:
             info["scenario_text"] = (run_dir / "scenario.yaml").read_text()
         return distinct_points(rows), info
     if (run_dir / "results.json").is_file():
-        res = json.loads((run_dir / "results.json").read_text())
+        res = read_results(run_dir / "results.json")
         info["kind"] = "single"
         if (run_dir / "resolved.yaml").is_file():
             info["scenario_text"] = (run_dir / "resolved.yaml").read_text()
-        row = {
-            "cell": res.get("config_hash", ""),
-            "seed": res.get("seed"),
-            "setting": {},
-            "labels": {},
-            "label": "base",
-            "results": res,
-        }
+        row = {"cell": res.config_hash, "seed": res.seed, "label": "base", "results": res}
+        row.update(setting={}, labels={})
         merge_reruns(row, run_dir)
         return [row], info
     raise TestbedError(f"{run_dir}: no results.json or results.jsonl (not a run directory)")
@@ -125,7 +125,8 @@ def merge_reruns(row: dict, cell_dir: Path) -> None:
 
     extra = saved_attack_rows(cell_dir)
     if extra:
-        row["results"] = {**row["results"], "attacks": [*row["results"].get("attacks", []), *extra]}
+        res = row["results"]
+        row["results"] = res.model_copy(update={"attacks": [*res.attacks, *extra]})
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,13 @@ from testbed.run.attack import run_attacks
 from testbed.run.evaluate import Evaluation, evaluate
 from testbed.run.exchange import Exchange, run_protocol, world_guard
 from testbed.run.manifest import write_manifest
-from testbed.run.results import package_versions, results_row, seal_results, write_json
+from testbed.run.results import (
+    jsonable,
+    package_versions,
+    results_row,
+    seal_results,
+    write_json,
+)
 from testbed.run.roster import World, build_world
 from testbed.run.rundir import fresh_run_dir
 from testbed.run.scenario import ResolvedScenario
@@ -29,6 +35,7 @@ from testbed.run.view import observe
 from testbed.scenario.limits import cell_budget
 from testbed.scenario.preflight import skipped_attacks, without_output
 from testbed.scoring.evidence import write_evidence
+from testbed.scoring.results_schema import check_results
 
 __all__ = ["Replay", "RunOutput", "attack_and_score", "execute", "run_and_evaluate"]
 
@@ -144,7 +151,8 @@ def _write_run(rs, world, out: Path, progress, until) -> RunOutput:
         res.transcript.save(out)
     write_json(out / "run_info.json", {"seconds": res.elapsed, **package_versions()})
     seal_results(res.results, res.transcript, evidence)
-    write_json(out / "results.json", res.results)  # a sweep treats it as "finished"
+    # the results schema's row, checked before it is written; a sweep treats it as "finished"
+    write_json(out / "results.json", check_results(jsonable(res.results), "results.json"))
     write_manifest(out)
     return res
 

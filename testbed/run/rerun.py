@@ -28,6 +28,8 @@ from testbed.run.verify import attack_file_digests, load_json, verify_pending, v
 from testbed.scenario.labels import attack_labels
 from testbed.scenario.loading import parse_scenario
 from testbed.scenario.resolve import ResolvedScenario, config_hash
+from testbed.scoring.results_models import AttackRowsFile
+from testbed.scoring.results_schema import parse_row, read_attack_rows
 
 __all__ = [
     "attack_run_or_sweep",
@@ -111,8 +113,9 @@ def attack_saved_run(
         }
         out = run_dir / f"attacks-{config_hash(spec)[:8]}.json"
         rows = file_rows(rows, sc, out.name)
-        doc = {**spec, "rows": rows, "digests": attack_file_digests(saved, rows)}
-        text = json.dumps(jsonable(doc), indent=2, sort_keys=True) + "\n"
+        doc = jsonable({**spec, "rows": rows, "digests": attack_file_digests(saved, rows)})
+        parse_row(AttackRowsFile, doc, out.name)  # the results schema's file, checked as made
+        text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
         journal.intend(run_dir, out.name)  # a kill -9 from here on is not taken for tampering
         try:
             atomic_write_bytes(out, text.encode())
@@ -258,17 +261,12 @@ def _on_the_command_line(msg: str, where: str, attacks) -> str:
     return f"the command line (--attack, --observer, --colluders): {rest}"
 
 
-def saved_attack_rows(run_dir) -> list[dict[str, Any]]:
+def saved_attack_rows(run_dir) -> list[Any]:
     """Rows of every ``attacks-*.json`` that ``testbed attack`` wrote in ``run_dir`` (sorted by
-    file name); unreadable files are refused with their name."""
-    rows: list[dict[str, Any]] = []
-    for f in attack_files(Path(run_dir)):  # attacks-<8 hex>.json only; other names refused
-        try:
-            data = json.loads(f.read_text())
-            rows.extend(data["rows"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise TestbedError(f"{f}: not an attack-rows file ({type(exc).__name__})") from None
-    return rows
+    file name), parsed into the results schema's :class:`AttackRow`; a file that is not one
+    is refused with its name and the field."""
+    # attacks-<8 hex>.json only; other names refused
+    return [row for f in attack_files(Path(run_dir)) for row in read_attack_rows(f).rows]
 
 
 def _load_results(path) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from testbed.run.evaluate import Evaluation
 from testbed.run.exchange import Exchange
 from testbed.run.roster import World
 from testbed.run.score import DELTA
+from testbed.scoring.names import Metric
+from testbed.scoring.results_schema import RESULTS_SCHEMA_VERSION, VERSION_FIELD
 
 __all__ = [
     "RESULTS_DIGESTS",
@@ -142,6 +144,7 @@ def results_row(world: World, exchange: Exchange, ev: Evaluation) -> dict[str, A
     seen = tr.view(tm.observer, tm.colluders).envelopes
     senders = sorted({e.sender for e in tr} & set(world.parties))
     return {
+        VERSION_FIELD: RESULTS_SCHEMA_VERSION,
         "scenario": sc.name,
         "seed": sc.seed,
         "config_hash": world.config_hash,
@@ -181,7 +184,7 @@ def results_row(world: World, exchange: Exchange, ev: Evaluation) -> dict[str, A
         },
         "privacy": ledger.summary(DELTA),
         # one epsilon axis: the worst claim over the parties that sent anything (inf = no claim)
-        "privacy_epsilon": max((ledger.epsilon(p, DELTA) for p in senders), default=0.0),
+        Metric.PRIVACY_EPSILON: max((ledger.epsilon(p, DELTA) for p in senders), default=0.0),
         "utility": ev.utility,
         "privacy_assumptions": ev.assumptions,
         **({"evaluation": ev.evaluation} if ev.evaluation else {}),

@@ -41,6 +41,7 @@ from testbed.scoring.records import (
     population_comparison,
     transform_recovery,
 )
+from testbed.scoring.names import ATTACK, Metric, RowField
 from testbed.scoring.text import matching_rate, precision_at_k
 
 __all__ = [
@@ -78,86 +79,11 @@ __all__ = [
 #: Every key the scorer (:func:`score_attack`) and the attack stage write into an attack row of
 #: results.json, with its meaning and its direction: True = larger means more leakage, False =
 #: smaller means more leakage, None = not a leakage measure (context: sizes, radii, labels).
-#: results.csv and the report use these names unchanged.
+#: Made from :mod:`testbed.scoring.names` (the names are written there only); results.csv and
+#: the report use them unchanged.
 METRIC_KEYS: dict[str, tuple[str, bool | None]] = {
-    # row identity
-    "attack": ("registered attack name", None),
-    "label": ("attack configuration label (explicit label:, or name + params digest)", None),
-    "target": ("attacked party", None),
-    "observer": ("who observed the messages", None),
-    "isolation": ("the sandbox level the attack ran under (testbed.sandbox.confine)", None),
-    "failed": ("the phase an attack failed in (a failure row: no scores)", None),
-    "reason": ("one line saying why the attack failed", None),
-    "kind": ("attack output kind: points, scores, words, histogram", None),
-    "method": ("the attack's method note (AttackOutput.meta['method'])", None),
-    "score": ("the membership score's name (AttackOutput.meta['score'])", None),
-    "source": ("attacks-<tag>.json of a `testbed attack` re-run", None),
-    # points
-    "w2": ("W2(reconstruction, private data)", False),
-    "w2_baseline": ("W2(prior-only baseline, private data)", None),
-    "w2_ratio": ("w2 / w2_baseline, unclipped (lower = more leakage)", False),
-    "leakage": ("1 - w2_ratio clipped to [0, 1]", True),
-    "leakage_raw": ("1 - w2_ratio unclipped (< 0: worse than the baseline)", True),
-    "leakage_clipped": ("1.0 when the clip to [0, 1] changed leakage", None),
-    "coverage": ("share of private rows with a reconstructed point within coverage_r", True),
-    "coverage_r": ("median leave-one-out NN distance inside the private data", None),
-    "coverage_baseline": ("coverage of the prior-only baseline", None),
-    "exact_recovery": ("share of private rows recovered within exact_recovery_tol", True),
-    "exact_recovery_tol": ("1e-6 x median private row norm", None),
-    # recovery up to a transformation (OT matching, then the best fit; testbed.scoring.transforms)
-    "exact_recovery_similarity": ("exact_recovery after the best similarity transform", True),
-    "coverage_similarity": ("coverage after the best similarity transform", True),
-    "exact_recovery_affine": ("exact_recovery after the best affine map", True),
-    "coverage_affine": ("coverage after the best affine map", True),
-    # the same against population rows (rows of the same distribution no party holds)
-    "population_method": ("where the population rows come from", None),
-    "population_rows": ("population rows the figures below were computed on", None),
-    "coverage_population": ("coverage of population subsets of the target's size", None),
-    "coverage_population_hi": ("97.5 % quantile of coverage over population subsets", None),
-    "exact_recovery_population": ("exact_recovery of population subsets", None),
-    "exact_recovery_similarity_population": ("exact_recovery_similarity on population", None),
-    "coverage_similarity_population": ("coverage_similarity on population", None),
-    "exact_recovery_affine_population": ("exact_recovery_affine on population", None),
-    "coverage_affine_population": ("coverage_affine on population", None),
-    "w2_population": ("W2(reconstruction, population subset of the target's size)", None),
-    "leakage_population": ("leakage scored against population rows instead", None),
-    "record_p": ("permutation p-value: closer to the target's rows than to the population", None),
-    "record_leak": (
-        "1 when a leak of the target's rows is claimed (record level); absent when the record "
-        "test did not run (no population rows, no exact recovery)",
-        None,
-    ),
-    "record_leakage": (
-        "largest excess of a record figure over the population's (0 unless record_leak)",
-        True,
-    ),
-    # words
-    "matching_rate": ("share of retrieved words in the target's document", True),
-    "matching_rate_any": ("share of retrieved words in any party's document", True),
-    "matching_rate_baseline": ("matching_rate of the prior-only baseline", None),
-    "matching_rate_any_baseline": ("matching_rate_any of the prior-only baseline", None),
-    "n_words": ("retrieved words", None),
-    "precision_at_k": ("mean share of a shared point's top-k words in the document", True),
-    "k": ("k of precision_at_k", None),
-    # scores (membership)
-    "auc": ("membership ROC-AUC", True),
-    "tpr_at_1pct_fpr": ("largest TPR with FPR <= 1 % (floor 1/#non-members)", True),
-    "tpr_at_0_1pct_fpr": ("largest TPR with FPR <= 0.1 % (floor 1/#non-members)", True),
-    "alpha_used_1pct": ("FPR level used for tpr_at_1pct_fpr (after the floor)", None),
-    "alpha_used_0_1pct": ("FPR level used for tpr_at_0_1pct_fpr (after the floor)", None),
-    "advantage": ("max(TPR - FPR)", True),
-    "n_members": ("member candidates", None),
-    "n_nonmembers": ("non-member candidates", None),
-    "baseline_auc": ("AUC of the prior-only baseline (its own candidate order)", None),
-    "baseline_tpr_at_1pct_fpr": ("tpr_at_1pct_fpr of the prior-only baseline", None),
-    "eps_lower": ("audited epsilon lower bound (held-out threshold, Clopper-Pearson)", True),
-    "epsilon_lb": ("same as eps_lower (older name)", None),
-    "eps_method": ("how eps_lower was computed", None),
-    "claimed_epsilon": ("the ledger's epsilon for the target (delta 1e-5)", None),
-    "epsilon_claimed": ("the ledger's epsilon for the target (delta 1e-5)", None),
-    # histogram
-    "tv": ("total variation to the target's label histogram", False),
-    "tv_baseline": ("tv of the prior-only baseline", None),
+    **{f.value: (f.meaning, None) for f in RowField},
+    **{m.value: (m.meaning, m.higher) for m in Metric if m.row == ATTACK},
 }
 
 #: leakage metrics -> True when a larger value means more leakage (what the report plots)

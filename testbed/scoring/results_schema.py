@@ -1,11 +1,15 @@
-"""The results schema: the typed attack row the scorer emits, made from :data:`METRIC_KEYS`
-(each metric's name, meaning and direction are written there and nowhere else), versioned and
-published as JSON Schema in ``docs/reference/results.schema.json``.
+"""The results schema: every row kind the results files carry, typed
+(:mod:`testbed.scoring.results_models`; the names of their numbers in
+:mod:`testbed.scoring.names`), under one version (:data:`RESULTS_SCHEMA_VERSION`, written into
+each results.json as ``schema_version``) and published as JSON Schema in
+``docs/reference/results.schema.json``.
 
-Every attack row (a scored output or a failure) is checked against :class:`AttackRow` when it
-is made (:func:`attack_row`): a key the schema does not name stops the run there, instead of
-reaching results.json, results.csv and the report under a name nothing reads. Regenerate the
-published file after changing a metric::
+Rows are checked where they are made (an attack row by :func:`attack_row` as the scorer makes
+it, a run's results by :func:`check_results` before results.json is written, audit rows before
+audit.json is) and parsed once where they are read (:func:`read_results`,
+:func:`read_sweep_rows`, :func:`read_attack_rows`, :func:`read_audit_rows`): a misspelt or
+missing field is one line naming the file and the field. Regenerate the published file after
+changing a model or a metric::
 
     python -m testbed.scoring.results_schema > docs/reference/results.schema.json
 """
@@ -14,58 +18,50 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-from pydantic import ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 
 from testbed.errors import TestbedError
-from testbed.scoring.metrics import METRIC_KEYS
-
-__all__ = ["RESULTS_SCHEMA_VERSION", "AttackRow", "attack_row", "results_json_schema"]
-
-#: raised when a row's fields change meaning or type; adding an optional metric keeps it
-RESULTS_SCHEMA_VERSION = 1
-
-#: the keys whose values are text (names, labels, reasons); every other key holds a number
-TEXT_KEYS = frozenset(
-    {
-        "attack",
-        "label",
-        "target",
-        "observer",
-        "isolation",
-        "failed",
-        "reason",
-        "kind",
-        "method",
-        "score",
-        "source",
-        "population_method",
-        "eps_method",
-    }
+from testbed.scoring.results_models import (
+    AttackRow,
+    AttackRowsFile,
+    AuditRow,
+    RunResults,
+    SweepRow,
 )
-#: the keys every row has (a failure row's target may be None: every target)
-REQUIRED = ("attack", "label", "target", "observer", "isolation")
 
-
-def _field(key: str, meaning: str, higher: bool | None):
-    typ: Any = str | None if key in TEXT_KEYS else float | None
-    if key in ("attack", "label", "observer", "isolation"):
-        typ = str
-    extra = None if higher is None else {"leakage": "higher" if higher else "lower"}
-    if key in REQUIRED:
-        return (typ, Field(..., description=meaning, json_schema_extra=extra))
-    return (typ, Field(None, description=meaning, json_schema_extra=extra))
-
-
-#: one attack row of results.json (``attacks``): identity, then the metrics of its output's
-#: kind; a metric a kind does not have is absent from the row. ``leakage`` in a field's schema:
-#: whether a higher or a lower value means more leakage (absent: context, not a leakage measure).
-AttackRow = create_model(
+__all__ = [
+    "RESULTS_SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "AttackRow",
-    __config__=ConfigDict(extra="forbid", frozen=True),
-    **{k: _field(k, meaning, higher) for k, (meaning, higher) in METRIC_KEYS.items()},
-)
+    "attack_row",
+    "check_results",
+    "parse_row",
+    "read_attack_rows",
+    "read_audit_rows",
+    "read_results",
+    "read_sweep_rows",
+    "results_json_schema",
+]
+
+#: raised when a field changes meaning or type, or a required one is added; adding an optional
+#: metric keeps it. 1: the attack rows only (and every results.json written before the
+#: ``schema_version`` field, which reads as 1: the same layout without it); 2: every row kind.
+RESULTS_SCHEMA_VERSION = 2
+#: the versions this testbed reads
+SCHEMA_VERSIONS = (1, 2)
+#: the field of results.json that holds its version
+VERSION_FIELD = "schema_version"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"]) or "(top)"
+    return f"{where}: {err['msg']}"
 
 
 def attack_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -75,31 +71,112 @@ def attack_row(row: dict[str, Any]) -> dict[str, Any]:
     try:
         AttackRow.model_validate(row)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
         raise TestbedError(
-            f"attack row of {row.get('label') or row.get('attack')!r}: {where}: {err['msg']} "
-            f"(results schema {RESULTS_SCHEMA_VERSION}: testbed/scoring/metrics.py METRIC_KEYS)"
+            f"attack row of {row.get('label') or row.get('attack')!r}: {_first_error(exc)} "
+            f"(results schema {RESULTS_SCHEMA_VERSION}: testbed/scoring/names.py)"
         ) from None
     return row
 
 
+def parse_row(model: type[M], data: Any, where: str) -> M:
+    """``data`` as ``model``; anything else is one line naming ``where`` (a file, a line of
+    it) and the first field that is wrong."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise TestbedError(
+            f"{where}: {_first_error(exc)} (results schema {RESULTS_SCHEMA_VERSION}: "
+            "docs/reference/results.schema.json)"
+        ) from None
+
+
+def check_results(results: dict[str, Any], where: str = "results.json") -> dict[str, Any]:
+    """``results`` (a run's results row, as written), once :class:`RunResults` accepts it."""
+    parse_row(RunResults, _versioned(results, where), where)
+    return results
+
+
+def _versioned(data: Any, where: str) -> Any:
+    """``data`` after its version is checked: absent reads as 1 (files written before the
+    field); a version this testbed does not read stops with one line naming it."""
+    if not isinstance(data, dict):
+        raise TestbedError(f"{where}: not a results object")
+    version = data.get(VERSION_FIELD, 1)
+    if version not in SCHEMA_VERSIONS:
+        raise TestbedError(
+            f"{where}: results schema {version!r}; this testbed reads versions "
+            f"{SCHEMA_VERSIONS[0]} to {SCHEMA_VERSIONS[-1]} (a newer testbed wrote it?)"
+        )
+    return data
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TestbedError(f"{path}: not a readable results file ({type(exc).__name__})") from None
+
+
+def read_results(path: Path) -> RunResults:
+    """A run's ``results.json``, parsed once."""
+    return parse_row(RunResults, _versioned(_load(path), str(path)), str(path))
+
+
+def read_sweep_rows(path: Path) -> list[SweepRow]:
+    """A sweep's ``results.jsonl``, one :class:`SweepRow` per line (a wrong line names its
+    number)."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line:
+            continue
+        where = f"{path}:{i}"
+        try:
+            data = json.loads(line)
+        except ValueError:
+            raise TestbedError(f"{where}: not a JSON line") from None
+        if isinstance(data, dict):
+            _versioned(data.get("results"), f"{where}: results")
+        rows.append(parse_row(SweepRow, data, where))
+    return rows
+
+
+def read_attack_rows(path: Path) -> AttackRowsFile:
+    """``attacks-<tag>.json`` of a ``testbed attack`` re-run."""
+    return parse_row(AttackRowsFile, _load(path), str(path))
+
+
+def read_audit_rows(path: Path) -> list[AuditRow]:
+    """``audit.json``'s rows (``testbed audit --out``)."""
+    data = _load(path)
+    if not isinstance(data, list):
+        raise TestbedError(f"{path}: not a list of audit rows")
+    return [parse_row(AuditRow, r, f"{path}: row {i}") for i, r in enumerate(data)]
+
+
 def results_json_schema() -> dict[str, Any]:
-    """The published schema (JSON Schema 2020-12) of results.json's attack rows."""
-    row = AttackRow.model_json_schema()
+    """The published schema (JSON Schema 2020-12): results.json, with the other files' rows
+    (a sweep's results.jsonl lines, attacks-*.json, audit.json) under ``$defs``."""
+    defs: dict[str, Any] = {}
+    for model in (RunResults, SweepRow, AttackRowsFile, AuditRow):
+        schema = model.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[model.__name__] = schema
+    top = dict(defs["RunResults"])
+    top.pop("title", None)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://ot-testbed.invalid/results/{RESULTS_SCHEMA_VERSION}",
         "title": "OT privacy testbed results (results.json)",
         "description": (
-            "The attack rows of results.json (`attacks`), one per attack and target. "
-            "Generated from testbed/scoring/metrics.py (METRIC_KEYS) by "
-            "`python -m testbed.scoring.results_schema`; do not edit by hand."
+            "A run's results.json; $defs also holds the rows of a sweep's results.jsonl "
+            "(SweepRow), of testbed attack's attacks-*.json (AttackRowsFile) and of "
+            "audit.json (AuditRow). Generated from testbed/scoring/results_models.py and "
+            "testbed/scoring/names.py by `python -m testbed.scoring.results_schema`; do not "
+            "edit by hand."
         ),
         "version": RESULTS_SCHEMA_VERSION,
-        "type": "object",
-        "properties": {"attacks": {"type": "array", "items": {"$ref": "#/$defs/AttackRow"}}},
-        "$defs": {"AttackRow": row},
+        **top,
+        "$defs": defs,
     }
 
 
