@@ -153,6 +153,8 @@ def _with_attacks(rows: list[dict]) -> list[dict]:
         r["results"]["attacks"] = [
             {
                 "attack": "fedwad_geodesic",
+                "label": "fedwad_geodesic",
+                "isolation": "process",
                 "target": t,
                 "observer": "server",
                 "w2": 1.0 + z,
@@ -231,6 +233,8 @@ def test_audit_above_claim_is_flagged(sweep_dir, tmp_path):
     r["results"]["attacks"] = [
         {
             "attack": "mia",
+            "label": "mia",
+            "isolation": "process",
             "target": "alice",
             "observer": "server",
             "auc": 0.9,

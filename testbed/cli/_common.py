@@ -17,24 +17,25 @@ from testbed.report.fmt import (
     fmt,
     fmt_bytes,  # noqa: F401  (the commands import it from here)
 )
+from testbed.scoring.names import Metric
 
 EXIT_OK, EXIT_FAULT, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # SIGTERM, handled as Ctrl-C is (testbed/sigint.py)
 EXIT_ATTACK_FAILED = 3  # results and report written, but an attack failed (docs/reference/trust.md)
 
 ATTACK_KEYS = (
-    "leakage",
-    "w2_ratio",
-    "coverage",
-    "exact_recovery",
-    "matching_rate",
-    "matching_rate_any",
-    "auc",
-    "tpr_at_0_1pct_fpr",
-    "tv",
+    Metric.LEAKAGE,
+    Metric.W2_RATIO,
+    Metric.COVERAGE,
+    Metric.EXACT_RECOVERY,
+    Metric.MATCHING_RATE,
+    Metric.MATCHING_RATE_ANY,
+    Metric.AUC,
+    Metric.TPR_AT_0_1PCT_FPR,
+    Metric.TV,
 )
 #: how a key of ATTACK_KEYS is written on the summary line (the key itself when not listed)
-ATTACK_KEY_NAMES = {"tpr_at_0_1pct_fpr": "TPR@0.1%FPR"}
+ATTACK_KEY_NAMES = {Metric.TPR_AT_0_1PCT_FPR: "TPR@0.1%FPR"}
 
 
 def fmt_value(v) -> str:
@@ -115,10 +116,14 @@ def _print_rows(rows) -> None:
 def _floor(row, key: str) -> str:
     """For TPR at 0.1 % FPR read at a coarser FPR (fewer than 1000 non-members: the floor
     1/#non-members, DESIGN.md), that FPR, so the figure is never read as the 0.1 % one."""
-    used = row.get("alpha_used_0_1pct")
-    if key != "tpr_at_0_1pct_fpr" or not isinstance(used, (int, float)) or used <= 0.001 + 1e-12:
+    used = row.get(Metric.ALPHA_USED_0_1PCT)
+    if (
+        key != Metric.TPR_AT_0_1PCT_FPR
+        or not isinstance(used, (int, float))
+        or used <= 0.001 + 1e-12
+    ):
         return ""
-    n = row.get("n_nonmembers")
+    n = row.get(Metric.N_NONMEMBERS)
     return f" (at FPR {fmt(used)}: {int(n) if n else '?'} non-members)"
 
 
@@ -135,7 +140,7 @@ def _record_words(a: dict) -> str:
     if state == NOT_MEASURED:
         return f"; record test {NOT_MEASURED} ({why})"
     if state == MEASURED:
-        return f"; record_leakage={fmt(a.get('record_leakage'))} (record test against {why})"
+        return f"; record_leakage={fmt(a.get(Metric.RECORD_LEAKAGE))} (record test against {why})"
     return ""
 
 

@@ -42,6 +42,9 @@ from testbed.run.rundir import check_creatable, run_dir_lock
 from testbed.run.verify import verify_run
 from testbed.scenario.cells import expand_cells, sweep_hash
 from testbed.scenario.resolve import ResolvedScenario
+from testbed.scoring.names import Metric
+from testbed.scoring.results_models import AuditRow
+from testbed.scoring.results_schema import parse_row
 
 __all__ = ["bench_audit", "party_verdicts", "run", "write_audit_rows"]
 
@@ -60,6 +63,9 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
     ``manifest.json``) under its lock, with the manifest refreshed to list them, so that
     ``testbed report`` and ``testbed verify`` accept the run with its audit."""
     out = Path(out_dir)
+    text = json.dumps(rows, indent=2, default=float) + "\n"
+    for i, row in enumerate(json.loads(text)):  # the results schema's rows, checked as written
+        parse_row(AuditRow, row, f"audit.json: row {i}")
     out.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(k for r in rows for k in r))
     buf = io.StringIO()
@@ -75,9 +81,7 @@ def write_audit_rows(rows: list[dict], out_dir) -> list[Path]:
             locks.enter_context(run_dir_lock(out, write=True))
             verify_run(sweep if sweep is not None else out)  # never list files changed before
         atomic_write_bytes(out / "audit.csv", buf.getvalue().encode())
-        atomic_write_bytes(
-            out / "audit.json", (json.dumps(rows, indent=2, default=float) + "\n").encode()
-        )
+        atomic_write_bytes(out / "audit.json", text.encode())
         if run_dir:
             write_manifest(out)
         if sweep is not None:  # its manifest lists the cell's: refreshed with it
@@ -155,10 +159,10 @@ def _many_runs(world, party: str, args) -> dict:
         "canaries": 1,
         "confidence": r.confidence,
         "delta": r.delta,
-        "eps_lower": r.audited_epsilon,
+        Metric.EPS_LOWER: r.audited_epsilon,
         "mu_lower": r.mu_lower,
         "eps_lower_gdp": r.epsilon_gdp,
-        "epsilon_claimed": r.claimed_epsilon,
+        Metric.EPSILON_CLAIMED: r.claimed_epsilon,
         "mu_claimed": r.claimed_mu,
         "violated": r.violated,
         "scope": "protocol",
@@ -207,8 +211,8 @@ def _print_rows(rows: list[dict]) -> None:
             r["method"],
             r["observer"],
             r["rounds"],
-            f"{r['epsilon_claimed']:.3g}",
-            f"{r['eps_lower']:.3g}",
+            f"{r[Metric.EPSILON_CLAIMED]:.3g}",
+            f"{r[Metric.EPS_LOWER]:.3g}",
             "-" if r["mu_claimed"] is None else f"{r['mu_claimed']:.3g}",
             f"{r['mu_lower']:.3g}",
             f"{r['eps_lower_gdp']:.3g}",
@@ -267,7 +271,7 @@ MAX_CANARIES, MAX_TRIALS = 1 << 14, 1 << 16
 def _advice(row: dict, args, accountant: str) -> str:
     """What would raise the ceiling of ``row``'s audit above its claim."""
     gaussian = row.get("mu_claimed") is not None
-    claimed = float(row["epsilon_claimed"])
+    claimed = float(row[Metric.EPSILON_CLAIMED])
     if row["method"] == "one-run":
         cap = max(MAX_CANARIES, 2 * args.canaries)
         n = canaries_needed(
@@ -303,13 +307,13 @@ def party_verdicts(
             )
             continue
         whole = [r for r in mine if r["rounds"] == "all"] or mine
-        best = max(whole, key=lambda r: (r["ceiling_epsilon"], r["eps_lower"]))
-        claimed = max(float(r["epsilon_claimed"]) for r in whole)
-        audited = max(float(r["eps_lower"]) for r in mine)
+        best = max(whole, key=lambda r: (r["ceiling_epsilon"], r[Metric.EPS_LOWER]))
+        claimed = max(float(r[Metric.EPSILON_CLAIMED]) for r in whole)
+        audited = max(float(r[Metric.EPS_LOWER]) for r in mine)
         violated = [r for r in mine if r["violated"]]
         if violated:
-            best = max(violated, key=lambda r: r["eps_lower"])
-            claimed, audited = float(best["epsilon_claimed"]), float(best["eps_lower"])
+            best = max(violated, key=lambda r: r[Metric.EPS_LOWER])
+            claimed, audited = float(best[Metric.EPSILON_CLAIMED]), float(best[Metric.EPS_LOWER])
         ceiling = float(best["ceiling_epsilon"])
         stuck = not (violated or broken) and math.isfinite(claimed) and claimed >= ceiling
         v = judge(
@@ -331,7 +335,7 @@ def party_verdicts(
                 f"the claim ε = {claimed:.3g}",
             )
         if v.verdict == "not audited" and audited > 0:
-            who = max(mine, key=lambda r: r["eps_lower"])
+            who = max(mine, key=lambda r: r[Metric.EPS_LOWER])
             v = replace(v, reason=f"{v.reason} (observer {who['observer']}, {who['method']})")
         out.append(v)
     return out
@@ -371,8 +375,8 @@ def _extra_scopes(scenario, setting: str, world, args, parties, steps) -> tuple[
                 "observer": "every receiver (white box)",
                 "rounds": "all",
                 "scope": "mechanism",
-                "epsilon_claimed": r.claimed_epsilon,
-                "eps_lower": r.audited_epsilon,
+                Metric.EPSILON_CLAIMED: r.claimed_epsilon,
+                Metric.EPS_LOWER: r.audited_epsilon,
                 "ceiling_epsilon": r.ceiling_epsilon,
                 "verdict": r.verdict,
                 "violated": r.verdict == "VIOLATION",

@@ -28,6 +28,7 @@ from testbed.run.rundir import check_replaceable
 from testbed.run.sweep import run_sweep
 from testbed.scenario.preflight import preflight
 from testbed.scenario.resolve import ResolvedScenario
+from testbed.scoring.names import Metric
 
 
 def run(args) -> int:
@@ -54,7 +55,16 @@ def run(args) -> int:
     print(
         table(
             rows,
-            ["quantity", "estimate", "exact", "rel. error", "rounds", "messages", "bytes", "time"],
+            [
+                "quantity",
+                Metric.ESTIMATE,
+                Metric.EXACT,
+                "rel. error",
+                "rounds",
+                "messages",
+                "bytes",
+                "time",
+            ],
         )
     )
     if hidden:
@@ -100,11 +110,13 @@ def headline_lines(head: dict) -> list[str]:
         if sec:
             m = len(sec.get("keys") or ())
             what = sec["quantity"] + (f", {m} values" if m > 1 else "")
-            out.append(f"secondary: relative error ({what}): {pct(sec['relative_error'])}")
+            out.append(f"secondary: relative error ({what}): {pct(sec[Metric.RELATIVE_ERROR])}")
         return out
     if len(head.get("keys") or ()) > 1:  # one error over several quantities
         n = len(head["keys"])
-        return [f"headline error ({head['quantity']}, {n} values): {pct(head['relative_error'])}"]
+        return [
+            f"headline error ({head['quantity']}, {n} values): {pct(head[Metric.RELATIVE_ERROR])}"
+        ]
     return []
 
 
@@ -144,14 +156,14 @@ def quantity_rows(accuracy: dict, parties) -> tuple[list[list[str]], int]:
             rows.append(
                 [
                     k,
-                    fmt_value(acc["estimate"]),
-                    fmt_value(acc["exact"]),
-                    pct(acc["relative_error"]),
+                    fmt_value(acc[Metric.ESTIMATE]),
+                    fmt_value(acc[Metric.EXACT]),
+                    pct(acc[Metric.RELATIVE_ERROR]),
                 ]
             )
         rest = keys[len(shown) :]
         if rest:
-            worst = max(accuracy[k]["relative_error"] for k in rest)
+            worst = max(accuracy[k][Metric.RELATIVE_ERROR] for k in rest)
             rows.append([f"... {len(rest)} more {stem}", "", "", f"max {pct(worst)}"])
             hidden += len(rest)
     return rows, hidden
@@ -187,7 +199,7 @@ def _run_sweep(sc, args, out_dir, skipped: list[str], finish) -> int:
         label = error_label(out.rows, error_key(out.rows))
         print(f"rel. error: {error_words(label)}, mean over seeds")
     if attacks:
-        shown = [h for h in ("leakage", "coverage", "TPR@0.1%FPR") if h in header]
+        shown = [h for h in (Metric.LEAKAGE, Metric.COVERAGE, "TPR@0.1%FPR") if h in header]
         print(
             f"{', '.join(shown)}: worst attack and target, mean over seeds (intervals in the report)"
             + (

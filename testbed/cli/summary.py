@@ -27,6 +27,7 @@ from testbed.report.model import (
 
 # the report names a setting as testbed run prints it (and matches testbed audit's rows by it)
 from testbed.report.points import setting_label as setting_label
+from testbed.scoring.names import Metric
 from testbed.scoring.verdict import verdict
 from testbed.scoring.vocabulary import MEASURED, NOT_APPLICABLE, NOT_MEASURED, record_test
 
@@ -56,8 +57,8 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
     cols = [
         (f"{err_q}.relative_error", "rel. error", pct),
         *((u, u.split(".", 1)[1], fmt) for u in utility_columns(agg, agg)),  # the task's own
-        (f"{ANY_ATTACK}.leakage", "leakage", fmt),
-        (f"{ANY_ATTACK}.coverage", "coverage", fmt),
+        (f"{ANY_ATTACK}.leakage", Metric.LEAKAGE, fmt),
+        (f"{ANY_ATTACK}.coverage", Metric.COVERAGE, fmt),
         (f"{ANY_ATTACK}.record_leakage", "record leakage", fmt),
         (f"{ANY_ATTACK}.tpr_at_0_1pct_fpr", "TPR@0.1%FPR", fmt),  # where a membership attack ran
     ]
@@ -68,7 +69,7 @@ def sweep_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]], bool]:
         key = (series_of(row), point_of(row))
         if key not in order:
             order[key] = (not _is_baseline(row), i, setting_label(row))
-        eps = row["results"].get("privacy_epsilon")  # the worst claim of the parties that sent
+        eps = row["results"].get(Metric.PRIVACY_EPSILON)  # the worst claim of the parties that sent
         if isinstance(eps, (int, float)):
             claims.setdefault(key, []).append(float(eps))
     keys = sorted(order, key=lambda k: order[k][:2])
@@ -125,8 +126,8 @@ def privacy_lines(results: dict) -> list[str]:
     each failed assumption behind it, as the report words it (the assumption, then each
     party's detail), its parties capped at :data:`SHOWN_PARTIES`."""
     out = []
-    if "privacy_epsilon" in results:
-        eps = num(results["privacy_epsilon"])
+    if Metric.PRIVACY_EPSILON in results:
+        eps = num(results[Metric.PRIVACY_EPSILON])
         if math.isfinite(eps):
             out.append(f"claimed eps: {fmt(eps)}")
         elif results.get("privacy"):  # a defense protects some parties, not all that sent
@@ -216,7 +217,7 @@ def population_lines(
         + ")"
         + (f"; {failed} FAILED" if failed else "")
     ]
-    for k in (*figures, "record_leakage"):
+    for k in (*figures, Metric.RECORD_LEAKAGE):
         vals = [
             float(a[k]) for a in ok if isinstance(a.get(k), (int, float)) and math.isfinite(a[k])
         ]

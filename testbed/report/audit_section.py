@@ -6,13 +6,14 @@ only: every number comes from the file."""
 
 from __future__ import annotations
 
-import json
 import math
 
 from testbed.report.doc import Doc
 from testbed.report.fmt import fmt, plotly_text
 from testbed.report.model import ReportData
 from testbed.report.static_figures import render
+from testbed.scoring.names import Metric
+from testbed.scoring.results_schema import read_audit_rows
 from testbed.scoring.vocabulary import VIOLATION
 
 __all__ = ["audit_section"]
@@ -41,10 +42,10 @@ def _epsilon_figures(party: str, rows: list[dict]):
     for obs in sorted({r["observer"] for r in rows}):
         by = {r["rounds"]: r for r in rows if r["observer"] == obs}
         xs = [s for s in scopes if s in by]
-        ys = [float(by[s]["eps_lower"]) for s in xs]
+        ys = [float(by[s][Metric.EPS_LOWER]) for s in xs]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=plotly_text(obs)))
         ax.plot(xs, ys, marker="o", label=obs)
-    claim = {r["rounds"]: float(r["epsilon_claimed"]) for r in rows}
+    claim = {r["rounds"]: float(r[Metric.EPSILON_CLAIMED]) for r in rows}
     xs = [s for s in scopes if math.isfinite(claim.get(s, math.inf))]
     if xs:
         ys = [claim[s] for s in xs]
@@ -122,7 +123,7 @@ def audit_section(doc: Doc, data: ReportData) -> None:
     path = data.run_dir / "audit.json"
     if not path.is_file():
         return
-    rows = json.loads(path.read_text())
+    rows = read_audit_rows(path)  # parsed once: a misspelt field names the file and the field
     mech = [r for r in rows if r.get("scope") == "mechanism"]
     audits = [r for r in rows if not r.get("reconstruction") and r.get("scope") != "mechanism"]
     recon = [r for r in rows if r.get("reconstruction")]
@@ -171,8 +172,8 @@ def audit_section(doc: Doc, data: ReportData) -> None:
                 *([r.get("scope", "")] if any("scope" in x for x in audits) else []),
                 r.get("observer", ""),
                 r.get("rounds", ""),
-                _num(r.get("epsilon_claimed")),
-                _num(r.get("eps_lower")),
+                _num(r.get(Metric.EPSILON_CLAIMED)),
+                _num(r.get(Metric.EPS_LOWER)),
                 _num(r.get("mu_lower")),
                 *([_num(r.get("ceiling_epsilon"))] if ceiling else []),
                 audit_status(r),
@@ -191,8 +192,8 @@ def audit_section(doc: Doc, data: ReportData) -> None:
                 [
                     *([r.get("setting", "")] if sweep else []),
                     r["party"],
-                    fmt(float(r["epsilon_claimed"])),
-                    fmt(float(r["eps_lower"])),
+                    fmt(float(r[Metric.EPSILON_CLAIMED])),
+                    fmt(float(r[Metric.EPS_LOWER])),
                     fmt(float(r["ceiling_epsilon"])),
                     r["verdict"],
                     r.get("failed_checks") or "—",

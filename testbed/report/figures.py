@@ -19,6 +19,7 @@ from testbed.report.model import (
     point_id,
     settings_in_order,
 )
+from testbed.scoring.names import Metric
 
 __all__ = ["PALETTE", "View", "error_by_setting_figure", "tradeoff_figure"]
 
@@ -96,7 +97,7 @@ def _series_trace(agg, err_key: str, y_key: str, ks: list, xa: Axis, ya: Axis, e
         else:
             note = ""
         tr["text"].append(hover(agg, k, err_key, y_key, eps) + note)
-        tr["label"].append("exact" if exact else "")
+        tr["label"].append(Metric.EXACT if exact else "")
         tr["sym"].append(
             "star" if exact else ("triangle-left" if cx else ("triangle-down" if cy else "circle"))
         )
@@ -119,7 +120,7 @@ def _view_traces(go, agg, err_key: str, view: View, colors: dict, eps: list) -> 
         on_curve = any(eps_of.values())
         ks = sorted(curves[s], key=lambda k: (eps_value(eps_of[k]), k) if on_curve else k)
         tr = _series_trace(agg, err_key, view.y_key, ks, xa, ya, eps)
-        exact = [t == "exact" for t in tr["label"]]
+        exact = [t == Metric.EXACT for t in tr["label"]]
         if on_curve:
             tr["label"] = [t or (eps_of[k] or "") for t, k in zip(tr["label"], ks)]
         err_x = {

@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 import math
 
+from testbed.scoring.names import Metric
+
 __all__ = [
     "EXACT_BELOW",
     "PCT_CAP",
@@ -81,7 +83,7 @@ def pct_ci(t) -> str:
 def value_ci(column: str, t) -> str:
     """A column's (mean, low, high) in its quantity's one format: a relative error as a
     percentage (:func:`pct_ci`), anything else as :func:`ci`."""
-    return pct_ci(t) if str(column).endswith("relative_error") else ci(t)
+    return pct_ci(t) if str(column).endswith(Metric.RELATIVE_ERROR) else ci(t)
 
 
 def fmt_bytes(n: float) -> str:

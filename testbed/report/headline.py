@@ -23,6 +23,7 @@ from testbed.report.model import (
 )
 from testbed.report.population import distribution_figure, population
 from testbed.run.manifest import signing_key_id
+from testbed.scoring.names import Metric
 from testbed.scoring.vocabulary import (
     MEASURED,
     NO_ATTACK_APPLIED,
@@ -40,7 +41,7 @@ LEVELS = (0.05, 0.25, 0.5, 1.0)
 def _levels(metric: str | None) -> tuple[float, ...]:
     """The leakage levels of the headline's columns; none for an AUC (0.5 is chance, so "AUC
     ≤ 0.05" is no budget anyone sets): the worst AUC is shown beside its baseline instead."""
-    return () if metric in ("auc", "advantage") else LEVELS
+    return () if metric in (Metric.AUC, Metric.ADVANTAGE) else LEVELS
 
 
 def title_section(doc: Doc, data: ReportData) -> None:
@@ -254,7 +255,7 @@ def headline(
                 worst_html += f"<br><small>{n} of {m} parties leak</small>"
                 worst_md += f" ({n} of {m} parties leak)"
             base = agg[key].get(f"{attack}[{target}].baseline_auc")
-            if metric in ("auc", "advantage") and base is not None:
+            if metric in (Metric.AUC, Metric.ADVANTAGE) and base is not None:
                 worst_html += f"<br><small>baseline AUC {e(fmt(base[0]))}</small>"
                 worst_md += f" (baseline AUC {fmt(base[0])})"
         elif unmeasured:
@@ -265,8 +266,8 @@ def headline(
             f"<tr><th>{_breakable(s)}</th><td>{worst_html}</td>" + "".join(cells_html) + "</tr>"
         )
         md_rows.append([s, worst_md, *cells_md])
-        record = metric == "record_leakage"
-        dist = worst_leak(rows, agg, keys, "leakage") if record else None
+        record = metric == Metric.RECORD_LEAKAGE
+        dist = worst_leak(rows, agg, keys, Metric.LEAKAGE) if record else None
         silent = _silent(rows, s) | unmeasured
         crowd = crowds[s].sentence() if s in crowds else None
         verdicts.append(verdict(s, w, levels, agg, err_key, metric, dist, silent, crowd))
@@ -439,7 +440,7 @@ def verdict(
         return f"<b>{e(series)}</b>: {NO_ATTACK_APPLIED}: {NOTHING_MEASURED}." + quiet_note
     t, attack, target, key, observer = w
     err = pct(agg[key][err_key][0]) if err_key and err_key in agg[key] else "–"
-    if metric == "record_leakage" and not t[0] > 0:
+    if metric == Metric.RECORD_LEAKAGE and not t[0] > 0:
         text = (
             f"<b>{e(series)}</b>: {MEASURED}: no record leak (no reconstruction closer to a "
             "party's rows than to population rows)"
@@ -449,8 +450,8 @@ def verdict(
         return text + "." + quiet_note
     what = (
         "record leak, baseline: population rows"
-        if metric == "record_leakage"
-        else f"baseline: {'chance / prior-only attacker' if metric in ('auc', 'advantage') else 'prior-only attacker'}"
+        if metric == Metric.RECORD_LEAKAGE
+        else f"baseline: {'chance / prior-only attacker' if metric in (Metric.AUC, Metric.ADVANTAGE) else 'prior-only attacker'}"
     )
     # many parties: how many leak and the worst few (``crowd``), not one party's name
     whose = e(crowd) if crowd else f"{e(target)}'s data"

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from testbed.report.fmt import plotly_text
+from testbed.scoring.names import Metric
 
 __all__ = ["cloud_figure", "digits_figure", "histogram_figure", "roc_figure", "words_html"]
 
@@ -106,7 +107,7 @@ def roc_figure(ev: dict, title: str):
     """Membership ROC on log axes, floored at one over the non-members (the smallest FPR)."""
     import plotly.graph_objects as go  # plotly: only when a figure is drawn
 
-    floor = 1.0 / max(int(ev.get("n_nonmembers", 100)), 1)
+    floor = 1.0 / max(int(ev.get(Metric.N_NONMEMBERS, 100)), 1)
     fig = go.Figure()
     for pre, name, dash in (("", "attack", "solid"), ("baseline_", "prior-only baseline", "dot")):
         if f"{pre}fpr" not in ev:

@@ -15,6 +15,7 @@ import textwrap
 import numpy as np
 
 from testbed.report.static_figures import render
+from testbed.scoring.names import Metric
 
 __all__ = ["cloud_png", "digits_png", "histogram_png", "roc_png", "words_png"]
 
@@ -81,7 +82,7 @@ def cloud_png(ev: dict, title: str) -> dict[str, bytes]:
 def roc_png(ev: dict, title: str) -> dict[str, bytes]:
     """Membership ROC on log axes, floored at one over the non-members (the smallest FPR)."""
     plt = _plt()
-    floor = 1.0 / max(int(ev.get("n_nonmembers", 100)), 1)
+    floor = 1.0 / max(int(ev.get(Metric.N_NONMEMBERS, 100)), 1)
     fig, ax = plt.subplots(figsize=(5.2, 4.4), layout="constrained")
     for pre, name, ls in (("", "attack", "-"), ("baseline_", "prior-only baseline", ":")):
         if f"{pre}fpr" not in ev:

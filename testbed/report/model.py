@@ -29,6 +29,7 @@ from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
 from testbed.scoring.accuracy import summarise as summarise
 from testbed.scoring.evidence import load_evidence
 from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
+from testbed.scoring.names import Metric
 from testbed.scoring.results_schema import read_results, read_sweep_rows
 from testbed.scoring.vocabulary import NOT_MEASURED, RECORD_KEYS, record_test
 
@@ -42,23 +43,29 @@ UTILITY_SHOWN_EXCEPT = ("utility.distance_accuracy",)
 #: the trade-off figure a leakage metric is drawn in (one figure per family, a view per metric
 #: and attack); a metric of no family goes to "other leakage"
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "distributional leakage": ("leakage", "leakage_raw", "w2_ratio"),
+    "distributional leakage": (Metric.LEAKAGE, Metric.LEAKAGE_RAW, Metric.W2_RATIO),
     "reconstruction": (
-        "record_leakage",
-        "coverage",
-        "exact_recovery",
-        "coverage_similarity",
-        "exact_recovery_similarity",
-        "coverage_affine",
-        "exact_recovery_affine",
+        Metric.RECORD_LEAKAGE,
+        Metric.COVERAGE,
+        Metric.EXACT_RECOVERY,
+        Metric.COVERAGE_SIMILARITY,
+        Metric.EXACT_RECOVERY_SIMILARITY,
+        Metric.COVERAGE_AFFINE,
+        Metric.EXACT_RECOVERY_AFFINE,
     ),
-    "membership": ("auc", "advantage", "tpr_at_1pct_fpr", "tpr_at_0_1pct_fpr", "eps_lower"),
-    "attribute/label": ("tv",),
-    "text retrieval": ("matching_rate", "matching_rate_any", "precision_at_k"),
+    "membership": (
+        Metric.AUC,
+        Metric.ADVANTAGE,
+        Metric.TPR_AT_1PCT_FPR,
+        Metric.TPR_AT_0_1PCT_FPR,
+        Metric.EPS_LOWER,
+    ),
+    "attribute/label": (Metric.TV,),
+    "text retrieval": (Metric.MATCHING_RATE, Metric.MATCHING_RATE_ANY, Metric.PRECISION_AT_K),
 }
 #: leakage metrics in the tables but in no figure: raw w2's scale is the data's (w2_ratio is its
 #: plotted, normalised form)
-NOT_PLOTTED = ("w2",)
+NOT_PLOTTED = (Metric.W2,)
 
 
 def family_of(metric: str) -> str:
@@ -163,7 +170,7 @@ def attack_measurements(res: dict) -> list[Measurement]:
             out.append(Measurement(f"{col}[{target}].{k}", str(col), target, k, x))
             worst[(str(col), k)].append(x)
     for (_col, metric), xs in list(worst.items()):
-        if metric in LEAKAGE_METRICS and metric != "w2":
+        if metric in LEAKAGE_METRICS and metric != Metric.W2:
             worst[(ANY_ATTACK, metric)].extend(xs)
     for (col, metric), xs in worst.items():
         xs = [x for x in xs if not math.isnan(x)]
@@ -232,16 +239,24 @@ def measurements(res: dict) -> list[Measurement]:
     observer's share, claimed epsilon per party, the attacks' metrics."""
     out = []
     for q, acc in (res.get("accuracy") or {}).items():
-        for m in ("estimate", "exact", "relative_error"):
+        for m in (Metric.ESTIMATE, Metric.EXACT, Metric.RELATIVE_ERROR):
             out.append(Measurement(f"{q}.{m}", q, "", m, num(acc.get(m))))
     head = res.get(HEADLINE) or {}
     if head:
         q = f"{HEADLINE}.relative_error"
-        out.append(Measurement(q, HEADLINE, "", "relative_error", num(head.get("relative_error"))))
+        out.append(
+            Measurement(
+                q, HEADLINE, "", Metric.RELATIVE_ERROR, num(head.get(Metric.RELATIVE_ERROR))
+            )
+        )
     sec = head.get("secondary") or {}
     if sec:  # a ranking headline's error (FedBary's distances), kept beside it
         q = SECONDARY_ERROR
-        out.append(Measurement(q, SECONDARY, "", "relative_error", num(sec.get("relative_error"))))
+        out.append(
+            Measurement(
+                q, SECONDARY, "", Metric.RELATIVE_ERROR, num(sec.get(Metric.RELATIVE_ERROR))
+            )
+        )
     for k, v in sorted((res.get("utility") or {}).items()):
         out.append(Measurement(f"utility.{k}", "utility", "", k, num(v)))
     tr = res.get("transcript") or {}
@@ -401,14 +416,14 @@ def setting_name(point: str) -> str:
 
 #: what a headline metric measures, in words (DESIGN.md's pinned definitions)
 MEANING = {
-    "record_leakage": "record leakage (excess of coverage or exact recovery, raw or up to a "
+    Metric.RECORD_LEAKAGE: "record leakage (excess of coverage or exact recovery, raw or up to a "
     "transform, over the same figure on population rows no party holds; 0 unless the output is "
     "closer to the party's rows than to the population, permutation test at 5 %)",
-    "leakage": "distributional leakage (1 − W2 to the data / W2 of the prior-only baseline)",
-    "coverage": "coverage@r (share of private rows with a reconstruction within r)",
-    "matching_rate": "matching rate (share of retrieved words in the private text)",
-    "auc": "membership ROC-AUC",
-    "advantage": "membership advantage max(TPR − FPR)",
+    Metric.LEAKAGE: "distributional leakage (1 − W2 to the data / W2 of the prior-only baseline)",
+    Metric.COVERAGE: "coverage@r (share of private rows with a reconstruction within r)",
+    Metric.MATCHING_RATE: "matching rate (share of retrieved words in the private text)",
+    Metric.AUC: "membership ROC-AUC",
+    Metric.ADVANTAGE: "membership advantage max(TPR − FPR)",
 }
 
 
@@ -421,10 +436,10 @@ def headline_metric(metric_keys: list[str]) -> str | None:
 
 #: attack output kind -> (threat, figure metric shown in the coverage matrix)
 THREATS: dict[str, tuple[str, str]] = {
-    "points": ("reconstruction", "coverage"),
-    "scores": ("membership", "auc"),
-    "histogram": ("attribute/label", "tv"),
-    "words": ("text retrieval", "matching_rate"),
+    "points": ("reconstruction", Metric.COVERAGE),
+    "scores": ("membership", Metric.AUC),
+    "histogram": ("attribute/label", Metric.TV),
+    "words": ("text retrieval", Metric.MATCHING_RATE),
 }
 
 
@@ -448,7 +463,7 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
             col = a.get("label") or a.get("attack")  # the column set of its configuration
             # the record-leak rule (issue 22), where the record test ran (issue 46)
             if kind == "points" and record_test(a)[0] != NOT_MEASURED:
-                metric = "record_leakage"
+                metric = Metric.RECORD_LEAKAGE
             name = f"{col}[{a.get('target')}].{metric}"
             t = agg[(s, p)].get(name)
             if t is None or not math.isfinite(t[0]):
@@ -456,7 +471,7 @@ def best_rows(rows: list[dict], agg) -> dict[tuple[str, str], dict[str, Any]]:
             cur = best.get((s, threat))
             sign = 1 if LEAKAGE_METRICS[metric] else -1
             # a measured record figure ranks above a coverage whose record test did not run
-            rank = (metric == "record_leakage", sign * t[0])
+            rank = (metric == Metric.RECORD_LEAKAGE, sign * t[0])
             if cur is None or rank > cur["rank"]:
                 best[(s, threat)] = {
                     "value": t,
@@ -500,7 +515,7 @@ def leakage_columns(agg) -> list[str]:
             if "[" not in k
             and "." in k
             and k.rsplit(".", 1)[1] in LEAKAGE_METRICS
-            and not k.endswith("relative_error")
+            and not k.endswith(Metric.RELATIVE_ERROR)
             and not k.endswith((".estimate", ".exact"))
         },
         key=lambda k: (not k.startswith(ANY_ATTACK + "."), k),
@@ -586,7 +601,7 @@ def front_membership(data: ReportData) -> dict[tuple[str, str], list[str]]:
         return out
     for mk in data.metric_keys:
         metric = mk.rsplit(".", 1)[1]
-        if metric == "w2":
+        if metric == Metric.W2:
             continue
         higher = LEAKAGE_METRICS[metric]
         keys = [k for k in agg if mk in agg[k] and err_key in agg[k]]

@@ -17,6 +17,7 @@ from testbed.report.fmt import fmt, plotly_text
 from testbed.report.model import LEAKAGE_METRICS, ReportData, natural, setting_name
 from testbed.report.points import series_of
 from testbed.report.static_figures import render
+from testbed.scoring.names import Metric
 
 __all__ = [
     "POPULATION_PARTIES",
@@ -49,7 +50,7 @@ class Population:
     @property
     def chance(self) -> float:
         """The figure of no leak: 0.5 for an AUC, 0 for the others."""
-        return 0.5 if self.metric == "auc" else 0.0
+        return 0.5 if self.metric == Metric.AUC else 0.0
 
     @property
     def higher(self) -> bool:

@@ -4,7 +4,6 @@ function per section, each reading :class:`~testbed.report.model.ReportData` onl
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -33,6 +32,8 @@ from testbed.report.model import (
     utility_columns,
 )
 from testbed.report.points import setting_label
+from testbed.scoring.names import Metric
+from testbed.scoring.results_schema import read_audit_rows
 from testbed.scoring.vocabulary import NOT_APPLICABLE, NOT_AUDITED, claim_status
 
 #: the status of a party's row without a claim (ε = ∞)
@@ -162,11 +163,9 @@ def audit_rows(data: ReportData, row: dict) -> list[dict]:
     for path in dict.fromkeys(
         [cell_dir_of(data.run_dir, row) / "audit.json", data.run_dir / "audit.json"]
     ):
-        try:
-            found = json.loads(path.read_text())
-        except (OSError, ValueError):
+        if not path.is_file():
             continue
-        found = [a for a in found if isinstance(a, dict) and not a.get("reconstruction")]
+        found = [a for a in read_audit_rows(path) if not a.get("reconstruction")]
         if any("setting" in a for a in found):
             names = {_audit_label(row, True), _audit_label(row, False)}
             found = [a for a in found if a.get("setting") in names]
@@ -188,17 +187,17 @@ def _epsilon_by_party(
         audited: dict[str, float] = {}
         said: dict[str, list[str]] = {}
         for a in res.get("attacks") or []:
-            if "eps_lower" in a:
+            if Metric.EPS_LOWER in a:
                 t = a.get("target")
-                audited[t] = max(audited.get(t, -math.inf), num(a["eps_lower"]))
+                audited[t] = max(audited.get(t, -math.inf), num(a[Metric.EPS_LOWER]))
         for a in audit_rows(data, r):
             t = a.get("party")
             # testbed audit's own word, when it writes one, on the claim over all rounds (a
             # per-round row judges that round's claim)
             if a.get("verdict") is not None and a.get("rounds", "all") == "all":
                 said.setdefault(t, []).append(str(a["verdict"]))
-            if a.get("verdict") != NOT_AUDITED and math.isfinite(num(a.get("eps_lower"))):
-                audited[t] = max(audited.get(t, -math.inf), num(a["eps_lower"]))
+            if a.get("verdict") != NOT_AUDITED and math.isfinite(num(a.get(Metric.EPS_LOWER))):
+                audited[t] = max(audited.get(t, -math.inf), num(a[Metric.EPS_LOWER]))
         assum = res.get("privacy_assumptions") or []
         for p in sorted(set(claims) | set(audited) | set(said)):
             e = eps_acc.setdefault(

@@ -33,6 +33,7 @@ from testbed.report.model import (
     series_of,
     setting_name,
 )
+from testbed.scoring.names import Metric
 from testbed.scoring.vocabulary import MEASURED, NOT_MEASURED
 
 __all__ = ["coverage_legend", "coverage_section", "recovered_section"]
@@ -205,9 +206,9 @@ def coverage_matrix(doc, run_dir: Path, rows: list[dict], agg, best) -> None:
 def _record_tag(agg, b: dict) -> str:
     """For a reconstruction: whether it is a record leak (closer to the party's rows than to
     population rows) or distributional inference only, with the W2 leakage beside it."""
-    if b["kind"] == "points" and b["metric"] != "record_leakage":  # the record test never ran
+    if b["kind"] == "points" and b["metric"] != Metric.RECORD_LEAKAGE:  # the record test never ran
         return f" — record test {NOT_MEASURED} ({b['record_reason']})"
-    if b["metric"] != "record_leakage":
+    if b["metric"] != Metric.RECORD_LEAKAGE:
         return ""
     if b["value"][0] > 0:
         return " — record leak"

@@ -16,6 +16,7 @@ changing a model or a metric::
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -58,10 +59,25 @@ VERSION_FIELD = "schema_version"
 M = TypeVar("M", bound=BaseModel)
 
 
+def _loc(err: dict) -> str:
+    return ".".join(str(x) for x in err["loc"]) or "(top)"
+
+
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(x) for x in err["loc"]) or "(top)"
-    return f"{where}: {err['msg']}"
+    """The first wrong field; a field the schema does not name comes first, with the missing
+    field it is likely a misspelling of (``privacy_epsilom``: did you mean ``privacy_epsilon``?)."""
+    errors = exc.errors()
+    extra = [e for e in errors if e["type"] == "extra_forbidden"]
+    if not extra:
+        return f"{_loc(errors[0])}: {errors[0]['msg']}"
+    err = extra[0]
+    missing = [
+        str(e["loc"][-1])
+        for e in errors
+        if e["type"] == "missing" and tuple(e["loc"][:-1]) == tuple(err["loc"][:-1])
+    ]
+    near = difflib.get_close_matches(str(err["loc"][-1]), missing, 1)
+    return f"{_loc(err)}: {err['msg']}" + (f" (did you mean {near[0]!r}?)" if near else "")
 
 
 def attack_row(row: dict[str, Any]) -> dict[str, Any]:
