@@ -261,7 +261,8 @@ def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tm
     clients = [f"client_{i}" for i in range(12)]
     res = r["results"]
     res["parties"] = {c: res["parties"][next(iter(res["parties"]))] for c in clients}
-    res["privacy"] = {c: {"epsilon": 2.0, "delta": 1e-5} for c in clients}
+    claim = {"delta": 1e-5, "events": 1, "accountant": "pld", "noise_multipliers": [1.0]}
+    res["privacy"] = {c: {"epsilon": 2.0, **claim} for c in clients}
     res["attacks"] = []
     res["privacy_assumptions"] = [
         {"party": c, "assumption": a, "holds": True, "detail": detail}

@@ -169,8 +169,6 @@ def worst_leak(rows: list[dict], agg, keys, metric: str):
     observer = str(
         a.get("observer") or (r["results"].get("observer_view") or {}).get("observer", "?")
     )
-    if a.get("colluders"):
-        observer += " + " + ", ".join(map(str, a["colluders"]))
     return worst + (observer,)
 
 

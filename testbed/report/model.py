@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from testbed.errors import TestbedError
+from testbed.report.families import FAMILIES as FAMILIES
+from testbed.report.families import NOT_PLOTTED as NOT_PLOTTED
+from testbed.report.families import family_of as family_of
 from testbed.report.points import distinct_points, point_of, series_of
 from testbed.run.rundir import is_sweep
 
@@ -29,49 +32,18 @@ from testbed.scoring.accuracy import UNIT_METRICS as UNIT_METRICS
 from testbed.scoring.accuracy import summarise as summarise
 from testbed.scoring.evidence import load_evidence
 from testbed.scoring.metrics import LEAKAGE_METRICS as _SCORER_LEAKAGE
-from testbed.scoring.names import Metric
+from testbed.scoring.names import Metric, RowField
 from testbed.scoring.results_schema import read_results, read_sweep_rows
 from testbed.scoring.vocabulary import NOT_MEASURED, RECORD_KEYS, record_test
 
 #: leakage metric -> True when a larger value means more leakage: the scorer's own list
 #: (testbed.scoring.metrics.METRIC_KEYS), so every leakage key it writes reaches a table and a plot
 LEAKAGE_METRICS: dict[str, bool] = dict(_SCORER_LEAKAGE)
-NOT_METRICS = {"attack", "label", "target", "observer", "colluders", "kind", "note", "isolation"}
+#: an attack row's text fields (identity, failure, notes): never a number
+NOT_METRICS = frozenset(RowField)
 #: task utility shown beside the error in the results tables: the pinned task metrics (FedBary's
 #: contribution Spearman, detection AUC, ...); ``distance_accuracy`` is only 1 - the error there
-UTILITY_SHOWN_EXCEPT = ("utility.distance_accuracy",)
-#: the trade-off figure a leakage metric is drawn in (one figure per family, a view per metric
-#: and attack); a metric of no family goes to "other leakage"
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "distributional leakage": (Metric.LEAKAGE, Metric.LEAKAGE_RAW, Metric.W2_RATIO),
-    "reconstruction": (
-        Metric.RECORD_LEAKAGE,
-        Metric.COVERAGE,
-        Metric.EXACT_RECOVERY,
-        Metric.COVERAGE_SIMILARITY,
-        Metric.EXACT_RECOVERY_SIMILARITY,
-        Metric.COVERAGE_AFFINE,
-        Metric.EXACT_RECOVERY_AFFINE,
-    ),
-    "membership": (
-        Metric.AUC,
-        Metric.ADVANTAGE,
-        Metric.TPR_AT_1PCT_FPR,
-        Metric.TPR_AT_0_1PCT_FPR,
-        Metric.EPS_LOWER,
-    ),
-    "attribute/label": (Metric.TV,),
-    "text retrieval": (Metric.MATCHING_RATE, Metric.MATCHING_RATE_ANY, Metric.PRECISION_AT_K),
-}
-#: leakage metrics in the tables but in no figure: raw w2's scale is the data's (w2_ratio is its
-#: plotted, normalised form)
-NOT_PLOTTED = (Metric.W2,)
-
-
-def family_of(metric: str) -> str:
-    return next((f for f, ms in FAMILIES.items() if metric in ms), "other leakage")
-
-
+UTILITY_SHOWN_EXCEPT = (f"utility.{Metric.DISTANCE_ACCURACY}",)
 #: the worst case over every attack and target of a cell, so protocols attacked by different
 #: attacks share one plot (raw w2 is left out: its scale is the data's, not comparable)
 ANY_ATTACK = "any_attack"

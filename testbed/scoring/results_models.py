@@ -216,13 +216,16 @@ class PrivacyClaim(TypedRow):
 
 
 class Assumption(TypedRow):
-    """An assumption a defense's sensitivity rests on, and whether the run enforced it."""
+    """An assumption a defense's sensitivity rests on, and whether it held in the run
+    (``Defense.assumptions``: the testbed adds the defense; built-ins name the party and the
+    assumption, a plugin may give it as ``name``)."""
 
-    defense: str
-    party: str | None
-    assumption: str
+    defense: str | None = None
+    party: str | None = None
+    assumption: str | None = None
+    name: str | None = None
     holds: bool | None
-    detail: str | None
+    detail: str | None = None
 
 
 class GuardSummary(TypedRow):
