@@ -35,11 +35,19 @@ from testbed.exchange.bus import TEMP_MARK, atomic_write_bytes
 from testbed.run import execute
 from testbed.run.manifest import write_manifest
 from testbed.run.progress import CellProgress
-from testbed.run.results import jsonable, package_versions, results_digests, write_json
+from testbed.run.results import (
+    json_form,
+    jsonable,
+    package_versions,
+    results_digests,
+    write_json,
+)
 from testbed.run.rundir import finished_cells, run_dir_lock
 from testbed.scenario.cells import Cell, expand_cells, parse_path, sweep_hash, value_label
 from testbed.scenario.resolve import ResolvedScenario
 from testbed.scenario.schema import Scenario
+from testbed.scoring.results_models import SweepRow
+from testbed.scoring.results_schema import parse_row
 from testbed.sigint import raise_if_interrupted
 
 __all__ = ["Cell", "SweepOutput", "expand_cells", "parse_path", "run_sweep", "value_label"]
@@ -74,7 +82,8 @@ def _done(cdir: Path, h: str) -> dict | None:
 
 
 def _row(cell: Cell, results: dict) -> dict:
-    return {
+    """A line of results.jsonl, checked against the results schema's :class:`SweepRow`."""
+    row = {
         "cell": cell.hash,
         "index": cell.index,
         "seed": cell.seed,
@@ -83,6 +92,8 @@ def _row(cell: Cell, results: dict) -> dict:
         "label": cell.label,
         "results": results,
     }
+    parse_row(SweepRow, json_form(row), f"results.jsonl: cell {cell.hash[:12]}")
+    return row
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:

@@ -80,10 +80,10 @@ class TypedRow(BaseModel):
         return isinstance(key, str) and self._declared(key) in self.model_fields_set
 
     def keys(self) -> list[str]:
-        """The JSON names of the fields the file holds, in the model's order."""
-        return [
-            f.alias or k for k, f in type(self).model_fields.items() if k in self.model_fields_set
-        ]
+        """The JSON names of the fields the file holds, sorted: the order of the file (results
+        files are written with sorted keys), so what iterates a row reads it as before."""
+        fields = type(self).model_fields
+        return sorted(fields[k].alias or k for k in self.model_fields_set)
 
     def items(self) -> list[tuple[str, Any]]:
         return [(k, self[k]) for k in self.keys()]
