@@ -97,6 +97,13 @@ class TypedRow(BaseModel):
     def __len__(self) -> int:
         return len(self.model_fields_set)
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping) and not isinstance(other, BaseModel):
+            return dict(self.items()) == dict(other)  # the same as the JSON it was read from
+        return super().__eq__(other)
+
+    __hash__ = BaseModel.__hash__
+
 
 Mapping.register(TypedRow)
 
