@@ -31,6 +31,7 @@ from testbed.scoring.membership import (
     score_membership,
     tpr_at_fpr,
 )
+from testbed.scoring.names import ATTACK, Metric, RowField
 from testbed.scoring.records import (
     EXACT_RECOVERY_REL_TOL,
     _nn_distance,
@@ -41,7 +42,6 @@ from testbed.scoring.records import (
     population_comparison,
     transform_recovery,
 )
-from testbed.scoring.names import ATTACK, Metric, RowField
 from testbed.scoring.text import matching_rate, precision_at_k
 
 __all__ = [
@@ -121,13 +121,13 @@ def score_attack(output, baseline, truth, baseline_w2: float | None = None) -> d
             )
         )
         row.update(coverage_at_r(output.points, truth.X))
-        row["exact_recovery"] = exact_recovery_rate(output.points, truth.X)
-        row["exact_recovery_tol"] = exact_recovery_tolerance(truth.X)
+        row[Metric.EXACT_RECOVERY] = exact_recovery_rate(output.points, truth.X)
+        row[Metric.EXACT_RECOVERY_TOL] = exact_recovery_tolerance(truth.X)
         if baseline is not None:
-            row["coverage_baseline"] = coverage_at_r(baseline.points, truth.X, row["coverage_r"])[
-                "coverage"
-            ]
-        row.update(transform_recovery(output.points, truth.X, row["coverage_r"]))
+            row[Metric.COVERAGE_BASELINE] = coverage_at_r(
+                baseline.points, truth.X, row[Metric.COVERAGE_R]
+            )[Metric.COVERAGE]
+        row.update(transform_recovery(output.points, truth.X, row[Metric.COVERAGE_R]))
         row.update(_vs_population(output, baseline, world, row))
         return row
     if output.kind == "words":
@@ -136,19 +136,19 @@ def score_attack(output, baseline, truth, baseline_w2: float | None = None) -> d
             raise MetricError("words output: the dataset carries no tokens to score against")
         doc = [tokens[i] for i in truth.source_index]
         ranked = output.meta.get("ranked")
-        row["matching_rate"] = matching_rate(output.words, doc)
+        row[Metric.MATCHING_RATE] = matching_rate(output.words, doc)
         # the paper's reading for a measure that mixes both parties (FedWAD's xi^K): a word
         # counts when it is in any party's private document
         every = {tokens[i] for p in world.parties.values() for i in p.source_index}
-        row["matching_rate_any"] = matching_rate(output.words, every)
-        row["n_words"] = len(output.words)
+        row[Metric.MATCHING_RATE_ANY] = matching_rate(output.words, every)
+        row[Metric.N_WORDS] = len(output.words)
         if ranked:
             k = len(ranked[0])
-            row["precision_at_k"] = precision_at_k(ranked, doc, k)
-            row["k"] = k
+            row[Metric.PRECISION_AT_K] = precision_at_k(ranked, doc, k)
+            row[Metric.K] = k
         if baseline is not None and baseline.words is not None:
-            row["matching_rate_baseline"] = matching_rate(baseline.words, doc)
-            row["matching_rate_any_baseline"] = matching_rate(baseline.words, every)
+            row[Metric.MATCHING_RATE_BASELINE] = matching_rate(baseline.words, doc)
+            row[Metric.MATCHING_RATE_ANY_BASELINE] = matching_rate(baseline.words, every)
         return row
     if output.kind == "scores" and "candidates" in (output.meta or {}):
         # issue 5: public candidate rows; members = candidates that are rows of the target
@@ -166,7 +166,9 @@ def score_attack(output, baseline, truth, baseline_w2: float | None = None) -> d
         row.update(membership_metrics(output.scores, member))
         # threshold chosen on held-out candidates (never the scored ones): an honest bound
         audit = heldout_epsilon_lb(output.scores, member, delta=world.delta)
-        row.update({"eps_lower": audit["epsilon_lb"], "eps_method": audit["method"]})
+        row.update(
+            {Metric.EPS_LOWER: audit[Metric.EPSILON_LB], RowField.EPS_METHOD: audit["method"]}
+        )
         return row
     if output.kind == "histogram":
         if truth.y is None:
@@ -174,9 +176,9 @@ def score_attack(output, baseline, truth, baseline_w2: float | None = None) -> d
         true_hist = np.bincount(
             np.asarray(truth.y, dtype=np.int64), minlength=output.histogram.size
         )
-        row["tv"] = tv_distance(output.histogram, true_hist)
+        row[Metric.TV] = tv_distance(output.histogram, true_hist)
         if baseline is not None and baseline.histogram is not None:
-            row["tv_baseline"] = tv_distance(baseline.histogram, true_hist)
+            row[Metric.TV_BASELINE] = tv_distance(baseline.histogram, true_hist)
         return row
     raise MetricError(f"no scorer for attack output kind {output.kind!r}")
 
@@ -191,7 +193,7 @@ def _vs_population(output, baseline, world, row: dict) -> dict:
     pop = (world.population or {}).get(output.target)
     out: dict = {"population_method": world.population_method}
     if pop is None or len(pop) < 2:
-        rates = [row.get(k) for k in ("exact_recovery", *EXACT_UP_TO)]
+        rates = [row.get(k) for k in (Metric.EXACT_RECOVERY, *EXACT_UP_TO)]
         best = max((v for v in rates if v is not None), default=0.0)
         if best > 0:
             out.update(record_leak=1.0, record_leakage=float(best))
@@ -213,7 +215,7 @@ def _vs_population(output, baseline, world, row: dict) -> dict:
 
 
 #: the exact-recovery rates up to a transform (keys of a points row)
-EXACT_UP_TO = ("exact_recovery_similarity", "exact_recovery_affine")
+EXACT_UP_TO = (Metric.EXACT_RECOVERY_SIMILARITY, Metric.EXACT_RECOVERY_AFFINE)
 
 # private helpers some tests import from here
 _PRIVATE = (_nn_distance, _roc, _rows_in)
