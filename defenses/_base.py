@@ -156,8 +156,9 @@ class Defense(Plugin):
         protocol_params: PluginConfig | Mapping[str, Any],
     ) -> list[dict] | None:
         """The defense's stated assumptions checked against the run's data (a testbed diagnostic
-        on the scoring side, never sent): ``[{"name", "holds", "detail"}, ...]``. ``None``
-        (default): it states none. ``protocol_params``: the protocol's config as it ran (a
+        on the scoring side, never sent): ``[{"party", "assumption", "holds", "detail"}, ...]``
+        (``holds`` a bool; ``name`` may stand for ``assumption``; the testbed adds ``defense``;
+        results schema: ``Assumption``). ``None`` (default): it states none. ``protocol_params``: the protocol's config as it ran (a
         frozen model: read its fields as attributes)."""
         return None
 
