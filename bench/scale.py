@@ -34,7 +34,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ScaleOptions", "bench_scale", "projection", "scale_lines", "scenario_text"]
+__all__ = [
+    "GOAL",
+    "ScaleOptions",
+    "bench_scale",
+    "goal_lines",
+    "projection",
+    "scale_lines",
+    "scenario_text",
+]
+
+#: Issue 50's goal: FedBary, 1000 clients x 500 rows, d = 64, 10 iterations, the defaults, on
+#: the 2-core machine, within 8 minutes and 6 GB (scenarios/fedbary_1000_clients.yaml is the
+#: same scenario); run with ``--clients 10,100,1000 --cases fedbary``
+GOAL = {"case": "fedbary", "clients": 1000, "rows": 500, "d": 64, "seconds": 480.0, "mib": 6144.0}
 
 #: the protocols measured and their params (the defaults, K = 10 for FedBary as issue 50 states)
 CASES = {
@@ -262,6 +275,33 @@ def projection(
     return out
 
 
+def goal_lines(res: dict[str, Any]) -> list[str]:
+    """The goal's point against :data:`GOAL`: wall time, peak memory (summed proportional set
+    size, and the summed RSS, which counts pages shared by forked workers once per process),
+    CPU seconds and the load; "not measured" without that point."""
+    g = GOAL
+    got = [
+        r
+        for r in res["rows"]
+        if (r["case"], r["clients"], r["rows"], r["d"])
+        == (g["case"], g["clients"], g["rows"], g["d"])
+    ]
+    head = f"goal: FedBary {g['clients']} x {g['rows']}, d = {g['d']}, <= {g['seconds']:.0f} s and <= {g['mib']:.0f} MiB"
+    if not got:
+        return [f"{head}: not measured (run with --clients 10,100,1000 --cases fedbary)"]
+    r = got[0]
+    if r["returncode"] != 0:
+        return [f"{head}: failed ({' '.join(r.get('error') or [])})"]
+    ok_t = r["seconds"] <= g["seconds"]
+    ok_m = r["peak_pss_mib"] <= g["mib"]
+    return [
+        f"{head}: {r['seconds']:.0f} s ({'met' if ok_t else 'missed'}), peak "
+        f"{r['peak_pss_mib']:.0f} MiB PSS ({'met' if ok_m else 'missed'}; summed RSS "
+        f"{r['peak_tree_mib']:.0f} MiB), {r['cpu_seconds']:.0f} CPU s, load "
+        f"{r['load_average_start']:.1f} at start"
+    ]
+
+
 def scale_lines(res: dict[str, Any]) -> list[str]:
     """The markdown of ``scale.md``: the points, the exponents, the projection."""
     lines = [
@@ -301,4 +341,4 @@ def scale_lines(res: dict[str, Any]) -> list[str]:
         for p in projection(res)
     ]
     lines += [""] + [f"- {n}" for n in res["notes"]]
-    return lines
+    return [*lines, "", *goal_lines(res)]

@@ -56,3 +56,38 @@ def test_exponents_and_projection(monkeypatch):
     assert math.isclose(one["hours"], per_client * 10_000 / 2 / 3600, rel_tol=1e-9)
     assert math.isclose(ten["hours"], one["hours"] / 10, rel_tol=1e-9)
     assert math.isclose(one["transcript_gib"], 1000 * 10_000 / 2**30, rel_tol=1e-9)
+
+
+def test_goal_point_is_the_shipped_1000_client_scenario():
+    # Prepare / Execute: the bench's point at the goal and the shipped scenario
+    from pathlib import Path
+
+    from bench.scale import GOAL
+
+    point = parse_scenario(scenario_text("fedbary", GOAL["clients"], GOAL["rows"], GOAL["d"]))
+    shipped = parse_scenario(Path("scenarios/fedbary_1000_clients.yaml").read_text())
+    # Assert: the same data and protocol (names aside)
+    assert point.data == shipped.data
+    assert point.protocol.name == shipped.protocol.name == "fedbary"
+    assert point.protocol.params["iterations"] == shipped.protocol.params["iterations"] == 10
+
+
+def test_goal_line_says_met_missed_or_not_measured():
+    from bench.scale import goal_lines
+
+    row = {
+        "case": "fedbary",
+        "clients": 1000,
+        "rows": 500,
+        "d": 64,
+        "returncode": 0,
+        "seconds": 400.0,
+        "cpu_seconds": 700.0,
+        "peak_pss_mib": 7000.0,
+        "peak_tree_mib": 9000.0,
+        "load_average_start": 0.5,
+    }
+    (line,) = goal_lines({"rows": [row]})
+    assert "400 s (met)" in line and "7000 MiB PSS (missed" in line
+    (line,) = goal_lines({"rows": [{**row, "clients": 100}]})
+    assert "not measured" in line

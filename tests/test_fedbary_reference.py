@@ -11,6 +11,7 @@ import numpy as np
 import ot
 import pytest
 
+from protocols._barycenter import REFERENCE_STEP, pooled_start
 from protocols.fedbary import (
     FedBary,
     FedBaryConfig,
@@ -40,7 +41,11 @@ def _pot_reference(parties, S: int) -> dict[str, float]:
     clients = list(parties)
     pooled = np.vstack([parties[c].X for c in clients])
     init = pooled[np.random.default_rng(0).choice(pooled.shape[0], S, replace=False)]
-    Q = central_barycenter([Measure(parties[c].X) for c in clients], init)
+    # POT's stopThr from the testbed's rule: a step moving Q by at most REFERENCE_STEP of the
+    # pooled rows' RMS radius in W2 ends the fixed point
+    radius = np.sqrt(np.mean(np.sum((pooled - pooled.mean(axis=0)) ** 2, axis=1)))
+    stop = S * (REFERENCE_STEP * radius) ** 2
+    Q = central_barycenter([Measure(parties[c].X) for c in clients], init, stop_thr=stop)
     dist = {}
     for c in clients:
         P = Measure(parties[c].X)
@@ -81,6 +86,46 @@ def test_barycenter_steps_pass_pots_weights_unrenormalised(n):
     for assignment in (False, True):
         ours = barycenter_steps(measures, X0, 3, assignment=assignment)
         assert np.array_equal(ours.support, pot.support)
+
+
+def test_pooled_start_picks_the_stacked_rows_without_stacking():
+    parties = {
+        f"c{i}": PartyData(f"c{i}", np.arange(i * 30.0, i * 30.0 + 30).reshape(-1, 3) ** 1.5)
+        for i in range(5)
+    }
+    pooled = np.vstack([p.X for p in parties.values()])
+    init, radius = pooled_start(parties, list(parties), 12)
+    expected = pooled[np.random.default_rng(0).choice(pooled.shape[0], 12, replace=False)]
+    assert np.array_equal(init, expected)
+    rms = np.sqrt(np.mean(np.sum((pooled - pooled.mean(axis=0)) ** 2, axis=1)))
+    np.testing.assert_allclose(radius, rms, rtol=1e-12)
+
+
+def test_reference_stops_once_a_step_moves_the_barycenter_little():
+    # many clients: POT's stopThr 1e-7 waits for every client's assignment to settle; the
+    # reference stops once a step moves Q by at most REFERENCE_STEP of the data's radius
+    parties = _parties(0, clients=30, n=40, d=3)
+    X0, _ = pooled_start(parties, list(parties), 40)  # the reference's own start
+    steps = []
+    proto = FedBary(FedBaryConfig())
+    import protocols._barycenter as bary
+
+    real = bary.fixed_point_steps
+
+    def counting(X, count, most, products, stop_thr=1e-7):
+        def counted(X, b, it):
+            steps.append(it)
+            return products(X, b, it)
+
+        return real(X, count, most, counted, stop_thr)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bary, "fixed_point_steps", counting)
+        proto.reference(parties)
+        ours = len(steps)
+        steps.clear()
+        central_barycenter_on(Bus(parties=parties), list(parties), X0, assignment=True)
+    assert 0 < ours < len(steps)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -75,12 +75,16 @@ def test_loaded_array_payloads_are_read_only(tmp_path):
 #: trip is in the slow target (`make test-slow`): each runs a full-size protocol and scores its
 #: attacks twice (run + re-attack), 20 s to several minutes apiece on two cores
 DEFAULT_SUITE = ("contract_tiny", "distill_tiny", "engine_pool")
+#: shipped for `testbed bench --scale` only: 1000 clients take minutes and a 5 GB transcript
+BENCH_ONLY = ("fedbary_1000_clients",)
 
 
 def _shipped_cells():
     """One cell per protocol of every shipped scenario (sweeps: the first cell of each)."""
     out = []
     for f in sorted(SCENARIOS.glob("*.yaml")):
+        if f.stem in BENCH_ONLY:
+            continue
         cells = expand_cells(load_scenario(f))
         picks = {c.scenario.protocol.name: c for c in reversed(cells)}
         for proto, c in sorted(picks.items()):

@@ -222,3 +222,36 @@ def test_scorecards_noise_is_no_record_leak_raw_rows_read_1_a_rotation_is_a_leak
     assert any("rotation" in x for x in rot.leaks())
     md = (tmp_path / "rot" / "scorecard.md").read_text()
     assert "Private rows in disguise" in md and "baseline" in md
+
+
+def test_population_rows_are_drawn_when_first_read_and_not_before(monkeypatch):
+    # Prepare: count the draws; a scenario's world (the tiny contract scenario)
+    import pickle
+
+    import testbed.run.roster as roster
+    from testbed.data.population import Population
+    from testbed.scenario.loading import load_scenario
+    from tests.conftest import SCENARIOS
+
+    draws = []
+    real = roster.population_rows
+
+    def counted(*args, **kwargs):
+        draws.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(roster, "population_rows", counted)
+    # Execute: build the world (a run without attacks stops here as far as the population goes)
+    world = roster.build_world(load_scenario(SCENARIOS / "contract_tiny.yaml"))
+    # Assert: nothing drawn until the scorer reads it, then once, the same rows every read
+    assert draws == []
+    pop = world.meta["population"]
+    first = {p: r.copy() for p, r in pop.rows.items()}
+    assert draws == [1] and first
+    again = roster.build_world(load_scenario(SCENARIOS / "contract_tiny.yaml")).meta["population"]
+    for p, rows in first.items():
+        np.testing.assert_array_equal(again.rows[p], rows)
+        np.testing.assert_array_equal(pop.rows[p], rows)
+    assert len(draws) == 2
+    back = pickle.loads(pickle.dumps(pop))  # pickled as the rows themselves
+    assert isinstance(back, Population) and back.method == pop.method

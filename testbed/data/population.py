@@ -23,7 +23,8 @@ so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from testbed.contract import provides
 from testbed.data.datasets import Dataset, PartyData
 
-__all__ = ["Population", "population_rows"]
+__all__ = ["LazyPopulation", "Population", "population_rows"]
 
 FRESH = "fresh draws of the synthetic dataset"
 HELD = "held-out rows of the dataset (no party holds them)"
@@ -46,6 +47,40 @@ class Population:
     rows: dict[str, np.ndarray]
     labels: dict[str, np.ndarray | None]
     method: str
+
+
+class LazyPopulation:
+    """A :class:`Population` drawn at its first use (the scorer's): the rows come from a stream
+    of their own, so when they are drawn changes no number, and a run without attacks never
+    draws them (fresh draws are 4 x every party's rows: 1 GB at 1000 clients x 500 rows,
+    d = 64, which every forked worker would map too). Pickled as the :class:`Population`."""
+
+    def __init__(self, make: Callable[[], Population]):
+        self._make: Callable[[], Population] | None = make
+        self._got: Population | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Population:
+        with self._lock:
+            if self._got is None:
+                assert self._make is not None
+                self._got, self._make = self._make(), None  # what it held can go
+            return self._got
+
+    @property
+    def rows(self) -> dict[str, np.ndarray]:
+        return self.get().rows
+
+    @property
+    def labels(self) -> dict[str, np.ndarray | None]:
+        return self.get().labels
+
+    @property
+    def method(self) -> str:
+        return self.get().method
+
+    def __reduce__(self):
+        return (Population, (self.rows, self.labels, self.method))
 
 
 def _stratified_counts(y, total: int) -> dict[int, int]:

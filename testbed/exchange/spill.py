@@ -147,6 +147,14 @@ class SpillStore:
         """The same payload with every array replaced by a read-only view of the file."""
         return self.restore(self.layout(p))
 
+    def release(self) -> None:
+        """Drop this process's pages of the file's current map from its resident set
+        (``MADV_DONTNEED`` on a read-only file map: the bytes stay valid and are read again
+        from the page cache or disk when touched). Reading a whole spilled transcript back
+        (saving it) would otherwise keep every page of it resident."""
+        if self._map is not None and hasattr(self._map, "madvise"):
+            self._map.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         """Trim the file to what was written and close the descriptor (maps stay readable)."""
         if self._fd >= 0:

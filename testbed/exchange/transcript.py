@@ -11,6 +11,7 @@ import json
 import operator
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,10 @@ from testbed.exchange.spill import (
 )
 from testbed.measure import Measure, is_mapped_readonly
 
+#: Spilled payload bytes read back (by :meth:`Transcript.save`) between two releases of their
+#: pages from the resident set.
+_RELEASE_BYTES = 64 << 20
+
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
 DEFAULT_SPILL_THRESHOLD = 256 << 20
 
@@ -69,17 +74,22 @@ TRANSCRIPT_FORMAT = "testbed-transcript/2"
 TEMP_MARK = "testbed-"  # in every temp file name the testbed creates; restarts delete only these
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    if path.is_dir():  # os.replace would fail naming the temporary file, not this one
-        raise TestbedError(f"{path}: is a directory, so the file cannot be written; move it away")
+def _make_parent(path: Path) -> None:
+    """Create ``path``'s folder; a file in the way is one line naming it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise TestbedError(
             f"{path.parent}: is a file, so {path.name} cannot be written there; move it away"
         ) from None
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    if path.is_dir():  # os.replace would fail naming the temporary file, not this one
+        raise TestbedError(f"{path}: is a directory, so the file cannot be written; move it away")
+    _make_parent(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{TEMP_MARK}", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -136,13 +146,18 @@ def _decode(spec, arrays) -> Payload:
     return spec["value"]
 
 
-def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """``np.savez`` straight into a temporary file next to ``path``, then rename: the arrays
-    (memory-mapped ones included) are streamed one by one, never gathered in one buffer."""
+def _atomic_savez(path: Path, arrays: Iterable[tuple[str, np.ndarray]]) -> None:
+    """``np.savez``'s file (an uncompressed zip of ``NAME.npy`` members, zip64 forced), written
+    straight into a temporary file next to ``path``, then renamed: the ``(name, array)`` pairs
+    are written as they come, so a caller can hand them out one envelope at a time."""
+    _make_parent(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{TEMP_MARK}", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+                for key, val in arrays:
+                    with z.open(f"{key}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asanyarray(val), allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -359,25 +374,36 @@ class Transcript:
     def save(self, directory: str | Path) -> None:
         """Write ``envelopes.jsonl`` and ``payloads.npz`` (atomically) into ``directory``."""
         directory = Path(directory)
-        arrays: dict[str, np.ndarray] = {}
-        lines = []
-        for e in self:
-            spec = _encode(e.payload, f"{e.seq}", arrays)
-            rec = {
-                "seq": e.seq,
-                "round": e.round,
-                "sender": e.sender,
-                "receiver": e.receiver,
-                "kind": e.kind,
-                "nbytes": e.nbytes,
-                "digest": e.digest,
-                "meta": dict(e.meta),
-                "payload": spec,
-                "record": canonical_digest(e.record()),
-            }
-            lines.append(json.dumps(rec, sort_keys=True))
+        lines: list[str] = []
+
+        def arrays() -> Iterator[tuple[str, np.ndarray]]:
+            pending = 0
+            for e in self:
+                got: dict[str, np.ndarray] = {}
+                spec = _encode(e.payload, f"{e.seq}", got)
+                rec = {
+                    "seq": e.seq,
+                    "round": e.round,
+                    "sender": e.sender,
+                    "receiver": e.receiver,
+                    "kind": e.kind,
+                    "nbytes": e.nbytes,
+                    "digest": e.digest,
+                    "meta": dict(e.meta),
+                    "payload": spec,
+                    "record": canonical_digest(e.record()),
+                }
+                lines.append(json.dumps(rec, sort_keys=True))
+                yield from got.items()
+                pending += e.nbytes
+                if self._spill is not None and pending >= _RELEASE_BYTES:
+                    pending = 0
+                    self._spill.release()  # spilled pages read back leave the resident set
+            if self._spill is not None:
+                self._spill.release()
+
+        _atomic_savez(directory / "payloads.npz", arrays())
         atomic_write_bytes(directory / "envelopes.jsonl", ("\n".join(lines) + "\n").encode())
-        _atomic_savez(directory / "payloads.npz", arrays)
 
     @classmethod
     def load(cls, directory: str | Path) -> Transcript:

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from testbed.contract import provides
 from testbed.data.datasets import NoiseSpec, PartyData, build_parties
 from testbed.data.membership import draw_candidates, hold_out, reindex
-from testbed.data.population import Population, population_rows
+from testbed.data.population import LazyPopulation, Population, population_rows
 from testbed.data.public import gaussian_prior
 from testbed.errors import DriverReadError, ScenarioError
 from testbed.exchange.bus import PublicInfo
@@ -141,24 +142,20 @@ def build_world(rs: ResolvedScenario | Any) -> World:
         noise,
         component_rng(seed, "noise"),
     )
-    population = population_rows(ds_plugin, dataset, parties, component_rng(seed, "population"))
+    drawn_from = parties  # the population is drawn from the parties as partitioned
     if keep is not None:
         parties = reindex(parties, keep)
+    tr = None
     if sc.data.transform is not None:
         tr = TRANSFORMS.get(sc.data.transform.name)(cfg.transform)
         parties = {p: tr.apply(d) for p, d in parties.items()}
         if held is not None:
             held = tr.apply(PartyData("heldout", held)).X
-        population = Population(
-            {
-                p: tr.apply(PartyData("population", rows, population.labels[p])).X
-                for p, rows in population.rows.items()
-            },
-            population.labels,
-            population.method,
-        )
     defenses = [DEFENSES.get(d.name)(c) for d, c in zip(sc.defenses, cfg.defenses)]
-    parties, population, held = _enforce(defenses, parties, population, held)
+    population = LazyPopulation(
+        _population_maker(ds_plugin, dataset, drawn_from, seed, tr, defenses, list(parties))
+    )
+    parties, held = _enforce(defenses, parties, held)
     pool_meta: dict[str, Any] = {}
     cand_extra: dict[str, Any] = {}
     if held is not None:
@@ -229,24 +226,54 @@ def _accountant(defenses, protocol) -> str:
     return named.pop() if named else "pld"
 
 
-def _enforce(defenses, parties, population, held):
+def _enforce(defenses, parties, held):
     """Each defense's enforced assumptions (:meth:`~defenses._base.Defense.prepare_party`, e.g.
     rows clipped to the claim's norm bound) on the rows of the parties it protects, and the same
-    on the rows those parties are scored against (their population rows, the held-out rows), so
-    that scoring compares like with like."""
+    on the rows those parties are scored against (the held-out rows here, their population rows
+    in :func:`_population_maker`), so that scoring compares like with like."""
     for dfn in defenses:
         protected = [p for p in parties if dfn.protects(p)]
         if not protected:
             continue
         parties = {p: dfn.prepare_party(d) if p in protected else d for p, d in parties.items()}
-        population = Population(
-            {
-                p: dfn.prepare_rows(PartyData("population", rows)).X if p in protected else rows
-                for p, rows in population.rows.items()
-            },
-            population.labels,
-            population.method,
-        )
         if held is not None:
             held = dfn.prepare_rows(PartyData("heldout", held)).X
-    return parties, population, held
+    return parties, held
+
+
+def _population_maker(ds_plugin, dataset, drawn_from, seed, tr, defenses, names):
+    """The population rows (:func:`~testbed.data.population.population_rows`, their own rng
+    stream), transformed like the parties' rows and prepared by the defenses that protect each
+    party, as a function for :class:`~testbed.data.population.LazyPopulation`. It keeps the
+    dataset only where the population is drawn from its held-out rows."""
+    if provides(ds_plugin, "fresh_rows"):
+        dataset = None  # fresh draws do not read it
+
+    def make() -> Population:
+        population = population_rows(
+            ds_plugin, dataset, drawn_from, component_rng(seed, "population")
+        )
+        if tr is not None:
+            population = Population(
+                {
+                    p: tr.apply(PartyData("population", rows, population.labels[p])).X
+                    for p, rows in population.rows.items()
+                },
+                population.labels,
+                population.method,
+            )
+        for dfn in defenses:
+            protected = [p for p in names if dfn.protects(p)]
+            if not protected:
+                continue
+            population = Population(
+                {
+                    p: dfn.prepare_rows(PartyData("population", rows)).X if p in protected else rows
+                    for p, rows in population.rows.items()
+                },
+                population.labels,
+                population.method,
+            )
+        return population
+
+    return make
