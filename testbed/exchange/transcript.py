@@ -49,8 +49,8 @@ from testbed.exchange.spill import (
 )
 from testbed.measure import Measure, is_mapped_readonly
 
-#: Spilled payload bytes read back (by :meth:`Transcript.save`) between two releases of their
-#: pages from the resident set.
+#: Spilled payload bytes read back (a pass over a spilled transcript) between two releases of
+#: their pages from the resident set.
 _RELEASE_BYTES = 64 << 20
 
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
@@ -289,8 +289,14 @@ class Transcript:
     def __iter__(self) -> Iterator[Envelope]:
         n = self._count  # a snapshot: envelopes appended while iterating are not visited
         yield from self._envelopes[: min(n, len(self._envelopes))]
+        pending = 0
         for seq in range(len(self._envelopes), n):
-            yield self._from_disk(seq)
+            env = self._from_disk(seq)  # its payload re-hashed: every page of it read
+            yield env
+            pending += env.nbytes
+            if pending >= _RELEASE_BYTES:  # a pass over a spilled transcript (results, view,
+                pending = 0  # save) would otherwise keep all of it resident: 5 GB at 1000
+                self._spill.release()  # FedBary clients; views handed out stay valid
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -377,7 +383,6 @@ class Transcript:
         lines: list[str] = []
 
         def arrays() -> Iterator[tuple[str, np.ndarray]]:
-            pending = 0
             for e in self:
                 got: dict[str, np.ndarray] = {}
                 spec = _encode(e.payload, f"{e.seq}", got)
@@ -394,11 +399,7 @@ class Transcript:
                     "record": canonical_digest(e.record()),
                 }
                 lines.append(json.dumps(rec, sort_keys=True))
-                yield from got.items()
-                pending += e.nbytes
-                if self._spill is not None and pending >= _RELEASE_BYTES:
-                    pending = 0
-                    self._spill.release()  # spilled pages read back leave the resident set
+                yield from got.items()  # __iter__ releases the spilled pages read
             if self._spill is not None:
                 self._spill.release()
 
