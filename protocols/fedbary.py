@@ -538,7 +538,7 @@ class FedBary(Protocol):
         fixed point, 100 steps at most, support initialised on the pooled clients' rows, seed 0),
         stopped once a step moves Q by at most :data:`~protocols._barycenter.REFERENCE_STEP`
         of the pooled rows' RMS radius in W2 (POT's ``stopThr`` 1e-7 waits for the last client's
-        assignment to settle: 29 steps at 100 clients, 43 at 200; docs/benchmarks.md).
+        assignment to settle: 29 steps at 100 clients, 43 at 200; docs/findings/benchmarks.md).
         The solves run on :func:`testbed.exchange.engines.open_reference_bus` (the scenario's
         in-process workers; nothing is sent, it is the testbed's side) and, with
         ``assignment_solver`` (default), the uniform equal-size plans by
