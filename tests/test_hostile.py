@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _results import run_results
 from _scenarios import tiny
 
 from testbed.cli.main import main
@@ -635,7 +636,7 @@ SWEEP = tiny("sw", "sweep:\n  protocol.params.iterations: [2, 3]")
 def _trivial_cells(monkeypatch):
     import testbed.run.sweep as sweep
 
-    monkeypatch.setattr(sweep, "_run_cell", lambda rs, cdir: {"config_hash": cdir.name, "x": 1})
+    monkeypatch.setattr(sweep, "_run_cell", lambda rs, cdir: run_results(config_hash=cdir.name))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _results import run_results
 
 CHROMIUM = os.environ.get("TESTBED_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -470,16 +471,20 @@ def _thousand_clients(out: Path, n: int = 1000) -> Path:
         }
         for p, r in zip(names, rec.tolist())
     ]
-    results = {
-        "scenario": f"fedbary_{n}_clients",
-        "seed": 0,
-        "config_hash": "0" * 64,
-        "protocol": {"name": "fedbary", "mode": "barycenter", "params": {}},
-        "defenses": [],
-        "accuracy": {"distance": {"estimate": 1.1, "exact": 1.0, "relative_error": 0.1}},
-        "parties": {p: {"dim": 4, "rows": 12} for p in names},
-        "attacks": attacks,
-    }
+    results = run_results(
+        scenario=f"fedbary_{n}_clients",
+        protocol={"name": "fedbary", "mode": "barycenter", "params": {}},
+        accuracy={
+            "distance": {
+                "estimate": 1.1,
+                "exact": 1.0,
+                "relative_error": 0.1,
+                "signed_relative_error": 0.1,
+            }
+        },
+        parties={p: {"dim": 4, "rows": 12} for p in names},
+        attacks=attacks,
+    )
     (out / "results.json").write_text(json.dumps(results))
     return out
 
