@@ -25,6 +25,9 @@ TINY_TRIANGLE = gaussians(
 )
 
 
+# 3.7 s (a run): the refusal before running is make test's
+# (test_silent_gaps::test_an_attack_that_does_not_apply_is_an_error_before_running)
+@pytest.mark.slow
 def test_attacks_run_only_on_protocols_they_apply_to(tmp_path):
     # Prepare: a FedWAD-only attack next to one that applies to TriangleWad
     sc = parse_scenario(TINY_TRIANGLE, "tiny.yaml", str(tmp_path))

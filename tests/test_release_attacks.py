@@ -126,6 +126,9 @@ def test_the_scaffolded_protocol_scorecard_measures_with_the_generic_attacks(tmp
         assert all(isinstance(r["value"], float) for r in rows.values()), attack
 
 
+# 3.5 s (a membership run): the summary's TPR line is make test-slow's; membership scoring
+# stays in make test (test_a_membership_auc_within_chance_of_its_candidate_counts_is_no_leak)
+@pytest.mark.slow
 def test_run_summary_prints_membership_tpr_at_low_fpr(tmp_path, capsys):
     text = (ROOT / "scenarios" / "contract_tiny_membership.yaml").read_text()
     f = tmp_path / "m.yaml"

@@ -449,6 +449,9 @@ def test_rerender_keeps_plots_the_testbed_did_not_write(sweep_dir, tmp_path):
     assert "stale_old_plot.png" not in manifest.read_text()
 
 
+# 4.9 s (a run with an inversion and its report): the report's figures are read by the other
+# report tests and the leakage pictures by test_leak_png; make test-slow
+@pytest.mark.slow
 def test_pictures_of_leakage_and_coverage_matrix(tmp_path):
     # Prepare: a single run whose server inverts FedWAD's last interpolants
     sc = parse_scenario(tiny("pictured", "attacks: [{name: fedwad_distributional}]"))
