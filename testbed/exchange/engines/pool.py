@@ -16,6 +16,8 @@ up front) and are stopped by :meth:`close` (``open_bus`` does it).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import multiprocessing as mp
 import os
 import signal
@@ -61,8 +63,6 @@ def _trim_heap() -> None:
     fork: a forked worker maps every resident page of its parent, so after a large run's
     protocol (gigabytes of freed per-client arrays at 1000 clients) the reference's workers
     would otherwise each count them again. Nothing where the C library has no such call."""
-    import ctypes
-    import ctypes.util
 
     name = ctypes.util.find_library("c")
     try:
