@@ -79,3 +79,13 @@ def noise_sweep(tmp_path_factory) -> SavedSweep:
 
     out = tmp_path_factory.mktemp("noise_sweep")
     return SavedSweep(out, run_sweep(parse_scenario(NOISE_SWEEP), out).rows)
+
+
+#: the longest files of make test (README commands 20 s, the report in chromium 14 s), run first:
+#: pytest-xdist's workers then end on short tests, where one long test at the tail would keep a
+#: core idle while the other waits for it
+RUN_FIRST = ("tests/test_readme.py::", "tests/test_report_browser.py::")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(RUN_FIRST))  # stable: order kept

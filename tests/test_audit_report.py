@@ -36,6 +36,9 @@ def audited_run(tmp_path_factory):
     return write_report(out)
 
 
+# an audited run (6 s): the report's audit rows stay in make test (test_report's
+# test_audit_above_claim_is_flagged, test_vocabulary's claimed-vs-audited); make test-slow
+@pytest.mark.slow
 def test_audit_section_renders_both_figures(audited_run):
     md = (audited_run.parent / "report.md").read_text()
     assert "## Privacy audit" in md

@@ -89,6 +89,8 @@ def _rows(card, attack, threat="server"):
     return {r["target"]: r for r in card.attacks if r["attack"] == attack and r["threat"] == threat}
 
 
+# two toy scorecards (7 s): test_scorecard's leaky and private toys stay in make test
+@pytest.mark.slow
 def test_a_protocol_that_sends_means_gets_a_measured_leak_figure(toy_cards):
     card = toy_cards["toy_private_mean"]
     assert "release_points" in card.applicable and "release_membership" in card.applicable
@@ -100,6 +102,8 @@ def test_a_protocol_that_sends_means_gets_a_measured_leak_figure(toy_cards):
     assert all(r["value"] is not None for r in _rows(card, "release_membership").values())
 
 
+# two toy scorecards (7 s): test_scorecard's leaky and private toys stay in make test
+@pytest.mark.slow
 def test_a_protocol_that_sends_noisy_rows_gets_a_record_leak(toy_cards):
     card = toy_cards["toy_noisy_rows"]
     rows = _rows(card, "release_points")

@@ -298,6 +298,8 @@ def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tm
     assert menu == [f"eps_claimed[11 parties: {others}]", "eps_claimed[client_7]"]
 
 
+# renders the shared sweep again (3-6 s): make test-slow; the other report tests read it
+@pytest.mark.slow
 def test_the_tasks_own_metrics_stand_beside_the_error(sweep_dir, tmp_path):
     """A protocol's pinned task metric (FedBary: contribution Spearman against the central
     ranking, detection AUC) is in the results table next to the error, in summary.csv and in the
@@ -911,6 +913,8 @@ def test_plot_file_names_are_safe_on_every_os(tmp_path):
     assert safe_stem("a(b)") != safe_stem("a_b") and safe_stem("ok_name-1") == "ok_name-1"
 
 
+# renders the shared sweep again (3-6 s): make test-slow; the other report tests read it
+@pytest.mark.slow
 def test_the_report_says_what_it_renders_while_it_renders(
     sweep_dir, sweep_report, capsys, monkeypatch
 ):

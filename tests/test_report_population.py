@@ -44,6 +44,9 @@ def thirty_report(thirty) -> str:
     return write_report(thirty).read_text()
 
 
+# the 30-party run (7 s): make test keeps the population's rendering on 1000 written parties
+# (test_report_browser, in chromium) and the headline's unit test; make test-slow
+@pytest.mark.slow
 def test_thirty_parties_read_as_a_distribution(thirty_report):
     html = thirty_report.replace("<wbr>", "")
     # Assert: the verdict counts the parties that leak and names the worst few, not one party
@@ -68,6 +71,9 @@ def test_thirty_parties_read_as_a_distribution(thirty_report):
 # a third render of the 30-party run, 4 s on an idle core; its population section stays in make
 # test
 @pytest.mark.slow
+# the 30-party run (7 s): make test keeps the population's rendering on 1000 written parties
+# (test_report_browser, in chromium) and the headline's unit test; make test-slow
+@pytest.mark.slow
 def test_few_parties_keep_the_one_worst_party(thirty, monkeypatch):
     import testbed.report.population as population
 
@@ -77,6 +83,9 @@ def test_few_parties_keep_the_one_worst_party(thirty, monkeypatch):
     assert re.search(r"leaks client_\d+'s data to the", html)
 
 
+# the 30-party run (7 s): make test keeps the population's rendering on 1000 written parties
+# (test_report_browser, in chromium) and the headline's unit test; make test-slow
+@pytest.mark.slow
 def test_the_records_that_leak_most_are_listed_by_row(thirty_report):
     html = thirty_report
     part = html.split(">Records that leak most</h2>", 1)[1].split("<h2", 1)[0]
