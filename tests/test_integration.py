@@ -78,6 +78,9 @@ def test_sweep_summary_prints_one_line_per_setting_with_leakage(tmp_path, capsys
     assert k1[2] == "2" and k1[5] == "1"  # three significant figures: 1, not 1.00
 
 
+# a run and its re-attack (3.5 s): make test keeps testbed attack on saved transcripts
+# (test_transcript_roundtrip's shipped scenarios); make test-slow
+@pytest.mark.slow
 def test_attacks_rerun_on_a_saved_transcript_reproduce_the_run(tmp_path, capsys):
     import json
 

@@ -254,6 +254,9 @@ def _eps_table(html: str) -> list[list[str]]:
             for r in rows if "<td" in r]  # fmt: skip
 
 
+# re-renders the shared sweep (2 s): make test-slow; test_audit_above_claim_is_flagged keeps the
+# claim and audit columns in make test
+@pytest.mark.slow
 def test_many_parties_with_the_same_claim_share_one_row_and_column(sweep_dir, tmp_path):
     # Prepare: one run of 12 clients, the same claim for all but client_7
     rows = [json.loads(x) for x in (sweep_dir / "results.jsonl").read_text().splitlines()]
@@ -861,6 +864,9 @@ def test_the_observer_section_is_one_block_picked_in_a_selector(sweep_dir, sweep
     assert md_part.count("| setting | message kind |") == 1 and "###" not in md_part
 
 
+# re-renders the shared sweep (2 s): make test-slow; test_audit_above_claim_is_flagged keeps the
+# claim and audit columns in make test
+@pytest.mark.slow
 def test_settings_without_a_claim_or_an_audit_share_one_line(sweep_dir, tmp_path):
     """Rows of "no claim, no audit" (38 of them in the demo) are one sentence naming the
     settings; parties alike in a setting share one row of the ε table."""

@@ -211,6 +211,9 @@ def test_the_run_refuses_it_too_and_testbed_attack_says_why_there_are_no_rows(tm
 
 
 # ----------------------------------------------------------------------------- the report says it
+# a run and its report (4.5 s): make test keeps the 'not measured' wording (test_vocabulary) and
+# the refusals before running (above); make test-slow
+@pytest.mark.slow
 def test_report_keeps_labels_and_says_no_output_never_no_leak(tmp_path):
     from testbed.report.writer import write_report
     from testbed.run import execute
