@@ -125,16 +125,10 @@ def time_interleaved(
     budget: float = 2.0,
 ) -> tuple[float, float, int]:
     """Alternate ``baseline`` and ``fn`` until ``budget`` seconds are spent (at least
-    ``min_repeats``, at most ``max_repeats`` pairs); return (min fn time, min baseline time, pairs)."""
-    tf, tb = [], []
-    spent = 0.0
-    while len(tf) < max_repeats and (len(tf) < min_repeats or spent < budget):
-        b = timed(baseline)
-        f = timed(fn)
-        tb.append(b)
-        tf.append(f)
-        spent += b + f
-    return min(tf), min(tb), len(tf)
+    ``min_repeats``, at most ``max_repeats`` pairs); return (min fn time, min baseline time, pairs)
+    in wall seconds (:func:`time_side_by_side`'s loop)."""
+    t = time_side_by_side(fn, baseline, min_repeats, max_repeats, budget)
+    return t["fn_wall_min"], t["base_wall_min"], t["repeats"]
 
 
 def time_side_by_side(
@@ -144,7 +138,8 @@ def time_side_by_side(
     max_repeats: int = 15,
     budget: float = 6.0,
 ) -> dict[str, Any]:
-    """Alternate ``baseline`` and ``fn`` as :func:`time_interleaved` does, timing each call in
+    """Alternate ``baseline`` and ``fn`` (baseline first) until ``budget`` wall seconds are spent
+    (at least ``min_repeats``, at most ``max_repeats`` pairs), timing each call in
     wall seconds and in CPU seconds of this process (``time.process_time``: every thread, so
     work spread over threads counts in full and other sessions' load does not). Returns each
     clock's fastest and median per side, and the pairs run."""
