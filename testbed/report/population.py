@@ -83,14 +83,15 @@ class Population:
         median 0.348, p90 0.553, max 0.802; worst 5: client_521 0.802, ...`` (the maximum is
         the worst end: the minimum for a metric where lower means more leakage)."""
         n, m = len(self.leaking()), self.parties
-        v = np.asarray(list(self.values.values()), dtype=float)
+        at = dict(self.quantiles())  # the section's quantiles hold both ends' three
         q = (0.5, 0.9, 1.0) if self.higher else (0.5, 0.1, 0.0)
         names = ("median", "p90", "max") if self.higher else ("median", "p10", "min")
-        spread = ", ".join(f"{k} {fmt(float(np.quantile(v, x)))}" for k, x in zip(names, q))
-        worst = ", ".join(f"{p} {fmt(x)}" for p, x in self.worst())
+        spread = ", ".join(f"{k} {fmt(at[x])}" for k, x in zip(names, q))
+        ranked = self.worst()
+        worst = ", ".join(f"{p} {fmt(x)}" for p, x in ranked)
         return (
             f"{n} of {m} parties leak ({100 * n / m:.0f} %); {self.metric} per party: {spread}; "
-            f"worst {len(self.worst())}: {worst}"
+            f"worst {len(ranked)}: {worst}"
         )
 
 
