@@ -89,3 +89,11 @@ RUN_FIRST = ("tests/test_readme.py::", "tests/test_report_browser.py::")
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(RUN_FIRST))  # stable: order kept
+
+
+# a forked child that runs on into pytest is ended before it reports (tests/_fork_guard.py)
+from _fork_guard import (  # noqa: E402
+    pytest_runtest_call,  # noqa: F401
+    pytest_runtest_setup,  # noqa: F401
+    pytest_runtest_teardown,  # noqa: F401
+)

@@ -373,15 +373,17 @@ def test_a_forked_child_holds_none_of_the_workers_pipes():
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: which of the parent's worker fds are still open here?
-        still = []
-        for fd in fds:
-            try:
-                os.fstat(fd)
-                still.append(fd)
-            except OSError:
-                pass
-        os.write(w, repr(still).encode())
-        os._exit(0)
+        try:
+            still = []
+            for fd in fds:
+                try:
+                    os.fstat(fd)
+                    still.append(fd)
+                except OSError:
+                    pass
+            os.write(w, repr(still).encode())
+        finally:
+            os._exit(0)
     os.close(w)
     got = os.read(r, 1000).decode()
     os.waitpid(pid, 0)

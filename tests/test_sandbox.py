@@ -317,8 +317,10 @@ def _in_a_child(body, nobody: bool) -> dict:
             body(out)
         except BaseException as exc:
             out["error"] = repr(exc)
-        os.write(w, json.dumps(out).encode())
-        os._exit(0)
+        try:  # whatever happens, the child ends here and never runs on into pytest
+            os.write(w, json.dumps(out, default=repr).encode())
+        finally:
+            os._exit(0)
     os.close(w)
     os.waitpid(pid, 0)
     out = json.loads(os.read(r, 10000) or b"{}")
