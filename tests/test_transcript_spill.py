@@ -290,18 +290,25 @@ def test_payloads_read_back_from_disk_are_read_only(tmp_path):
                 e.payload["x"] = 1
 
 
-def test_a_pass_over_a_spilled_transcript_releases_the_pages_it_read(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", ["iterate", "index", "view"])
+def test_a_pass_over_a_spilled_transcript_releases_the_pages_it_read(tmp_path, monkeypatch, how):
     # Prepare: everything spilled; a release every 1 kB of payload read back
     import testbed.exchange.spill as spill
-    import testbed.exchange.transcript as transcript
 
     tr, _ = _run(Transcript(spill_dir=tmp_path / "spill", spill_threshold=0))
     tr.close()
     released = []
-    monkeypatch.setattr(transcript, "_RELEASE_BYTES", 1024)
+    monkeypatch.setattr(spill, "RELEASE_BYTES", 1024)
     monkeypatch.setattr(spill.SpillStore, "release", lambda self: released.append(1))
-    # Execute: one pass (results, a view and the save each make one)
-    envelopes = list(tr)
+    # Execute: one pass (results, a view and the save each make one), by any path: the results
+    # row reads an observer's view by index (at 1000 FedBary clients that pass alone took the
+    # driver from 1.4 to 6.6 GB resident when only iteration released)
+    if how == "iterate":
+        envelopes = list(tr)
+    elif how == "index":
+        envelopes = [tr[i] for i in range(len(tr))]
+    else:
+        envelopes = list(tr.view("eavesdropper").envelopes)
     # Assert: pages released along the way (at 1000 FedBary clients a pass read 5 GB into the
     # driver's resident set), and what was handed out is still readable and intact
     assert 0 < len(released) <= len(envelopes)

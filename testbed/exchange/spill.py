@@ -53,6 +53,11 @@ _ALIGN = 64
 _GROW = 64 << 20  # the file grows (sparse) by at least this much, so re-mapping is rare
 
 
+#: Bytes handed out as views of the file between two releases of the map's pages from the
+#: resident set (:meth:`SpillStore.release`).
+RELEASE_BYTES = 64 << 20
+
+
 class SpillStore:
     """An append-only payload file with memory-mapped, read-only reads."""
 
@@ -63,6 +68,7 @@ class SpillStore:
         self._cap = 0
         self._map: mmap.mmap | None = None
         self.arrays = 0
+        self._viewed = 0  # bytes handed out as views since the last release
 
     @property
     def nbytes(self) -> int:
@@ -106,9 +112,14 @@ class SpillStore:
                     self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         count = int(np.prod(shape, dtype=np.int64))
         try:
-            return np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
+            out = np.frombuffer(self._map, dtype=dt, count=count, offset=off).reshape(shape)
         except ValueError as exc:
             raise DataError(f"{self.path}: array outside the file ({exc})") from None
+        self._viewed += out.nbytes
+        if self._viewed >= RELEASE_BYTES:  # whatever reads it back: a pass over a spilled
+            self._viewed = 0  # transcript (results, view, save) by any path would otherwise
+            self.release()  # keep all of it resident (5 GB at 1000 FedBary clients)
+        return out
 
     def layout(self, p: Payload):
         """Write ``p``'s arrays and return a JSON-able description of the payload (arrays as

@@ -49,10 +49,6 @@ from testbed.exchange.spill import (
 )
 from testbed.measure import Measure, is_mapped_readonly
 
-#: Spilled payload bytes read back (a pass over a spilled transcript) between two releases of
-#: their pages from the resident set.
-_RELEASE_BYTES = 64 << 20
-
 #: In-memory payload bytes a spilling transcript keeps before it writes payloads to disk.
 DEFAULT_SPILL_THRESHOLD = 256 << 20
 
@@ -289,14 +285,8 @@ class Transcript:
     def __iter__(self) -> Iterator[Envelope]:
         n = self._count  # a snapshot: envelopes appended while iterating are not visited
         yield from self._envelopes[: min(n, len(self._envelopes))]
-        pending = 0
         for seq in range(len(self._envelopes), n):
-            env = self._from_disk(seq)  # its payload re-hashed: every page of it read
-            yield env
-            pending += env.nbytes
-            if pending >= _RELEASE_BYTES:  # a pass over a spilled transcript (results, view,
-                pending = 0  # save) would otherwise keep all of it resident: 5 GB at 1000
-                self._spill.release()  # FedBary clients; views handed out stay valid
+            yield self._from_disk(seq)  # the spill store releases the pages read every 64 MB
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -399,7 +389,7 @@ class Transcript:
                     "record": canonical_digest(e.record()),
                 }
                 lines.append(json.dumps(rec, sort_keys=True))
-                yield from got.items()  # __iter__ releases the spilled pages read
+                yield from got.items()  # the spill store releases the pages read
             if self._spill is not None:
                 self._spill.release()
 
