@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import multiprocessing as mp
 import os
 import signal
@@ -58,17 +59,23 @@ IN_SWEEP_WORKER = "OT_TESTBED_SWEEP_WORKER"
 REAP_SECONDS = 10
 
 
-def _trim_heap() -> None:
-    """Hand the driver's free heap pages back to the system (glibc's ``malloc_trim``) before a
-    fork: a forked worker maps every resident page of its parent, so after a large run's
-    protocol (gigabytes of freed per-client arrays at 1000 clients) the reference's workers
-    would otherwise each count them again. Nothing where the C library has no such call."""
-
-    name = ctypes.util.find_library("c")
+@functools.cache
+def _malloc_trim():
+    name = ctypes.util.find_library("c")  # runs ldconfig: once per process
     try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
+        return ctypes.CDLL(name).malloc_trim if name else None
     except (OSError, AttributeError):
-        trim = None
+        return None
+
+
+def _trim_heap() -> None:
+    """Hand this process's free heap pages back to the system (glibc's ``malloc_trim``): before
+    a fork, a forked worker maps every resident page of its parent, so after a large run's
+    protocol (gigabytes of freed per-client arrays at 1000 clients) the reference's workers
+    would otherwise each count them again; and in a worker after each batch, whose arguments
+    and results (a quarter of a gigabyte a round at 1000 clients) are freed into a heap that
+    glibc keeps. Nothing where the C library has no such call."""
+    trim = _malloc_trim()
     if trim is not None:
         trim(0)
 
@@ -177,6 +184,8 @@ def _serve(conn, parties: Mapping[str, Any], blas_threads: int | None) -> None:
             conn.send(out)
         except Exception as exc:  # an unpicklable result or exception: say whose
             conn.send([(False, _unsendable(batch, out, exc, "returned"))])
+        del batch, out
+        _trim_heap()  # the batch's arrays, freed: back to the system, not kept for the next
 
 
 def _call_name(call: tuple) -> str:
