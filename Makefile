@@ -37,7 +37,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	@$(VENV)/bin/testbed run $(SCENARIO) --jobs $(JOBS)
 
+# compileall first: bytecode for the checkout's packages, so that the many processes the tests
+# start (the command line, sandboxed attacks, guard workers) read it instead of compiling every
+# module again where the environment sets PYTHONDONTWRITEBYTECODE (compileall writes it anyway)
+COMPILED := testbed protocols attacks defenses bench scripts tests
 test: $(STAMP)
+	@$(PY) -m compileall -q -j 0 $(COMPILED) >/dev/null
 	@$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --benchmark-disable -m "not slow and not benchmark and not ray" $(PYTEST_ARGS)
 
 # the slow suite: the long scenario runs whose protocol and command `make test` covers with a
