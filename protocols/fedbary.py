@@ -537,11 +537,9 @@ class FedBary(Protocol):
         central free-support barycenter of the clients (POT's ``ot.lp.free_support_barycenter``
         fixed point, 100 steps at most, support initialised on the pooled clients' rows, seed 0),
         stopped once a step moves Q by at most :data:`~protocols._barycenter.REFERENCE_STEP`
-        of the pooled rows' RMS radius in W2 (POT's ``stopThr`` 1e-7 waits for the last client's
-        assignment to settle: 29 steps at 100 clients, 43 at 200 and more than 100 at 1000). A
-        deviation from POT's default, named here: 13 steps at 100 clients and 20 at 1000, the
-        distances within 0.05 % of the settled ones at 100 clients and within 0.14 % of where
-        100 steps take them at 1000 (docs/findings/benchmarks.md).
+        of the pooled rows' RMS radius in W2, not POT's ``stopThr`` 1e-7 (a deviation: 13 steps
+        instead of 29 at 100 clients, distances within 0.05 % of the settled ones; 20 instead of
+        over 100 at 1000, within 0.14 % of 100 steps'; docs/findings/benchmarks.md).
         The solves run on :func:`testbed.exchange.engines.open_reference_bus` (the scenario's
         in-process workers; nothing is sent, it is the testbed's side) and, with
         ``assignment_solver`` (default), the uniform equal-size plans by
