@@ -882,6 +882,9 @@ def test_validate_does_not_load_the_report_or_the_runner(tmp_path):
     assert not loaded & {"testbed.report.writer", "testbed.run.execute", "matplotlib"}
 
 
+# slow (4.3 s: a fresh interpreter per command): make test keeps the same rule for validate in
+# tests/test_registry_lazy.py (test_validate_imports_no_numerical_library_for_any_shipped_scenario)
+@pytest.mark.slow
 def test_bad_input_to_computing_commands_is_refused_before_pot_and_torch_load(tmp_path):
     """`run`, `bench` and `audit` refuse bad input before POT (and the torch it imports) load:
     a missing file, a bad param, an unknown bench case answer in about a second, not after the

@@ -44,6 +44,9 @@ def _assert_nothing_left(pgid: int) -> None:
     assert _group_alive(pgid) == [], "a worker of the sweep outlived it"
 
 
+# slow (4.5 s: a sweep interrupted mid-way): make test keeps Ctrl-C on a run
+# (test_ctrl_c_on_a_run_leaves_no_guard_worker) and tests/test_hostile.py's SIGINT of a run
+@pytest.mark.slow
 def test_first_ctrl_c_stops_the_sweep_keeps_finished_cells_and_exits_130(tmp_path):
     proc, out = _start(tmp_path)
     _wait_for_a_cell(proc, out)

@@ -168,6 +168,9 @@ def _with_attacks(rows: list[dict]) -> list[dict]:
     return out
 
 
+# slow (5 s: re-attacks a sweep): make test keeps the Pareto front (test_pareto_front) and the
+# trade-off figures (test_one_tradeoff_figure_per_family_with_a_view_per_metric_and_attack)
+@pytest.mark.slow
 def test_attack_rows_give_tradeoff_plots_pareto_front_and_audit(sweep_dir, tmp_path):
     # Prepare
     work = tmp_path / "attacked"

@@ -104,7 +104,9 @@ def _count(monkeypatch, text: str) -> Counter:
             False,
             marks=pytest.mark.slow,
         ),
-        (WITH_PLUGINS, True),
+        # 8 s (a defense and an attack built and run): the contract_tiny case keeps the count
+        # in make test (make test-slow)
+        pytest.param(WITH_PLUGINS, True, marks=pytest.mark.slow),
     ],
     ids=["contract_tiny", "defense_and_attack", "defense_sets_a_knob"],
 )

@@ -175,6 +175,9 @@ def test_honest_rows_are_the_same_with_and_without_the_sandbox(tmp_path, scenari
     assert runs[0] == runs[1]
 
 
+# slow (5 s: a whole run with an unsandboxed thief): make test keeps the coalition's scoring in
+# tests/test_coalition_rule.py (test_run_and_attack_score_a_coalition_against_its_best_members_baseline)
+@pytest.mark.slow
 def test_no_row_is_aimed_at_the_coalition(tmp_path):
     """A plugin that guesses every party (this one steals every party's rows, unsandboxed)
     gets no row for a colluder: the coalition holds those rows; only bob is scored."""

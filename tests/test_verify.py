@@ -250,6 +250,9 @@ def test_keygen_refuses_a_name_whose_pub_is_too_long_in_one_line(tmp_path, capsy
     assert list(tmp_path.iterdir()) == []
 
 
+# slow (6 s: keygen, a signed TriangleWad run, verify): make test keeps signing and verifying in
+# test_rewritten_digests_pass_unsigned_but_fail_the_signature and the tests after it
+@pytest.mark.slow
 def test_keygen_command_and_signed_run(tmp_path, capsys):
     key = tmp_path / "signer"
     assert main(["keygen", str(key)]) == 0

@@ -52,6 +52,9 @@ def _section(md: str, title: str) -> str:
     return md.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
 
 
+# slow (4.5 s: a whole run and its report): make test keeps the not-measured wording in
+# test_claimed_vs_audited_reads_the_audit_file_and_a_failed_assumption_is_not_valid
+@pytest.mark.slow
 def test_without_population_rows_the_record_test_reads_not_measured_everywhere(tmp_path, capsys):
     # every digits row is held by a party: no population rows, and FedWAD recovers no row
     # exactly, so the record test cannot run
