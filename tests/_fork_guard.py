@@ -3,8 +3,9 @@
 and reports on the worker's channel: pytest-xdist then sees tests completed twice and stops the
 whole run with an INTERNALERROR that names neither test (``list.remove(x): x not in list``, seen
 once in CI). Such a child is ended at the end of the phase it escaped from, before it can report
-anything, with one line on the terminal (pytest's capture suspended) naming the test and what it
-raised; the test itself fails with that line when its phase ends after the child's."""
+anything, with one line on the terminal (pytest's capture suspended) naming the test, what it
+raised and where it was forked (the innermost frames at the fork); the test itself fails with
+that line when its phase ends after the child's."""
 
 from __future__ import annotations
 
@@ -23,12 +24,26 @@ def _note(pid: int) -> Path:
     return Path(tempfile.gettempdir()) / f"pytest-fork-escape-{pid}"
 
 
+#: where this process was forked (the innermost frames of the parent's stack at the fork)
+_FORKED_AT: list[str] = []
+
+
+def _remember_the_fork() -> None:
+    _FORKED_AT[:] = [
+        f"{f.filename.rsplit('/', 2)[-1] if '/' in f.filename else f.filename}:{f.lineno} {f.name}"
+        for f in traceback.extract_stack()[-8:-1]
+    ]
+
+
+os.register_at_fork(after_in_child=_remember_the_fork)
+
+
 def _end_the_child(item, parent: int) -> None:
     how = traceback.format_exc().strip().splitlines()[-1:]
     what = how[0] if how and how[0] != "NoneType: None" else "returned"
     line = (
         f"{item.nodeid}: a child it forked (pid {os.getpid()}) ran on into pytest "
-        f"({what}); ended (exit {ESCAPED})"
+        f"({what}); ended (exit {ESCAPED}); forked at {' < '.join(reversed(_FORKED_AT))}"
     )
     try:
         with open(_note(parent), "a") as fh:
