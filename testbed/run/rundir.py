@@ -21,8 +21,6 @@ run into any directory beside them removes the fresh directories whose run direc
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import fcntl
 import json
 import os
@@ -38,6 +36,7 @@ import yaml
 
 from testbed.errors import TestbedError
 from testbed.exchange.transcript import TEMP_MARK
+from testbed.libc import libc_function
 
 LOCK_NAME = ".testbed.lock"
 #: what ``testbed attack`` is about to write, written before it writes (testbed/run/journal.py)
@@ -418,10 +417,8 @@ def _exchange(a: Path, b: Path) -> bool:
     the call is not available or ``b`` does not exist."""
     if not b.exists() or not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
+    fn = libc_function("renameat2")
+    if fn is None:
         return False
     at_fdcwd, rename_exchange = -100, 2
     rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)

@@ -14,13 +14,12 @@ a fraction of a second.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
 
 from testbed.exchange.engines._lifetime import tie_to_parent
 from testbed.exchange.engines.pool import IN_SWEEP_WORKER
+from testbed.libc import libc_function
 from testbed.run.interrupt import ignore_sigint
 from testbed.threads import limit_blas_threads
 
@@ -77,11 +76,9 @@ def _warden(watched: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):  # the group's fate is the worker's
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # the parent id check below does it, within half a second
+    prctl = libc_function("prctl")
+    if prctl is not None:  # else the parent id check below does it, within half a second
+        prctl(_PR_SET_PDEATHSIG, signal.SIGUSR1, 0, 0, 0)
     while os.getppid() == watched:
         signal.sigtimedwait({signal.SIGUSR1}, 0.5)
     os.killpg(os.getpgid(0), signal.SIGKILL)

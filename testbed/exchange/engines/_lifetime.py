@@ -10,13 +10,13 @@ also watches its parent id from a daemon thread (other systems, or a parent that
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
+
+from testbed.libc import libc_function
 
 __all__ = ["tie_to_parent"]
 
@@ -27,11 +27,9 @@ def tie_to_parent(poll_seconds: float = 0.5) -> None:
     """End this process (SIGKILL) as soon as its parent process is gone."""
     proc = mp.parent_process()  # the pid that started us (a spawn child knows it)
     parent = proc.pid if proc is not None and proc.pid else os.getppid()
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the watch below does it
+    prctl = libc_function("prctl")
+    if prctl is not None:  # elsewhere (not Linux) the watch below does it
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the prctl
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -16,9 +16,6 @@ up front) and are stopped by :meth:`close` (``open_bus`` does it).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import multiprocessing as mp
 import os
 import signal
@@ -34,6 +31,7 @@ from pydantic import Field, field_validator
 from testbed.errors import EngineCallError, TestbedError
 from testbed.exchange.bus import Bus
 from testbed.exchange.engines._batch import in_call_order, run_in_order
+from testbed.libc import libc_function
 from testbed.registry import PluginConfig
 from testbed.threads import limit_blas_threads
 
@@ -59,13 +57,8 @@ IN_SWEEP_WORKER = "OT_TESTBED_SWEEP_WORKER"
 REAP_SECONDS = 10
 
 
-@functools.cache
 def _malloc_trim():
-    name = ctypes.util.find_library("c")  # runs ldconfig: once per process
-    try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return None
+    return libc_function("malloc_trim")
 
 
 def _trim_heap() -> None:
