@@ -30,7 +30,7 @@ _FORKED_AT: list[str] = []
 
 def _remember_the_fork() -> None:
     _FORKED_AT[:] = [
-        f"{f.filename.rsplit('/', 2)[-1] if '/' in f.filename else f.filename}:{f.lineno} {f.name}"
+        f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
         for f in traceback.extract_stack()[-8:-1]
     ]
 
